@@ -1,0 +1,151 @@
+"""SQLAlchemy 2 ORM tables of the store.
+
+Layout follows MLflow's tracking store: runs with a status constrained in the schema, metrics in long format
+``(run, step, key, value, wall_time)`` keyed by TRL's metric names, and the sampled groups of each logged step with
+their completions. This module imports no torch.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(timezone.utc)
+
+
+class RunStatus(str, enum.Enum):
+    """Life cycle of a run: ``queued -> running -> completed | failed | cancelled``."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_final(self) -> bool:
+        """True for completed, failed and cancelled."""
+        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+_STATUS_VALUES = ", ".join(f"'{s.value}'" for s in RunStatus)
+
+
+class Base(DeclarativeBase):
+    """Declarative base; JSON columns map ``dict``/``list`` values."""
+
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class DatasetRow(Base):
+    """An uploaded prompt dataset. Its normalised rows live in a JSONL file under the data directory."""
+
+    __tablename__ = "datasets"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    source_name: Mapped[str] = mapped_column(String(300))
+    format: Mapped[str] = mapped_column(String(16))
+    num_rows: Mapped[int] = mapped_column(Integer)
+    columns: Mapped[list[Any]] = mapped_column(JSON)
+    prompt_kind: Mapped[str] = mapped_column(String(16))
+    path: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class RunRow(Base):
+    """One training run: its config, status and process bookkeeping."""
+
+    __tablename__ = "runs"
+    __table_args__ = (CheckConstraint(f"status IN ({_STATUS_VALUES})", name="ck_runs_status"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16), default=RunStatus.QUEUED.value, index=True)
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    dataset_id: Mapped[int | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    worker_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    output_dir: Mapped[str | None] = mapped_column(Text, nullable=True)
+    log_path: Mapped[str | None] = mapped_column(Text, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    current_step: Mapped[int] = mapped_column(Integer, default=0)
+    max_steps: Mapped[int] = mapped_column(Integer, default=0)
+    phase: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class MetricRow(Base):
+    """One scalar of one step, long format: ``(run_id, step, key) -> value``."""
+
+    __tablename__ = "metrics"
+    __table_args__ = (
+        UniqueConstraint("run_id", "step", "key", name="uq_metrics_run_step_key"),
+        Index("ix_metrics_run_step", "run_id", "step"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(Integer)
+    key: Mapped[str] = mapped_column(String(200))
+    value: Mapped[float | None] = mapped_column(Float, nullable=True)
+    wall_time: Mapped[float] = mapped_column(Float)
+
+
+class GroupRow(Base):
+    """One sampled group: a prompt of one step and its G completions."""
+
+    __tablename__ = "groups"
+    __table_args__ = (Index("ix_groups_run_step", "run_id", "step"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(Integer)
+    prompt_index: Mapped[int] = mapped_column(Integer)
+    prompt: Mapped[str] = mapped_column(Text)
+    extra: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+    completions: Mapped[list[CompletionRow]] = relationship(
+        back_populates="group", cascade="all, delete-orphan", order_by="CompletionRow.index"
+    )
+
+
+class CompletionRow(Base):
+    """One completion of a group with its per-rule rewards, total reward and the advantage TRL computed."""
+
+    __tablename__ = "completions"
+    __table_args__ = (Index("ix_completions_group", "group_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    group_id: Mapped[int] = mapped_column(ForeignKey("groups.id", ondelete="CASCADE"))
+    index: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    rewards: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    total_reward: Mapped[float | None] = mapped_column(Float, nullable=True)
+    advantage: Mapped[float | None] = mapped_column(Float, nullable=True)
+    num_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    truncated: Mapped[bool] = mapped_column(Boolean, default=False)
+
+    group: Mapped[GroupRow] = relationship(back_populates="completions")

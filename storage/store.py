@@ -1,0 +1,504 @@
+"""The store: every read and write of runs, metrics, groups and datasets goes through :class:`Store`.
+
+The database is the source of truth: any number of browser tabs, a restarted dashboard and the workers read and write
+the same rows. ORM rows never leave this module; callers get the frozen dataclasses below. Queries used by the UI
+are incremental (rows after the last step the page has). SQLite gets WAL mode, ``foreign_keys`` and a busy timeout
+so that the web process and several workers can share one file.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, delete, event, func, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, selectinload, sessionmaker
+
+from storage.models import Base, CompletionRow, DatasetRow, GroupRow, MetricRow, RunRow, RunStatus, utcnow
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+class StoreError(ValueError):
+    """A request the store refuses: unknown id, duplicate name, invalid status change."""
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """An uploaded dataset. ``path`` is the normalised JSONL file under the data directory."""
+
+    id: int
+    name: str
+    source_name: str
+    format: str
+    num_rows: int
+    columns: list[str]
+    prompt_kind: str
+    path: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """A run as the UI and the launcher see it. Times are timezone-aware UTC."""
+
+    id: int
+    name: str
+    status: RunStatus
+    config: dict[str, Any]
+    dataset_id: int | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    heartbeat_at: datetime | None
+    worker_pid: int | None
+    output_dir: str | None
+    log_path: str | None
+    error: str | None
+    current_step: int
+    max_steps: int
+    phase: str | None
+    cancel_requested: bool
+
+
+@dataclass(frozen=True)
+class MetricPoint:
+    """One scalar: metric ``key`` (TRL's name, e.g. ``reward`` or ``rewards/numeric_answer/mean``) at ``step``.
+
+    ``value`` is ``None`` where TRL logged NaN or nothing; ``wall_time`` is seconds since the epoch.
+    """
+
+    step: int
+    key: str
+    value: float | None
+    wall_time: float
+
+
+@dataclass(frozen=True)
+class CompletionRecord:
+    """One completion of a group, as recorded from TRL.
+
+    ``rewards`` maps each reward function name to its reward (``None`` where the rule did not apply);
+    ``total_reward`` is the weighted sum TRL used; ``advantage`` is the advantage TRL computed.
+    """
+
+    index: int
+    text: str
+    rewards: dict[str, float | None]
+    total_reward: float | None
+    advantage: float | None
+    num_tokens: int | None = None
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class GroupRecord:
+    """A sampled group: one prompt and its G completions at one step."""
+
+    step: int
+    prompt_index: int
+    prompt: str
+    completions: list[CompletionRecord]
+    extra: dict[str, Any] = field(default_factory=dict)
+    id: int | None = None
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """SQLite drops the timezone; put UTC back."""
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value
+
+
+def _finite(value: Any) -> float | None:
+    """``value`` as a float, or ``None`` for NaN, infinities and non-numbers (JSON and SQL have no NaN)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _run_info(row: RunRow) -> RunInfo:
+    return RunInfo(
+        id=row.id,
+        name=row.name,
+        status=RunStatus(row.status),
+        config=dict(row.config or {}),
+        dataset_id=row.dataset_id,
+        created_at=_utc(row.created_at),
+        started_at=_utc(row.started_at),
+        finished_at=_utc(row.finished_at),
+        heartbeat_at=_utc(row.heartbeat_at),
+        worker_pid=row.worker_pid,
+        output_dir=row.output_dir,
+        log_path=row.log_path,
+        error=row.error,
+        current_step=row.current_step or 0,
+        max_steps=row.max_steps or 0,
+        phase=row.phase,
+        cancel_requested=bool(row.cancel_requested),
+    )
+
+
+def _dataset_info(row: DatasetRow) -> DatasetInfo:
+    return DatasetInfo(
+        id=row.id,
+        name=row.name,
+        source_name=row.source_name,
+        format=row.format,
+        num_rows=row.num_rows,
+        columns=list(row.columns or []),
+        prompt_kind=row.prompt_kind,
+        path=row.path,
+        created_at=_utc(row.created_at),
+    )
+
+
+def _group_record(row: GroupRow) -> GroupRecord:
+    return GroupRecord(
+        id=row.id,
+        step=row.step,
+        prompt_index=row.prompt_index,
+        prompt=row.prompt,
+        extra=dict(row.extra or {}),
+        completions=[
+            CompletionRecord(
+                index=c.index,
+                text=c.text,
+                rewards=dict(c.rewards or {}),
+                total_reward=c.total_reward,
+                advantage=c.advantage,
+                num_tokens=c.num_tokens,
+                truncated=bool(c.truncated),
+            )
+            for c in row.completions
+        ],
+    )
+
+
+def sqlite_url(path: str | Path) -> str:
+    """The SQLAlchemy URL of a SQLite file at ``path``."""
+    return f"sqlite:///{Path(path).resolve()}"
+
+
+def make_engine(url: str) -> Engine:
+    """Create an engine for ``url``; SQLite files get WAL mode, foreign keys and a busy timeout.
+
+    Raises:
+        sqlalchemy.exc.ArgumentError: ``url`` is not a database URL SQLAlchemy understands.
+    """
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False})
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_connection, _record):  # pragma: no cover - exercised by every SQLite test
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.close()
+
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+class Store:
+    """Reads and writes the dashboard's state in a SQL database.
+
+    Args:
+        url: any SQLAlchemy URL, e.g. ``sqlite:////data/grpo.db`` or ``postgresql+psycopg://user@host/db``.
+        create: create missing tables (idempotent).
+
+    Every method opens its own short transaction, so one ``Store`` may be shared by threads.
+    """
+
+    def __init__(self, url: str, *, create: bool = True) -> None:
+        self.url = url
+        self.engine = make_engine(url)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        if create:
+            Base.metadata.create_all(self.engine)
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self.engine.dispose()
+
+    def _session(self) -> Session:
+        return self._sessions()
+
+    # ----------------------------------------------------------------------------------------------- datasets
+    def add_dataset(
+        self,
+        *,
+        name: str,
+        source_name: str,
+        format: str,
+        num_rows: int,
+        columns: Sequence[str],
+        prompt_kind: str,
+        path: str,
+    ) -> DatasetInfo:
+        """Register a dataset whose normalised rows were already written to ``path``.
+
+        Raises:
+            StoreError: a dataset named ``name`` exists.
+        """
+        with self._session() as session:
+            row = DatasetRow(
+                name=name,
+                source_name=source_name,
+                format=format,
+                num_rows=num_rows,
+                columns=list(columns),
+                prompt_kind=prompt_kind,
+                path=path,
+            )
+            session.add(row)
+            try:
+                session.commit()
+            except IntegrityError:
+                session.rollback()
+                raise StoreError(f"a dataset named {name!r} already exists") from None
+            return _dataset_info(row)
+
+    def list_datasets(self) -> list[DatasetInfo]:
+        """All datasets, newest first."""
+        with self._session() as session:
+            rows = session.scalars(select(DatasetRow).order_by(DatasetRow.id.desc())).all()
+            return [_dataset_info(r) for r in rows]
+
+    def get_dataset(self, dataset_id: int) -> DatasetInfo:
+        """One dataset. Raises StoreError when there is none with that id."""
+        with self._session() as session:
+            row = session.get(DatasetRow, dataset_id)
+            if row is None:
+                raise StoreError(f"no dataset with id {dataset_id}")
+            return _dataset_info(row)
+
+    def find_dataset(self, name: str) -> DatasetInfo | None:
+        """The dataset named ``name``, or None."""
+        with self._session() as session:
+            row = session.scalars(select(DatasetRow).where(DatasetRow.name == name)).first()
+            return _dataset_info(row) if row else None
+
+    # --------------------------------------------------------------------------------------------------- runs
+    def create_run(self, *, name: str, config: dict[str, Any], dataset_id: int | None, max_steps: int) -> RunInfo:
+        """Insert a run in status ``queued``."""
+        with self._session() as session:
+            row = RunRow(
+                name=name,
+                config=config,
+                dataset_id=dataset_id,
+                max_steps=max_steps,
+                status=RunStatus.QUEUED.value,
+            )
+            session.add(row)
+            session.commit()
+            return _run_info(row)
+
+    def get_run(self, run_id: int) -> RunInfo:
+        """One run. Raises StoreError when there is none with that id."""
+        with self._session() as session:
+            row = session.get(RunRow, run_id)
+            if row is None:
+                raise StoreError(f"no run with id {run_id}")
+            return _run_info(row)
+
+    def list_runs(self, statuses: Iterable[RunStatus] | None = None) -> list[RunInfo]:
+        """Runs, newest first, optionally only those in ``statuses``."""
+        query = select(RunRow).order_by(RunRow.id.desc())
+        if statuses is not None:
+            query = query.where(RunRow.status.in_([RunStatus(s).value for s in statuses]))
+        with self._session() as session:
+            return [_run_info(r) for r in session.scalars(query).all()]
+
+    def update_run(self, run_id: int, **fields: Any) -> None:
+        """Set columns of a run (``output_dir``, ``log_path``, ``phase``, ``worker_pid``, ...)."""
+        if "status" in fields:
+            fields["status"] = RunStatus(fields["status"]).value
+        with self._session() as session:
+            result = session.execute(update(RunRow).where(RunRow.id == run_id).values(**fields))
+            session.commit()
+            if result.rowcount == 0:
+                raise StoreError(f"no run with id {run_id}")
+
+    def claim_run(self, run_id: int, worker_pid: int | None = None) -> bool:
+        """Move a ``queued`` run to ``running`` atomically; False if it was not queued (someone else took it)."""
+        now = utcnow()
+        with self._session() as session:
+            result = session.execute(
+                update(RunRow)
+                .where(RunRow.id == run_id, RunRow.status == RunStatus.QUEUED.value)
+                .values(status=RunStatus.RUNNING.value, started_at=now, heartbeat_at=now, worker_pid=worker_pid)
+            )
+            session.commit()
+            return result.rowcount == 1
+
+    def finish_run(self, run_id: int, status: RunStatus, error: str | None = None) -> bool:
+        """Set a final status unless the run already has one; returns whether it changed.
+
+        Raises:
+            StoreError: ``status`` is not final.
+        """
+        status = RunStatus(status)
+        if not status.is_final:
+            raise StoreError(f"{status.value} is not a final status")
+        final = [s.value for s in RunStatus if s.is_final]
+        with self._session() as session:
+            result = session.execute(
+                update(RunRow)
+                .where(RunRow.id == run_id, RunRow.status.not_in(final))
+                .values(status=status.value, finished_at=utcnow(), error=error, phase=None)
+            )
+            session.commit()
+            return result.rowcount == 1
+
+    def heartbeat(self, run_id: int, *, step: int | None = None, phase: str | None = None) -> bool:
+        """Record that the worker is alive (and its step or phase); returns ``cancel_requested``."""
+        values: dict[str, Any] = {"heartbeat_at": utcnow()}
+        if step is not None:
+            values["current_step"] = step
+        if phase is not None:
+            values["phase"] = phase
+        with self._session() as session:
+            session.execute(update(RunRow).where(RunRow.id == run_id).values(**values))
+            session.commit()
+            return bool(session.scalar(select(RunRow.cancel_requested).where(RunRow.id == run_id)))
+
+    def request_cancel(self, run_id: int) -> RunInfo:
+        """Ask a run to stop. A queued run is cancelled at once; a running one stops at its next step.
+
+        Both changes are conditional updates, like :meth:`claim_run`, so a launcher claiming the run at the same
+        moment either loses the claim or sees ``cancel_requested``; a claimed run is never marked cancelled.
+        """
+        with self._session() as session:
+            queued = session.execute(
+                update(RunRow)
+                .where(RunRow.id == run_id, RunRow.status == RunStatus.QUEUED.value)
+                .values(status=RunStatus.CANCELLED.value, finished_at=utcnow())
+            )
+            if queued.rowcount == 0:
+                session.execute(
+                    update(RunRow)
+                    .where(RunRow.id == run_id, RunRow.status == RunStatus.RUNNING.value)
+                    .values(cancel_requested=True)
+                )
+            session.commit()
+            row = session.get(RunRow, run_id)
+            if row is None:
+                raise StoreError(f"no run with id {run_id}")
+            return _run_info(row)
+
+    def delete_run(self, run_id: int) -> None:
+        """Delete a run with its metrics, groups and completions (files are the caller's)."""
+        with self._session() as session:
+            group_ids = select(GroupRow.id).where(GroupRow.run_id == run_id)
+            session.execute(delete(CompletionRow).where(CompletionRow.group_id.in_(group_ids)))
+            session.execute(delete(GroupRow).where(GroupRow.run_id == run_id))
+            session.execute(delete(MetricRow).where(MetricRow.run_id == run_id))
+            session.execute(delete(RunRow).where(RunRow.id == run_id))
+            session.commit()
+
+    # ------------------------------------------------------------------------------------------------ metrics
+    def record_metrics(self, run_id: int, step: int, values: dict[str, Any], wall_time: float) -> int:
+        """Store the scalars logged at ``step``; non-numbers are skipped, NaN/inf stored as NULL.
+
+        A key already recorded for that step is overwritten, so a replayed step never duplicates rows.
+        Returns the number of scalars stored.
+        """
+        items = {k: v for k, v in values.items() if isinstance(v, (int, float)) or v is None}
+        if not items:
+            return 0
+        with self._session() as session:
+            session.execute(
+                delete(MetricRow).where(
+                    MetricRow.run_id == run_id, MetricRow.step == step, MetricRow.key.in_(list(items))
+                )
+            )
+            session.add_all(
+                MetricRow(run_id=run_id, step=step, key=k, value=_finite(v), wall_time=wall_time)
+                for k, v in items.items()
+            )
+            session.execute(
+                update(RunRow).where(RunRow.id == run_id, RunRow.current_step < step).values(current_step=step)
+            )
+            session.commit()
+        return len(items)
+
+    def metrics_since(self, run_id: int, after_step: int = -1, keys: Sequence[str] | None = None) -> list[MetricPoint]:
+        """Metric points with ``step > after_step``, ordered by step then key (incremental chart refresh)."""
+        query = select(MetricRow).where(MetricRow.run_id == run_id, MetricRow.step > after_step)
+        if keys is not None:
+            query = query.where(MetricRow.key.in_(list(keys)))
+        with self._session() as session:
+            rows = session.scalars(query.order_by(MetricRow.step, MetricRow.key)).all()
+            return [MetricPoint(r.step, r.key, r.value, r.wall_time) for r in rows]
+
+    def metric_keys(self, run_id: int) -> list[str]:
+        """The distinct metric names recorded for a run, sorted."""
+        with self._session() as session:
+            rows = session.scalars(select(MetricRow.key).where(MetricRow.run_id == run_id).distinct()).all()
+            return sorted(rows)
+
+    # ------------------------------------------------------------------------------------------------- groups
+    def record_groups(self, run_id: int, step: int, groups: Sequence[GroupRecord]) -> int:
+        """Store the sampled groups of ``step`` (replacing any already stored for it). Returns how many."""
+        with self._session() as session:
+            old = select(GroupRow.id).where(GroupRow.run_id == run_id, GroupRow.step == step)
+            session.execute(delete(CompletionRow).where(CompletionRow.group_id.in_(old)))
+            session.execute(delete(GroupRow).where(GroupRow.run_id == run_id, GroupRow.step == step))
+            for group in groups:
+                row = GroupRow(
+                    run_id=run_id,
+                    step=step,
+                    prompt_index=group.prompt_index,
+                    prompt=group.prompt,
+                    extra=group.extra,
+                )
+                row.completions = [
+                    CompletionRow(
+                        index=c.index,
+                        text=c.text,
+                        rewards={k: _finite(v) for k, v in c.rewards.items()},
+                        total_reward=_finite(c.total_reward),
+                        advantage=_finite(c.advantage),
+                        num_tokens=c.num_tokens,
+                        truncated=bool(c.truncated),
+                    )
+                    for c in group.completions
+                ]
+                session.add(row)
+            session.commit()
+        return len(groups)
+
+    def group_steps(self, run_id: int) -> list[int]:
+        """The steps of a run that have recorded groups, ascending."""
+        with self._session() as session:
+            rows = session.scalars(
+                select(GroupRow.step).where(GroupRow.run_id == run_id).distinct().order_by(GroupRow.step)
+            ).all()
+            return list(rows)
+
+    def groups_at(self, run_id: int, step: int) -> list[GroupRecord]:
+        """The groups of one step with their completions, in prompt order."""
+        with self._session() as session:
+            rows = session.scalars(
+                select(GroupRow)
+                .where(GroupRow.run_id == run_id, GroupRow.step == step)
+                .options(selectinload(GroupRow.completions))
+                .order_by(GroupRow.id)
+            ).all()
+            return [_group_record(r) for r in rows]
+
+    def count_groups(self, run_id: int) -> int:
+        """How many groups a run has recorded."""
+        with self._session() as session:
+            return session.scalar(select(func.count(GroupRow.id)).where(GroupRow.run_id == run_id)) or 0
