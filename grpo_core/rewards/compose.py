@@ -1,0 +1,266 @@
+"""Weighted composition of reward rules, and group scoring that mirrors TRL's GRPOTrainer.
+
+A run's rewards are a list of :class:`RewardSpec` (rule name, weight, parameters, optional metric name).
+:func:`build_reward_funcs` turns them into what ``GRPOTrainer`` takes (``reward_funcs`` and ``GRPOConfig.
+reward_weights``); :func:`score_group` scores one prompt's group of completions the way the trainer would, for the
+dashboard's try-out bench, without torch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+
+from grpo_core.rewards.registry import RewardFunc, get_rule
+
+
+class RewardSpec(pydantic.BaseModel):
+    """One reward rule of a run, as stored in its config.
+
+    Attributes:
+        rule: registry name (see :func:`grpo_core.rewards.all_rules`).
+        weight: its weight in the weighted sum of rewards (TRL's ``reward_weights``); any finite number, negative
+            allowed.
+        params: the rule's parameters; missing ones take their defaults.
+        name: metric name (TRL logs ``rewards/<name>/mean``); default the reward function's own name, which is
+            the rule name for every built-in rule except ``plugin`` (its ``name`` parameter or function name).
+    """
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    rule: str = pydantic.Field(min_length=1)
+    weight: float = 1.0
+    params: dict[str, Any] = pydantic.Field(default_factory=dict)
+    name: str | None = None
+
+    @pydantic.field_validator("weight")
+    @classmethod
+    def _finite_weight(cls, weight: float) -> float:
+        if not math.isfinite(weight):
+            raise ValueError(f"weight must be a finite number, got {weight}")
+        return weight
+
+    @pydantic.field_validator("name")
+    @classmethod
+    def _blank_name_is_none(cls, name: str | None) -> str | None:
+        return name.strip() or None if name is not None else None
+
+
+def _as_spec(index: int, spec: RewardSpec | Mapping[str, Any]) -> RewardSpec:
+    if isinstance(spec, RewardSpec):
+        return spec
+    try:
+        return RewardSpec.model_validate(spec)
+    except pydantic.ValidationError as exc:
+        rule = spec.get("rule", "?") if isinstance(spec, Mapping) else "?"
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'spec'}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"reward rule {index} ({rule}): {problems}") from None
+
+
+def build_reward_funcs(
+    specs: Sequence[RewardSpec | Mapping[str, Any]],
+) -> tuple[list[RewardFunc], list[float], list[str]]:
+    """Build the reward functions of a run.
+
+    Args:
+        specs: the run's reward rules (``RewardSpec`` objects or dicts of the same fields), in order.
+
+    Returns:
+        ``(funcs, weights, names)``, one entry per spec: picklable reward functions whose ``__name__`` is set to
+        their unique metric name, the weights (pass as ``GRPOConfig.reward_weights``) and the names. A name used
+        twice gets ``_2``, ``_3``... on its later uses (``numeric_answer``, ``numeric_answer_2``).
+
+    Raises:
+        ValueError: ``specs`` is empty, or a spec names an unknown rule or has a bad parameter; the message starts
+            with the 1-based position and the rule, e.g. ``reward rule 2 (format_regex): parameter 'pattern': ...``.
+    """
+    if not specs:
+        raise ValueError("at least one reward rule is needed")
+    funcs: list[RewardFunc] = []
+    weights: list[float] = []
+    names: list[str] = []
+    for index, raw in enumerate(specs, start=1):
+        spec = _as_spec(index, raw)
+        try:
+            func = get_rule(spec.rule).build(spec.params)
+        except ValueError as exc:
+            raise ValueError(f"reward rule {index} ({spec.rule}): {exc}") from None
+        base = spec.name or getattr(func, "__name__", None) or spec.rule
+        name, suffix = base, 2
+        while name in names:
+            name, suffix = f"{base}_{suffix}", suffix + 1
+        func.__name__ = name  # type: ignore[attr-defined]
+        funcs.append(func)
+        weights.append(float(spec.weight))
+        names.append(name)
+    return funcs, weights, names
+
+
+@dataclass
+class GroupScore:
+    """The scores of one group of completions of the same prompt.
+
+    Attributes:
+        names: reward function names, one per rule.
+        rewards: ``[rule][completion]`` raw rewards; ``None`` where the rule did not apply.
+        total: per completion, the weighted sum of the rewards that applied (what TRL logs as ``reward``);
+            ``None`` when no rule applied to that completion (TRL: NaN, "unscorable").
+        advantages: per completion, the group-relative advantage GRPO trains on (0.0 for unscorable completions).
+    """
+
+    names: list[str]
+    rewards: list[list[float | None]]
+    total: list[float | None]
+    advantages: list[float]
+
+
+_NAN = float("nan")
+
+
+def _nanmean(values: Sequence[float]) -> float:
+    present = [v for v in values if not math.isnan(v)]
+    return math.fsum(present) / len(present) if present else _NAN
+
+
+def _nanstd(values: Sequence[float]) -> float:
+    """Unbiased (n - 1) standard deviation ignoring NaNs; NaN with fewer than 2 values.
+
+    Same as ``trl.trainer.utils.nanstd`` (TRL 1.16.0).
+    """
+    present = [v for v in values if not math.isnan(v)]
+    if len(present) < 2:
+        return _NAN
+    mean = math.fsum(present) / len(present)
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in present) / (len(present) - 1))
+
+
+def _nansum(values: Sequence[float]) -> float:
+    return math.fsum(v for v in values if not math.isnan(v))
+
+
+def _ignore_log_extra(column: str, values: list[Any]) -> None:
+    """Stands in for the trainer's ``log_extra`` (extra completion-table columns), which the bench does not keep."""
+
+
+def _ignore_log_metric(name: str, value: float) -> None:
+    """Stands in for the trainer's ``log_metric``, which the bench does not keep."""
+
+
+def score_group(
+    specs: Sequence[RewardSpec | Mapping[str, Any]],
+    completions: Sequence[Any],
+    row: Mapping[str, Any],
+    completion_ids: Sequence[Sequence[int]] | None = None,
+    epsilon: float = 1e-4,
+    scale_rewards: str | bool = "group",
+    multi_objective_aggregation: str = "sum_then_normalize",
+) -> GroupScore:
+    """Score ``completions`` (one group, all for the dataset ``row``) exactly as TRL's GRPOTrainer would.
+
+    Matches ``GRPOTrainer._calculate_rewards`` and ``_generate_and_score_completions`` of TRL 1.16.0 for one group
+    of ``G = len(completions)`` generations:
+
+    * every reward function is called as ``f(prompts=..., completions=..., completion_ids=..., **columns,
+      trainer_state=None, log_extra=..., log_metric=...)`` where each column of ``row`` except ``prompt``,
+      ``completion`` and ``completion_ids`` is repeated G times, and ``prompts`` is ``row["prompt"]`` repeated;
+      a ``None`` reward becomes NaN;
+    * a completion for which every function returned ``None`` is *unscorable*: its total is NaN, it is left out of
+      the mean and std below, and its advantage is 0;
+    * ``"sum_then_normalize"`` (default): ``total = nansum_i(weight_i * reward_i)``; ``advantage = total -
+      nanmean(total)``, divided by ``nanstd(total) + 1e-4`` unless ``scale_rewards`` is ``"none"``/``False``.
+      ``nanstd`` is the unbiased (n - 1) standard deviation, NaN with fewer than two scorable values (then every
+      advantage becomes 0, as TRL's ``nan_to_num`` does); with G = 1 the std is taken as 0. For a single group
+      ``"batch"`` scaling equals ``"group"`` scaling;
+    * ``"normalize_then_sum"`` (GDPO): each rule's rewards are first normalised within the group,
+      ``(r - nanmean) / (nanstd + 1e-4)``, then weighted and summed; the advantage is that sum normalised again,
+      always (``scale_rewards`` is not consulted, as in TRL).
+
+    Differences: TRL computes in float32 on the device, this in float64, so values agree to about 1e-6; TRL's
+    ``epsilon`` is fixed at 1e-4 (the ``epsilon`` argument here defaults to it). Plugin rules are run too, so call
+    this in the web process only for built-in rules (the try-out bench may run plugins in a worker).
+
+    Args:
+        specs: the reward rules (see :func:`build_reward_funcs`).
+        completions: G completions, standard (``str``) or conversational (message lists).
+        row: the dataset row (column -> value) the prompt came from.
+        completion_ids: G token id lists, used by ``length``; ``None`` lets it count words.
+        epsilon: added to the std before dividing.
+        scale_rewards: ``"group"``/``True``, ``"batch"`` or ``"none"``/``False`` (``GRPOConfig.scale_rewards``).
+        multi_objective_aggregation: ``"sum_then_normalize"`` or ``"normalize_then_sum"``.
+
+    Returns:
+        A :class:`GroupScore`; ``total`` is the raw weighted sum in both aggregation modes.
+
+    Raises:
+        ValueError: an empty group, a bad spec (see :func:`build_reward_funcs`), an unknown ``scale_rewards`` or
+            aggregation, ``completion_ids`` of the wrong length, or a reward function returning the wrong number
+            of values (the message names it).
+    """
+    scale = {True: "group", False: "none"}.get(scale_rewards, scale_rewards)  # type: ignore[call-overload]
+    if scale not in ("group", "batch", "none"):
+        raise ValueError(f"scale_rewards must be 'group', 'batch' or 'none', got {scale_rewards!r}")
+    if multi_objective_aggregation not in ("sum_then_normalize", "normalize_then_sum"):
+        raise ValueError(
+            "multi_objective_aggregation must be 'sum_then_normalize' or 'normalize_then_sum', "
+            f"got {multi_objective_aggregation!r}"
+        )
+    size = len(completions)
+    if size == 0:
+        raise ValueError("score_group needs at least one completion")
+    if completion_ids is not None and len(completion_ids) != size:
+        raise ValueError(f"completion_ids has {len(completion_ids)} entries for {size} completions")
+    funcs, weights, names = build_reward_funcs(specs)
+
+    columns = {
+        key: [value] * size for key, value in row.items() if key not in ("prompt", "completion", "completion_ids")
+    }
+    columns["trainer_state"] = None
+    columns["log_extra"] = _ignore_log_extra
+    columns["log_metric"] = _ignore_log_metric
+    prompts = [row.get("prompt")] * size
+    ids = [list(i) for i in completion_ids] if completion_ids is not None else None
+
+    rewards: list[list[float | None]] = []
+    for func, name in zip(funcs, names, strict=True):
+        output = func(prompts=prompts, completions=list(completions), completion_ids=ids, **columns)
+        if len(output) != size:
+            raise ValueError(f"reward function {name!r} returned {len(output)} rewards for {size} completions")
+        rewards.append([None if r is None else float(r) for r in output])
+
+    as_nan = [[_NAN if r is None else r for r in per_rule] for per_rule in rewards]
+    unscorable = [all(math.isnan(per_rule[k]) for per_rule in as_nan) for k in range(size)]
+    raw_total = [
+        _NAN if unscorable[k] else _nansum([w * per_rule[k] for w, per_rule in zip(weights, as_nan, strict=True)])
+        for k in range(size)
+    ]
+
+    if multi_objective_aggregation == "sum_then_normalize":
+        mean = _nanmean(raw_total)
+        std = _nanstd(raw_total) if size > 1 else 0.0
+        advantages = [t - mean for t in raw_total]
+        if scale != "none":
+            advantages = [a / (std + epsilon) for a in advantages]
+    else:
+        normalised = []
+        for per_rule in as_nan:
+            rule_mean = _nanmean(per_rule)
+            rule_std = _nanstd(per_rule) if size > 1 else 0.0
+            normalised.append([(r - rule_mean) / (rule_std + epsilon) for r in per_rule])
+        summed = [
+            _NAN if unscorable[k] else _nansum([w * n[k] for w, n in zip(weights, normalised, strict=True)])
+            for k in range(size)
+        ]
+        std = _nanstd(summed) if size > 1 else 0.0
+        mean = _nanmean(summed)
+        advantages = [(s - mean) / (std + epsilon) for s in summed]
+
+    return GroupScore(
+        names=names,
+        rewards=rewards,
+        total=[None if math.isnan(t) else t for t in raw_total],
+        advantages=[0.0 if math.isnan(a) else a for a in advantages],
+    )
