@@ -1,0 +1,606 @@
+"""Code reward rules: run the completion's Python against the row's tests in the sandbox, time it, check its style.
+
+Rules (category ``code``):
+
+* ``code_tests``: share of the row's tests passed; -0.1 on timeout; 0.0 on a syntax error; ``None`` without tests.
+* ``code_runtime``: for code passing all its tests, ``reference time / its time`` clipped to [0, 1].
+* ``code_style``: share of non-blank lines without a PEP 8 violation (``pycodestyle``).
+
+The code of a completion is the last fenced block tagged ``python``/``py``/``python3`` or untagged
+(an unclosed last fence, as in a truncated generation, counts), else the whole completion (:func:`extract_code`).
+
+Tests (the ``tests`` column) come in two shapes, see :func:`split_tests`:
+
+* HumanEval (Chen et al. 2021, "Evaluating Large Language Models Trained on Code", arXiv 2107.03374): the source
+  of a ``check(candidate)`` function plus an ``entry_point`` column naming the function under test. Each
+  top-level statement of ``check``'s body that contains an ``assert`` is one test; other statements run in order.
+* A list of assert statements, or a string of them (one statement per test; JSON-encoded lists accepted).
+
+How a test program runs (see :func:`build_test_program`): the completion's code is ``exec``-uted in a namespace of
+its own with ``__name__ == "__solution__"`` (so ``if __name__ == "__main__":`` demos do not run), then each test
+unit in that namespace, each guarded by ``try/except BaseException``; the child's stdout and stderr are sent to
+``/dev/null`` and the summary line is written to a private descriptor, prefixed with a random per-run nonce, so
+output printed by the completion cannot fake a result. Exiting early (``sys.exit``, ``os._exit``) yields no summary,
+which scores as failure. This does not stop a completion that deliberately introspects the harness (frames,
+``gc``) or returns objects whose ``__eq__`` always holds; see ``docs/sandbox.md``.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import logging
+import math
+import re
+import secrets
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+import pycodestyle
+
+from grpo_core.rewards.registry import RewardRule, RuleParam, completion_text, register
+from grpo_core.rewards.sandbox import ExecResult, ExecStatus, run_many
+
+logger = logging.getLogger(__name__)
+
+TIMEOUT_REWARD = -0.1
+"""``code_tests`` reward of a completion whose run hit the time limit: below wrong code, so loops are discouraged."""
+
+RUNTIME_SMOOTHING_S = 1e-4
+"""Added to both times in ``code_runtime``'s ratio, so sub-millisecond timer noise does not dominate."""
+
+_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+.-]*)[^\n]*\n(.*?)(?:^[ \t]*```[ \t]*$|\Z)", re.DOTALL | re.MULTILINE)
+_PYTHON_TAGS = {"", "python", "py", "python3", "py3"}
+
+
+def extract_code(text: str) -> str:
+    """The Python code of a completion.
+
+    The last fenced block tagged ``python``, ``py``, ``python3`` or untagged (blocks in other languages are
+    skipped; a last fence without its closing ``````` runs to the end of the text), else the whole text.
+    """
+    blocks = [m.group(2) for m in _FENCE.finditer(text) if m.group(1).lower() in _PYTHON_TAGS]
+    return blocks[-1] if blocks else text
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Tests -> units
+
+
+def _contains_assert(node: ast.AST) -> bool:
+    """Whether executing ``node`` can run an ``assert`` (asserts inside function/class definitions do not count)."""
+    if isinstance(node, ast.Assert):
+        return True
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+        return False
+    return any(_contains_assert(child) for child in ast.iter_child_nodes(node))
+
+
+def _contains_return(node: ast.AST) -> bool:
+    if isinstance(node, ast.Return):
+        return True
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+        return False
+    return any(_contains_return(child) for child in ast.iter_child_nodes(node))
+
+
+def _source(text: str, node: ast.stmt) -> str:
+    segment = ast.get_source_segment(text, node, padded=True)
+    return textwrap.dedent(segment) if segment is not None else ast.unparse(node)
+
+
+def _split_statements(text: str) -> list[tuple[str, str]]:
+    """Top-level statements of ``text``: those containing an assert are ``test`` units, the rest ``setup``.
+
+    Raises:
+        SyntaxError: ``text`` does not parse.
+    """
+    module = ast.parse(text)
+    return [("test" if _contains_assert(stmt) else "setup", _source(text, stmt)) for stmt in module.body]
+
+
+def _humaneval_units(tests: str, entry_point: str) -> list[tuple[str, str]]:
+    """Units of a HumanEval ``check(candidate)`` test module (falls back to one ``check(entry_point)`` test)."""
+    whole = [("setup", tests), ("test", f"check({entry_point})")]
+    try:
+        module = ast.parse(tests)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return whole
+    checks = [s for s in module.body if isinstance(s, ast.FunctionDef) and s.name == "check"]
+    if not checks or not entry_point.isidentifier():
+        return whole
+    check = checks[-1]
+    if check.args.args and not any(isinstance(s, ast.Global | ast.Nonlocal) for s in ast.walk(check)):
+        param = check.args.args[0].arg
+    else:
+        return whole
+    units = [("setup", _source(tests, s)) for s in module.body if s is not check]
+    units.append(("setup", f"{param} = {entry_point}"))
+    for stmt in check.body:
+        if _contains_return(stmt):
+            return whole  # control flow a module cannot reproduce
+        units.append(("test" if _contains_assert(stmt) else "setup", _source(tests, stmt)))
+    if not any(kind == "test" for kind, _ in units):
+        return whole
+    return units
+
+
+def split_tests(tests: Any, entry_point: str | None = None) -> list[tuple[str, str]]:
+    """Turn a row's ``tests`` value into ordered ``(kind, source)`` units, ``kind`` being ``setup`` or ``test``.
+
+    Accepted shapes:
+
+    * a string with ``def check(`` and an ``entry_point``: HumanEval; the module's other statements, then
+      ``candidate = <entry_point>``, then each statement of ``check``'s body (a test if it holds an assert).
+      A ``check`` that ``return``s early or uses ``global`` runs whole, as one test ``check(<entry_point>)``.
+    * a string of Python statements: each top-level statement holding an assert is a test, others are setup;
+      if it does not parse, each line starting with ``assert`` is a test and other non-blank lines setup.
+      A string holding a JSON list of strings is read as that list.
+    * a list/tuple of strings: each is split as above (an item that does not parse is one test, which fails).
+
+    Returns an empty list for ``None``, an empty string or list, or tests without any assert.
+    """
+    if tests is None:
+        return []
+    if hasattr(tests, "tolist") and not isinstance(tests, str):  # a numpy array from a dataset column
+        tests = tests.tolist()
+    if isinstance(tests, str):
+        stripped = tests.strip()
+        if not stripped:
+            return []
+        if stripped.startswith("["):
+            try:
+                decoded = json.loads(stripped)
+            except ValueError:
+                decoded = None
+            if isinstance(decoded, list) and all(isinstance(item, str) for item in decoded):
+                return split_tests(decoded, entry_point)
+        if entry_point and re.search(r"^def\s+check\s*\(", tests, re.MULTILINE):
+            units = _humaneval_units(tests, str(entry_point).strip())
+        else:
+            try:
+                units = _split_statements(tests)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                units = [
+                    ("test" if line.lstrip().startswith("assert") else "setup", line.strip())
+                    for line in tests.splitlines()
+                    if line.strip()
+                ]
+    elif isinstance(tests, Sequence):
+        units = []
+        for item in tests:
+            if item is None or not str(item).strip():
+                continue
+            try:
+                units.extend(_split_statements(str(item)))
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                units.append(("test", str(item)))
+    else:
+        return []
+    return units if any(kind == "test" for kind, _ in units) else []
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The test program run in the sandbox
+
+_HARNESS = """\
+def _harness(payload):
+    import json, os, time
+    try:
+        os.remove(__file__)  # the nonce and the tests live on only in this process's memory
+    except OSError:
+        pass
+    p = json.loads(payload)
+    nonce, units, repeats = p["nonce"], p["units"], p["repeats"]
+    # Everything the harness uses after the completion ran is bound now: the completion may patch builtins/modules.
+    write, exit_, perf_counter = os.write, os._exit, time.perf_counter
+    exec_, compile_, repr_, min_, range_, all_ = exec, compile, repr, min, range, all
+    Base = BaseException
+    out = os.dup(1)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+
+    def finish(text):
+        write(out, ("\\n" + nonce + " " + text + "\\n").encode())
+        exit_(0)  # no atexit handlers, no waiting for threads the completion left running
+
+    try:
+        code = compile_(p["code"], "<completion>", "exec")
+    except Base:
+        finish("syntax_error")
+    compiled = []
+    for kind, source in units:
+        try:
+            compiled.append((kind, compile_(source, "<test>", "exec")))
+        except Base:
+            compiled.append((kind, None))
+    del p, payload
+    ns = {"__name__": "__solution__", "__builtins__": __builtins__}
+    try:
+        exec_(code, ns)
+    except Base:
+        finish("load_error")
+    passed = []
+    best = None
+    for round_ in range_(repeats if repeats > 1 else 1):
+        start = perf_counter()
+        results = []
+        for kind, unit in compiled:
+            try:
+                if unit is None:
+                    raise SyntaxError("test does not compile")
+                exec_(unit, ns)
+                ok = True
+            except Base:
+                ok = False
+            if kind == "test":
+                results.append(ok)
+        elapsed = perf_counter() - start
+        best = elapsed if best is None else min_(best, elapsed)
+        if round_ == 0:
+            passed = results
+            if not all_(passed):
+                break
+    finish("passed " + "".join(["1" if ok else "0" for ok in passed]) + " " + repr_(best))
+
+
+_harness(PAYLOAD)
+"""
+
+
+def build_test_program(code: str, units: list[tuple[str, str]], nonce: str, repeats: int = 1) -> str:
+    """The Python script the sandbox runs for one completion.
+
+    Its last line on stdout is ``<nonce> passed <bits> <seconds>`` (``bits``: one ``1``/``0`` per test unit;
+    ``seconds``: ``time.perf_counter`` time of the test units, the best of ``repeats`` rounds when all pass, not
+    counting interpreter start-up or the completion's own top-level code), ``<nonce> syntax_error`` or
+    ``<nonce> load_error`` (the completion raised at top level); nothing if the child died or exited early.
+    """
+    payload = json.dumps({"nonce": nonce, "code": code, "units": units, "repeats": int(repeats)})
+    return _HARNESS.replace("PAYLOAD", repr(payload))
+
+
+def parse_test_output(result: ExecResult, nonce: str) -> tuple[str, list[bool], float | None]:
+    """``(outcome, passed, seconds)`` from a test program's result.
+
+    ``outcome`` is ``timeout``, ``syntax_error``, ``load_error``, ``passed`` or ``no_result`` (crash, early exit,
+    memory or output limit); ``passed`` holds one bool per test for ``passed``; ``seconds`` the test time.
+    """
+    if result.status is ExecStatus.TIMEOUT:
+        return "timeout", [], None
+    prefix = nonce + " "
+    lines = [line[len(prefix) :] for line in result.stdout.splitlines() if line.startswith(prefix)]
+    if not lines:
+        return "no_result", [], None
+    fields = lines[-1].split()
+    if fields[0] in ("syntax_error", "load_error"):
+        return fields[0], [], None
+    if fields[0] == "passed" and len(fields) == 3:
+        try:
+            return "passed", [bit == "1" for bit in fields[1]], float(fields[2])
+        except ValueError:
+            pass
+    return "no_result", [], None
+
+
+def _column(kwargs: dict[str, Any], name: str, n: int, *, required: bool, rule: str) -> list[Any]:
+    """Column ``name`` from TRL's kwargs as a list of ``n`` values (``None`` where absent).
+
+    Raises:
+        ValueError: a required column is missing, or a column's length is not ``n``.
+    """
+    values = kwargs.get(name)
+    if values is None:
+        if required:
+            raise ValueError(f"reward rule {rule!r} needs a {name!r} dataset column; it is missing")
+        return [None] * n
+    if isinstance(values, str | bytes | dict) or not hasattr(values, "__iter__"):
+        values = [values] * n  # one value for the whole batch
+    values = list(values)
+    if len(values) != n:
+        raise ValueError(f"reward rule {rule!r}: column {name!r} has {len(values)} values for {n} completions")
+    return values
+
+
+def _cpu_seconds(timeout_s: float) -> int:
+    return max(1, math.ceil(timeout_s) + 1)
+
+
+def _run_tests(
+    codes: list[str], units: list[list[tuple[str, str]]], *, timeout_s: float, repeats: int, max_workers: int | None
+) -> list[tuple[str, list[bool], float | None]]:
+    """Run each ``codes[i]`` against ``units[i]`` in parallel; parsed outcomes in order."""
+    nonces = [secrets.token_hex(16) for _ in codes]
+    programs = [build_test_program(c, u, n, repeats) for c, u, n in zip(codes, units, nonces, strict=True)]
+    results = run_many(programs, max_workers=max_workers, timeout_s=timeout_s, cpu_s=_cpu_seconds(timeout_s))
+    parsed = []
+    for result, nonce in zip(results, nonces, strict=True):
+        if result.status is ExecStatus.SETUP_ERROR:
+            logger.warning("code reward: the sandbox failed: %s", result.stderr)
+            parsed.append(("setup_error", [], None))
+        else:
+            parsed.append(parse_test_output(result, nonce))
+    return parsed
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# code_tests
+
+
+class CodeTestsReward:
+    """Share of the row's tests that the completion's code passes, run in the sandbox.
+
+    Call: ``(completions, tests=[...], entry_point=[...] (optional), **ignored) -> list[float | None]``; see
+    :func:`split_tests` for the test shapes. Per completion: passed tests / tests in [0, 1];
+    ``TIMEOUT_REWARD`` (-0.1) when the run hits ``timeout_s``; 0.0 for a syntax error, code that raises at top
+    level, a crash or an early exit; ``None`` where the row has no tests or the sandbox itself failed. All
+    completions of a call run in parallel (:func:`~grpo_core.rewards.sandbox.run_many`).
+
+    Raises:
+        ValueError: (on call) the ``tests`` column is missing or a column has the wrong length.
+    """
+
+    def __init__(self, timeout_s: float = 5.0, max_workers: int | None = None, name: str = "code_tests") -> None:
+        self.timeout_s = float(timeout_s)
+        self.max_workers = max_workers
+        self.__name__ = name
+
+    def __call__(self, completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+        n = len(completions)
+        tests = _column(kwargs, "tests", n, required=True, rule=self.__name__)
+        entry_points = _column(kwargs, "entry_point", n, required=False, rule=self.__name__)
+        rewards: list[float | None] = [None] * n
+        todo = [(i, split_tests(t, e)) for i, (t, e) in enumerate(zip(tests, entry_points, strict=True))]
+        todo = [(i, u) for i, u in todo if u]
+        codes = [extract_code(completion_text(completions[i])) for i, _ in todo]
+        outcomes = _run_tests(
+            codes, [u for _, u in todo], timeout_s=self.timeout_s, repeats=1, max_workers=self.max_workers
+        )
+        for (i, _), (outcome, passed, _seconds) in zip(todo, outcomes, strict=True):
+            if outcome == "timeout":
+                rewards[i] = TIMEOUT_REWARD
+            elif outcome == "passed":
+                rewards[i] = sum(passed) / len(passed) if passed else 0.0
+            elif outcome != "setup_error":
+                rewards[i] = 0.0
+        return rewards
+
+
+def make_code_tests(timeout_s: float = 5.0) -> CodeTestsReward:
+    """Build ``code_tests``.
+
+    Raises:
+        ValueError: ``timeout_s`` is not a positive finite number.
+    """
+    _check_timeout(timeout_s)
+    return CodeTestsReward(timeout_s=timeout_s)
+
+
+def _check_timeout(timeout_s: float) -> None:
+    if not math.isfinite(timeout_s) or timeout_s <= 0:
+        raise ValueError(f"parameter 'timeout_s': must be a finite number > 0, got {timeout_s!r}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# code_runtime
+
+
+class CodeRuntimeReward:
+    """How fast the completion's code passes its tests, relative to a reference: ``clip(t_ref / t, 0, 1)``.
+
+    ``t`` is the ``time.perf_counter`` time of the test units inside the child (interpreter start-up and the
+    completion's top-level code excluded), the best of ``repeats`` rounds; both times get
+    ``RUNTIME_SMOOTHING_S`` (0.1 ms) added. ``t_ref`` is the row's ``reference_runtime_s`` (seconds) when given,
+    else the time of its ``reference_solution`` (or ``canonical_solution``) column run the same way, cached per
+    (solution, tests) text for the life of this object.
+
+    Noise: timings of a few milliseconds vary by tens of percent between runs, more when the machine is busy (the
+    batch runs in parallel, and training shares the CPU); treat this as a coarse signal that separates
+    asymptotically slow code (e.g. quadratic vs linear) from fast code, not as a micro-benchmark.
+
+    Call: ``(completions, tests=[...], entry_point=..., reference_runtime_s=... | reference_solution=... |
+    canonical_solution=..., **ignored) -> list[float | None]``. 0.0 where the code does not pass all its tests
+    (timeouts included); ``None`` where the row has no tests, no reference, a reference that fails its tests, or
+    the sandbox failed.
+
+    Raises:
+        ValueError: (on call) the ``tests`` column is missing or a column has the wrong length.
+    """
+
+    def __init__(
+        self,
+        timeout_s: float = 5.0,
+        repeats: int = 3,
+        max_workers: int | None = None,
+        name: str = "code_runtime",
+    ) -> None:
+        self.timeout_s = float(timeout_s)
+        self.repeats = int(repeats)
+        self.max_workers = max_workers
+        self.__name__ = name
+        self._reference_cache: dict[tuple[str, str], float | None] = {}
+
+    def __call__(self, completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+        n = len(completions)
+        tests = _column(kwargs, "tests", n, required=True, rule=self.__name__)
+        entry_points = _column(kwargs, "entry_point", n, required=False, rule=self.__name__)
+        given = _column(kwargs, "reference_runtime_s", n, required=False, rule=self.__name__)
+        references = _column(kwargs, "reference_solution", n, required=False, rule=self.__name__)
+        canonical = _column(kwargs, "canonical_solution", n, required=False, rule=self.__name__)
+
+        rows: list[tuple[int, list[tuple[str, str]], float | None, tuple[str, str] | None]] = []
+        for i in range(n):
+            units = split_tests(tests[i], entry_points[i])
+            if not units:
+                continue
+            ref_time = _positive_float(given[i])
+            ref_key = None
+            if ref_time is None:
+                solution = references[i] if references[i] else canonical[i]
+                if not solution:
+                    continue
+                ref_key = (str(solution), json.dumps(units))
+            rows.append((i, units, ref_time, ref_key))
+
+        # Completions and not-yet-cached references run in one parallel batch.
+        missing = sorted({key for *_, key in rows if key is not None and key not in self._reference_cache})
+        codes = [extract_code(completion_text(completions[i])) for i, *_ in rows] + [key[0] for key in missing]
+        units = [u for _, u, *_ in rows] + [json.loads(key[1]) for key in missing]
+        outcomes = _run_tests(
+            codes, units, timeout_s=self.timeout_s, repeats=self.repeats, max_workers=self.max_workers
+        )
+        if len(self._reference_cache) > 4096:
+            self._reference_cache.clear()
+        for key, (outcome, passed, seconds) in zip(missing, outcomes[len(rows) :], strict=True):
+            self._reference_cache[key] = seconds if outcome == "passed" and passed and all(passed) else None
+
+        rewards: list[float | None] = [None] * n
+        for (i, _, ref_time, ref_key), (outcome, passed, seconds) in zip(rows, outcomes[: len(rows)], strict=True):
+            if ref_time is None:
+                ref_time = self._reference_cache.get(ref_key)
+            if ref_time is None or outcome == "setup_error":
+                continue
+            if outcome != "passed" or not passed or not all(passed) or seconds is None:
+                rewards[i] = 0.0
+                continue
+            ratio = (ref_time + RUNTIME_SMOOTHING_S) / (seconds + RUNTIME_SMOOTHING_S)
+            rewards[i] = min(max(ratio, 0.0), 1.0)
+        return rewards
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_reference_cache"] = {}
+        return state
+
+
+def _positive_float(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) and number > 0 else None
+
+
+def make_code_runtime(timeout_s: float = 5.0, repeats: int = 3) -> CodeRuntimeReward:
+    """Build ``code_runtime``.
+
+    Raises:
+        ValueError: ``timeout_s`` is not a positive finite number, or ``repeats`` is below 1.
+    """
+    _check_timeout(timeout_s)
+    if repeats < 1:
+        raise ValueError(f"parameter 'repeats': must be at least 1, got {repeats!r}")
+    return CodeRuntimeReward(timeout_s=timeout_s, repeats=repeats)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# code_style
+
+
+class _ViolatedLines(pycodestyle.BaseReport):
+    """A pycodestyle report that records the line numbers with a (not ignored) violation."""
+
+    def __init__(self, options: Any) -> None:
+        super().__init__(options)
+        self.violated: set[int] = set()
+
+    def error(self, line_number: int, offset: int, text: str, check: Any) -> str | None:
+        code = super().error(line_number, offset, text, check)
+        if code:
+            self.violated.add(line_number)
+        return code
+
+
+@functools.lru_cache(maxsize=16)
+def _style_guide(max_line_length: int) -> pycodestyle.StyleGuide:
+    # config_file=False and parse_argv=False: no user or project configuration changes the score.
+    return pycodestyle.StyleGuide(max_line_length=max_line_length, quiet=True, config_file=False, parse_argv=False)
+
+
+def style_violations(code: str, max_line_length: int = 100) -> set[int]:
+    """1-based numbers of the lines of ``code`` with a PEP 8 violation (pycodestyle's default ignore list applies).
+
+    Code that does not tokenize is still checked; pycodestyle reports the tokenizer error (E902) on one line.
+    """
+    guide = _style_guide(int(max_line_length))
+    report = _ViolatedLines(guide.options)
+    lines = code.splitlines(keepends=True)
+    checker = pycodestyle.Checker(lines=lines, options=guide.options, report=report)
+    checker.check_all()
+    return report.violated
+
+
+def style_score(code: str, max_line_length: int = 100) -> float:
+    """Share of the non-blank lines of ``code`` without a PEP 8 violation, in [0, 1]; 0.0 for empty code.
+
+    Trailing blank lines are dropped and one final newline added first, so how the code block was cut out of the
+    completion does not cost a W391/W292.
+    """
+    code = code.rstrip() + "\n"
+    numbered = [n for n, line in enumerate(code.splitlines(), start=1) if line.strip()]
+    if not numbered:
+        return 0.0
+    bad = style_violations(code, max_line_length)
+    return sum(1 for n in numbered if n not in bad) / len(numbered)
+
+
+class CodeStyleReward:
+    """PEP 8 style of the completion's code: share of non-blank lines without a ``pycodestyle`` violation.
+
+    Call: ``(completions, **ignored) -> list[float]``, each in [0, 1]; 0.0 for a completion without code. See
+    :func:`style_score`. Code with syntax errors is scored too (pycodestyle works on tokens).
+    """
+
+    def __init__(self, max_line_length: int = 100, name: str = "code_style") -> None:
+        self.max_line_length = int(max_line_length)
+        self.__name__ = name
+
+    def __call__(self, completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+        return [style_score(extract_code(completion_text(c)), self.max_line_length) for c in completions]
+
+
+def make_code_style(max_line_length: int = 100) -> CodeStyleReward:
+    """Build ``code_style``.
+
+    Raises:
+        ValueError: ``max_line_length`` is below 20.
+    """
+    if max_line_length < 20:
+        raise ValueError(f"parameter 'max_line_length': must be at least 20, got {max_line_length!r}")
+    return CodeStyleReward(max_line_length=max_line_length)
+
+
+_TIMEOUT_PARAM = RuleParam("timeout_s", "float", 5.0, "wall-clock limit per completion, in seconds")
+
+register(
+    RewardRule(
+        name="code_tests",
+        description="Share of the row's tests the completion's Python passes in the sandbox (timeout: -0.1)",
+        factory=make_code_tests,
+        params=(_TIMEOUT_PARAM,),
+        columns=("tests",),
+        category="code",
+    )
+)
+register(
+    RewardRule(
+        name="code_runtime",
+        description="For code passing its tests: reference runtime / its runtime, clipped to [0, 1] (noisy)",
+        factory=make_code_runtime,
+        params=(_TIMEOUT_PARAM, RuleParam("repeats", "int", 3, "timed rounds of the tests; the fastest counts")),
+        columns=("tests",),
+        category="code",
+    )
+)
+register(
+    RewardRule(
+        name="code_style",
+        description="Share of non-blank code lines without a PEP 8 (pycodestyle) violation",
+        factory=make_code_style,
+        params=(RuleParam("max_line_length", "int", 100, "longest line allowed (E501)"),),
+        category="code",
+    )
+)

@@ -1,0 +1,568 @@
+"""Run untrusted, model-written Python in a throw-away child process with resource limits.
+
+Each call of :func:`run_python` writes the code to a fresh temporary folder and runs
+``python -I -B main.py`` there, in a new session, with an emptied environment and ``resource`` limits on CPU
+time, address space, file size, process count and core dumps. Output is read incrementally through pipes with a
+size cap, a wall-clock deadline kills the whole process group, and every process the child left behind is
+killed before the call returns; the folder is then removed.
+
+When the host runs as root (as CI does), the child also runs under a uid/gid of its own, taken from a pool of
+otherwise unused ids (one id per concurrent execution), with no supplementary groups. That is what makes file
+permissions, ``kill`` and ``/proc/<pid>/environ`` protect the host, and what makes ``RLIMIT_NPROC`` (which
+counts the processes of a *user*, and is not enforced for root) bound a fork bomb. Leftover processes are then
+killed with ``kill(-1, SIGKILL)`` issued *as that uid*, which also reaches processes that escaped the process
+group with ``setsid()``. If the interpreter running this module is not reachable by an unprivileged uid (e.g.
+a pyenv build under ``/root``), the sandbox uses the first of ``/usr/local/bin/python3.X``,
+``/usr/bin/python3.X``, ``python3`` that is, so the child then sees only the standard library.
+
+Without root, the child runs as the host's own user: limits, the emptied environment, the process-group kill
+and a session scan still apply, but it can signal the host, read ``/proc/<host pid>/environ`` and write to the
+user's files. See ``docs/sandbox.md`` for what the sandbox does not protect against (network, world-readable
+files, shared world-writable folders such as ``/tmp``, CPU/timing side channels, in-process reward hacking).
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import logging
+import os
+import queue
+import resource
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import psutil
+
+logger = logging.getLogger(__name__)
+
+UID_POOL_SIZE = 256
+"""Number of distinct uids the sandbox uses when running as root (= most concurrent executions)."""
+
+_READ_CHUNK = 65_536
+_EXIT_GRACE_S = 0.2  # after the main child exits, how long to keep reading pipes a grandchild still holds open
+_POLL_S = 0.1
+
+
+class ExecStatus(str, enum.Enum):
+    """How an execution ended."""
+
+    OK = "ok"
+    """The child exited with code 0."""
+    FAILED = "failed"
+    """Non-zero exit code, or killed by a signal the sandbox did not send (file-size limit, OOM killer)."""
+    TIMEOUT = "timeout"
+    """The wall-clock deadline passed, or the CPU-time limit was hit (SIGXCPU)."""
+    OUTPUT_LIMIT = "output_limit"
+    """stdout or stderr exceeded ``max_output_bytes``; the child was killed."""
+    SETUP_ERROR = "setup_error"
+    """The sandbox could not start the child (no interpreter, no temporary folder, fork failed...)."""
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """The outcome of one :func:`run_python` call.
+
+    Attributes:
+        status: how it ended (see :class:`ExecStatus`).
+        returncode: the child's exit code, negative for a signal (``-9``: SIGKILL), ``None`` if it never started.
+        stdout: decoded (UTF-8, invalid bytes replaced) standard output, at most ``max_output_bytes`` bytes.
+        stderr: decoded standard error, same cap; the setup error message for ``SETUP_ERROR``.
+        duration_s: wall-clock seconds from start to exit (or kill), interpreter start-up included.
+        killed: the sandbox had to kill something (timeout, output overflow, or processes left behind).
+        truncated: stdout or stderr was cut at the cap.
+    """
+
+    status: ExecStatus
+    returncode: int | None
+    stdout: str
+    stderr: str
+    duration_s: float
+    killed: bool = False
+    truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """``status is ExecStatus.OK``."""
+        return self.status is ExecStatus.OK
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    """How this host runs sandboxed code (resolved once per process).
+
+    Attributes:
+        interpreter: the Python executable started for each execution.
+        switches_user: children run under a pool uid (host is root and such a uid can run ``interpreter``).
+        uid_range: ``(first, last)`` pool uids when ``switches_user``, else ``None``.
+    """
+
+    interpreter: str
+    switches_user: bool
+    uid_range: tuple[int, int] | None
+
+
+class _UidPool:
+    """A blocking pool of unused uids (equal gids), one per concurrent execution.
+
+    A uid that still owns processes after its execution was cleaned up (typically zombies of a fork bomb that
+    the system's init has not reaped yet; they count towards ``RLIMIT_NPROC``) is retired and replaced by a
+    fresh one, counting down from below the pool.
+    """
+
+    def __init__(self, uids: list[int], lowest_fresh: int = 1000):
+        self.uids = tuple(uids)
+        self._free: queue.SimpleQueue[int] = queue.SimpleQueue()
+        for uid in uids:
+            self._free.put(uid)
+        self._next_fresh = min(uids) - 1
+        self._lowest_fresh = lowest_fresh
+        self._lock = threading.Lock()
+
+    def acquire(self) -> int:
+        return self._free.get()
+
+    def release(self, uid: int, *, retire: bool = False) -> None:
+        if retire:
+            with self._lock:
+                fresh = self._fresh_uid()
+            if fresh is not None:
+                uid = fresh
+            else:
+                logger.warning("sandbox: no fresh uid left; reusing uid %d although it still owns processes", uid)
+        self._free.put(uid)
+
+    def _fresh_uid(self) -> int | None:
+        known = _uids_in_use()
+        while self._next_fresh >= self._lowest_fresh:
+            uid = self._next_fresh
+            self._next_fresh -= 1
+            if uid not in known and uid not in (65_534, 65_535):
+                return uid
+        return None
+
+
+def _uids_in_use() -> set[int]:
+    """Uids of every running process and of every user in the password database."""
+    used: set[int] = set()
+    for proc in psutil.process_iter(["uids"]):
+        uids = proc.info.get("uids")
+        if uids:
+            used.update(uids)
+    try:
+        import pwd
+
+        used.update(entry.pw_uid for entry in pwd.getpwall())
+    except (ImportError, OSError):  # pragma: no cover - pwd is always there on Linux
+        pass
+    return used
+
+
+def _uid_has_processes(uid: int) -> bool:
+    for proc in psutil.process_iter(["uids"]):
+        uids = proc.info.get("uids")
+        if uids and uid in uids:
+            return True
+    return False
+
+
+def _mapped_ranges(path: str) -> list[tuple[int, int]]:
+    """``(first, count)`` id ranges usable in this user namespace (``/proc/self/uid_map``)."""
+    try:
+        with open(path) as fh:
+            rows = [line.split() for line in fh if line.strip()]
+        return [(int(row[0]), int(row[2])) for row in rows]
+    except (OSError, ValueError, IndexError):
+        return [(0, 65_536)]
+
+
+def _pick_uids(size: int) -> list[int]:
+    """``size`` uids that are mapped (uid and gid), not 65534/65535, not a known user and run no process."""
+    uid_ranges = _mapped_ranges("/proc/self/uid_map")
+    gid_ranges = _mapped_ranges("/proc/self/gid_map")
+
+    def mapped(first: int, ranges: list[tuple[int, int]]) -> bool:
+        return any(start <= first and first + size <= start + count for start, count in ranges)
+
+    candidates = [1_800_000_000] + [start + count - size - 2 for start, count in uid_ranges]
+    base = next(
+        (b for b in candidates if b >= 1000 and mapped(b, uid_ranges) and mapped(b, gid_ranges)),
+        None,
+    )
+    if base is None:
+        return []
+    used = _uids_in_use()
+    return [uid for uid in range(base, base + size) if uid not in used and uid not in (65_534, 65_535)]
+
+
+def _interpreter_candidates() -> list[str]:
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    names = [
+        sys.executable,
+        f"/usr/local/bin/python{version}",
+        f"/usr/bin/python{version}",
+        "/usr/local/bin/python3",
+        "/usr/bin/python3",
+    ]
+    seen: list[str] = []
+    for name in names:
+        if name and name not in seen and os.path.isfile(name) and os.access(name, os.X_OK):
+            seen.append(name)
+    return seen
+
+
+def _runs_as(interpreter: str, uid: int) -> bool:
+    """Whether ``interpreter`` starts and imports the standard library under ``uid``."""
+    try:
+        done = subprocess.run(
+            [interpreter, "-I", "-B", "-c", "import os, json, math, re, collections; print(os.getuid())"],
+            user=uid,
+            group=uid,
+            extra_groups=[],
+            cwd="/",
+            env=_base_env("/"),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0 and done.stdout.strip() == str(uid).encode()
+
+
+_identity_lock = threading.Lock()
+_identity_cache: list[tuple[SandboxInfo, _UidPool | None]] = []
+
+
+def _identity() -> tuple[SandboxInfo, _UidPool | None]:
+    """The sandbox set-up of this process, resolved once (under a lock: two uid pools would share uids)."""
+    with _identity_lock:
+        if not _identity_cache:
+            _identity_cache.append(_resolve_identity())
+        return _identity_cache[0]
+
+
+def _resolve_identity() -> tuple[SandboxInfo, _UidPool | None]:
+    if os.geteuid() != 0:
+        return SandboxInfo(sys.executable, False, None), None
+    uids = _pick_uids(UID_POOL_SIZE)
+    if uids:
+        for interpreter in _interpreter_candidates():
+            if _runs_as(interpreter, uids[0]):
+                info = SandboxInfo(interpreter, True, (uids[0], uids[-1]))
+                lowest = min(start for start, count in _mapped_ranges("/proc/self/uid_map") if start <= uids[0])
+                return info, _UidPool(uids, lowest_fresh=max(lowest, 1000))
+    logger.warning(
+        "sandbox: running as root but no Python interpreter is usable by an unprivileged uid; "
+        "children will run as root with resource limits only"
+    )
+    return SandboxInfo(sys.executable, False, None), None
+
+
+def sandbox_info() -> SandboxInfo:
+    """How this host runs sandboxed code (interpreter, whether children get their own uid)."""
+    return _identity()[0]
+
+
+def _base_env(home: str) -> dict[str, str]:
+    # The thread caps keep numeric libraries (if importable at all) from starting one thread per core, which would
+    # hit RLIMIT_NPROC; they carry no information about the host.
+    return {
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "HOME": home,
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+
+
+class _ChildLimits:
+    """``preexec_fn``: set resource limits in the child between fork and exec (after the uid switch).
+
+    Only ``resource.setrlimit`` runs here (no imports, no allocation-heavy work), because ``preexec_fn`` runs in
+    a forked copy of a multi-threaded process.
+    """
+
+    def __init__(self, limits: list[tuple[int, int, int]]):
+        self.limits = limits  # (resource, soft, hard)
+
+    def __call__(self) -> None:
+        for which, soft, hard in self.limits:
+            resource.setrlimit(which, (soft, hard))
+
+
+def _limit(which: int, soft: int, hard: int | None = None) -> tuple[int, int, int]:
+    """``(which, soft, hard)`` clamped to the current hard limit, which an unprivileged child cannot raise."""
+    hard = soft if hard is None else hard
+    current = resource.getrlimit(which)[1]
+    if current != resource.RLIM_INFINITY:
+        soft, hard = min(soft, current), min(hard, current)
+    return which, soft, hard
+
+
+def _user_task_count() -> int:
+    """Threads the current (non-root) user runs now: RLIMIT_NPROC counts them all."""
+    uid = os.getuid()
+    total = 0
+    for proc in psutil.process_iter(["uids", "num_threads"]):
+        uids = proc.info.get("uids")
+        if uids and uids.real == uid:
+            total += proc.info.get("num_threads") or 1
+    return total
+
+
+class _KillEveryProcessOfUser:
+    """``preexec_fn`` that never execs: after the switch to the pool uid, ``kill(-1, SIGKILL)`` and exit.
+
+    ``kill(-1)`` signals every process the caller may signal (all of that uid) but itself, and walks the process
+    table under the kernel's task-list lock, so a fork bomb cannot outrun it. (Its return value cannot tell
+    whether anything was killed: processes it may not signal count as "found".)
+    """
+
+    def __call__(self) -> None:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            os._exit(1)
+        os._exit(0)
+
+
+def _kill_uid(uid: int) -> None:
+    """SIGKILL every process running under ``uid`` (root only)."""
+    helper = subprocess.Popen(
+        [sys.executable],  # never executed: the preexec_fn exits first
+        user=uid,
+        group=uid,
+        extra_groups=[],
+        env={},
+        cwd="/",
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        close_fds=True,
+        preexec_fn=_KillEveryProcessOfUser(),
+    )
+    helper.wait()
+
+
+def _kill_matching(predicate) -> bool:
+    """SIGKILL every process for which ``predicate(psutil.Process)`` holds (skipping this one)."""
+    killed = False
+    me = os.getpid()
+    for proc in psutil.process_iter():
+        if proc.pid == me:
+            continue
+        try:
+            if predicate(proc):
+                proc.kill()
+                killed = True
+        except (psutil.Error, OSError):
+            continue
+    return killed
+
+
+def _in_session(sid: int):
+    def predicate(proc: psutil.Process) -> bool:
+        return os.getsid(proc.pid) == sid
+
+    return predicate
+
+
+def _collect(proc: subprocess.Popen, deadline: float, cap: int) -> tuple[bytes, bytes, bool, bool, bool]:
+    """Read stdout/stderr until EOF, the deadline, or overflow.
+
+    Returns ``(out, err, timed_out, overflow, lingering)``; ``lingering``: the child exited but a descendant
+    kept the pipes open.
+    """
+    bufs = {"out": bytearray(), "err": bytearray()}
+    timed_out = overflow = lingering = False
+    exited_at: float | None = None
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ, "out")
+        sel.register(proc.stderr, selectors.EVENT_READ, "err")
+        while sel.get_map():
+            now = time.monotonic()
+            if now >= deadline:
+                timed_out = True
+                break
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at > _EXIT_GRACE_S:
+                lingering = True
+                break  # the main child is gone; a descendant still holds the pipes open
+            for key, _ in sel.select(min(deadline - now, _POLL_S)):
+                data = os.read(key.fd, _READ_CHUNK)
+                if not data:
+                    sel.unregister(key.fileobj)
+                    continue
+                buf = bufs[key.data]
+                room = cap - len(buf)
+                buf += data[: max(room, 0)]
+                if len(data) > room:
+                    overflow = True
+            if overflow:
+                break
+    if not timed_out and not overflow:
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+    return bytes(bufs["out"]), bytes(bufs["err"]), timed_out, overflow, lingering
+
+
+def _cleanup(proc: subprocess.Popen, uid: int | None) -> bool:
+    """Kill the child's process group and everything it left behind; reap the child.
+
+    Returns True if the process group still had members (processes that escaped the group with ``setsid`` are
+    killed too, but not counted).
+    """
+    killed = False
+    pgid = proc.pid  # start_new_session: the child leads its own session and process group
+    proc.poll()
+    try:
+        os.killpg(pgid, 0)
+        os.killpg(pgid, signal.SIGKILL)
+        killed = True
+    except (ProcessLookupError, PermissionError):
+        pass
+    if uid is not None:
+        _kill_uid(uid)
+    else:
+        killed = _kill_matching(_in_session(pgid)) or killed
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # pragma: no cover - a child stuck in the kernel
+        logger.error("sandbox: child %d did not die after SIGKILL", proc.pid)
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
+    return killed
+
+
+def _status(returncode: int | None, timed_out: bool, overflow: bool) -> ExecStatus:
+    if overflow:
+        return ExecStatus.OUTPUT_LIMIT
+    if timed_out or returncode == -signal.SIGXCPU:
+        return ExecStatus.TIMEOUT
+    return ExecStatus.OK if returncode == 0 else ExecStatus.FAILED
+
+
+def run_python(
+    code: str,
+    *,
+    timeout_s: float = 5.0,
+    cpu_s: int = 5,
+    memory_mb: int = 512,
+    max_output_bytes: int = 64_000,
+    max_file_mb: int = 16,
+    max_processes: int = 16,
+) -> ExecResult:
+    """Run ``code`` as a Python script in the sandbox and return what happened. Never raises for bad ``code``.
+
+    Args:
+        code: Python source, run as ``__main__`` from ``main.py`` in a fresh temporary folder (the cwd and HOME).
+        timeout_s: wall-clock limit in seconds, interpreter start-up included; then the session is SIGKILLed.
+        cpu_s: CPU-time limit in seconds per process (RLIMIT_CPU; SIGXCPU, then SIGKILL one second later).
+        memory_mb: address-space limit per process in MiB (RLIMIT_AS); big allocations raise MemoryError.
+        max_output_bytes: cap on each of stdout and stderr in bytes; more kills the child (``OUTPUT_LIMIT``).
+        max_file_mb: largest file the child may write, MiB (RLIMIT_FSIZE; SIGXFSZ beyond).
+        max_processes: RLIMIT_NPROC. As root the child has a uid of its own, so this bounds its processes and
+            threads; otherwise it is added to the user's current thread count.
+
+    Returns:
+        An :class:`ExecResult`; ``SETUP_ERROR`` when the sandbox itself failed (message in ``stderr``).
+    """
+    info, pool = _identity()
+    start = time.monotonic()
+    try:
+        workdir = tempfile.mkdtemp(prefix="grpo-sandbox-")
+    except OSError as exc:
+        return ExecResult(ExecStatus.SETUP_ERROR, None, "", f"cannot create a temporary folder: {exc}", 0.0)
+    uid = pool.acquire() if pool is not None else None
+    killed = False
+    try:
+        script = os.path.join(workdir, "main.py")
+        try:
+            with open(script, "w", encoding="utf-8", errors="surrogatepass") as fh:
+                fh.write(code)
+            if uid is not None:
+                os.chown(workdir, uid, uid)
+                os.chown(script, uid, uid)
+        except OSError as exc:
+            return ExecResult(ExecStatus.SETUP_ERROR, None, "", f"cannot write the script: {exc}", 0.0)
+        nproc = max_processes if uid is not None else _user_task_count() + max_processes
+        cpu = max(int(cpu_s), 1)
+        limits = [
+            _limit(resource.RLIMIT_CPU, cpu, cpu + 1),  # SIGXCPU at the soft limit, SIGKILL one second later
+            _limit(resource.RLIMIT_AS, int(memory_mb) * 1024 * 1024),
+            _limit(resource.RLIMIT_FSIZE, int(max_file_mb) * 1024 * 1024),
+            _limit(resource.RLIMIT_CORE, 0),
+            _limit(resource.RLIMIT_NPROC, nproc),
+        ]
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                [info.interpreter, "-I", "-B", script],
+                cwd=workdir,
+                env=_base_env(workdir),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                close_fds=True,
+                preexec_fn=_ChildLimits(limits),
+                user=uid,
+                group=uid,
+                extra_groups=[] if uid is not None else None,
+                umask=0o077,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            return ExecResult(ExecStatus.SETUP_ERROR, None, "", f"cannot start the sandbox child: {exc}", 0.0)
+        try:
+            out, err, timed_out, overflow, lingering = _collect(proc, start + timeout_s, max_output_bytes)
+            duration = time.monotonic() - start
+        finally:
+            killed = _cleanup(proc, uid)
+        killed = killed or timed_out or overflow or lingering
+        return ExecResult(
+            status=_status(proc.returncode, timed_out, overflow),
+            returncode=proc.returncode,
+            stdout=out.decode("utf-8", errors="replace"),
+            stderr=err.decode("utf-8", errors="replace"),
+            duration_s=duration,
+            killed=killed,
+            truncated=overflow,
+        )
+    finally:
+        if uid is not None:
+            pool.release(uid, retire=killed and _uid_has_processes(uid))
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def run_many(codes: Iterable[str], *, max_workers: int | None = None, **limits) -> list[ExecResult]:
+    """Run several scripts with :func:`run_python`, in parallel, and return their results in input order.
+
+    Args:
+        codes: Python sources.
+        max_workers: threads (= concurrent children); default ``os.cpu_count()``. Threads only wait on
+            children, so the parallelism is real. ``1`` runs serially in the calling thread.
+        **limits: keyword arguments of :func:`run_python` (``timeout_s``, ``memory_mb``...).
+    """
+    codes = list(codes)
+    workers = max(1, min(max_workers or os.cpu_count() or 1, len(codes) or 1))
+    run = functools.partial(run_python, **limits)
+    if workers == 1:
+        return [run(code) for code in codes]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox") as executor:
+        return list(executor.map(run, codes))
