@@ -1,0 +1,221 @@
+"""The typed run configuration and its mapping onto TRL's ``GRPOConfig`` and PEFT's ``LoraConfig``.
+
+A :class:`RunConfig` is everything needed to reproduce a run: it is stored with the run (JSON in the store, YAML
+in the run folder) and ``grpo-dashboard train run.yaml`` re-runs it headless. Field names follow TRL's where one
+exists (``num_generations``, ``beta``, ``max_completion_length``, ...). This module imports neither torch nor TRL
+at import time: the web process validates configs without them; :func:`to_grpo_config` and
+:func:`to_lora_config` import TRL and PEFT when called (in the worker).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from grpo_core.rewards.compose import RewardSpec
+
+DEFAULT_MODEL = "SmolLM2-135M-Instruct"
+
+
+class ConfigError(ValueError):
+    """A run config that cannot be used; the message names the field (and the file, for YAML)."""
+
+
+def _default_rewards() -> list[RewardSpec]:
+    return [
+        RewardSpec(rule="numeric_answer", weight=1.0),
+        RewardSpec(rule="format_regex", weight=0.2, params={"pattern": r"^\s*-?\d+(\.\d+)?\s*\.?\s*$"}),
+    ]
+
+
+class RunConfig(BaseModel):
+    """One GRPO run (DeepSeekMath, Shao et al. 2024, arXiv 2402.03300), as TRL's ``GRPOTrainer`` runs it.
+
+    Each step samples ``per_device_train_batch_size // num_generations`` prompts per process, ``num_generations``
+    completions (a *group*) for each, scores them with the weighted reward rules, turns rewards into group-relative
+    advantages ``(r - mean) / (std + 1e-4)`` and takes one clipped policy-gradient step with a KL penalty ``beta``
+    against the frozen reference model. Lengths are in tokens; ``learning_rate`` is per optimizer step.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    name: str = Field("", description="Run name shown in the dashboard; empty = generated.")
+    model: str = Field(
+        DEFAULT_MODEL,
+        description="'SmolLM2-135M-Instruct' (shipped offline), a local Hugging Face model folder, or a hub id.",
+    )
+    dataset_id: int | None = Field(None, description="Id of an uploaded dataset in the store.")
+    dataset_path: str | None = Field(None, description="Path of a JSONL/CSV/Parquet prompt file (headless runs).")
+    rewards: list[RewardSpec] = Field(default_factory=_default_rewards, description="Weighted reward rules.")
+
+    # sampling
+    num_generations: int = Field(4, ge=2, description="Completions per prompt (the group size G).")
+    per_device_train_batch_size: int = Field(8, ge=1, description="Completions per process per step.")
+    gradient_accumulation_steps: int = Field(1, ge=1, description="Micro-batches per optimizer step.")
+    max_completion_length: int = Field(64, ge=1, description="Longest completion, in tokens; longer ones are cut.")
+    temperature: float = Field(0.9, gt=0, description="Sampling temperature of the rollouts.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling threshold.")
+
+    # optimisation
+    learning_rate: float = Field(1e-5, gt=0, description="Peak learning rate (AdamW).")
+    beta: float = Field(0.02, ge=0, description="KL penalty coefficient against the reference model.")
+    epsilon: float = Field(0.2, gt=0, description="PPO-style clipping range of the importance ratio.")
+    num_iterations: int = Field(1, ge=1, description="Optimisation passes per generated batch (mu in the paper).")
+    loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo"] = Field("dapo", description="TRL's loss aggregation.")
+    scale_rewards: Literal["group", "batch", "none"] = Field("group", description="Divide advantages by this std.")
+    max_steps: int = Field(10, ge=1, description="Optimizer steps to train.")
+    warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
+    seed: int = Field(42, description="Random seed.")
+    gradient_checkpointing: bool = Field(False, description="Trade compute for memory.")
+
+    # LoRA (Hu et al. 2021, arXiv 2106.09685)
+    use_lora: bool = Field(True, description="Train a LoRA adapter instead of all weights.")
+    lora_r: int = Field(16, ge=1, description="LoRA rank.")
+    lora_alpha: int = Field(32, ge=1, description="LoRA scaling numerator.")
+    lora_dropout: float = Field(0.05, ge=0, lt=1, description="Dropout on the LoRA input.")
+    lora_target_modules: str = Field("all-linear", description="'all-linear' or comma-separated module names.")
+
+    # execution
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Where to train.")
+    num_processes: int = Field(1, ge=1, description="Data-parallel processes (accelerate launch when > 1).")
+    logging_steps: int = Field(1, ge=1, description="Record metrics and groups every N steps.")
+    save_steps: int = Field(0, ge=0, description="Checkpoint every N steps (0 = only the final adapter).")
+
+    @field_validator("rewards")
+    @classmethod
+    def _rewards_not_empty(cls, value: list[RewardSpec]) -> list[RewardSpec]:
+        if not value:
+            raise ValueError("at least one reward rule is needed")
+        return value
+
+    @model_validator(mode="after")
+    def _batch_divisible(self) -> RunConfig:
+        total = self.per_device_train_batch_size * self.num_processes * self.gradient_accumulation_steps
+        if total % self.num_generations:
+            raise ValueError(
+                f"per_device_train_batch_size × num_processes × gradient_accumulation_steps = {total} completions "
+                f"per step must be a multiple of num_generations = {self.num_generations}"
+            )
+        return self
+
+    @property
+    def prompts_per_step(self) -> int:
+        """Distinct prompts sampled per optimizer step (all processes)."""
+        total = self.per_device_train_batch_size * self.num_processes * self.gradient_accumulation_steps
+        return total // self.num_generations
+
+    def to_yaml(self) -> str:
+        """The config as YAML (round-trips through :func:`load_run_config`)."""
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+
+
+def _describe(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors():
+        where = ".".join(str(p) for p in item["loc"]) or "config"
+        parts.append(f"{where}: {item['msg']}")
+    return "; ".join(parts)
+
+
+def parse_run_config(data: dict[str, Any], *, source: str = "config") -> RunConfig:
+    """Validate a mapping into a :class:`RunConfig`.
+
+    Raises:
+        ConfigError: a field is unknown or invalid; the message names ``source`` and each field.
+    """
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {_describe(exc)}") from None
+
+
+def load_run_config(path: str | Path) -> RunConfig:
+    """Read a run config YAML file (as written in each run folder).
+
+    Raises:
+        ConfigError: the file is missing, not YAML (with line and column), not a mapping, or fails validation.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of config fields, got {type(data).__name__}")
+    return parse_run_config(data, source=str(path))
+
+
+def to_grpo_config(config: RunConfig, output_dir: str | Path, *, use_cpu: bool, bf16: bool = False):
+    """Map a :class:`RunConfig` onto TRL's ``GRPOConfig`` (imports TRL).
+
+    Args:
+        config: the run config.
+        output_dir: where TRL writes checkpoints and the final adapter.
+        use_cpu: train on the CPU even where an accelerator exists.
+        bf16: mixed precision in bfloat16 (GPU only).
+
+    Returns:
+        ``trl.GRPOConfig`` with ``reward_weights`` from the rules, logging every ``logging_steps`` steps to no
+        external tracker (the dashboard's recorder is the tracker).
+    """
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(output_dir),
+        num_generations=config.num_generations,
+        per_device_train_batch_size=config.per_device_train_batch_size,
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
+        max_completion_length=config.max_completion_length,
+        temperature=config.temperature,
+        top_p=config.top_p,
+        learning_rate=config.learning_rate,
+        beta=config.beta,
+        epsilon=config.epsilon,
+        num_iterations=config.num_iterations,
+        loss_type=config.loss_type,
+        scale_rewards=config.scale_rewards,
+        max_steps=config.max_steps,
+        warmup_steps=config.warmup_steps,
+        max_grad_norm=config.max_grad_norm,
+        seed=config.seed,
+        gradient_checkpointing=config.gradient_checkpointing,
+        reward_weights=[spec.weight for spec in config.rewards],
+        logging_steps=config.logging_steps,
+        save_strategy="steps" if config.save_steps else "no",
+        save_steps=config.save_steps or 500,
+        report_to="none",
+        use_cpu=use_cpu,
+        bf16=bf16,
+        fp16=False,
+        log_completions=False,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+
+
+def to_lora_config(config: RunConfig):
+    """PEFT's ``LoraConfig`` for a causal LM, or ``None`` when ``use_lora`` is off (imports PEFT)."""
+    if not config.use_lora:
+        return None
+    from peft import LoraConfig
+
+    targets: str | list[str] = config.lora_target_modules.strip() or "all-linear"
+    if targets != "all-linear":
+        targets = [t.strip() for t in targets.split(",") if t.strip()]
+    return LoraConfig(
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=targets,
+        task_type="CAUSAL_LM",
+    )

@@ -1,0 +1,223 @@
+"""Starts queued runs as worker subprocesses and watches them, from an APScheduler job in the web process.
+
+Every ``poll_interval_s`` the launcher (1) marks ``failed`` the running runs whose worker process is gone, with
+the tail of their log, (2) kills the process group of a cancelled run that did not stop within
+``cancel_grace_s``, and (3) starts queued runs, oldest first, while fewer than ``max_concurrent_runs`` train.
+Workers are independent processes (own session and process group, output to ``train.log`` in the run folder,
+started without a shell), so closing the browser or restarting the dashboard does not stop training; a restarted
+launcher re-attaches to them through the pids in the store. This module imports no torch.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import psutil
+
+from grpo_core.settings import Settings
+from storage import RunInfo, RunStatus, Store
+
+log = logging.getLogger(__name__)
+
+LOG_FILE_NAME = "train.log"
+
+
+def tail_text(path: str | Path | None, max_lines: int = 40, max_bytes: int = 64_000) -> str:
+    """The last ``max_lines`` lines of a text file (reading at most ``max_bytes`` from its end); "" if unreadable."""
+    if not path:
+        return ""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - max_bytes))
+            data = handle.read()
+    except OSError:
+        return ""
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    return "\n".join(lines[-max_lines:])
+
+
+def worker_command(settings: Settings, run: RunInfo) -> list[str]:
+    """The argv that trains ``run``: the worker module, or ``accelerate launch`` of it for several processes."""
+    worker_args = ["-m", "grpo_core.worker", str(run.id), "--db", settings.db_url, "--data-dir", str(settings.data_dir)]
+    processes = int(run.config.get("num_processes", 1) or 1)
+    if processes > 1:
+        return [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--num_processes",
+            str(processes),
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            *worker_args,
+        ]
+    return [sys.executable, *worker_args]
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        process = psutil.Process(pid)
+        return process.status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def kill_process_group(pid: int, sig: int = signal.SIGKILL) -> None:
+    """Send ``sig`` to the process group led by ``pid`` (workers start their own); ignore a group already gone."""
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class Launcher:
+    """Starts and supervises worker processes for the runs in a store.
+
+    Args:
+        store: the store.
+        settings: data directory, ``max_concurrent_runs``, intervals.
+        env: extra environment variables for workers (tests use it to keep them offline).
+    """
+
+    def __init__(self, store: Store, settings: Settings, env: dict[str, str] | None = None) -> None:
+        self.store = store
+        self.settings = settings
+        self.env = dict(env or {})
+        self._children: dict[int, subprocess.Popen] = {}
+        self._cancel_seen: dict[int, float] = {}
+        self._lock = threading.Lock()
+        self._scheduler = None
+
+    # ------------------------------------------------------------------------------------------------ control
+    def start(self) -> None:
+        """Run :meth:`tick` every ``poll_interval_s`` seconds in an APScheduler background thread."""
+        from apscheduler.schedulers.background import BackgroundScheduler
+
+        self._scheduler = BackgroundScheduler(daemon=True)
+        self._scheduler.add_job(
+            self.tick,
+            "interval",
+            seconds=self.settings.poll_interval_s,
+            max_instances=1,
+            coalesce=True,
+            id="grpo-launcher",
+        )
+        self._scheduler.start()
+        self.tick()
+
+    def shutdown(self) -> None:
+        """Stop polling. Workers keep training; a later launcher re-attaches to them."""
+        if self._scheduler is not None:
+            self._scheduler.shutdown(wait=False)
+            self._scheduler = None
+
+    def tick(self) -> None:
+        """One supervision pass: reap, enforce cancels, start queued runs. Never raises."""
+        with self._lock:
+            try:
+                self._reap()
+                self._enforce_cancels()
+                self._start_queued()
+            except Exception:  # noqa: BLE001 - a failed pass is logged; the next one retries
+                log.exception("launcher pass failed")
+
+    def cancel(self, run_id: int) -> RunInfo:
+        """Ask a run to stop (a queued one is cancelled at once). The worker stops at its next step."""
+        run = self.store.request_cancel(run_id)
+        if run.status == RunStatus.RUNNING:
+            self._cancel_seen.setdefault(run_id, time.monotonic())
+        return run
+
+    # ------------------------------------------------------------------------------------------------ passes
+    def _reap(self) -> None:
+        for run_id, child in list(self._children.items()):
+            if child.poll() is not None:
+                del self._children[run_id]
+        for run in self.store.list_runs([RunStatus.RUNNING]):
+            child = self._children.get(run.id)
+            if child is not None or _alive(run.worker_pid):
+                continue
+            if run.worker_pid is None and run.started_at and time.time() - run.started_at.timestamp() < 30:
+                continue  # claimed a moment ago; the pid is being written
+            tail = tail_text(run.log_path, max_lines=20)
+            error = "the worker process exited without reporting a result"
+            if tail:
+                error += "; last lines of its log:\n" + tail
+            if self.store.finish_run(run.id, RunStatus.FAILED, error=error):
+                log.warning("run %s: worker %s is gone; marked failed", run.id, run.worker_pid)
+
+    def _enforce_cancels(self) -> None:
+        now = time.monotonic()
+        for run in self.store.list_runs([RunStatus.RUNNING]):
+            if not run.cancel_requested:
+                continue
+            first = self._cancel_seen.setdefault(run.id, now)
+            if now - first < self.settings.cancel_grace_s or not run.worker_pid:
+                continue
+            log.warning("run %s did not stop within %.0f s; killing its process group", run.id, now - first)
+            kill_process_group(run.worker_pid, signal.SIGKILL)
+            self.store.finish_run(run.id, RunStatus.CANCELLED, error="stopped by force after the cancel grace period")
+            self._cancel_seen.pop(run.id, None)
+
+    def _start_queued(self) -> None:
+        running = len(self.store.list_runs([RunStatus.RUNNING]))
+        queued = sorted(self.store.list_runs([RunStatus.QUEUED]), key=lambda r: r.id)
+        for run in queued:
+            if running >= self.settings.max_concurrent_runs:
+                break
+            if self.store.claim_run(run.id):
+                self._spawn(run)
+                running += 1
+
+    def _spawn(self, run: RunInfo) -> None:
+        from grpo_core.worker import run_dir
+
+        folder = run_dir(self.settings, run.id)
+        folder.mkdir(parents=True, exist_ok=True)
+        log_path = folder / LOG_FILE_NAME
+        command = worker_command(self.settings, run)
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", **self.env}
+        try:
+            with open(log_path, "ab") as log_file:
+                child = subprocess.Popen(
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    env=env,
+                    cwd=str(folder),
+                )
+        except OSError as exc:
+            self.store.finish_run(run.id, RunStatus.FAILED, error=f"could not start the worker: {exc}")
+            return
+        self._children[run.id] = child
+        self.store.update_run(run.id, worker_pid=child.pid, log_path=str(log_path), output_dir=str(folder))
+        log.info("run %s: started worker pid %s: %s", run.id, child.pid, " ".join(command))
+
+    def wait_idle(self, timeout_s: float, run_ids: Sequence[int] | None = None) -> bool:
+        """Tick until no run (or none of ``run_ids``) is queued or running; True if that happened in time."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self.tick()
+            active = self.store.list_runs([RunStatus.QUEUED, RunStatus.RUNNING])
+            if not [r for r in active if run_ids is None or r.id in run_ids]:
+                return True
+            time.sleep(0.5)
+        return False

@@ -1,0 +1,255 @@
+"""Records a TRL GRPO run into the store as it trains: metrics, sampled groups, heartbeat and cancel.
+
+Two pieces cooperate:
+
+* :class:`RolloutTap` wraps the first reward function. TRL calls it once per generation batch with the
+  ``completion_ids`` and the dataset columns; it passes the token count, truncation flag and dataset row of every
+  completion to TRL's ``log_extra`` hook, so that TRL gathers them across processes in the same order as the
+  prompts, completions, per-function rewards and advantages it keeps in ``trainer._logs``.
+* :class:`RunRecorder`, a ``TrainerCallback``, writes at every ``on_log`` all metrics TRL logged (TRL's names:
+  ``reward``, ``reward_std``, ``rewards/<fn>/mean``, ``kl``, ``entropy``, ``completions/mean_length``, ...) and the
+  groups of the latest generation with **the advantages TRL computed**, and turns a cancel request into
+  ``control.should_training_stop``. Only the main process writes.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from transformers import TrainerCallback
+
+from grpo_core.rewards.registry import completion_text
+from storage import CompletionRecord, GroupRecord, Store
+
+ROW_INDEX_COLUMN = "_row_index"
+_EXTRA_ROW = "_row_index"
+_EXTRA_TOKENS = "_num_tokens"
+_EXTRA_TRUNCATED = "_truncated"
+
+
+class RolloutTap:
+    """A reward function wrapper that reports each completion's length, truncation and dataset row to TRL.
+
+    Args:
+        func: the reward function to wrap; its result is returned unchanged and its ``__name__`` kept.
+        eos_token_ids: token ids that end a completion; one that ends otherwise at ``max_completion_length`` tokens
+            was truncated (TRL's own ``completions/clipped_ratio`` rule).
+        max_completion_length: the generation limit, in tokens.
+    """
+
+    def __init__(self, func, eos_token_ids: Sequence[int], max_completion_length: int) -> None:
+        self.func = func
+        self.__name__ = getattr(func, "__name__", type(func).__name__)
+        self.eos_token_ids = frozenset(int(t) for t in eos_token_ids)
+        self.max_completion_length = max_completion_length
+        self.calls = 0
+
+    def __call__(self, completions, **kwargs) -> list[float | None]:
+        log_extra = kwargs.get("log_extra")
+        if log_extra is not None:
+            ids = kwargs.get("completion_ids") or [[] for _ in completions]
+            rows = kwargs.get(ROW_INDEX_COLUMN) or [None] * len(completions)
+            log_extra(_EXTRA_ROW, list(rows))
+            log_extra(_EXTRA_TOKENS, [len(i) for i in ids])
+            log_extra(
+                _EXTRA_TRUNCATED,
+                [bool(i) and len(i) >= self.max_completion_length and i[-1] not in self.eos_token_ids for i in ids],
+            )
+        self.calls += 1
+        return self.func(completions, **kwargs)
+
+
+def render_prompt(prompt: Any) -> str:
+    """A prompt as text: a string as is, chat messages as ``role: content`` lines."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list):
+        return "\n".join(
+            f"{m.get('role', '?')}: {completion_text([m])}" if isinstance(m, dict) else str(m) for m in prompt
+        )
+    return str(prompt)
+
+
+def _nan_to_none(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+def groups_from_trl_logs(
+    logs: dict[str, Any],
+    *,
+    step: int,
+    num_generations: int,
+    reward_names: Sequence[str],
+    reward_weights: Sequence[float],
+    rows: Sequence[dict[str, Any]] | None = None,
+) -> list[GroupRecord]:
+    """Cut TRL's latest-generation buffers (``GRPOTrainer._logs``) into groups of ``num_generations``.
+
+    ``logs["prompt"]``, ``logs["completion"]``, ``logs["rewards"][name]`` and ``logs["advantages"]`` hold one entry
+    per completion of the gathered generation batch, groups contiguous (TRL's ``RepeatSampler`` repeats each prompt
+    ``num_generations`` times in a row and rewards are normalised over ``view(-1, num_generations)``).
+    The total reward is TRL's ``nansum(reward_i * weight_i)``; NaN where every function returned ``None``.
+
+    Returns:
+        One :class:`GroupRecord` per prompt; ``extra`` holds the dataset row's other columns.
+    """
+    prompts = list(logs["prompt"])
+    completions = list(logs["completion"])
+    advantages = list(logs["advantages"])
+    rewards = {name: list(logs["rewards"].get(name, [])) for name in reward_names}
+    extra = logs.get("extra", {})
+    row_ids = list(extra.get(_EXTRA_ROW, []))
+    tokens = list(extra.get(_EXTRA_TOKENS, []))
+    truncated = list(extra.get(_EXTRA_TRUNCATED, []))
+    count = min(len(prompts), len(completions), len(advantages))
+    groups: list[GroupRecord] = []
+    for start in range(0, count - count % num_generations, num_generations):
+        members = []
+        for offset in range(num_generations):
+            i = start + offset
+            per_rule = {name: _nan_to_none(values[i]) if i < len(values) else None for name, values in rewards.items()}
+            scored = [(v, w) for v, w in zip(per_rule.values(), reward_weights, strict=False) if v is not None]
+            total = sum(v * w for v, w in scored) if scored else None
+            members.append(
+                CompletionRecord(
+                    index=offset,
+                    text=completion_text(completions[i]),
+                    rewards=per_rule,
+                    total_reward=total,
+                    advantage=_nan_to_none(advantages[i]),
+                    num_tokens=int(tokens[i]) if i < len(tokens) and tokens[i] is not None else None,
+                    truncated=bool(truncated[i]) if i < len(truncated) else False,
+                )
+            )
+        row_index = row_ids[start] if start < len(row_ids) and row_ids[start] is not None else -1
+        row_extra: dict[str, Any] = {}
+        if rows is not None and 0 <= row_index < len(rows):
+            row_extra = {k: v for k, v in rows[row_index].items() if k not in ("prompt", ROW_INDEX_COLUMN)}
+        groups.append(
+            GroupRecord(
+                step=step,
+                prompt_index=int(row_index),
+                prompt=render_prompt(prompts[start]),
+                completions=members,
+                extra=row_extra,
+            )
+        )
+    return groups
+
+
+class Heartbeat:
+    """A daemon thread that tells the store every ``interval_s`` seconds that the worker lives.
+
+    It also reads the run's cancel flag; :attr:`cancel_requested` becomes True once the dashboard asks to stop.
+    """
+
+    def __init__(self, store: Store, run_id: int, interval_s: float = 5.0) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.interval_s = interval_s
+        self.cancel_requested = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"heartbeat-{run_id}", daemon=True)
+
+    def start(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def beat(self, *, step: int | None = None, phase: str | None = None) -> None:
+        """Write a heartbeat now (with a step or phase); never raises (a busy store only delays the next one)."""
+        try:
+            if self.store.heartbeat(self.run_id, step=step, phase=phase):
+                self.cancel_requested.set()
+        except Exception:  # noqa: BLE001 - a missed heartbeat must not kill training
+            pass
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.beat()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+class RunRecorder(TrainerCallback):
+    """Writes a GRPO run's metrics and groups to the store at every logging step.
+
+    Args:
+        store: the store.
+        run_id: the run being trained.
+        reward_names: names of the reward functions, in TRL's order.
+        reward_weights: their weights (TRL's ``reward_weights``).
+        num_generations: group size G.
+        rows: the dataset rows, indexed by ``_row_index``, to attach each group's other columns.
+        heartbeat: the worker's heartbeat, whose cancel flag stops training at the next step.
+        tap: the :class:`RolloutTap` around the first reward function (tells when a new generation happened).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        run_id: int,
+        *,
+        reward_names: Sequence[str],
+        reward_weights: Sequence[float],
+        num_generations: int,
+        rows: Sequence[dict[str, Any]] | None = None,
+        heartbeat: Heartbeat | None = None,
+        tap: RolloutTap | None = None,
+    ) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.reward_names = list(reward_names)
+        self.reward_weights = list(reward_weights)
+        self.num_generations = num_generations
+        self.rows = rows
+        self.heartbeat = heartbeat
+        self.tap = tap
+        self.trainer = None
+        self.cancelled = False
+        self._recorded_generation = 0
+
+    def attach(self, trainer) -> None:
+        """Give the recorder the trainer whose ``_logs`` buffers hold the latest groups."""
+        self.trainer = trainer
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero and self.heartbeat is not None:
+            self.heartbeat.beat(step=state.global_step, phase="training")
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.heartbeat is not None:
+            if state.is_world_process_zero:
+                self.heartbeat.beat(step=state.global_step)
+            if self.heartbeat.cancel_requested.is_set():
+                self.cancelled = True
+                control.should_training_stop = True
+        return control
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs:
+            return
+        step = state.global_step
+        self.store.record_metrics(self.run_id, step, dict(logs), time.time())
+        generation = self.tap.calls if self.tap is not None else None
+        if self.trainer is None or generation == self._recorded_generation:
+            return
+        groups = groups_from_trl_logs(
+            self.trainer._logs,
+            step=step,
+            num_generations=self.num_generations,
+            reward_names=self.reward_names,
+            reward_weights=self.reward_weights,
+            rows=self.rows,
+        )
+        if groups:
+            self.store.record_groups(self.run_id, step, groups)
+            self._recorded_generation = generation
