@@ -1,0 +1,100 @@
+"""The ``grpo-dashboard`` command: ``serve`` the dashboard, or ``train`` a run config headless.
+
+Settings are read here once (flags, then ``GRPO_*`` environment variables, then defaults) and passed down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", help="data directory: store, datasets, runs (env GRPO_DATA_DIR; default ./grpo_data)")
+    parser.add_argument("--db", help="SQLAlchemy URL of the store (env GRPO_DB_URL; default SQLite in the data dir)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``grpo-dashboard`` and its sub-commands."""
+    parser = argparse.ArgumentParser(
+        prog="grpo-dashboard",
+        description="Launch, watch and inspect GRPO fine-tuning runs of language models (TRL engine).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve the web dashboard", description="Serve the web dashboard.")
+    _add_common(serve)
+    serve.add_argument("--host", help="address to bind (env GRPO_HOST; default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (env GRPO_PORT; default 7860)")
+    serve.add_argument("--max-concurrent-runs", type=int, help="runs training at once (default 1)")
+    train = sub.add_parser(
+        "train",
+        help="train a run config headless (same worker, same store)",
+        description="Train the run described by a YAML config (as written to each run folder), recording into the "
+        "same store the dashboard reads.",
+    )
+    _add_common(train)
+    train.add_argument("config", help="run config YAML file")
+    train.add_argument("--max-steps", type=int, help="override max_steps")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``grpo-dashboard`` console script; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    from grpo_core.settings import load_settings
+
+    if args.command == "serve":
+        settings = load_settings(
+            data_dir=args.data_dir,
+            db_url=args.db,
+            host=args.host,
+            port=args.port,
+            max_concurrent_runs=args.max_concurrent_runs,
+        )
+        from app.server import serve
+
+        print(f"grpo-dashboard: data in {settings.data_dir}, store {settings.db_url}", flush=True)
+        serve(settings)
+        return 0
+    return _train(args)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from grpo_core.catalog import submit_run
+    from grpo_core.config import ConfigError, load_run_config
+    from grpo_core.settings import load_settings
+    from grpo_core.worker import train_run
+    from storage import RunStatus, Store
+
+    settings = load_settings(data_dir=args.data_dir, db_url=args.db)
+    settings.ensure_dirs()
+    store = Store(settings.db_url)
+    try:
+        config = load_run_config(args.config)
+        if args.max_steps:
+            config = config.model_copy(update={"max_steps": args.max_steps})
+        if config.dataset_path and not os.path.isabs(config.dataset_path):
+            base = os.path.dirname(os.path.abspath(args.config))
+            candidate = os.path.join(base, config.dataset_path)
+            if os.path.exists(candidate) and not os.path.exists(config.dataset_path):
+                config = config.model_copy(update={"dataset_path": candidate})
+        run = submit_run(store, config)
+    except ConfigError as exc:
+        print(f"grpo-dashboard train: {exc}", file=sys.stderr)
+        return 2
+    print(f"grpo-dashboard train: run #{run.id} {run.name} (store {settings.db_url})", flush=True)
+    status = train_run(store, settings, run.id)
+    final = store.get_run(run.id)
+    print(f"grpo-dashboard train: run #{run.id} {status.value}", flush=True)
+    if final.error:
+        print(final.error, file=sys.stderr)
+    store.close()
+    return 0 if status != RunStatus.FAILED else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

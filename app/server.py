@@ -1,0 +1,76 @@
+"""Assembles the dashboard: the store, the launcher and the Gradio Blocks with one tab per task.
+
+The web process never imports torch or transformers: training happens in worker processes.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import gradio as gr
+
+from app.context import AppContext
+from app.tabs.datasets import create_datasets_tab
+from app.tabs.inspect import create_inspect_tab
+from app.tabs.launch import create_launch_tab
+from app.tabs.runs import create_runs_tab
+from grpo_core.catalog import register_examples
+from grpo_core.launcher import Launcher
+from grpo_core.settings import Settings
+from storage import Store
+
+log = logging.getLogger(__name__)
+
+TITLE = "GRPO dashboard"
+
+
+def create_context(settings: Settings, *, worker_env: dict[str, str] | None = None) -> AppContext:
+    """Open the store (creating tables and data folders), register the example datasets, make the launcher."""
+    settings.ensure_dirs()
+    store = Store(settings.db_url)
+    try:
+        register_examples(store, settings)
+    except Exception:  # noqa: BLE001 - a broken example must not keep the dashboard from starting
+        log.exception("could not register the example datasets")
+    return AppContext(store=store, settings=settings, launcher=Launcher(store, settings, env=worker_env))
+
+
+def build_blocks(ctx: AppContext) -> gr.Blocks:
+    """The dashboard's ``gr.Blocks``: Datasets, Launch, Runs and Inspect tabs."""
+    with gr.Blocks(title=TITLE) as blocks:
+        gr.Markdown(f"## {TITLE}\nLaunch, watch and inspect GRPO fine-tuning runs (TRL engine).")
+        with gr.Tabs():
+            with gr.Tab("Datasets", id="datasets", elem_id="tab-datasets"):
+                create_datasets_tab(ctx)
+            with gr.Tab("Launch", id="launch", elem_id="tab-launch"):
+                create_launch_tab(ctx)
+            with gr.Tab("Runs", id="runs", elem_id="tab-runs"):
+                create_runs_tab(ctx)
+            with gr.Tab("Inspect", id="inspect", elem_id="tab-inspect"):
+                create_inspect_tab(ctx)
+    return blocks
+
+
+def serve(settings: Settings, *, auth: tuple[str, str] | None = None, block: bool = True):
+    """Start the launcher and serve the dashboard on ``settings.host:settings.port``.
+
+    Returns the ``(blocks, context)`` pair when ``block`` is False (tests), else returns when the server stops.
+    """
+    ctx = create_context(settings)
+    ctx.launcher.start()
+    blocks = build_blocks(ctx)
+    blocks.queue(default_concurrency_limit=8)
+    blocks.launch(
+        server_name=settings.host,
+        server_port=settings.port,
+        auth=auth,
+        prevent_thread_lock=not block,
+        show_error=True,
+        quiet=False,
+        footer_links=["api", "settings"],
+        allowed_paths=[],
+    )
+    if not block:
+        return blocks, ctx
+    ctx.launcher.shutdown()
+    return None

@@ -1,0 +1,1 @@
+"""One builder per dashboard tab; each returns its components by name."""

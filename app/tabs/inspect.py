@@ -1,0 +1,71 @@
+"""The Inspect tab: pick a run and a step, see its sampled groups: the prompt and its G completions side by side,
+sorted by advantage, each with every rule's reward, the total and the advantage TRL computed."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from app.context import AppContext
+from app.tabs.runs import run_choices
+from app.views import groups_html
+from storage import StoreError
+
+
+def step_choices(ctx: AppContext, run_id: int | None) -> list[int]:
+    """Steps of the run that have recorded groups, newest first."""
+    if run_id is None:
+        return []
+    return sorted(ctx.store.group_steps(int(run_id)), reverse=True)
+
+
+def create_inspect_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
+    """Build the Inspect tab inside the current ``gr.Blocks``."""
+    with gr.Row():
+        run = gr.Dropdown(label="run", choices=run_choices(ctx), scale=3, elem_id="inspect-run")
+        step = gr.Dropdown(label="step", choices=[], scale=1, elem_id="inspect-step")
+        sort = gr.Checkbox(label="sort by advantage", value=True, scale=1)
+        reload = gr.Button("↻ refresh", scale=0, elem_id="inspect-refresh")
+    summary = gr.Markdown(elem_id="inspect-summary")
+    groups = gr.HTML(elem_id="inspect-groups")
+
+    def on_run(run_id: int | None):
+        """Inputs: run. Outputs: step dropdown (latest step selected)."""
+        steps = step_choices(ctx, run_id)
+        return gr.update(choices=steps, value=steps[0] if steps else None)
+
+    def on_show(run_id: int | None, step_value: int | None, sort_by_advantage: bool):
+        """Inputs: run, step, sort. Outputs: summary, groups HTML."""
+        if run_id is None or step_value is None:
+            return "Choose a run and a step.", ""
+        try:
+            info = ctx.store.get_run(int(run_id))
+        except StoreError:
+            return "That run no longer exists.", ""
+        records = ctx.store.groups_at(info.id, int(step_value))
+        completions = [c for g in records for c in g.completions]
+        truncated = sum(c.truncated for c in completions)
+        flat = sum(
+            1
+            for g in records
+            if len({c.total_reward for c in g.completions}) <= 1
+        )
+        text = (
+            f"**#{info.id} {info.name}**, step {step_value}: {len(records)} groups, {len(completions)} completions, "
+            f"{truncated} truncated, {flat} groups with all rewards equal (no learning signal)."
+        )
+        return text, groups_html(records, sort_by_advantage=sort_by_advantage)
+
+    def on_reload(run_id: int | None, step_value: int | None, sort_by_advantage: bool):
+        """Inputs: run, step, sort. Outputs: run choices, steps, summary, groups."""
+        steps = step_choices(ctx, run_id)
+        if step_value not in steps:
+            step_value = steps[0] if steps else None
+        summary_text, html = on_show(run_id, step_value, sort_by_advantage)
+        return (gr.update(choices=run_choices(ctx)), gr.update(choices=steps, value=step_value), summary_text, html)
+
+    run.change(on_run, inputs=run, outputs=step)
+    run.focus(lambda: gr.update(choices=run_choices(ctx)), outputs=run)
+    step.change(on_show, inputs=[run, step, sort], outputs=[summary, groups])
+    sort.change(on_show, inputs=[run, step, sort], outputs=[summary, groups])
+    reload.click(on_reload, inputs=[run, step, sort], outputs=[run, step, summary, groups])
+    return {"run": run, "step": step, "groups": groups, "summary": summary, "refresh": reload}

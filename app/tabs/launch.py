@@ -1,0 +1,273 @@
+"""The Launch tab: dataset, model, weighted reward rules from the registry, key hyperparameters, a preview of the
+run config, a try-out bench for the rules, and Launch.
+
+The reward rule slots are generated from the registry: each slot's dropdown lists every rule, and choosing one
+fills its parameters (JSON, with each parameter's type and help shown) from the rule's defaults.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import gradio as gr
+import pandas as pd
+
+from app.context import AppContext
+from app.tabs.datasets import dataset_choices
+from grpo_core.catalog import ARITHMETIC_EXAMPLE, submit_run, validate_run_config
+from grpo_core.config import DEFAULT_MODEL, ConfigError, RunConfig, parse_run_config
+from grpo_core.rewards import RewardSpec, all_rules, get_rule, score_group
+
+RULE_SLOTS = 4
+NO_RULE = "(none)"
+DEFAULT_SLOTS = [(spec.rule, spec.weight, spec.params) for spec in RunConfig().rewards]
+
+#: (field, label, component kind, extra kwargs) of the hyperparameters shown in the form.
+HYPERPARAMETERS: list[tuple[str, str, str, dict[str, Any]]] = [
+    ("num_generations", "num_generations (group size G)", "number", {"precision": 0, "minimum": 2}),
+    ("per_device_train_batch_size", "completions per step (per process)", "number", {"precision": 0, "minimum": 1}),
+    ("max_steps", "max_steps", "number", {"precision": 0, "minimum": 1}),
+    ("learning_rate", "learning_rate", "number", {}),
+    ("beta", "beta (KL coefficient)", "number", {"minimum": 0}),
+    ("max_completion_length", "max_completion_length (tokens)", "number", {"precision": 0, "minimum": 1}),
+    ("temperature", "temperature", "number", {"minimum": 0.01}),
+    ("seed", "seed", "number", {"precision": 0}),
+    ("use_lora", "LoRA adapter", "checkbox", {}),
+    ("lora_r", "LoRA rank r", "number", {"precision": 0, "minimum": 1}),
+    ("loss_type", "loss_type", "dropdown", {"choices": ["dapo", "grpo", "dr_grpo", "bnpo"]}),
+    ("device", "device", "dropdown", {"choices": ["auto", "cpu", "cuda"]}),
+]
+
+
+def rule_help(rule_name: str) -> str:
+    """Markdown: the rule's description, the columns it reads and its parameters with types and help."""
+    if not rule_name or rule_name == NO_RULE:
+        return ""
+    rule = get_rule(rule_name)
+    lines = [f"*{rule.description}*"]
+    if rule.columns:
+        lines.append("reads column " + ", ".join(f"`{c}`" for c in rule.columns))
+    for param in rule.params:
+        choices = f" one of {list(param.choices)}" if param.choices else ""
+        lines.append(f"- `{param.name}` ({param.type}{choices}, default `{param.default!r}`): {param.help}")
+    return "\n".join(lines)
+
+
+def rule_defaults_json(rule_name: str) -> str:
+    """The rule's parameter defaults as indented JSON ("{}" for none)."""
+    if not rule_name or rule_name == NO_RULE:
+        return "{}"
+    return json.dumps(get_rule(rule_name).defaults(), indent=1, ensure_ascii=False)
+
+
+def _parse_params(index: int, rule: str, text: str) -> dict[str, Any]:
+    text = (text or "").strip() or "{}"
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"reward rule {index} ({rule}): parameters are not valid JSON (line {exc.lineno}, column {exc.colno}: "
+            f"{exc.msg})"
+        ) from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"reward rule {index} ({rule}): parameters must be a JSON object")
+    return value
+
+
+def form_to_config(
+    dataset_id: int | None, model: str, name: str, slots: list[tuple[str, Any, str]], hyper: dict[str, Any]
+) -> RunConfig:
+    """Build a :class:`RunConfig` from the form's values.
+
+    Args:
+        slots: (rule name or ``(none)``, weight, parameters JSON) per rule slot.
+        hyper: hyperparameter field -> value.
+
+    Raises:
+        ConfigError: a field is invalid; the message names it (and the rule slot).
+    """
+    rewards = []
+    for index, (rule, weight, params) in enumerate(slots, start=1):
+        if not rule or rule == NO_RULE:
+            continue
+        rewards.append(
+            RewardSpec(rule=rule, weight=float(weight if weight is not None else 1.0),
+                       params=_parse_params(index, rule, params)).model_dump()
+        )
+    data: dict[str, Any] = {
+        "name": name or "",
+        "model": (model or "").strip() or DEFAULT_MODEL,
+        "dataset_id": int(dataset_id) if dataset_id is not None else None,
+        "rewards": rewards,
+    }
+    for field, value in hyper.items():
+        if value is None or value == "":
+            continue
+        kind = RunConfig.model_fields[field].annotation
+        if kind is int and isinstance(value, float):
+            value = int(value)
+        data[field] = value
+    return parse_run_config(data, source="launch form")
+
+
+def _default_dataset(ctx: AppContext) -> int | None:
+    for dataset in ctx.store.list_datasets():
+        if dataset.name == ARITHMETIC_EXAMPLE:
+            return dataset.id
+    choices = dataset_choices(ctx)
+    return choices[0][1] if choices else None
+
+
+def create_launch_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
+    """Build the Launch tab inside the current ``gr.Blocks``."""
+    defaults = RunConfig()
+    rule_names = [NO_RULE] + [rule.name for rule in all_rules()]
+    with gr.Row():
+        dataset = gr.Dropdown(
+            label="dataset", choices=dataset_choices(ctx), value=_default_dataset(ctx), elem_id="launch-dataset"
+        )
+        refresh = gr.Button("↻ datasets", size="sm", scale=0)
+        model = gr.Textbox(
+            label="model", value=DEFAULT_MODEL, elem_id="launch-model",
+            info="SmolLM2-135M-Instruct (offline), a local model folder, a .gguf file, or a hub id",
+        )
+        run_name = gr.Textbox(label="run name (optional)", elem_id="launch-name")
+
+    gr.Markdown("### Reward rules (weighted sum; TRL's `reward_funcs` and `reward_weights`)")
+    slot_components: list[tuple[gr.Dropdown, gr.Number, gr.Code]] = []
+    for index in range(RULE_SLOTS):
+        rule, weight, params = DEFAULT_SLOTS[index] if index < len(DEFAULT_SLOTS) else (NO_RULE, 1.0, {})
+        with gr.Group():
+            with gr.Row():
+                rule_box = gr.Dropdown(label=f"rule {index + 1}", choices=rule_names, value=rule, scale=2,
+                                       elem_id=f"rule-{index + 1}")
+                weight_box = gr.Number(label="weight", value=weight, scale=1, elem_id=f"weight-{index + 1}")
+                params_text = json.dumps({**(get_rule(rule).defaults() if rule != NO_RULE else {}), **params},
+                                         indent=1, ensure_ascii=False)
+                params_box = gr.Code(label="parameters (JSON)", value=params_text, language="json", scale=3,
+                                     lines=3, elem_id=f"params-{index + 1}")
+            help_box = gr.Markdown(rule_help(rule))
+        rule_box.change(lambda r: (rule_defaults_json(r), rule_help(r)), inputs=rule_box,
+                        outputs=[params_box, help_box])
+        slot_components.append((rule_box, weight_box, params_box))
+
+    gr.Markdown("### Hyperparameters")
+    hyper_components: dict[str, gr.components.Component] = {}
+    with gr.Row(equal_height=True):
+        for field, label, kind, extra in HYPERPARAMETERS:
+            value = getattr(defaults, field)
+            info = RunConfig.model_fields[field].description
+            if kind == "checkbox":
+                component = gr.Checkbox(label=label, value=value, info=info, elem_id=f"hp-{field}")
+            elif kind == "dropdown":
+                component = gr.Dropdown(label=label, value=value, info=info, elem_id=f"hp-{field}", **extra)
+            else:
+                component = gr.Number(label=label, value=value, info=info, elem_id=f"hp-{field}", min_width=180,
+                                      **extra)
+            hyper_components[field] = component
+
+    with gr.Row():
+        launch = gr.Button("Launch", variant="primary", elem_id="launch-button")
+    launch_status = gr.Markdown(elem_id="launch-status")
+    with gr.Accordion("Run config preview (YAML; re-run headless with `grpo-dashboard train run.yaml`)", open=False):
+        preview = gr.Code(language="yaml", interactive=False, elem_id="config-preview")
+
+    with gr.Accordion("Try the rules on sample completions (before launching)", open=False):
+        gr.Markdown(
+            "Give a dataset row (JSON, e.g. `{\"answer\": 42}`) and a group of completions separated by lines of "
+            "`---`. The table shows every rule's reward, the weighted total and the group-relative advantage GRPO "
+            "would train on."
+        )
+        with gr.Row():
+            bench_row = gr.Code(label="dataset row (JSON)", language="json", value='{"answer": 82}', lines=3,
+                                elem_id="bench-row")
+            bench_completions = gr.Textbox(
+                label="completions of one group", lines=8, elem_id="bench-completions",
+                value="82\n---\nThe answer is 82.\n---\n81\n---\nI don't know",
+            )
+        bench_button = gr.Button("Score the group", elem_id="bench-button")
+        bench_table = gr.Dataframe(interactive=False, elem_id="bench-table")
+        bench_status = gr.Markdown()
+
+    slot_inputs = [c for slot in slot_components for c in slot]
+    hyper_fields = list(hyper_components)
+    form_inputs = [dataset, model, run_name, *slot_inputs, *hyper_components.values()]
+
+    def _config_from(values: tuple) -> RunConfig:
+        dataset_id, model_name, name = values[:3]
+        flat = values[3 : 3 + 3 * RULE_SLOTS]
+        slots = [tuple(flat[i : i + 3]) for i in range(0, len(flat), 3)]
+        hyper = dict(zip(hyper_fields, values[3 + 3 * RULE_SLOTS :], strict=True))
+        return form_to_config(dataset_id, model_name, name, slots, hyper)
+
+    def on_preview(*values):
+        """Inputs: the whole form. Outputs: YAML preview (or the error)."""
+        try:
+            config = _config_from(values)
+        except (ConfigError, ValueError) as exc:
+            return f"# invalid: {exc}"
+        return config.to_yaml()
+
+    def on_launch(*values):
+        """Inputs: the whole form. Outputs: status message."""
+        try:
+            config = _config_from(values)
+            warnings = validate_run_config(ctx.store, config)
+            run = submit_run(ctx.store, config)
+        except (ConfigError, ValueError) as exc:
+            return f"❌ **Not launched.** {exc}"
+        ctx.launcher.tick()
+        note = "".join(f"\n\n⚠️ {w}" for w in warnings)
+        return (
+            f"✅ Run **#{run.id} {run.name}** queued: {config.max_steps} steps, "
+            f"{config.num_generations} completions per prompt. Follow it in the **Runs** tab.{note}"
+        )
+
+    def on_bench(row_text: str, completions_text: str, *slot_values):
+        """Inputs: row JSON, completions, rule slots. Outputs: score table, status."""
+        try:
+            row = json.loads(row_text or "{}")
+            if not isinstance(row, dict):
+                raise ValueError("the dataset row must be a JSON object")
+        except (json.JSONDecodeError, ValueError) as exc:
+            return gr.skip(), f"❌ dataset row: {exc}"
+        completions = [c.strip("\n") for c in (completions_text or "").split("\n---\n")]
+        specs = []
+        for index in range(RULE_SLOTS):
+            rule, weight, params = slot_values[3 * index : 3 * index + 3]
+            if rule and rule != NO_RULE:
+                if rule == "plugin":
+                    return gr.skip(), "❌ plugin rules run only in the training worker, not in the dashboard"
+                try:
+                    specs.append(RewardSpec(rule=rule, weight=float(weight or 0), params=_parse_params(
+                        index + 1, rule, params)))
+                except (ConfigError, ValueError) as exc:
+                    return gr.skip(), f"❌ {exc}"
+        if not specs:
+            return gr.skip(), "❌ choose at least one reward rule"
+        row.setdefault("prompt", "")
+        try:
+            score = score_group(specs, completions, row)
+        except Exception as exc:  # noqa: BLE001 - any rule error is shown, not raised
+            return gr.skip(), f"❌ {type(exc).__name__}: {exc}"
+        table = {"completion": [c[:80] for c in completions]}
+        for name, rewards in zip(score.names, score.rewards, strict=True):
+            table[name] = rewards
+        table["total"] = score.total
+        table["advantage"] = [round(a, 4) for a in score.advantages]
+        return pd.DataFrame(table), f"{len(completions)} completions scored."
+
+    gr.on(
+        triggers=[c.change for c in form_inputs],
+        fn=on_preview,
+        inputs=form_inputs,
+        outputs=preview,
+        show_progress="hidden",
+    )
+    launch.click(on_launch, inputs=form_inputs, outputs=launch_status)
+    bench_button.click(on_bench, inputs=[bench_row, bench_completions, *slot_inputs],
+                       outputs=[bench_table, bench_status])
+    refresh.click(lambda: gr.update(choices=dataset_choices(ctx)), outputs=dataset)
+    return {"dataset": dataset, "model": model, "name": run_name, "launch": launch, "status": launch_status,
+            "preview": preview, "bench_table": bench_table, "refresh": refresh}

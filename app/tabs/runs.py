@@ -1,0 +1,142 @@
+"""The Runs tab: the runs table, the selected run's status and live charts, cancel, and a comparison of runs.
+
+A timer refreshes every few seconds. Charts are incremental: the page keeps the metric points it has in a
+``gr.State`` and asks the store only for steps after the last one seen; when nothing new arrived the figure is not
+re-sent.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import gradio as gr
+import pandas as pd
+
+from app.charts import MetricSeries, compare_figure, training_figure
+from app.context import AppContext
+from app.views import RUNS_TABLE_HEADERS, run_label, run_status_html, runs_table
+from grpo_core.launcher import tail_text
+from storage import RunStatus, StoreError
+
+REFRESH_SECONDS = 2.0
+COMPARE_METRICS = [
+    "reward",
+    "reward_std",
+    "kl",
+    "loss",
+    "entropy",
+    "completions/mean_length",
+    "completions/clipped_ratio",
+    "frac_reward_zero_std",
+]
+
+
+def run_choices(ctx: AppContext) -> list[tuple[str, int]]:
+    """(label, id) for every run, newest first."""
+    return [(run_label(r), r.id) for r in ctx.store.list_runs()]
+
+
+def runs_frame(ctx: AppContext) -> pd.DataFrame:
+    """The runs table with each run's latest reward."""
+    runs = ctx.store.list_runs()
+    rewards = {}
+    for run in runs:
+        points = ctx.store.metrics_since(run.id, max(-1, run.current_step - 1), keys=["reward"])
+        rewards[run.id] = points[-1].value if points else None
+    return pd.DataFrame(runs_table(runs, rewards), columns=RUNS_TABLE_HEADERS)
+
+
+def refresh_series(ctx: AppContext, run_id: int, series: MetricSeries | None) -> tuple[MetricSeries, bool]:
+    """Bring ``series`` up to date for ``run_id`` with an incremental query; returns (series, changed)."""
+    if series is None or series.run_id != run_id:
+        series = MetricSeries(run_id=run_id)
+        series.extend(ctx.store.metrics_since(run_id))
+        return series, True
+    return series, series.extend(ctx.store.metrics_since(run_id, series.last_step)) > 0
+
+
+def create_runs_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
+    """Build the Runs tab inside the current ``gr.Blocks``."""
+    table = gr.Dataframe(value=lambda: runs_frame(ctx), interactive=False, label="runs", elem_id="runs-table")
+    with gr.Row():
+        choices = run_choices(ctx)
+        selected = gr.Dropdown(label="run", choices=choices, value=choices[0][1] if choices else None, scale=3,
+                               elem_id="runs-select")
+        cancel = gr.Button("Cancel run", variant="stop", scale=1, elem_id="runs-cancel")
+    status = gr.HTML(elem_id="runs-status")
+    plot = gr.Plot(label="training metrics", elem_id="runs-plot")
+    with gr.Accordion("Log (last lines of train.log)", open=False):
+        log_box = gr.Code(language=None, interactive=False, lines=12, elem_id="runs-log")
+    with gr.Accordion("Compare runs", open=False):
+        with gr.Row():
+            compare_runs = gr.Dropdown(label="runs", choices=choices, multiselect=True, scale=3,
+                                       elem_id="compare-runs")
+            compare_metric = gr.Dropdown(label="metric", choices=COMPARE_METRICS, value="reward", scale=2,
+                                         allow_custom_value=True)
+            smoothing = gr.Slider(label="smoothing (EMA)", minimum=0, maximum=0.99, value=0.0, step=0.01, scale=2)
+        compare_button = gr.Button("Compare")
+        compare_plot = gr.Plot(elem_id="compare-plot")
+    series_state = gr.State(None)
+    timer = gr.Timer(REFRESH_SECONDS)
+
+    def on_refresh(run_id: int | None, series: MetricSeries | None):
+        """Inputs: selected run, cached series. Outputs: table, dropdown, status, plot, log, series."""
+        options = run_choices(ctx)
+        dropdown = gr.update(choices=options)
+        if run_id is None and options:
+            run_id = options[0][1]
+            dropdown = gr.update(choices=options, value=run_id)
+        if run_id is None:
+            return runs_frame(ctx), dropdown, "No runs yet: launch one from the **Launch** tab.", gr.skip(), "", None
+        try:
+            run = ctx.store.get_run(int(run_id))
+        except StoreError:
+            return runs_frame(ctx), dropdown, "That run no longer exists.", gr.skip(), "", None
+        series, changed = refresh_series(ctx, run.id, series)
+        figure = training_figure(series, title=f"#{run.id} {run.name}") if changed else gr.skip()
+        log_tail = tail_text(run.log_path, max_lines=60)
+        status_html = run_status_html(run, log_tail, now=datetime.now(timezone.utc))
+        return runs_frame(ctx), dropdown, status_html, figure, log_tail, series
+
+    def on_select(run_id: int | None):
+        """Inputs: run. Outputs: status, plot, log, series (a fresh chart for the new run)."""
+        if run_id is None:
+            return gr.skip(), gr.skip(), gr.skip(), None
+        try:
+            run = ctx.store.get_run(int(run_id))
+        except StoreError:
+            return "That run no longer exists.", gr.skip(), "", None
+        series, _ = refresh_series(ctx, run.id, None)
+        log_tail = tail_text(run.log_path, max_lines=60)
+        return run_status_html(run, log_tail), training_figure(series, f"#{run.id} {run.name}"), log_tail, series
+
+    def on_cancel(run_id: int | None):
+        """Inputs: run. Outputs: status."""
+        if run_id is None:
+            return gr.skip()
+        run = ctx.launcher.cancel(int(run_id))
+        if run.status == RunStatus.RUNNING:
+            gr.Info(f"Run #{run.id} will stop at the end of its current step.")
+        return run_status_html(ctx.store.get_run(run.id))
+
+    def on_compare(run_ids: list[int] | None, metric: str, weight: float):
+        """Inputs: runs, metric, smoothing. Outputs: plot."""
+        runs = {}
+        for run_id in run_ids or []:
+            try:
+                run = ctx.store.get_run(int(run_id))
+            except StoreError:
+                continue
+            series = MetricSeries(run_id=run.id)
+            series.extend(ctx.store.metrics_since(run.id, keys=[metric]))
+            runs[f"#{run.id} {run.name}"] = series
+        return compare_figure(runs, metric, smoothing=float(weight or 0))
+
+    outputs = [table, selected, status, plot, log_box, series_state]
+    timer.tick(on_refresh, inputs=[selected, series_state], outputs=outputs, show_progress="hidden")
+    selected.input(on_select, inputs=selected, outputs=[status, plot, log_box, series_state])
+    cancel.click(on_cancel, inputs=selected, outputs=status)
+    compare_button.click(on_compare, inputs=[compare_runs, compare_metric, smoothing], outputs=compare_plot)
+    compare_runs.focus(lambda: gr.update(choices=run_choices(ctx)), outputs=compare_runs)
+    return {"table": table, "selected": selected, "status": status, "plot": plot, "cancel": cancel,
+            "timer": timer, "compare_runs": compare_runs, "compare_plot": compare_plot}

@@ -1,0 +1,171 @@
+"""HTML and table views of runs and groups (pure functions of store records; no Gradio)."""
+
+from __future__ import annotations
+
+import html
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from storage import GroupRecord, RunInfo, RunStatus
+
+STATUS_COLOURS = {
+    RunStatus.QUEUED: "#6b7280",
+    RunStatus.RUNNING: "#2563eb",
+    RunStatus.COMPLETED: "#16a34a",
+    RunStatus.FAILED: "#dc2626",
+    RunStatus.CANCELLED: "#a16207",
+}
+
+GROUP_CSS = """
+.grpo-group { border: 1px solid #d1d5db; border-radius: 8px; padding: 10px; margin-bottom: 14px; }
+.grpo-prompt { white-space: pre-wrap; font-family: ui-monospace, monospace; font-size: 13px;
+  background: #f3f4f6; padding: 8px; border-radius: 6px; max-height: 160px; overflow: auto; }
+.grpo-meta { font-size: 12px; color: #4b5563; margin: 6px 0; }
+.grpo-completions { display: grid; gap: 8px; grid-template-columns: repeat(auto-fit, minmax(220px, 1fr)); }
+.grpo-completion { border-radius: 6px; padding: 8px; border: 1px solid #e5e7eb; }
+.grpo-completion.pos { background: #ecfdf5; border-color: #34d399; }
+.grpo-completion.neg { background: #fef2f2; border-color: #f87171; }
+.grpo-completion.zero { background: #f9fafb; }
+.grpo-completion pre { white-space: pre-wrap; word-break: break-word; font-size: 12px; margin: 6px 0;
+  max-height: 220px; overflow: auto; }
+.grpo-completion table { font-size: 12px; border-collapse: collapse; width: 100%; }
+.grpo-completion td { padding: 1px 4px; border-top: 1px solid #e5e7eb; }
+.grpo-adv { font-weight: 700; }
+.grpo-badge { display: inline-block; font-size: 11px; padding: 0 6px; border-radius: 8px; background: #fde68a; }
+"""
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _age(when: datetime | None, now: datetime | None = None) -> str:
+    if when is None:
+        return "never"
+    seconds = ((now or datetime.now(timezone.utc)) - when).total_seconds()
+    if seconds < 90:
+        return f"{seconds:.0f} s ago"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min ago"
+    return f"{seconds / 3600:.1f} h ago"
+
+
+def run_label(run: RunInfo) -> str:
+    """``#id name (status)`` for dropdowns."""
+    return f"#{run.id} {run.name} ({run.status.value})"
+
+
+def duration(run: RunInfo, now: datetime | None = None) -> str:
+    """Wall time of a run so far, as ``1 min 5 s``."""
+    if run.started_at is None:
+        return ""
+    end = run.finished_at or now or datetime.now(timezone.utc)
+    seconds = max(0.0, (end - run.started_at).total_seconds())
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes} min {secs} s" if minutes else f"{secs} s"
+
+
+def runs_table(runs: list[RunInfo], last_rewards: dict[int, float | None]) -> list[list[Any]]:
+    """Rows of the runs table: id, name, status, step i/N, reward (latest), model, started, duration."""
+    rows = []
+    for run in runs:
+        started = run.started_at.astimezone().strftime("%Y-%m-%d %H:%M") if run.started_at else ""
+        rows.append(
+            [
+                run.id,
+                run.name,
+                run.status.value,
+                f"{run.current_step}/{run.max_steps}",
+                _fmt(last_rewards.get(run.id)),
+                str(run.config.get("model", "")),
+                started,
+                duration(run),
+            ]
+        )
+    return rows
+
+
+RUNS_TABLE_HEADERS = ["id", "name", "status", "step", "reward", "model", "started", "duration"]
+
+
+def run_status_html(run: RunInfo, log_tail: str = "", now: datetime | None = None) -> str:
+    """A status card: status, step, phase, heartbeat age, error and, for failed runs, the log's last lines."""
+    colour = STATUS_COLOURS[run.status]
+    parts = [
+        f'<div id="run-status" data-status="{run.status.value}">',
+        f'<b>#{run.id} {html.escape(run.name)}</b> · <span style="color:{colour};font-weight:700">'
+        f"{run.status.value}</span> · step {run.current_step}/{run.max_steps}",
+    ]
+    if run.status == RunStatus.RUNNING:
+        phase = f" · {html.escape(run.phase)}" if run.phase else ""
+        parts.append(f"{phase} · heartbeat {_age(run.heartbeat_at, now)}")
+        if run.cancel_requested:
+            parts.append(" · <i>cancel requested, stopping at the next step</i>")
+    if run.started_at:
+        parts.append(f" · {duration(run, now)}")
+    if run.output_dir:
+        parts.append(f'<div style="font-size:12px;color:#6b7280">folder: {html.escape(run.output_dir)}</div>')
+    if run.error:
+        parts.append(
+            '<pre style="white-space:pre-wrap;background:#fef2f2;padding:6px;border-radius:6px;max-height:300px;'
+            f'overflow:auto">{html.escape(run.error)}</pre>'
+        )
+    elif log_tail and run.status == RunStatus.FAILED:
+        parts.append(f"<pre>{html.escape(log_tail)}</pre>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _advantage_class(advantage: float | None) -> str:
+    if advantage is None or abs(advantage) < 1e-6:
+        return "zero"
+    return "pos" if advantage > 0 else "neg"
+
+
+def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, max_chars: int = 4000) -> str:
+    """The groups of a step: each prompt with its G completions side by side, coloured by the advantage's sign.
+
+    Each completion shows its rank, advantage, total reward, every rule's reward, token count and a truncation
+    badge; text beyond ``max_chars`` characters is cut with a note.
+    """
+    if not groups:
+        return '<div class="grpo-empty">No groups recorded for this step yet.</div>'
+    out = [f"<style>{GROUP_CSS}</style>"]
+    for number, group in enumerate(groups, start=1):
+        totals = [c.total_reward for c in group.completions if c.total_reward is not None]
+        spread = (max(totals) - min(totals)) if totals else 0.0
+        signal = "" if spread > 1e-9 else ' · <span class="grpo-badge">all rewards equal: no learning signal</span>'
+        extra = ", ".join(f"{html.escape(k)}={html.escape(_short(v))}" for k, v in group.extra.items())
+        out.append(f'<div class="grpo-group" data-step="{group.step}">')
+        out.append(
+            f'<div class="grpo-meta">group {number} · dataset row {group.prompt_index} · step {group.step}'
+            f"{' · ' + extra if extra else ''}{signal}</div>"
+        )
+        out.append(f'<div class="grpo-prompt">{html.escape(group.prompt)}</div>')
+        out.append('<div class="grpo-completions">')
+        completions = list(group.completions)
+        if sort_by_advantage:
+            completions.sort(key=lambda c: -(c.advantage if c.advantage is not None else float("-inf")))
+        for c in completions:
+            text = c.text if len(c.text) <= max_chars else c.text[:max_chars] + f"\n… ({len(c.text)} characters)"
+            badge = ' <span class="grpo-badge">truncated</span>' if c.truncated else ""
+            rules = "".join(
+                f"<tr><td>{html.escape(name)}</td><td style='text-align:right'>{_fmt(value)}</td></tr>"
+                for name, value in c.rewards.items()
+            )
+            out.append(
+                f'<div class="grpo-completion {_advantage_class(c.advantage)}" data-advantage="{_fmt(c.advantage, 4)}">'
+                f'<div><span class="grpo-adv">advantage {_fmt(c.advantage)}</span> · total {_fmt(c.total_reward)}'
+                f"{badge}</div>"
+                f"<pre>{html.escape(text) or '<i>(empty)</i>'}</pre>"
+                f"<table>{rules}<tr><td>tokens</td><td style='text-align:right'>{c.num_tokens or '–'}</td></tr>"
+                f"<tr><td>completion</td><td style='text-align:right'>#{c.index}</td></tr></table></div>"
+            )
+        out.append("</div></div>")
+    return "".join(out)
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

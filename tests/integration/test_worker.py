@@ -1,0 +1,199 @@
+"""The worker trains a tiny local Llama with TRL for real, through the launcher's subprocess, and records into a
+real SQLite store: metrics every step, groups with TRL's advantages, a failing rule, a cancel, a killed worker,
+and the headless ``grpo-dashboard train`` command."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from grpo_core.catalog import submit_run
+from grpo_core.config import RunConfig
+from grpo_core.launcher import Launcher
+from storage import RunStatus
+
+EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "arithmetic.jsonl")
+
+REWARDS = [
+    {"rule": "numeric_answer", "weight": 1.0},
+    {"rule": "format_regex", "weight": 0.5, "params": {"pattern": r"\d"}},
+    {"rule": "length", "weight": 0.25, "params": {"min_tokens": 1, "max_tokens": 6}},
+]
+
+
+def tiny_config(model_dir: Path, **overrides) -> RunConfig:
+    values = {
+        "model": str(model_dir),
+        "dataset_path": EXAMPLE,
+        "rewards": REWARDS,
+        "max_steps": 2,
+        "max_completion_length": 12,
+        "num_generations": 4,
+        "per_device_train_batch_size": 8,
+        "temperature": 1.0,
+        "learning_rate": 1e-3,
+    }
+    values.update(overrides)
+    return RunConfig.model_validate(values)
+
+
+def wait_for(predicate, timeout_s: float, interval_s: float = 0.5, launcher: Launcher | None = None):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if launcher is not None:
+            launcher.tick()
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval_s)
+    raise AssertionError(f"condition not met within {timeout_s} s")
+
+
+def test_worker_trains_two_steps_and_records_everything(store, settings, tiny_model_dir):
+    run = submit_run(store, tiny_config(tiny_model_dir))
+    launcher = Launcher(store, settings)
+    assert launcher.wait_idle(timeout_s=240), "the run did not finish"
+
+    final = store.get_run(run.id)
+    assert final.status == RunStatus.COMPLETED, final.error
+    assert final.current_step == 2
+
+    points = store.metrics_since(run.id)
+    by_step: dict[int, dict[str, float | None]] = {}
+    for point in points:
+        by_step.setdefault(point.step, {})[point.key] = point.value
+    assert sorted(by_step) == [1, 2]
+    for step in (1, 2):
+        keys = by_step[step]
+        for key in ("reward", "reward_std", "kl", "loss", "entropy", "completions/mean_length",
+                    "frac_reward_zero_std", "rewards/numeric_answer/mean", "rewards/format_regex/mean",
+                    "rewards/length/mean"):
+            assert key in keys, f"step {step} lacks {key}"
+        assert keys["kl"] is not None  # beta > 0: the KL term is computed
+
+    assert store.group_steps(run.id) == [1, 2]
+    for step in (1, 2):
+        groups = store.groups_at(run.id, step)
+        assert len(groups) == 2  # 8 completions per step / 4 per group
+        for group in groups:
+            assert 0 <= group.prompt_index < 400
+            assert "answer" in group.extra
+            assert "What is" in group.prompt
+            assert [c.index for c in group.completions] == [0, 1, 2, 3]
+            advantages = [c.advantage for c in group.completions]
+            assert all(a is not None for a in advantages)
+            assert abs(sum(advantages)) < 1e-3
+            for completion in group.completions:
+                assert set(completion.rewards) == {"numeric_answer", "format_regex", "length"}
+                expected = (completion.rewards["numeric_answer"] * 1.0 + completion.rewards["format_regex"] * 0.5
+                            + completion.rewards["length"] * 0.25)
+                assert math.isclose(completion.total_reward, expected, abs_tol=1e-6)
+                assert 1 <= completion.num_tokens <= 12
+            totals = [c.total_reward for c in group.completions]
+            if max(totals) - min(totals) > 1e-6:  # TRL's (r - mean) / (std + 1e-4): the best gets the top advantage
+                best = max(group.completions, key=lambda c: c.total_reward)
+                assert best.advantage == max(advantages)
+
+    folder = Path(final.output_dir)
+    assert (folder / "config.yaml").is_file()
+    assert (folder / "train.log").read_text().count("training 2 steps") == 1
+    assert (folder / "adapter" / "adapter_config.json").is_file()
+
+
+def test_rule_that_raises_fails_the_run_and_keeps_earlier_steps(store, settings, tiny_model_dir, tmp_path):
+    plugin = tmp_path / "flaky_reward.py"
+    plugin.write_text(
+        "def flaky(completions, trainer_state=None, **kwargs):\n"
+        "    if trainer_state is not None and trainer_state.global_step >= 1:\n"
+        "        raise RuntimeError('reward service unavailable')\n"
+        "    return [0.5] * len(completions)\n"
+    )
+    config = tiny_config(
+        tiny_model_dir,
+        max_steps=3,
+        rewards=[REWARDS[1], {"rule": "plugin", "weight": 1.0, "params": {"target": f"{plugin}:flaky"}}],
+    )
+    run = submit_run(store, config)
+    launcher = Launcher(store, settings)
+    assert launcher.wait_idle(timeout_s=240)
+    final = store.get_run(run.id)
+    assert final.status == RunStatus.FAILED
+    assert "reward service unavailable" in final.error
+    steps = sorted({p.step for p in store.metrics_since(run.id)})
+    assert steps == [1]
+    assert store.group_steps(run.id) == [1]
+
+
+def test_cancel_stops_a_running_run_at_a_step_boundary(store, settings, tiny_model_dir):
+    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=500))
+    launcher = Launcher(store, settings)
+    wait_for(lambda: store.get_run(run.id).current_step >= 1, 240, launcher=launcher)
+    launcher.cancel(run.id)
+    requested = time.monotonic()
+    wait_for(lambda: store.get_run(run.id).status.is_final, 120, launcher=launcher)
+    final = store.get_run(run.id)
+    assert final.status == RunStatus.CANCELLED
+    assert final.error is None  # it stopped by itself, not by force
+    assert 1 <= final.current_step < 500
+    steps = sorted({p.step for p in store.metrics_since(run.id)})
+    assert steps == list(range(1, steps[-1] + 1))  # contiguous, nothing lost
+    assert time.monotonic() - requested < 120
+
+
+def test_killed_worker_is_marked_failed_with_its_log_tail(store, settings, tiny_model_dir):
+    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=500))
+    launcher = Launcher(store, settings)
+    wait_for(lambda: store.get_run(run.id).current_step >= 1, 240, launcher=launcher)
+    pid = store.get_run(run.id).worker_pid
+    os.killpg(pid, signal.SIGKILL)
+    wait_for(lambda: store.get_run(run.id).status.is_final, 30, launcher=launcher)
+    final = store.get_run(run.id)
+    assert final.status == RunStatus.FAILED
+    assert "exited without reporting" in final.error
+    assert "training 500 steps" in final.error  # the log's tail is attached
+    assert store.group_steps(run.id)[0] == 1  # steps before the crash stay
+
+
+def test_headless_train_command_records_into_the_same_store(settings, tiny_model_dir, tmp_path):
+    config = tiny_config(tiny_model_dir, max_steps=1, name="headless")
+    path = tmp_path / "run.yaml"
+    path.write_text(config.to_yaml())
+    result = subprocess.run(
+        [sys.executable, "-m", "app", "train", str(path), "--data-dir", str(settings.data_dir), "--db",
+         settings.db_url],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    from storage import Store
+
+    store = Store(settings.db_url)
+    try:
+        runs = [r for r in store.list_runs() if r.name == "headless"]
+        assert len(runs) == 1 and runs[0].status == RunStatus.COMPLETED
+        assert store.group_steps(runs[0].id) == [1]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("bad", ["missing.yaml", "not-yaml"])
+def test_headless_train_rejects_bad_configs(settings, tmp_path, bad):
+    path = tmp_path / "run.yaml"
+    if bad == "not-yaml":
+        path.write_text("model: [unclosed\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "app", "train", str(path), "--data-dir", str(settings.data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "run.yaml" in result.stderr
