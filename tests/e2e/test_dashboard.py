@@ -1,0 +1,202 @@
+"""The real dashboard in headless Chromium: upload a dataset, launch a run of a tiny local model, watch it complete
+with its charts drawn, and see its groups in the Inspect tab; try the rules on the bench; a bad upload is refused.
+
+Chromium comes from Debian's package (``/usr/bin/chromium``), driven by Playwright; ``.ci/run`` installs it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def _chromium() -> str | None:
+    for candidate in CHROMIUM_CANDIDATES:
+        if os.path.exists(candidate):
+            return candidate
+    return shutil.which("chromium")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """The dashboard served by ``python -m app serve`` on a free port, with its own data directory."""
+    data_dir = tmp_path_factory.mktemp("e2e-data")
+    port = _free_port()
+    log_path = data_dir / "server.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app", "serve", "--data-dir", str(data_dir), "--port", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        process.kill()
+        raise AssertionError("the dashboard did not answer:\n" + log_path.read_text()[-3000:])
+    yield {"url": url, "data_dir": data_dir}
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    executable = _chromium()
+    if executable is None:
+        if os.environ.get("GRPO_E2E_REQUIRED"):
+            pytest.fail("Chromium is required for the browser tests (apt-get install chromium)")
+        pytest.skip("Chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+        yield instance
+        instance.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    result = context.new_page()
+    result.set_default_timeout(30_000)
+    result.goto(server["url"])
+    result.get_by_role("tab", name="Datasets").wait_for()
+    yield result
+    context.close()
+
+
+def pick(page, elem_id: str, option: str) -> None:
+    """Choose ``option`` in the Gradio dropdown ``#elem_id``."""
+    page.locator(f"#{elem_id} input").click()
+    page.get_by_role("option", name=option).first.click()
+
+
+def set_number(page, elem_id: str, value: str) -> None:
+    box = page.locator(f"#{elem_id} input")
+    box.fill(value)
+    box.press("Tab")
+
+
+def set_text(page, elem_id: str, value: str) -> None:
+    box = page.locator(f"#{elem_id} textarea, #{elem_id} input").first
+    box.fill(value)
+    box.press("Tab")
+
+
+def test_upload_launch_watch_and_inspect(page, server, tiny_model_dir, tmp_path):
+    rows = [{"prompt": [{"role": "user", "content": f"What is {i} + {i}?"}], "answer": 2 * i} for i in range(12)]
+    upload = tmp_path / "doubles.jsonl"
+    upload.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+    # Datasets: upload, validated and previewed
+    page.get_by_role("tab", name="Datasets").click()
+    page.locator("#dataset-file input[type=file]").set_input_files(str(upload))
+    page.locator("#dataset-add").click()
+    page.locator("#dataset-status").get_by_text("Added doubles").wait_for()
+    assert "12 rows" in page.locator("#dataset-status").inner_text()
+    expect(page.locator("#dataset-preview")).to_contain_text("What is 3 + 3?")
+
+    # Launch: the tiny model on the uploaded dataset, 2 steps
+    page.get_by_role("tab", name="Launch").click()
+    page.locator("#launch-dataset").click()
+    page.get_by_role("button", name="↻ datasets").click()
+    pick(page, "launch-dataset", "doubles (12 rows)")
+    set_text(page, "launch-model", str(tiny_model_dir))
+    set_text(page, "launch-name", "browser-run")
+    pick(page, "rule-2", "length")
+    set_number(page, "hp-max_steps", "2")
+    set_number(page, "hp-max_completion_length", "12")
+    page.locator("#launch-button").click()
+    page.locator("#launch-status").get_by_text("queued").wait_for()
+    assert "browser-run" in page.locator("#launch-status").inner_text()
+
+    # Runs: the run completes while the chart fills in
+    page.get_by_role("tab", name="Runs").click()
+    expect(page.locator("#runs-table")).to_contain_text("browser-run")
+    page.locator('#run-status[data-status="completed"]').wait_for(timeout=240_000)
+    page.wait_for_timeout(2500)  # one more refresh tick draws the last step
+    plot = page.locator("#runs-plot .js-plotly-plot")
+    plot.wait_for()
+    assert plot.locator(".scatterlayer .trace").count() >= 8  # every panel has its line
+    expect(page.locator("#runs-table")).to_contain_text("2/2")
+
+    # Inspect: the last step's groups with rewards and advantages
+    page.get_by_role("tab", name="Inspect").click()
+    page.locator("#inspect-run input").click()
+    page.get_by_role("option", name="browser-run").first.click()
+    page.locator("#inspect-groups .grpo-group").first.wait_for()
+    groups = page.locator("#inspect-groups .grpo-group")
+    completions = page.locator("#inspect-groups .grpo-completion")
+    assert groups.count() == 2
+    assert completions.count() == 8
+    assert "advantage" in completions.first.inner_text()
+    assert "numeric_answer" in completions.first.inner_text()
+    advantages = [float(completions.nth(i).get_attribute("data-advantage")) for i in range(4)]
+    assert advantages == sorted(advantages, reverse=True)  # sorted by advantage
+    summary = page.locator("#inspect-summary").inner_text()
+    assert "step 2" in summary and "2 groups" in summary
+
+
+def test_bad_upload_is_refused_with_its_location(page, tmp_path):
+    bad = tmp_path / "broken.jsonl"
+    bad.write_text('{"prompt": "fine", "answer": 1}\n{"prompt": "oops" "answer": 2}\n')
+    page.get_by_role("tab", name="Datasets").click()
+    page.locator("#dataset-file input[type=file]").set_input_files(str(bad))
+    page.locator("#dataset-add").click()
+    status = page.locator("#dataset-status")
+    status.get_by_text("Not added").wait_for()
+    text = status.inner_text()
+    assert "broken.jsonl" in text and "line 2" in text and "column" in text
+    expect(page.locator("#datasets-table")).not_to_contain_text("broken")
+
+
+def test_try_out_bench_scores_a_group(page):
+    page.get_by_role("tab", name="Launch").click()
+    page.get_by_text("Try the rules on sample completions").click()
+    page.locator("#bench-button").click()
+    table = page.locator("#bench-table")
+    expect(table).to_contain_text("advantage")
+    text = table.inner_text()
+    assert "numeric_answer" in text and "format_regex" in text
+    # "82" is right and well formatted: the best total and the highest advantage
+    assert "1.2" in text

@@ -1,0 +1,251 @@
+"""Tests for app.views and app.charts, both pure: the group and status HTML (escaping, ordering, colours, badges),
+the incremental metric series, the training figure's traces and the EMA smoothing."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from app.charts import MetricSeries, compare_figure, ema, training_figure
+from app.views import duration, groups_html, run_label, run_status_html, runs_table
+from storage import CompletionRecord, GroupRecord, MetricPoint, RunInfo, RunStatus
+
+NOW = datetime(2025, 1, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def _completion(index: int, advantage: float | None, total: float | None = 1.0, **kw) -> CompletionRecord:
+    fields = {"text": f"answer-{index}", "rewards": {"numeric_answer": total}, "num_tokens": 5, "truncated": False}
+    fields.update(kw)
+    return CompletionRecord(index=index, total_reward=total, advantage=advantage, **fields)
+
+
+def _group(completions, prompt: str = "What is 2 + 2?", extra=None) -> GroupRecord:
+    return GroupRecord(step=3, prompt_index=11, prompt=prompt, completions=completions, extra=extra or {})
+
+
+def _run(**overrides) -> RunInfo:
+    fields = {
+        "id": 7,
+        "name": "demo",
+        "status": RunStatus.RUNNING,
+        "config": {"model": "org/model"},
+        "dataset_id": 1,
+        "created_at": NOW - timedelta(minutes=5),
+        "started_at": NOW - timedelta(seconds=65),
+        "finished_at": None,
+        "heartbeat_at": NOW - timedelta(seconds=3),
+        "worker_pid": 123,
+        "output_dir": None,
+        "log_path": None,
+        "error": None,
+        "current_step": 4,
+        "max_steps": 10,
+        "phase": "training",
+        "cancel_requested": False,
+    }
+    fields.update(overrides)
+    return RunInfo(**fields)
+
+
+def _completion_blocks(html_text: str) -> list[str]:
+    """The opening tag of each completion card, in page order."""
+    return re.findall(r'<div class="grpo-completion [a-z]+" data-advantage="[^"]*">', html_text)
+
+
+# ------------------------------------------------------------------------------------------------ groups_html
+
+
+def test_groups_html_escapes_prompt_completion_rewards_and_extra():
+    group = _group(
+        [
+            _completion(0, 1.0, text="<script>alert('x')</script>", rewards={"<b>rule</b>": 1.0}),
+            _completion(1, -1.0, total=0.0),
+        ],
+        prompt="<img src=x onerror=alert(1)> & more",
+        extra={"answer": "<i>4</i>", "<k>": 1},
+    )
+    page = groups_html([group])
+    assert "<script>" not in page
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
+    assert "<img" not in page
+    assert "&lt;img src=x onerror=alert(1)&gt; &amp; more" in page
+    assert "<b>rule</b>" not in page and "&lt;b&gt;rule&lt;/b&gt;" in page
+    assert "<i>4</i>" not in page and "&lt;i&gt;4&lt;/i&gt;" in page
+    assert "&lt;k&gt;=1" in page
+
+
+def test_groups_html_sorts_by_advantage_none_last():
+    group = _group([_completion(0, -0.5), _completion(1, None), _completion(2, 1.5), _completion(3, 0.2)])
+    cards = _completion_blocks(groups_html([group]))
+    assert [re.search(r'data-advantage="([^"]*)"', c).group(1) for c in cards] == ["1.5000", "0.2000", "-0.5000", "–"]
+
+
+def test_groups_html_keeps_order_when_not_sorting():
+    group = _group([_completion(0, -0.5), _completion(1, 1.5)])
+    page = groups_html([group], sort_by_advantage=False)
+    assert page.index("answer-0") < page.index("answer-1")
+
+
+@pytest.mark.parametrize(
+    ("advantage", "css"), [(0.7, "pos"), (-0.7, "neg"), (0.0, "zero"), (1e-9, "zero"), (None, "zero")]
+)
+def test_groups_html_colours_by_advantage_sign(advantage, css):
+    group = _group([_completion(0, advantage, total=1.0), _completion(1, 0.0, total=0.0)])
+    first = _completion_blocks(groups_html([group], sort_by_advantage=False))[0]
+    assert f'class="grpo-completion {css}"' in first
+
+
+def test_groups_html_marks_truncated_completions():
+    group = _group([_completion(0, 1.0, truncated=True), _completion(1, -1.0, total=0.0)])
+    page = groups_html([group], sort_by_advantage=False)
+    cards = page.split('<div class="grpo-completion ')[1:]
+    assert "truncated" in cards[0]
+    assert "truncated" not in cards[1]
+
+
+@pytest.mark.parametrize(
+    ("totals", "flagged"),
+    [([1.0, 1.0, 1.0], True), ([0.0, 0.0], True), ([None, None], True), ([1.0, 0.0], False), ([None, 0.5, 0.0], False)],
+)
+def test_groups_html_flags_groups_without_learning_signal(totals, flagged):
+    group = _group([_completion(i, 0.0, total=t) for i, t in enumerate(totals)])
+    assert ("no learning signal" in groups_html([group])) is flagged
+
+
+def test_groups_html_cuts_long_completions():
+    group = _group([_completion(0, 1.0, text="x" * 50), _completion(1, -1.0, total=0.0)])
+    page = groups_html([group], max_chars=10)
+    assert "x" * 11 not in page
+    assert "(50 characters)" in page
+
+
+def test_groups_html_empty():
+    assert "No groups" in groups_html([])
+
+
+# -------------------------------------------------------------------------------------------------- run views
+
+
+def test_run_status_html_escapes_the_error():
+    run = _run(status=RunStatus.FAILED, error="Traceback <module>\nValueError: bad <tag> & co", finished_at=NOW)
+    page = run_status_html(run, now=NOW)
+    assert 'data-status="failed"' in page
+    assert "&lt;module&gt;" in page and "bad &lt;tag&gt; &amp; co" in page
+    assert "<tag>" not in page
+
+
+def test_run_status_html_shows_the_log_tail_of_a_failed_run_without_error():
+    run = _run(status=RunStatus.FAILED, finished_at=NOW)
+    page = run_status_html(run, log_tail="last line <x>", now=NOW)
+    assert "last line &lt;x&gt;" in page
+
+
+def test_run_status_html_of_a_running_run():
+    run = _run(name="<b>n</b>", phase="generating <x>", cancel_requested=True)
+    page = run_status_html(run, now=NOW)
+    assert "&lt;b&gt;n&lt;/b&gt;" in page and "<b>n</b>" not in page
+    assert "generating &lt;x&gt;" in page
+    assert "heartbeat 3 s ago" in page
+    assert "cancel requested" in page
+    assert "step 4/10" in page
+    assert "1 min 5 s" in page
+
+
+def test_run_label_duration_and_table():
+    run = _run()
+    assert run_label(run) == "#7 demo (running)"
+    assert duration(run, now=NOW) == "1 min 5 s"
+    assert duration(_run(started_at=None)) == ""
+    finished = _run(finished_at=NOW - timedelta(seconds=60))
+    assert duration(finished, now=NOW) == "5 s"
+    [row] = runs_table([run], {7: 0.25})
+    assert row[:6] == [7, "demo", "running", "4/10", "0.250", "org/model"]
+    assert runs_table([run], {})[0][4] == "–"
+
+
+# -------------------------------------------------------------------------------------------------- charts
+
+
+def _points(step: int, **values) -> list[MetricPoint]:
+    return [MetricPoint(step, key, value, 1000.0 + step) for key, value in sorted(values.items())]
+
+
+def test_metric_series_extend_is_incremental_and_deduplicates():
+    series = MetricSeries(run_id=1)
+    assert series.last_step == -1
+    assert series.extend(_points(1, reward=0.1, kl=0.0) + _points(2, reward=0.2, kl=0.01)) == 4
+    assert series.last_step == 2
+    # The same rows again (a refresh that re-read them) add nothing.
+    assert series.extend(_points(2, reward=0.2, kl=0.01)) == 0
+    assert series.extend(_points(3, reward=0.3)) == 1
+    assert series.data["reward"] == ([1, 2, 3], [0.1, 0.2, 0.3])
+    assert series.data["kl"] == ([1, 2], [0.0, 0.01])
+    assert series.last_step == 3
+    assert series.wall == {1: 1001.0, 2: 1002.0, 3: 1003.0}
+
+
+def test_metric_series_last_and_reward_rule_keys():
+    series = MetricSeries()
+    series.extend(
+        _points(
+            1,
+            reward=0.5,
+            **{"rewards/numeric_answer/mean": 1.0, "rewards/format_regex/mean": 0.0, "rewards/numeric_answer/std": 0.1},
+        )
+    )
+    series.extend(_points(2, reward=None))
+    assert series.last("reward") is None
+    assert series.last("rewards/numeric_answer/mean") == 1.0
+    assert series.last("never") is None
+    assert series.reward_rule_keys() == ["rewards/format_regex/mean", "rewards/numeric_answer/mean"]
+
+
+def test_training_figure_has_reward_and_rule_traces():
+    series = MetricSeries()
+    for step in (1, 2, 3):
+        series.extend(
+            _points(step, reward=step / 10, kl=float("nan"), **{"rewards/numeric_answer/mean": step / 5, "loss": 0.1})
+        )
+    figure = training_figure(series, title="run 1")
+    names = [trace.name for trace in figure.data]
+    assert "reward (weighted total)" in names
+    assert "rewards/numeric_answer/mean" in names
+    assert "kl" in names and "loss" in names
+    assert "entropy" not in names  # never logged
+    reward = next(t for t in figure.data if t.name == "reward (weighted total)")
+    assert list(reward.x) == [1, 2, 3]
+    assert list(reward.y) == [0.1, 0.2, 0.3]
+    kl = next(t for t in figure.data if t.name == "kl")
+    assert list(kl.y) == [None, None, None]  # NaN is drawn as a gap
+    # The per-rule means share the reward panel (the first subplot).
+    rule = next(t for t in figure.data if t.name == "rewards/numeric_answer/mean")
+    assert rule.xaxis == reward.xaxis == "x"
+
+
+def test_training_figure_of_an_empty_series():
+    assert len(training_figure(MetricSeries()).data) == 0
+
+
+def test_ema_matches_a_hand_computation():
+    smoothed = ema([1.0, 2.0, None, 3.0], 0.5)
+    # Debiased: s_t = (w s_{t-1} + (1 - w) x_t) / (1 - w^t), with t counting values only.
+    assert smoothed[0] == pytest.approx(1.0)
+    assert smoothed[1] == pytest.approx(1.25 / 0.75)
+    assert smoothed[2] is None
+    assert smoothed[3] == pytest.approx(2.125 / 0.875)
+
+
+@pytest.mark.parametrize("weight", [0.0, -0.3])
+def test_ema_without_smoothing_is_the_identity(weight):
+    assert ema([1.0, None, 3.0], weight) == [1.0, None, 3.0]
+
+
+def test_compare_figure_has_one_trace_per_run():
+    first, second = MetricSeries(), MetricSeries()
+    first.extend(_points(1, reward=1.0) + _points(2, reward=3.0))
+    second.extend(_points(1, reward=0.0))
+    figure = compare_figure({"a": first, "b": second, "c": MetricSeries()}, "reward", smoothing=0.5)
+    assert [t.name for t in figure.data] == ["a", "b", "c"]
+    assert list(figure.data[0].y) == pytest.approx([1.0, 1.75 / 0.75])
