@@ -28,6 +28,9 @@ def _default_rewards() -> list[RewardSpec]:
     return [
         RewardSpec(rule="numeric_answer", weight=1.0),
         RewardSpec(rule="format_regex", weight=0.2, params={"pattern": r"^\s*-?\d+(\.\d+)?\s*\.?\s*$"}),
+        # A dense shaping term: short answers score 1, longer ones fade to 0 (DAPO's soft overlong penalty), so
+        # groups differ even while the sparse answer reward is 0 everywhere.
+        RewardSpec(rule="length", weight=0.2, params={"min_tokens": 1, "max_tokens": 16, "overlong_buffer": 48}),
     ]
 
 
