@@ -29,14 +29,14 @@ def test_defaults():
     assert config.use_lora is True
     assert config.lora_r == 16
     assert config.lora_target_modules == "all-linear"
-    assert [spec.rule for spec in config.rewards] == ["numeric_answer", "format_regex"]
+    assert [spec.rule for spec in config.rewards] == ["numeric_answer", "format_regex", "length"]
     assert config.prompts_per_step == 2  # 8 completions per step / groups of 4
 
 
 def test_defaults_are_not_shared_between_instances():
     first, second = RunConfig(), RunConfig()
     first.rewards.append(RewardSpec(rule="length"))
-    assert len(second.rewards) == 2
+    assert len(second.rewards) == 3
 
 
 def test_yaml_round_trip(tmp_path):
