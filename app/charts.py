@@ -108,21 +108,34 @@ def training_figure(series: MetricSeries, title: str = "") -> go.Figure:
     return figure
 
 
-def compare_figure(runs: dict[str, MetricSeries], key: str, smoothing: float = 0.0) -> go.Figure:
-    """One metric of several runs overlaid (x: step), smoothed by an exponential moving average.
+def compare_figure(
+    runs: dict[str, MetricSeries], key: str, smoothing: float = 0.0, x_axis: str = "step"
+) -> go.Figure:
+    """One metric of several runs overlaid, smoothed by an exponential moving average.
 
     Args:
         runs: label -> series.
         key: the metric (TRL's name).
         smoothing: EMA weight of the past in [0, 1) as TensorBoard's slider (0 = raw).
+        x_axis: ``"step"``, or ``"wall"``: seconds since the run's first point (the earliest ``wall_time`` in its
+            series), so runs started at different times line up.
+
+    Raises:
+        ValueError: ``x_axis`` is neither ``"step"`` nor ``"wall"``.
     """
+    if x_axis not in ("step", "wall"):
+        raise ValueError(f"x_axis must be 'step' or 'wall', got {x_axis!r}")
     figure = go.Figure()
     for label, series in runs.items():
         steps, values = series.data.get(key, ([], []))
-        figure.add_trace(go.Scatter(x=steps, y=ema(_clean(values), smoothing), mode="lines", name=label))
+        x: list[float] | list[int] = steps
+        if x_axis == "wall":
+            origin = min(series.wall.values(), default=0.0)
+            x = [series.wall.get(step, origin) - origin for step in steps]
+        figure.add_trace(go.Scatter(x=x, y=ema(_clean(values), smoothing), mode="lines", name=label))
     figure.update_layout(
         title={"text": key},
-        xaxis_title="step",
+        xaxis_title="step" if x_axis == "step" else "seconds since the run's first point",
         height=360,
         template="plotly_white",
         margin={"l": 40, "r": 20, "t": 50, "b": 40},

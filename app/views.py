@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from storage import GroupRecord, RunInfo, RunStatus
@@ -33,7 +34,11 @@ GROUP_CSS = """
 .grpo-completion td { padding: 1px 4px; border-top: 1px solid #e5e7eb; }
 .grpo-adv { font-weight: 700; }
 .grpo-badge { display: inline-block; font-size: 11px; padding: 0 6px; border-radius: 8px; background: #fde68a; }
+.grpo-fold summary { cursor: pointer; font-size: 12px; color: #2563eb; }
 """
+
+#: Completions longer than this many characters show their start and fold the rest in a ``<details>``.
+FOLD_CHARS = 600
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -81,16 +86,30 @@ def runs_table(runs: list[RunInfo], last_rewards: dict[int, float | None]) -> li
                 str(run.config.get("model", "")),
                 started,
                 duration(run),
+                ", ".join(run.tags),
             ]
         )
     return rows
 
 
-RUNS_TABLE_HEADERS = ["id", "name", "status", "step", "reward", "model", "started", "duration"]
+RUNS_TABLE_HEADERS = ["id", "name", "status", "step", "reward", "model", "started", "duration", "tags"]
+
+#: A running run whose last heartbeat is older than this many seconds is flagged (its worker beats every 5 s).
+HEARTBEAT_STALE_S = 30.0
+
+
+def heartbeat_silence(run: RunInfo, now: datetime | None = None) -> float | None:
+    """Seconds since a running run's last heartbeat when over :data:`HEARTBEAT_STALE_S`, else ``None``."""
+    if run.status != RunStatus.RUNNING or run.heartbeat_at is None:
+        return None
+    seconds = ((now or datetime.now(timezone.utc)) - run.heartbeat_at).total_seconds()
+    return seconds if seconds > HEARTBEAT_STALE_S else None
 
 
 def run_status_html(run: RunInfo, log_tail: str = "", now: datetime | None = None) -> str:
-    """A status card: status, step, phase, heartbeat age, error and, for failed runs, the log's last lines."""
+    """A status card: status, step, phase, heartbeat age (flagged "no heartbeat for N s" after
+    :data:`HEARTBEAT_STALE_S`), GPUs, the checkpoint a queued run resumes from, tags, notes, error and, for failed
+    runs, the log's last lines."""
     colour = STATUS_COLOURS[run.status]
     parts = [
         f'<div id="run-status" data-status="{run.status.value}">',
@@ -100,10 +119,26 @@ def run_status_html(run: RunInfo, log_tail: str = "", now: datetime | None = Non
     if run.status == RunStatus.RUNNING:
         phase = f" · {html.escape(run.phase)}" if run.phase else ""
         parts.append(f"{phase} · heartbeat {_age(run.heartbeat_at, now)}")
+        silence = heartbeat_silence(run, now)
+        if silence is not None:
+            parts.append(
+                f' · <span class="grpo-stale" style="color:#dc2626;font-weight:700">no heartbeat for {silence:.0f} s'
+                "</span>"
+            )
         if run.cancel_requested:
             parts.append(" · <i>cancel requested, stopping at the next step</i>")
     if run.started_at:
         parts.append(f" · {duration(run, now)}")
+    if run.gpus:
+        parts.append(f" · GPUs {html.escape(run.gpus)}")
+    if run.status == RunStatus.QUEUED and run.resume_from:
+        parts.append(f" · resumes from {html.escape(Path(run.resume_from).name)}")
+    if run.tags:
+        badge = "display:inline-block;font-size:11px;padding:0 6px;border-radius:8px;background:#e0e7ff"
+        parts.append(" · " + " ".join(f'<span class="grpo-tag" style="{badge}">{html.escape(t)}</span>'
+                                       for t in run.tags))
+    if run.notes:
+        parts.append(f'<div style="white-space:pre-wrap;font-size:13px">{html.escape(run.notes)}</div>')
     if run.output_dir:
         parts.append(f'<div style="font-size:12px;color:#6b7280">folder: {html.escape(run.output_dir)}</div>')
     if run.error:
@@ -123,11 +158,30 @@ def _advantage_class(advantage: float | None) -> str:
     return "pos" if advantage > 0 else "neg"
 
 
+def fold_html(text: str, *, fold_chars: int = FOLD_CHARS, max_chars: int = 4000) -> str:
+    """``text`` escaped in ``<pre>``; beyond ``fold_chars`` characters the rest folds into a closed ``<details>``.
+
+    Text beyond ``max_chars`` characters is cut with a note of its full length; empty text shows "(empty)".
+    """
+    if not text:
+        return "<pre><i>(empty)</i></pre>"
+    shown = text if len(text) <= max_chars else text[:max_chars] + f"\n… ({len(text)} characters)"
+    if len(shown) <= fold_chars:
+        return f"<pre>{html.escape(shown)}</pre>"
+    head, rest = shown[:fold_chars], shown[fold_chars:]
+    return (
+        f"<pre>{html.escape(head)}</pre>"
+        f'<details class="grpo-fold"><summary>show the rest ({len(text)} characters in all)</summary>'
+        f"<pre>{html.escape(rest)}</pre></details>"
+    )
+
+
 def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, max_chars: int = 4000) -> str:
     """The groups of a step: each prompt with its G completions side by side, coloured by the advantage's sign.
 
     Each completion shows its rank, advantage, total reward, every rule's reward, token count and a truncation
-    badge; text beyond ``max_chars`` characters is cut with a note.
+    badge; text beyond :data:`FOLD_CHARS` characters folds (:func:`fold_html`), text beyond ``max_chars`` is cut
+    with a note.
     """
     if not groups:
         return '<div class="grpo-empty">No groups recorded for this step yet.</div>'
@@ -137,7 +191,10 @@ def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, ma
         spread = (max(totals) - min(totals)) if totals else 0.0
         signal = "" if spread > 1e-9 else ' · <span class="grpo-badge">all rewards equal: no learning signal</span>'
         extra = ", ".join(f"{html.escape(k)}={html.escape(_short(v))}" for k, v in group.extra.items())
-        out.append(f'<div class="grpo-group" data-step="{group.step}">')
+        out.append(
+            f'<div class="grpo-group" data-step="{group.step}" data-row="{group.prompt_index}" '
+            f'data-group-id="{group.id if group.id is not None else ""}">'
+        )
         out.append(
             f'<div class="grpo-meta">group {number} · dataset row {group.prompt_index} · step {group.step}'
             f"{' · ' + extra if extra else ''}{signal}</div>"
@@ -148,7 +205,6 @@ def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, ma
         if sort_by_advantage:
             completions.sort(key=lambda c: -(c.advantage if c.advantage is not None else float("-inf")))
         for c in completions:
-            text = c.text if len(c.text) <= max_chars else c.text[:max_chars] + f"\n… ({len(c.text)} characters)"
             badge = ' <span class="grpo-badge">truncated</span>' if c.truncated else ""
             rules = "".join(
                 f"<tr><td>{html.escape(name)}</td><td style='text-align:right'>{_fmt(value)}</td></tr>"
@@ -158,7 +214,7 @@ def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, ma
                 f'<div class="grpo-completion {_advantage_class(c.advantage)}" data-advantage="{_fmt(c.advantage, 4)}">'
                 f'<div><span class="grpo-adv">advantage {_fmt(c.advantage)}</span> · total {_fmt(c.total_reward)}'
                 f"{badge}</div>"
-                f"<pre>{html.escape(text) or '<i>(empty)</i>'}</pre>"
+                f"{fold_html(c.text, max_chars=max_chars)}"
                 f"<table>{rules}<tr><td>tokens</td><td style='text-align:right'>{c.num_tokens or '–'}</td></tr>"
                 f"<tr><td>completion</td><td style='text-align:right'>#{c.index}</td></tr></table></div>"
             )

@@ -6,6 +6,8 @@ from __future__ import annotations
 import gradio as gr
 
 from app.context import AppContext
+from app.inspect_views import GROUP_FILTERS, filter_groups
+from app.tabs.inspect_tools import create_inspect_tools
 from app.tabs.runs import run_choices
 from app.views import groups_html
 from storage import StoreError
@@ -25,6 +27,9 @@ def create_inspect_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
         step = gr.Dropdown(label="step", choices=[], scale=1, elem_id="inspect-step")
         sort = gr.Checkbox(label="sort by advantage", value=True, scale=1)
         reload = gr.Button("↻ refresh", scale=0, elem_id="inspect-refresh")
+    with gr.Row():
+        show = gr.Dropdown(label="show", choices=list(GROUP_FILTERS), value="all", scale=3, elem_id="inspect-filter")
+        top_n = gr.Number(label="N (top / bottom)", value=3, minimum=1, precision=0, scale=1, elem_id="inspect-n")
     summary = gr.Markdown(elem_id="inspect-summary")
     groups = gr.HTML(elem_id="inspect-groups")
 
@@ -33,8 +38,8 @@ def create_inspect_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
         steps = step_choices(ctx, run_id)
         return gr.update(choices=steps, value=steps[0] if steps else None)
 
-    def on_show(run_id: int | None, step_value: int | None, sort_by_advantage: bool):
-        """Inputs: run, step, sort. Outputs: summary, groups HTML."""
+    def on_show(run_id: int | None, step_value: int | None, sort_by_advantage: bool, mode: str = "all", n=3):
+        """Inputs: run, step, sort, filter, N. Outputs: summary, groups HTML."""
         if run_id is None or step_value is None:
             return "Choose a run and a step.", ""
         try:
@@ -53,19 +58,31 @@ def create_inspect_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
             f"**#{info.id} {info.name}**, step {step_value}: {len(records)} groups, {len(completions)} completions, "
             f"{truncated} truncated, {flat} groups with all rewards equal (no learning signal)."
         )
-        return text, groups_html(records, sort_by_advantage=sort_by_advantage)
+        shown = filter_groups(records, mode or "all", int(n or 3))
+        if (mode or "all") != "all":
+            label = {key: name for name, key in GROUP_FILTERS}[mode]
+            text += f" Showing {len(shown)} of {len(records)}: {label}."
+            if not shown:
+                return text, '<div class="grpo-empty">No group of this step matches the filter.</div>'
+        return text, groups_html(shown, sort_by_advantage=sort_by_advantage)
 
-    def on_reload(run_id: int | None, step_value: int | None, sort_by_advantage: bool):
-        """Inputs: run, step, sort. Outputs: run choices, steps, summary, groups."""
+    def on_reload(run_id: int | None, step_value: int | None, sort_by_advantage: bool, mode: str = "all", n=3):
+        """Inputs: run, step, sort, filter, N. Outputs: run choices, steps, summary, groups."""
         steps = step_choices(ctx, run_id)
         if step_value not in steps:
             step_value = steps[0] if steps else None
-        summary_text, html = on_show(run_id, step_value, sort_by_advantage)
+        summary_text, html = on_show(run_id, step_value, sort_by_advantage, mode, n)
         return (gr.update(choices=run_choices(ctx)), gr.update(choices=steps, value=step_value), summary_text, html)
 
     run.change(on_run, inputs=run, outputs=step)
     run.focus(lambda: gr.update(choices=run_choices(ctx)), outputs=run)
-    step.change(on_show, inputs=[run, step, sort], outputs=[summary, groups])
-    sort.change(on_show, inputs=[run, step, sort], outputs=[summary, groups])
-    reload.click(on_reload, inputs=[run, step, sort], outputs=[run, step, summary, groups])
-    return {"run": run, "step": step, "groups": groups, "summary": summary, "refresh": reload}
+    shown_by = [run, step, sort, show, top_n]
+    step.change(on_show, inputs=shown_by, outputs=[summary, groups])
+    sort.change(on_show, inputs=shown_by, outputs=[summary, groups])
+    show.change(on_show, inputs=shown_by, outputs=[summary, groups])
+    top_n.submit(on_show, inputs=shown_by, outputs=[summary, groups])
+    top_n.blur(on_show, inputs=shown_by, outputs=[summary, groups])
+    reload.click(on_reload, inputs=shown_by, outputs=[run, step, summary, groups])
+    tools = create_inspect_tools(ctx, run, step, reload)
+    return {"run": run, "step": step, "groups": groups, "summary": summary, "refresh": reload, "filter": show,
+            "top_n": top_n, **tools}

@@ -1,0 +1,114 @@
+"""The Runs tab's run-doctor panel: :func:`grpo_core.doctor.diagnose` on the selected run, refreshed by the tab's
+timer. The panel keeps its own metric series in a ``gr.State`` and reads only new steps on each tick."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import gradio as gr
+
+from app.charts import MetricSeries
+from app.context import AppContext
+from grpo_core.doctor import Finding, Severity, diagnose, step_ranges
+from storage import StoreError
+
+#: How many of the latest groups the doctor reads for its examples.
+SAMPLE_GROUPS = 8
+
+DOCTOR_CSS = """
+.doctor { border: 1px solid #d1d5db; border-radius: 8px; padding: 8px 12px; margin: 6px 0; }
+.doctor-head { font-weight: 700; margin-bottom: 4px; }
+.doctor-finding { border-left: 4px solid #9ca3af; padding: 4px 10px; margin: 6px 0; }
+.doctor-finding.error { border-color: #dc2626; background: #fef2f2; }
+.doctor-finding.warning { border-color: #d97706; background: #fffbeb; }
+.doctor-finding.info { border-color: #2563eb; background: #eff6ff; }
+.doctor-advice { font-size: 13px; margin: 2px 0; }
+.doctor-steps { font-size: 12px; color: #4b5563; }
+.doctor-finding ul { font-size: 12px; margin: 2px 0 2px 18px; padding: 0; }
+.doctor-finding li { font-family: ui-monospace, monospace; white-space: pre-wrap; word-break: break-word; }
+"""
+
+_ICONS = {Severity.ERROR: "⛔", Severity.WARNING: "⚠️", Severity.INFO: "ℹ️"}
+
+
+def doctor_html(findings: Sequence[Finding], num_steps: int) -> str:
+    """The doctor's report: one block per finding (severity colour, title, advice, steps, examples), escaped.
+
+    ``num_steps`` is how many steps have metrics; 0 says "nothing logged yet", no findings says all looks healthy.
+    """
+    codes = ",".join(f.code for f in findings)
+    out = [f'<style>{DOCTOR_CSS}</style><div class="doctor" data-findings="{html.escape(codes)}">']
+    if num_steps == 0:
+        out.append('<div class="doctor-head">Run doctor</div><div class="doctor-advice">No metrics logged yet.</div>')
+    elif not findings:
+        out.append(
+            f'<div class="doctor-head">Run doctor · {num_steps} logged steps</div>'
+            '<div class="doctor-advice">✅ Nothing looks wrong: groups carry signal, completions fit, KL is calm '
+            "and every metric is a number.</div>"
+        )
+    else:
+        out.append(f'<div class="doctor-head">Run doctor · {num_steps} logged steps · {len(findings)} findings</div>')
+    for finding in findings:
+        out.append(
+            f'<div class="doctor-finding {finding.severity.value}" data-code="{html.escape(finding.code)}" '
+            f'data-severity="{finding.severity.value}"><b>{_ICONS[finding.severity]} {html.escape(finding.title)}</b>'
+            f'<div class="doctor-advice">{html.escape(finding.advice)}</div>'
+        )
+        if finding.steps:
+            out.append(f'<div class="doctor-steps">steps {html.escape(step_ranges(finding.steps))}</div>')
+        if finding.examples:
+            out.append("<ul>" + "".join(f"<li>{html.escape(e)}</li>" for e in finding.examples) + "</ul>")
+        out.append("</div>")
+    out.append("</div>")
+    return "".join(out)
+
+
+@dataclass
+class DoctorState:
+    """What one page's doctor panel has: the run's metric series so far and the last HTML it sent."""
+
+    series: MetricSeries = field(default_factory=MetricSeries)
+    html: str = ""
+
+
+def doctor_report(ctx: AppContext, run_id: int, state: DoctorState | None) -> tuple[str, DoctorState]:
+    """Diagnose run ``run_id``: bring the state's series up to date (only steps after the last seen), read the
+    latest groups and the run's config, and render. Raises StoreError when the run does not exist."""
+    run = ctx.store.get_run(run_id)
+    if state is None or state.series.run_id != run_id:
+        state = DoctorState(series=MetricSeries(run_id=run_id))
+    state.series.extend(ctx.store.metrics_since(run_id, state.series.last_step))
+    groups = ctx.store.recent_groups(run_id, limit=SAMPLE_GROUPS)
+    findings = diagnose(state.series.data, groups, run.config)
+    return doctor_html(findings, num_steps=len(state.series.wall)), state
+
+
+def create_doctor_panel() -> gr.HTML:
+    """The panel (``#run-doctor``), empty until :func:`connect_doctor_panel` fills it."""
+    return gr.HTML(elem_id="run-doctor")
+
+
+def connect_doctor_panel(ctx: AppContext, panel: gr.HTML, *, timer: gr.Timer, selected: gr.Dropdown) -> None:
+    """Refresh ``panel`` for the ``selected`` run on every ``timer`` tick and when the selection changes.
+
+    An unchanged report is not re-sent.
+    """
+    state = gr.State(None)
+
+    def on_tick(run_id: int | None, current: DoctorState | None):
+        """Inputs: selected run, doctor state. Outputs: panel, doctor state."""
+        if run_id is None:
+            return "", None
+        try:
+            page, current_state = doctor_report(ctx, int(run_id), current)
+        except StoreError:
+            return "", None
+        if current is not None and page == current.html and current is current_state:
+            return gr.skip(), current_state
+        current_state.html = page
+        return page, current_state
+
+    timer.tick(on_tick, inputs=[selected, state], outputs=[panel, state], show_progress="hidden")
+    selected.change(on_tick, inputs=[selected, state], outputs=[panel, state], show_progress="hidden")

@@ -1,0 +1,151 @@
+"""Tests for the store's inspection queries on a real SQLite file (and PostgreSQL when configured): one group by
+id, one prompt across steps, the rows a run sampled, the latest groups, text search (LIKE, escaping, paging,
+per-run), and the added index."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import inspect as sql_inspect
+from sqlalchemy import text
+
+from storage import CompletionRecord, GroupRecord, Store, StoreError
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
+
+
+def _run(store: Store, name: str = "run") -> int:
+    return store.create_run(name=name, config={"model": "m"}, dataset_id=None, max_steps=10).id
+
+
+def _group(step: int, row: int, texts: list[str], prompt: str | None = None) -> GroupRecord:
+    return GroupRecord(
+        step=step,
+        prompt_index=row,
+        prompt=prompt if prompt is not None else f"Question {row}: what is {row} + {row}?",
+        completions=[
+            CompletionRecord(
+                index=i,
+                text=t,
+                rewards={"numeric_answer": float(i)},
+                total_reward=float(i),
+                advantage=i - 0.5,
+                num_tokens=len(t),
+                truncated=False,
+            )
+            for i, t in enumerate(texts)
+        ],
+    )
+
+
+@pytest.fixture
+def filled(store):
+    """Run A: rows 3 and 5 at steps 1-3 (row 5 twice at step 2), row 8 at step 3; run B: row 3 at step 1."""
+    a, b = _run(store, "a"), _run(store, "b")
+    store.record_groups(a, 1, [_group(1, 3, ["six", "6"]), _group(1, 5, ["ten", "10"])])
+    store.record_groups(a, 2, [_group(2, 5, ["10", "ten!"]), _group(2, 5, ["100%", "1_0"]), _group(2, 3, ["6", "6"])])
+    store.record_groups(a, 3, [_group(3, 3, ["6", "SIX"]), _group(3, 8, ["16", "sixteen"], prompt="Say 100% or 50_50")])
+    store.record_groups(b, 1, [_group(1, 3, ["six six", "6"])])
+    return store, a, b
+
+
+def test_groups_for_prompt_in_step_order(filled):
+    store, a, b = filled
+    history = store.groups_for_prompt(a, 5)
+    assert [g.step for g in history] == [1, 2, 2]
+    assert [c.text for c in history[1].completions] == ["10", "ten!"]  # recorded order within a step
+    assert all(g.prompt_index == 5 and g.id is not None for g in history)
+    assert [g.step for g in store.groups_for_prompt(a, 3)] == [1, 2, 3]
+    assert [g.step for g in store.groups_for_prompt(b, 3)] == [1]
+    assert store.groups_for_prompt(a, 99) == []
+    assert [g.step for g in store.groups_for_prompt(a, 3, limit=2)] == [1, 2]
+
+
+def test_groups_for_prompt_follows_a_replaced_step(filled):
+    store, a, _ = filled
+    store.record_groups(a, 2, [_group(2, 8, ["x", "y"])])  # step 2 recorded again without rows 3 and 5
+    assert [g.step for g in store.groups_for_prompt(a, 3)] == [1, 3]
+    assert [g.step for g in store.groups_for_prompt(a, 8)] == [2, 3]
+
+
+def test_prompt_rows_most_sampled_first(filled):
+    store, a, b = filled
+    rows = store.prompt_rows(a)
+    assert [(r.prompt_index, r.num_groups, r.first_step, r.last_step) for r in rows] == [
+        (3, 3, 1, 3),
+        (5, 3, 1, 2),
+        (8, 1, 3, 3),
+    ]
+    assert [r.prompt_index for r in store.prompt_rows(b)] == [3]
+    assert len(store.prompt_rows(a, limit=1)) == 1
+
+
+def test_get_group_and_recent_groups(filled):
+    store, a, _ = filled
+    recent = store.recent_groups(a, limit=3)
+    assert [(g.step, g.prompt_index) for g in recent] == [(3, 3), (3, 8), (2, 5)]
+    again = store.get_group(recent[1].id)
+    assert again == recent[1]
+    assert [c.text for c in again.completions] == ["16", "sixteen"]
+    with pytest.raises(StoreError, match="no group with id 999999"):
+        store.get_group(999_999)
+
+
+def test_search_matches_prompts_and_completions_case_insensitively(filled):
+    store, a, b = filled
+    page = store.search_groups(a, "six")
+    # step 1 row 3 ("six"), step 3 row 3 ("SIX"), step 3 row 8 ("sixteen"); run B's "six six" is not in run A
+    assert page.total == 3
+    assert [(h.group.step, h.group.prompt_index) for h in page.hits] == [(1, 3), (3, 3), (3, 8)]
+    assert [h.completion_indexes for h in page.hits] == [[0], [1], [1]]
+    assert not any(h.prompt_matched for h in page.hits)
+    prompt_hit = store.search_groups(a, "question 5")
+    assert prompt_hit.total == 3 and all(h.prompt_matched and h.completion_indexes == [] for h in prompt_hit.hits)
+    assert store.search_groups(b, "six").total == 1
+
+
+@pytest.mark.parametrize(("needle", "expected"), [("100%", [(2, 5), (3, 8)]), ("1_0", [(2, 5)]), ("50_50", [(3, 8)])])
+def test_search_takes_like_wildcards_literally(filled, needle, expected):
+    store, a, _ = filled
+    page = store.search_groups(a, needle)
+    assert [(h.group.step, h.group.prompt_index) for h in page.hits] == expected
+
+
+def test_search_pages(filled):
+    store, a, _ = filled
+    first = store.search_groups(a, "6", limit=2)
+    assert first.total == 4
+    assert [(h.group.step, h.group.prompt_index) for h in first.hits] == [(1, 3), (2, 3)]
+    second = store.search_groups(a, "6", limit=2, offset=2)
+    assert [(h.group.step, h.group.prompt_index) for h in second.hits] == [(3, 3), (3, 8)]
+    assert second.offset == 2 and second.limit == 2 and second.total == 4
+    assert store.search_groups(a, "6", limit=2, offset=10).hits == []
+
+
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_search_for_nothing_finds_nothing(filled, blank):
+    store, a, _ = filled
+    page = store.search_groups(a, blank)
+    assert page.total == 0 and page.hits == []
+
+
+@pytest.mark.backends("sqlite")  # EXPLAIN QUERY PLAN is SQLite's
+def test_prompt_index_exists_and_is_added_to_an_old_store(settings):
+    store = Store(settings.db_url)
+    names = {ix["name"] for ix in sql_inspect(store.engine).get_indexes("groups")}
+    assert "ix_groups_run_prompt" in names
+    with store.engine.begin() as conn:  # a store made before the index existed
+        conn.execute(text("DROP INDEX ix_groups_run_prompt"))
+    store.close()
+    reopened = Store(settings.db_url)
+    try:
+        assert "ix_groups_run_prompt" in {ix["name"] for ix in sql_inspect(reopened.engine).get_indexes("groups")}
+        with reopened.engine.connect() as conn:
+            plan = " ".join(
+                str(row[-1])
+                for row in conn.execute(
+                    text("EXPLAIN QUERY PLAN SELECT * FROM groups WHERE run_id = 1 AND prompt_index = 3 ORDER BY step")
+                )
+            )
+        assert "ix_groups_run_prompt" in plan
+    finally:
+        reopened.close()
