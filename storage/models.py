@@ -12,7 +12,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import (
-    JSON,
     Boolean,
     CheckConstraint,
     DateTime,
@@ -20,11 +19,16 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
-    String,
-    Text,
     UniqueConstraint,
 )
+from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+# Every String, Text and JSON column of the store stores the same values on SQLite and PostgreSQL (NUL characters,
+# NaN inside JSON, over-long strings): these are SQLAlchemy's types with that bind processing, see storage/types.py.
+from storage.types import BoundedString as String
+from storage.types import SafeJSON as JSON
+from storage.types import SafeText as Text
 
 
 def utcnow() -> datetime:
@@ -95,6 +99,11 @@ class RunRow(Base):
     max_steps: Mapped[int] = mapped_column(Integer, default=0)
     phase: Mapped[str | None] = mapped_column(String(200), nullable=True)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Added after the first release: nullable so that storage.migrations can add them to an existing store.
+    resume_from: Mapped[str | None] = mapped_column(Text, nullable=True)  # checkpoint folder the next start loads
+    notes: Mapped[str | None] = mapped_column(Text, nullable=True)
+    tags: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+    gpus: Mapped[str | None] = mapped_column(String(200), nullable=True)  # CUDA_VISIBLE_DEVICES the worker got
 
 
 class MetricRow(Base):
@@ -118,7 +127,11 @@ class GroupRow(Base):
     """One sampled group: a prompt of one step and its G completions."""
 
     __tablename__ = "groups"
-    __table_args__ = (Index("ix_groups_run_step", "run_id", "step"),)
+    __table_args__ = (
+        Index("ix_groups_run_step", "run_id", "step"),
+        # One prompt across steps (Store.groups_for_prompt, Store.prompt_rows).
+        Index("ix_groups_run_prompt", "run_id", "prompt_index", "step"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
@@ -149,3 +162,14 @@ class CompletionRow(Base):
     truncated: Mapped[bool] = mapped_column(Boolean, default=False)
 
     group: Mapped[GroupRow] = relationship(back_populates="completions")
+
+
+def create_missing_indexes(engine: Engine) -> None:
+    """Create every index of the models that the database lacks (idempotent).
+
+    ``Base.metadata.create_all`` skips tables that exist, and with them any index added to the models later; this
+    adds those to a store created by an earlier version.
+    """
+    for table in Base.metadata.sorted_tables:
+        for index in table.indexes:
+            index.create(engine, checkfirst=True)

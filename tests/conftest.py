@@ -1,4 +1,5 @@
-"""Shared pytest fixtures: settings pointed at ``tmp_path`` and a store on a real SQLite file there."""
+"""Shared pytest fixtures: settings pointed at ``tmp_path`` and a store on a real SQLite file there (or, for tests
+marked ``@pytest.mark.backends("sqlite", "postgres")``, on a fresh PostgreSQL database too: see tests/backends.py)."""
 
 from __future__ import annotations
 
@@ -9,22 +10,48 @@ from pathlib import Path
 import pytest
 
 from grpo_core.settings import Settings, load_settings
-from storage import Store
+from storage import Store, sqlite_url
+from tests.backends import backends_of, fresh_postgres_database, postgres_admin_url
 
 # ------------------------------------------------------------------------------------------ settings and store
 
 
+def pytest_configure(config) -> None:
+    config.addinivalue_line(
+        "markers", 'backends(*names): run the test on each store backend named ("sqlite", "postgres"); default sqlite'
+    )
+
+
+def pytest_generate_tests(metafunc) -> None:
+    """Parametrize ``store_url`` (and so ``settings`` and ``store``) over the backends a test is marked with."""
+    marker = metafunc.definition.get_closest_marker("backends")
+    if marker is not None and "store_url" in metafunc.fixturenames:
+        names = backends_of(marker)
+        metafunc.parametrize("store_url", names, indirect=True, ids=names)
+
+
 @pytest.fixture
-def settings(tmp_path) -> Settings:
-    """Settings whose data folder (store file, datasets, runs, model cache) is ``tmp_path / "data"``, created."""
-    result = load_settings(data_dir=tmp_path / "data")
+def store_url(request, tmp_path) -> Iterator[str]:
+    """SQLAlchemy URL of an empty store: SQLite ``tmp_path/data/grpo.db``, or a new PostgreSQL database."""
+    backend = getattr(request, "param", "sqlite")
+    if backend == "postgres":
+        yield from fresh_postgres_database(postgres_admin_url())
+    else:
+        yield sqlite_url(tmp_path / "data" / "grpo.db")
+
+
+@pytest.fixture
+def settings(tmp_path, store_url) -> Settings:
+    """Settings whose data folder (store file, datasets, runs, model cache) is ``tmp_path / "data"``, created;
+    the store is ``store_url``."""
+    result = load_settings(data_dir=tmp_path / "data", db_url=store_url)
     result.ensure_dirs()
     return result
 
 
 @pytest.fixture
 def store(settings) -> Iterator[Store]:
-    """A :class:`storage.Store` on the SQLite file of ``settings`` (tables created), closed after the test."""
+    """A :class:`storage.Store` on the store of ``settings`` (tables created), closed after the test."""
     result = Store(settings.db_url)
     try:
         yield result

@@ -1,5 +1,5 @@
-"""Tests for storage.store and storage.models on a real SQLite file: datasets, the run life cycle, metrics,
-groups, cascading deletes, concurrent writers and the SQLite pragmas."""
+"""Tests for storage.store and storage.models on a real SQLite file and on a real PostgreSQL database: datasets,
+the run life cycle, metrics, groups, cascading deletes, concurrent writers and the SQLite pragmas."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from sqlalchemy import event, text
 from sqlalchemy.exc import IntegrityError
 
 from storage import CompletionRecord, GroupRecord, RunStatus, Store, StoreError
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
 
 
 def _add_dataset(store: Store, name: str = "numbers", **overrides):
@@ -406,6 +408,7 @@ def test_foreign_keys_cascade_a_raw_sql_delete(store):
 # --------------------------------------------------------------------------------------------- SQLite setup
 
 
+@pytest.mark.backends("sqlite")
 def test_sqlite_runs_in_wal_mode_with_foreign_keys(store):
     with store.engine.connect() as conn:
         assert conn.execute(text("PRAGMA journal_mode")).scalar_one().lower() == "wal"

@@ -1,0 +1,72 @@
+"""Column types that hold the same values on every backend (SQLite, PostgreSQL, ...).
+
+SQLite stores whatever it is given; PostgreSQL refuses three kinds of values the store meets in practice:
+
+* text with a NUL character (``\\x00``, which a sampled completion or a worker's error can contain):
+  :class:`SafeText` and :class:`BoundedString` write it as U+FFFD;
+* ``NaN`` and infinities inside a JSON document (a dataset column, a config value): :class:`SafeJSON` writes
+  them as ``null``, as the store already does for scalar metrics;
+* strings longer than a ``VARCHAR(n)`` (a long run name or progress message): :class:`BoundedString` keeps the
+  first ``n`` characters. The same processing applies to values compared with such a column, so a query with
+  the long value still finds the stored row.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from sqlalchemy import JSON, String, Text
+from sqlalchemy.types import TypeDecorator
+
+NUL_REPLACEMENT = "\ufffd"
+
+
+def without_nul(value: str) -> str:
+    """``value`` with every NUL character replaced by U+FFFD (PostgreSQL text cannot hold NUL)."""
+    return value.replace("\x00", NUL_REPLACEMENT) if "\x00" in value else value
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float (``NaN``, ``inf``), at any depth, replaced by ``None``."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    return value
+
+
+class SafeText(TypeDecorator):
+    """``TEXT`` whose NUL characters are stored as U+FFFD."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        return without_nul(value) if isinstance(value, str) else value
+
+
+class BoundedString(TypeDecorator):
+    """``VARCHAR(length)`` that keeps the first ``length`` characters of a longer value, NULs as U+FFFD."""
+
+    impl = String
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        if not isinstance(value, str):
+            return value
+        value = without_nul(value)
+        length = self.impl.length
+        return value[:length] if length is not None and len(value) > length else value
+
+
+class SafeJSON(TypeDecorator):
+    """``JSON`` whose ``NaN`` and infinite floats are stored as ``null`` (PostgreSQL's JSON has no NaN)."""
+
+    impl = JSON
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        return json_safe(value)
