@@ -6,6 +6,8 @@ The web process never imports torch or transformers: training happens in worker 
 from __future__ import annotations
 
 import logging
+import sys
+from collections.abc import Sequence
 
 import gradio as gr
 
@@ -14,7 +16,10 @@ from app.tabs.datasets import create_datasets_tab
 from app.tabs.inspect import create_inspect_tab
 from app.tabs.launch import create_launch_tab
 from app.tabs.runs import create_runs_tab
+from app.tabs.try_model import create_try_model_tab
+from grpo_core.access import exposure_warnings, max_upload_bytes
 from grpo_core.catalog import register_examples
+from grpo_core.export import exports_dir
 from grpo_core.launcher import Launcher
 from grpo_core.settings import Settings
 from storage import Store
@@ -36,7 +41,7 @@ def create_context(settings: Settings, *, worker_env: dict[str, str] | None = No
 
 
 def build_blocks(ctx: AppContext) -> gr.Blocks:
-    """The dashboard's ``gr.Blocks``: Datasets, Launch, Runs and Inspect tabs."""
+    """The dashboard's ``gr.Blocks``: Datasets, Launch, Runs, Inspect and Try the model tabs."""
     with gr.Blocks(title=TITLE) as blocks:
         gr.Markdown(f"## {TITLE}\nLaunch, watch and inspect GRPO fine-tuning runs (TRL engine).")
         with gr.Tabs():
@@ -46,16 +51,25 @@ def build_blocks(ctx: AppContext) -> gr.Blocks:
                 create_launch_tab(ctx)
             with gr.Tab("Runs", id="runs", elem_id="tab-runs"):
                 create_runs_tab(ctx)
-            with gr.Tab("Inspect", id="inspect", elem_id="tab-inspect"):
-                create_inspect_tab(ctx)
+            with gr.Tab("Inspect", id="inspect", elem_id="tab-inspect") as inspect_tab:
+                create_inspect_tab(ctx, inspect_tab)
+            with gr.Tab("Try the model", id="try", elem_id="tab-try"):
+                create_try_model_tab(ctx)
     return blocks
 
 
-def serve(settings: Settings, *, auth: tuple[str, str] | None = None, block: bool = True):
+def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, block: bool = True):
     """Start the launcher and serve the dashboard on ``settings.host:settings.port``.
+
+    ``auth`` (default ``settings.auth``) turns on Gradio's login: every page, API call and upload then needs one of
+    the ``(user, password)`` pairs. Uploads over ``settings.max_upload_mb`` are refused by Gradio itself. On an
+    address other than loopback a warning goes to standard error (no login, or a login over plain HTTP).
 
     Returns the ``(blocks, context)`` pair when ``block`` is False (tests), else returns when the server stops.
     """
+    credentials = [tuple(pair) for pair in (settings.auth if auth is None else auth)]
+    for message in exposure_warnings(settings.host, settings.port, has_auth=bool(credentials)):
+        print(f"WARNING: {message}", file=sys.stderr, flush=True)
     ctx = create_context(settings)
     ctx.launcher.start()
     blocks = build_blocks(ctx)
@@ -63,12 +77,13 @@ def serve(settings: Settings, *, auth: tuple[str, str] | None = None, block: boo
     blocks.launch(
         server_name=settings.host,
         server_port=settings.port,
-        auth=auth,
+        auth=credentials or None,
+        max_file_size=max_upload_bytes(settings.max_upload_mb),
         prevent_thread_lock=not block,
         show_error=True,
         quiet=False,
         footer_links=["api", "settings"],
-        allowed_paths=[],
+        allowed_paths=[str(exports_dir(settings))],  # the Export panel's downloads
     )
     if not block:
         return blocks, ctx

@@ -20,8 +20,8 @@ def step_choices(ctx: AppContext, run_id: int | None) -> list[int]:
     return sorted(ctx.store.group_steps(int(run_id)), reverse=True)
 
 
-def create_inspect_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
-    """Build the Inspect tab inside the current ``gr.Blocks``."""
+def create_inspect_tab(ctx: AppContext, tab: gr.Tab | None = None) -> dict[str, gr.components.Component]:
+    """Build the Inspect tab inside the current ``gr.Blocks``; selecting ``tab`` reloads its runs and steps."""
     with gr.Row():
         run = gr.Dropdown(label="run", choices=run_choices(ctx), scale=3, elem_id="inspect-run")
         step = gr.Dropdown(label="step", choices=[], scale=1, elem_id="inspect-step")
@@ -83,6 +83,8 @@ def create_inspect_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
     top_n.submit(on_show, inputs=shown_by, outputs=[summary, groups])
     top_n.blur(on_show, inputs=shown_by, outputs=[summary, groups])
     reload.click(on_reload, inputs=shown_by, outputs=[run, step, summary, groups])
+    if tab is not None:  # the run dropdown shows a run from the start: fill its steps when the tab opens
+        tab.select(on_reload, inputs=shown_by, outputs=[run, step, summary, groups])
     tools = create_inspect_tools(ctx, run, step, reload)
     return {"run": run, "step": step, "groups": groups, "summary": summary, "refresh": reload, "filter": show,
             "top_n": top_n, **tools}
