@@ -9,6 +9,7 @@ at import time: the web process validates configs without them; :func:`to_grpo_c
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -86,7 +87,17 @@ class RunConfig(BaseModel):
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Where to train.")
     num_processes: int = Field(1, ge=1, description="Data-parallel processes (accelerate launch when > 1).")
     logging_steps: int = Field(1, ge=1, description="Record metrics and groups every N steps.")
-    save_steps: int = Field(0, ge=0, description="Checkpoint every N steps (0 = only the final adapter).")
+    save_steps: int = Field(
+        0,
+        ge=0,
+        description="Checkpoint every N steps into the run folder (0 = only the final adapter, and a checkpoint "
+        "when cancelled); Resume continues a cancelled or failed run from its last checkpoint.",
+    )
+    gpus: str = Field(
+        "",
+        description="CUDA_VISIBLE_DEVICES for the run, e.g. '0,1'; empty = auto (num_processes GPUs no other "
+        "running run holds; the run waits queued until they are free).",
+    )
 
     @field_validator("rewards")
     @classmethod
@@ -94,6 +105,22 @@ class RunConfig(BaseModel):
         if not value:
             raise ValueError("at least one reward rule is needed")
         return value
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpu_list(cls, value: str) -> str:
+        ids = [part.strip() for part in value.split(",") if part.strip()]
+        for gpu in ids:
+            if not re.fullmatch(r"[0-9]+|(GPU|MIG)-[0-9A-Za-z\-/]+", gpu):
+                raise ValueError(f"{gpu!r} is not a GPU index or UUID (write e.g. '0,1')")
+        return ",".join(ids)
+
+    @model_validator(mode="after")
+    def _enough_gpus(self) -> RunConfig:
+        listed = len([g for g in self.gpus.split(",") if g])
+        if listed and self.device != "cpu" and listed < self.num_processes:
+            raise ValueError(f"gpus lists {listed} GPU(s) for num_processes = {self.num_processes} (one per process)")
+        return self
 
     @model_validator(mode="after")
     def _batch_divisible(self) -> RunConfig:

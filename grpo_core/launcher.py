@@ -2,7 +2,9 @@
 
 Every ``poll_interval_s`` the launcher (1) marks ``failed`` the running runs whose worker process is gone, with
 the tail of their log, (2) kills the process group of a cancelled run that did not stop within
-``cancel_grace_s``, and (3) starts queued runs, oldest first, while fewer than ``max_concurrent_runs`` train.
+``cancel_grace_s``, and (3) starts queued runs, oldest first, while fewer than ``max_concurrent_runs`` train,
+giving each its GPUs (``CUDA_VISIBLE_DEVICES``, see :mod:`grpo_core.gpus`); a run waiting for GPUs lets later runs
+that fit start first.
 Workers are independent processes (own session and process group, output to ``train.log`` in the run folder,
 started without a shell), so closing the browser or restarting the dashboard does not stop training; a restarted
 launcher re-attaches to them through the pids in the store. This module imports no torch.
@@ -13,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +25,7 @@ from pathlib import Path
 
 import psutil
 
+from grpo_core.gpus import GpuAllocationError, allocate_gpus, gpus_needed, machine_gpus, parse_gpu_list
 from grpo_core.settings import Settings
 from storage import RunInfo, RunStatus, Store
 
@@ -46,15 +50,23 @@ def tail_text(path: str | Path | None, max_lines: int = 40, max_bytes: int = 64_
     return "\n".join(lines[-max_lines:])
 
 
-def worker_command(settings: Settings, run: RunInfo) -> list[str]:
-    """The argv that trains ``run``: the worker module, or ``accelerate launch`` of it for several processes."""
+def worker_command(settings: Settings, run: RunInfo, main_process_port: int | None = None) -> list[str]:
+    """The argv that trains ``run``: the worker module, or ``accelerate launch`` of it for several processes.
+
+    Several processes go through accelerate's torchrun launcher (``--multi_gpu``; on the CPU the processes talk
+    over gloo), rendezvousing on ``main_process_port`` (default: accelerate's 29500, which two multi-process runs
+    at once would share).
+    """
     worker_args = ["-m", "grpo_core.worker", str(run.id), "--db", settings.db_url, "--data-dir", str(settings.data_dir)]
     processes = int(run.config.get("num_processes", 1) or 1)
     if processes > 1:
+        port = ["--main_process_port", str(main_process_port)] if main_process_port else []
         return [
             sys.executable,
             "-m",
             "accelerate.commands.launch",
+            "--multi_gpu",
+            *port,
             "--num_processes",
             str(processes),
             "--num_machines",
@@ -68,7 +80,15 @@ def worker_command(settings: Settings, run: RunInfo) -> list[str]:
     return [sys.executable, *worker_args]
 
 
-def _alive(pid: int | None) -> bool:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (for a multi-process run's rendezvous)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def process_alive(pid: int | None) -> bool:
+    """True when a process with this pid exists and is not a zombie."""
     if not pid:
         return False
     try:
@@ -76,6 +96,9 @@ def _alive(pid: int | None) -> bool:
         return process.status() != psutil.STATUS_ZOMBIE
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
+
+
+_alive = process_alive
 
 
 def kill_process_group(pid: int, sig: int = signal.SIGKILL) -> None:
@@ -103,6 +126,7 @@ class Launcher:
         self._cancel_seen: dict[int, float] = {}
         self._lock = threading.Lock()
         self._scheduler = None
+        self._machine_gpus: list[str] | None = None
 
     # ------------------------------------------------------------------------------------------------ control
     def start(self) -> None:
@@ -164,9 +188,10 @@ class Launcher:
 
     def _enforce_cancels(self) -> None:
         now = time.monotonic()
-        for run in self.store.list_runs([RunStatus.RUNNING]):
-            if not run.cancel_requested:
-                continue
+        stopping = [r for r in self.store.list_runs([RunStatus.RUNNING]) if r.cancel_requested]
+        for run_id in set(self._cancel_seen) - {r.id for r in stopping}:
+            del self._cancel_seen[run_id]  # stopped; a resumed run's next cancel gets a fresh grace period
+        for run in stopping:
             first = self._cancel_seen.setdefault(run.id, now)
             if now - first < self.settings.cancel_grace_s or not run.worker_pid:
                 continue
@@ -175,24 +200,48 @@ class Launcher:
             self.store.finish_run(run.id, RunStatus.CANCELLED, error="stopped by force after the cancel grace period")
             self._cancel_seen.pop(run.id, None)
 
+    def machine_gpus(self) -> list[str]:
+        """The GPUs runs may get (``nvidia-smi -L``, asked once); empty on a machine without GPUs."""
+        if self._machine_gpus is None:
+            self._machine_gpus = machine_gpus()
+        return self._machine_gpus
+
     def _start_queued(self) -> None:
-        running = len(self.store.list_runs([RunStatus.RUNNING]))
+        running_runs = self.store.list_runs([RunStatus.RUNNING])
+        running = len(running_runs)
+        in_use = {gpu for r in running_runs for gpu in parse_gpu_list(r.gpus)}
         queued = sorted(self.store.list_runs([RunStatus.QUEUED]), key=lambda r: r.id)
         for run in queued:
             if running >= self.settings.max_concurrent_runs:
                 break
+            try:
+                gpus = allocate_gpus(
+                    str(run.config.get("gpus", "") or ""), gpus_needed(run.config), self.machine_gpus(), in_use
+                )
+            except GpuAllocationError as exc:
+                self.store.finish_run(run.id, RunStatus.FAILED, error=str(exc))
+                continue
+            if gpus is None:  # waits for GPUs; a later run that needs fewer (or none) may start first
+                waiting = f"waiting for {gpus_needed(run.config)} free GPU(s)"
+                if run.phase != waiting:
+                    self.store.update_run(run.id, phase=waiting)
+                continue
             if self.store.claim_run(run.id):
-                self._spawn(run)
+                self._spawn(run, gpus)
+                in_use.update(gpus)
                 running += 1
 
-    def _spawn(self, run: RunInfo) -> None:
+    def _spawn(self, run: RunInfo, gpus: Sequence[str] = ()) -> None:
         from grpo_core.worker import run_dir
 
         folder = run_dir(self.settings, run.id)
         folder.mkdir(parents=True, exist_ok=True)
         log_path = folder / LOG_FILE_NAME
-        command = worker_command(self.settings, run)
+        processes = int(run.config.get("num_processes", 1) or 1)
+        command = worker_command(self.settings, run, main_process_port=free_port() if processes > 1 else None)
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", **self.env}
+        if gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         try:
             with open(log_path, "ab") as log_file:
                 child = subprocess.Popen(
@@ -208,7 +257,11 @@ class Launcher:
             self.store.finish_run(run.id, RunStatus.FAILED, error=f"could not start the worker: {exc}")
             return
         self._children[run.id] = child
-        self.store.update_run(run.id, worker_pid=child.pid, log_path=str(log_path), output_dir=str(folder))
+        cleared = {"phase": None} if run.phase else {}  # "waiting for GPUs"; the worker reports its own next
+        self.store.update_run(
+            run.id, worker_pid=child.pid, log_path=str(log_path), output_dir=str(folder), gpus=",".join(gpus) or None,
+            **cleared,
+        )
         log.info("run %s: started worker pid %s: %s", run.id, child.pid, " ".join(command))
 
     def wait_idle(self, timeout_s: float, run_ids: Sequence[int] | None = None) -> bool:

@@ -9,7 +9,8 @@ Two pieces cooperate:
 * :class:`RunRecorder`, a ``TrainerCallback``, writes at every ``on_log`` all metrics TRL logged (TRL's names:
   ``reward``, ``reward_std``, ``rewards/<fn>/mean``, ``kl``, ``entropy``, ``completions/mean_length``, ...) and the
   groups of the latest generation with **the advantages TRL computed**, and turns a cancel request into
-  ``control.should_training_stop``. Only the main process writes.
+  ``control.should_training_stop`` plus ``control.should_save`` (a checkpoint to resume from). Only the main
+  process writes; with several processes it broadcasts its cancel decision so that all stop at the same step.
 """
 
 from __future__ import annotations
@@ -179,6 +180,28 @@ class Heartbeat:
         self._stop.set()
 
 
+class SilentHeartbeat:
+    """The heartbeat of a process that must not write to the store (a non-main rank of a multi-process run).
+
+    Same interface as :class:`Heartbeat`; it writes nothing and reads nothing. Its :attr:`cancel_requested` is set
+    only by the worker's SIGTERM handler; whether training stops is the main process's decision, which
+    :class:`RunRecorder` broadcasts to every process.
+    """
+
+    def __init__(self) -> None:
+        self.cancel_requested = threading.Event()
+
+    def start(self) -> SilentHeartbeat:
+        """Nothing to start; returns itself, like :meth:`Heartbeat.start`."""
+        return self
+
+    def beat(self, *, step: int | None = None, phase: str | None = None) -> None:
+        """Do nothing: only the main process reports."""
+
+    def stop(self) -> None:
+        """Nothing to stop."""
+
+
 class RunRecorder(TrainerCallback):
     """Writes a GRPO run's metrics and groups to the store at every logging step.
 
@@ -189,7 +212,8 @@ class RunRecorder(TrainerCallback):
         reward_weights: their weights (TRL's ``reward_weights``).
         num_generations: group size G.
         rows: the dataset rows, indexed by ``_row_index``, to attach each group's other columns.
-        heartbeat: the worker's heartbeat, whose cancel flag stops training at the next step.
+        heartbeat: the worker's heartbeat (a :class:`SilentHeartbeat` on non-main processes), whose cancel flag
+            stops training, with a checkpoint, at the next step.
         tap: the :class:`RolloutTap` around the first reward function (tells when a new generation happened).
     """
 
@@ -226,13 +250,29 @@ class RunRecorder(TrainerCallback):
             self.heartbeat.beat(step=state.global_step, phase="training")
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.heartbeat is not None:
-            if state.is_world_process_zero:
-                self.heartbeat.beat(step=state.global_step)
-            if self.heartbeat.cancel_requested.is_set():
-                self.cancelled = True
-                control.should_training_stop = True
+        if self.heartbeat is not None and state.is_world_process_zero:
+            self.heartbeat.beat(step=state.global_step)
+        if self._cancel_agreed(args):
+            self.cancelled = True
+            control.should_training_stop = True
+            control.should_save = True  # a checkpoint of this step, for Resume to continue from
         return control
+
+    def _cancel_agreed(self, args) -> bool:
+        """Whether the main process saw a cancel request; every process gets its answer (one broadcast per step).
+
+        All processes must stop (and save) at the same step, or the others would wait forever in a collective.
+        """
+        local = self.heartbeat is not None and self.heartbeat.cancel_requested.is_set()
+        if getattr(args, "world_size", 1) <= 1:
+            return local
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return local
+        decision = [local]
+        dist.broadcast_object_list(decision, src=0)
+        return bool(decision[0])
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:

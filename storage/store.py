@@ -10,18 +10,30 @@ from __future__ import annotations
 
 import math
 import numbers
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, delete, event, func, select, update
+from sqlalchemy import and_, create_engine, delete, event, func, or_, select, update
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session, selectinload, sessionmaker
 
-from storage.models import Base, CompletionRow, DatasetRow, GroupRow, MetricRow, RunRow, RunStatus, utcnow
+from storage.migrations import add_missing_columns
+from storage.models import (
+    Base,
+    CompletionRow,
+    DatasetRow,
+    GroupRow,
+    MetricRow,
+    RunRow,
+    RunStatus,
+    create_missing_indexes,
+    utcnow,
+)
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -47,7 +59,11 @@ class DatasetInfo:
 
 @dataclass(frozen=True)
 class RunInfo:
-    """A run as the UI and the launcher see it. Times are timezone-aware UTC."""
+    """A run as the UI and the launcher see it. Times are timezone-aware UTC.
+
+    ``resume_from`` is the checkpoint folder the run's next start loads (see :meth:`Store.requeue_run`); ``tags``
+    and ``notes`` are the user's; ``gpus`` is the ``CUDA_VISIBLE_DEVICES`` its worker got (``None``: not set).
+    """
 
     id: int
     name: str
@@ -66,6 +82,10 @@ class RunInfo:
     max_steps: int
     phase: str | None
     cancel_requested: bool
+    resume_from: str | None = None
+    notes: str = ""
+    tags: list[str] = field(default_factory=list)
+    gpus: str | None = None
 
 
 @dataclass(frozen=True)
@@ -110,11 +130,52 @@ class GroupRecord:
     id: int | None = None
 
 
+@dataclass(frozen=True)
+class PromptRow:
+    """A dataset row a run sampled: how many groups it has and the first and last step it was sampled at."""
+
+    prompt_index: int
+    num_groups: int
+    first_step: int
+    last_step: int
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """A group whose prompt or completions contain the searched text.
+
+    ``completion_indexes`` are the :attr:`CompletionRecord.index` of the matching completions, ascending.
+    """
+
+    group: GroupRecord
+    prompt_matched: bool
+    completion_indexes: list[int]
+
+
+@dataclass(frozen=True)
+class SearchPage:
+    """One page of :meth:`Store.search_groups`: ``total`` matching groups in all, ``hits`` from ``offset`` on."""
+
+    text: str
+    total: int
+    offset: int
+    limit: int
+    hits: list[SearchHit]
+
+
+def _like_pattern(text: str) -> str:
+    """A ``LIKE ... ESCAPE '\\'`` pattern matching ``text`` anywhere, its ``%``, ``_`` and ``\\`` taken literally."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
 def _utc(value: datetime | None) -> datetime | None:
-    """SQLite drops the timezone; put UTC back."""
-    if value is not None and value.tzinfo is None:
+    """``value`` as an aware UTC time: SQLite drops the timezone, PostgreSQL answers in the session's time zone."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
         return value.replace(tzinfo=timezone.utc)
-    return value
+    return value.astimezone(timezone.utc)
 
 
 def _finite(value: Any) -> float | None:
@@ -145,6 +206,10 @@ def _run_info(row: RunRow) -> RunInfo:
         max_steps=row.max_steps or 0,
         phase=row.phase,
         cancel_requested=bool(row.cancel_requested),
+        resume_from=row.resume_from,
+        notes=row.notes or "",
+        tags=[str(t) for t in (row.tags or [])],
+        gpus=row.gpus,
     )
 
 
@@ -211,6 +276,32 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True)
 
 
+SCHEMA_ATTEMPTS = 5
+
+
+def create_schema(engine: Engine) -> None:
+    """Create the tables, indexes and columns the database lacks (idempotent), even from several processes at once.
+
+    ``create_all`` checks for a table, then creates it: two processes opening a new store together (the dashboard
+    and a headless ``train``, several workers) can both try, and the later one fails ("table ... already exists" on
+    SQLite, a unique violation in ``pg_type`` on PostgreSQL, whose DDL is rolled back). It then tries again and
+    finds the tables made.
+
+    Raises:
+        sqlalchemy.exc.DBAPIError: the schema still cannot be created after ``SCHEMA_ATTEMPTS`` tries.
+    """
+    for attempt in range(1, SCHEMA_ATTEMPTS + 1):
+        try:
+            Base.metadata.create_all(engine)
+            create_missing_indexes(engine)
+            add_missing_columns(engine)
+            return
+        except DBAPIError:
+            if attempt == SCHEMA_ATTEMPTS:
+                raise
+            time.sleep(0.05 * attempt)
+
+
 class Store:
     """Reads and writes the dashboard's state in a SQL database.
 
@@ -226,7 +317,7 @@ class Store:
         self.engine = make_engine(url)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         if create:
-            Base.metadata.create_all(self.engine)
+            create_schema(self.engine)
 
     def close(self) -> None:
         """Release the connection pool."""
@@ -408,6 +499,71 @@ class Store:
             session.execute(delete(RunRow).where(RunRow.id == run_id))
             session.commit()
 
+    def requeue_run(self, run_id: int, *, resume_from: str | None, from_step: int) -> RunInfo:
+        """Move a failed or cancelled run back to ``queued``, as the same run, for the launcher to start again.
+
+        ``resume_from`` is the checkpoint folder the worker loads (``None``: train again from the start) and
+        ``from_step`` the step it holds (0 without one). In the same transaction the metrics and groups of later
+        steps are deleted: they were recorded after that checkpoint and will be trained and recorded again, so each
+        step ends up recorded exactly once. The previous attempt's error, cancel flag, pid, phase, GPUs and times
+        are cleared.
+
+        Raises:
+            StoreError: there is no such run, or it is not failed or cancelled (a completed run has nothing left to
+                train; a queued or running one is on its way already).
+        """
+        resumable = [RunStatus.FAILED.value, RunStatus.CANCELLED.value]
+        with self._session() as session:
+            result = session.execute(
+                update(RunRow)
+                .where(RunRow.id == run_id, RunRow.status.in_(resumable))
+                .values(
+                    status=RunStatus.QUEUED.value,
+                    resume_from=resume_from,
+                    current_step=max(0, int(from_step)),
+                    error=None,
+                    cancel_requested=False,
+                    worker_pid=None,
+                    phase=None,
+                    gpus=None,
+                    started_at=None,
+                    finished_at=None,
+                    heartbeat_at=None,
+                )
+            )
+            if result.rowcount == 0:
+                session.rollback()
+                row = session.get(RunRow, run_id)
+                if row is None:
+                    raise StoreError(f"no run with id {run_id}")
+                raise StoreError(f"run {run_id} is {row.status}: only a failed or cancelled run can be resumed")
+            later_groups = select(GroupRow.id).where(GroupRow.run_id == run_id, GroupRow.step > from_step)
+            session.execute(delete(CompletionRow).where(CompletionRow.group_id.in_(later_groups)))
+            session.execute(delete(GroupRow).where(GroupRow.run_id == run_id, GroupRow.step > from_step))
+            session.execute(delete(MetricRow).where(MetricRow.run_id == run_id, MetricRow.step > from_step))
+            session.commit()
+            return _run_info(session.get(RunRow, run_id))
+
+    def annotate_run(self, run_id: int, *, notes: str | None = None, tags: Sequence[str] | None = None) -> RunInfo:
+        """Set a run's notes and/or tags; ``None`` leaves that one as it is. Tags are stored in the order given.
+
+        Raises:
+            StoreError: there is no such run.
+        """
+        values: dict[str, Any] = {}
+        if notes is not None:
+            values["notes"] = notes
+        if tags is not None:
+            values["tags"] = [str(t) for t in tags]
+        with self._session() as session:
+            if values:
+                session.execute(update(RunRow).where(RunRow.id == run_id).values(**values))
+                session.commit()
+            row = session.get(RunRow, run_id)
+            if row is None:
+                raise StoreError(f"no run with id {run_id}")
+            return _run_info(row)
+
     # ------------------------------------------------------------------------------------------------ metrics
     def record_metrics(self, run_id: int, step: int, values: dict[str, Any], wall_time: float) -> int:
         """Store the scalars logged at ``step``; non-numbers are skipped, NaN/inf stored as NULL.
@@ -440,11 +596,14 @@ class Store:
 
     def metrics_since(self, run_id: int, after_step: int = -1, keys: Sequence[str] | None = None) -> list[MetricPoint]:
         """Metric points with ``step > after_step``, ordered by step then key (incremental chart refresh)."""
-        query = select(MetricRow).where(MetricRow.run_id == run_id, MetricRow.step > after_step)
+        # Plain column tuples, not ORM objects: about 6x faster for a full chart (benchmarks/bench_store_scale.py).
+        query = select(MetricRow.step, MetricRow.key, MetricRow.value, MetricRow.wall_time).where(
+            MetricRow.run_id == run_id, MetricRow.step > after_step
+        )
         if keys is not None:
             query = query.where(MetricRow.key.in_(list(keys)))
         with self._session() as session:
-            rows = session.scalars(query.order_by(MetricRow.step, MetricRow.key)).all()
+            rows = session.execute(query.order_by(MetricRow.step, MetricRow.key)).all()
             return [MetricPoint(r.step, r.key, r.value, r.wall_time) for r in rows]
 
     def metric_keys(self, run_id: int) -> list[str]:
@@ -507,3 +666,104 @@ class Store:
         """How many groups a run has recorded."""
         with self._session() as session:
             return session.scalar(select(func.count(GroupRow.id)).where(GroupRow.run_id == run_id)) or 0
+
+    # --------------------------------------------------------------------------------------- inspecting groups
+    def get_group(self, group_id: int) -> GroupRecord:
+        """One group with its completions. Raises StoreError when there is none with that id."""
+        with self._session() as session:
+            row = session.get(GroupRow, group_id, options=[selectinload(GroupRow.completions)])
+            if row is None:
+                raise StoreError(f"no group with id {group_id}")
+            return _group_record(row)
+
+    def groups_for_prompt(self, run_id: int, prompt_index: int, limit: int = 500) -> list[GroupRecord]:
+        """The groups a run sampled for one dataset row, in step order (at most ``limit``, the earliest).
+
+        ``prompt_index`` is the row's index in the run's dataset (:attr:`GroupRecord.prompt_index`); a row sampled
+        twice in one step gives two groups of that step, in the order they were recorded.
+        """
+        with self._session() as session:
+            rows = session.scalars(
+                select(GroupRow)
+                .where(GroupRow.run_id == run_id, GroupRow.prompt_index == prompt_index)
+                .options(selectinload(GroupRow.completions))
+                .order_by(GroupRow.step, GroupRow.id)
+                .limit(limit)
+            ).all()
+            return [_group_record(r) for r in rows]
+
+    def prompt_rows(self, run_id: int, limit: int = 500) -> list[PromptRow]:
+        """The dataset rows a run sampled, the most often sampled first (then by row index); at most ``limit``."""
+        count = func.count(GroupRow.id)
+        with self._session() as session:
+            rows = session.execute(
+                select(GroupRow.prompt_index, count, func.min(GroupRow.step), func.max(GroupRow.step))
+                .where(GroupRow.run_id == run_id)
+                .group_by(GroupRow.prompt_index)
+                .order_by(count.desc(), GroupRow.prompt_index)
+                .limit(limit)
+            ).all()
+            return [PromptRow(int(i), int(n), int(first), int(last)) for i, n, first, last in rows]
+
+    def recent_groups(self, run_id: int, limit: int = 8) -> list[GroupRecord]:
+        """The ``limit`` most recently sampled groups of a run, newest step first (the run doctor's sample)."""
+        with self._session() as session:
+            rows = session.scalars(
+                select(GroupRow)
+                .where(GroupRow.run_id == run_id)
+                .options(selectinload(GroupRow.completions))
+                .order_by(GroupRow.step.desc(), GroupRow.id)
+                .limit(limit)
+            ).all()
+            return [_group_record(r) for r in rows]
+
+    def search_groups(self, run_id: int, text: str, *, limit: int = 10, offset: int = 0) -> SearchPage:
+        """The groups of a run whose prompt or any completion contains ``text``, in step order, one page of them.
+
+        Matching is SQL ``LIKE`` (case-insensitive for ASCII letters; ``%`` and ``_`` in ``text`` are literal).
+        Blank ``text`` matches nothing. ``total`` counts every matching group, so the caller can page with
+        ``offset``.
+        """
+        limit, offset = max(1, int(limit)), max(0, int(offset))
+        if not text.strip():
+            return SearchPage(text=text, total=0, offset=offset, limit=limit, hits=[])
+        pattern = _like_pattern(text)
+        completion_matches = (
+            select(CompletionRow.group_id)
+            .join(GroupRow, CompletionRow.group_id == GroupRow.id)
+            .where(GroupRow.run_id == run_id, CompletionRow.text.ilike(pattern, escape="\\"))
+        )
+        condition = and_(
+            GroupRow.run_id == run_id,
+            or_(GroupRow.prompt.ilike(pattern, escape="\\"), GroupRow.id.in_(completion_matches)),
+        )
+        with self._session() as session:
+            total = session.scalar(select(func.count(GroupRow.id)).where(condition)) or 0
+            ids = session.scalars(
+                select(GroupRow.id).where(condition).order_by(GroupRow.step, GroupRow.id).limit(limit).offset(offset)
+            ).all()
+            rows = session.scalars(
+                select(GroupRow)
+                .where(GroupRow.id.in_(ids))
+                .options(selectinload(GroupRow.completions))
+                .order_by(GroupRow.step, GroupRow.id)
+            ).all()
+            matched: dict[int, list[int]] = {}
+            for group_id, index in session.execute(
+                select(CompletionRow.group_id, CompletionRow.index)
+                .where(CompletionRow.group_id.in_(ids), CompletionRow.text.ilike(pattern, escape="\\"))
+                .order_by(CompletionRow.group_id, CompletionRow.index)
+            ):
+                matched.setdefault(group_id, []).append(index)
+            prompt_ids = set(
+                session.scalars(
+                    select(GroupRow.id).where(GroupRow.id.in_(ids), GroupRow.prompt.ilike(pattern, escape="\\"))
+                ).all()
+            )
+            hits = [
+                SearchHit(
+                    group=_group_record(r), prompt_matched=r.id in prompt_ids, completion_indexes=matched.get(r.id, [])
+                )
+                for r in rows
+            ]
+        return SearchPage(text=text, total=total, offset=offset, limit=limit, hits=hits)

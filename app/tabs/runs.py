@@ -1,4 +1,5 @@
-"""The Runs tab: the runs table, the selected run's status and live charts, cancel, and a comparison of runs.
+"""The Runs tab: the runs table (filtered by status and name/tag), the selected run's status and live charts, cancel,
+resume, delete, notes and tags (:mod:`app.tabs.run_controls`), and a comparison of runs.
 
 A timer refreshes every few seconds. Charts are incremental: the page keeps the metric points it has in a
 ``gr.State`` and asks the store only for steps after the last one seen; when nothing new arrived the figure is not
@@ -12,8 +13,13 @@ from datetime import datetime, timezone
 import gradio as gr
 import pandas as pd
 
-from app.charts import MetricSeries, compare_figure, training_figure
+from app.charts import MetricSeries, training_figure
 from app.context import AppContext
+from app.run_filter import filter_runs
+from app.tabs.compare import create_compare_panel
+from app.tabs.doctor import connect_doctor_panel, create_doctor_panel
+from app.tabs.export import create_export_panel
+from app.tabs.run_controls import connect_run_controls, create_filter_row, create_run_controls
 from app.views import RUNS_TABLE_HEADERS, run_label, run_status_html, runs_table
 from grpo_core.launcher import tail_text
 from storage import RunStatus, StoreError
@@ -36,9 +42,9 @@ def run_choices(ctx: AppContext) -> list[tuple[str, int]]:
     return [(run_label(r), r.id) for r in ctx.store.list_runs()]
 
 
-def runs_frame(ctx: AppContext) -> pd.DataFrame:
-    """The runs table with each run's latest reward."""
-    runs = ctx.store.list_runs()
+def runs_frame(ctx: AppContext, status: str | None = None, text: str | None = None) -> pd.DataFrame:
+    """The runs table with each run's latest reward, only the runs that pass the filters (see ``filter_runs``)."""
+    runs = filter_runs(ctx.store.list_runs(), status, text)
     rewards = {}
     for run in runs:
         points = ctx.store.metrics_since(run.id, max(-1, run.current_step - 1), keys=["reward"])
@@ -57,46 +63,45 @@ def refresh_series(ctx: AppContext, run_id: int, series: MetricSeries | None) ->
 
 def create_runs_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
     """Build the Runs tab inside the current ``gr.Blocks``."""
+    filters = create_filter_row()
     table = gr.Dataframe(value=lambda: runs_frame(ctx), interactive=False, label="runs", elem_id="runs-table")
     with gr.Row():
         choices = run_choices(ctx)
         selected = gr.Dropdown(label="run", choices=choices, value=choices[0][1] if choices else None, scale=3,
                                elem_id="runs-select")
         cancel = gr.Button("Cancel run", variant="stop", scale=1, elem_id="runs-cancel")
+    controls = create_run_controls()
     status = gr.HTML(elem_id="runs-status")
+    doctor = create_doctor_panel()
     plot = gr.Plot(label="training metrics", elem_id="runs-plot")
     with gr.Accordion("Log (last lines of train.log)", open=False):
         log_box = gr.Code(language=None, interactive=False, lines=12, elem_id="runs-log")
-    with gr.Accordion("Compare runs", open=False):
-        with gr.Row():
-            compare_runs = gr.Dropdown(label="runs", choices=choices, multiselect=True, scale=3,
-                                       elem_id="compare-runs")
-            compare_metric = gr.Dropdown(label="metric", choices=COMPARE_METRICS, value="reward", scale=2,
-                                         allow_custom_value=True)
-            smoothing = gr.Slider(label="smoothing (EMA)", minimum=0, maximum=0.99, value=0.0, step=0.01, scale=2)
-        compare_button = gr.Button("Compare")
-        compare_plot = gr.Plot(elem_id="compare-plot")
+    with gr.Accordion("Compare runs", open=False, elem_id="compare-panel"):
+        compare = create_compare_panel(ctx, choices, COMPARE_METRICS)
+    create_export_panel(ctx, selected)
     series_state = gr.State(None)
     timer = gr.Timer(REFRESH_SECONDS)
 
-    def on_refresh(run_id: int | None, series: MetricSeries | None):
-        """Inputs: selected run, cached series. Outputs: table, dropdown, status, plot, log, series."""
+    def on_refresh(run_id: int | None, series: MetricSeries | None, status_filter: str | None = None,
+                   text_filter: str | None = None):
+        """Inputs: selected run, cached series, filters. Outputs: table, dropdown, status, plot, log, series."""
         options = run_choices(ctx)
         dropdown = gr.update(choices=options)
         if run_id is None and options:
             run_id = options[0][1]
             dropdown = gr.update(choices=options, value=run_id)
         if run_id is None:
-            return runs_frame(ctx), dropdown, "No runs yet: launch one from the **Launch** tab.", gr.skip(), "", None
+            return (runs_frame(ctx, status_filter, text_filter), dropdown,
+                    "No runs yet: launch one from the **Launch** tab.", gr.skip(), "", None)
         try:
             run = ctx.store.get_run(int(run_id))
         except StoreError:
-            return runs_frame(ctx), dropdown, "That run no longer exists.", gr.skip(), "", None
+            return runs_frame(ctx, status_filter, text_filter), dropdown, "That run no longer exists.", gr.skip(), "", None
         series, changed = refresh_series(ctx, run.id, series)
         figure = training_figure(series, title=f"#{run.id} {run.name}") if changed else gr.skip()
         log_tail = tail_text(run.log_path, max_lines=60)
         status_html = run_status_html(run, log_tail, now=datetime.now(timezone.utc))
-        return runs_frame(ctx), dropdown, status_html, figure, log_tail, series
+        return runs_frame(ctx, status_filter, text_filter), dropdown, status_html, figure, log_tail, series
 
     def on_select(run_id: int | None):
         """Inputs: run. Outputs: status, plot, log, series (a fresh chart for the new run)."""
@@ -119,24 +124,13 @@ def create_runs_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
             gr.Info(f"Run #{run.id} will stop at the end of its current step.")
         return run_status_html(ctx.store.get_run(run.id))
 
-    def on_compare(run_ids: list[int] | None, metric: str, weight: float):
-        """Inputs: runs, metric, smoothing. Outputs: plot."""
-        runs = {}
-        for run_id in run_ids or []:
-            try:
-                run = ctx.store.get_run(int(run_id))
-            except StoreError:
-                continue
-            series = MetricSeries(run_id=run.id)
-            series.extend(ctx.store.metrics_since(run.id, keys=[metric]))
-            runs[f"#{run.id} {run.name}"] = series
-        return compare_figure(runs, metric, smoothing=float(weight or 0))
-
     outputs = [table, selected, status, plot, log_box, series_state]
-    timer.tick(on_refresh, inputs=[selected, series_state], outputs=outputs, show_progress="hidden")
+    timer.tick(on_refresh, inputs=[selected, series_state, filters["status"], filters["text"]], outputs=outputs,
+               show_progress="hidden")
     selected.input(on_select, inputs=selected, outputs=[status, plot, log_box, series_state])
     cancel.click(on_cancel, inputs=selected, outputs=status)
-    compare_button.click(on_compare, inputs=[compare_runs, compare_metric, smoothing], outputs=compare_plot)
-    compare_runs.focus(lambda: gr.update(choices=run_choices(ctx)), outputs=compare_runs)
+    connect_doctor_panel(ctx, doctor, timer=timer, selected=selected)
+    connect_run_controls(ctx, controls, selected=selected, status=status, table=table, filters=filters,
+                         table_frame=runs_frame)
     return {"table": table, "selected": selected, "status": status, "plot": plot, "cancel": cancel,
-            "timer": timer, "compare_runs": compare_runs, "compare_plot": compare_plot}
+            "timer": timer, "compare_runs": compare["runs"], "compare_plot": compare["plot"], "doctor": doctor}

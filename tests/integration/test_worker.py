@@ -1,6 +1,7 @@
 """The worker trains a tiny local Llama with TRL for real, through the launcher's subprocess, and records into a
 real SQLite store: metrics every step, groups with TRL's advantages, a failing rule, a cancel, a killed worker,
-and the headless ``grpo-dashboard train`` command."""
+and the headless ``grpo-dashboard train`` command. The two-step run, the failing rule and the killed worker run on
+PostgreSQL too (tests/backends.py)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,7 @@ def wait_for(predicate, timeout_s: float, interval_s: float = 0.5, launcher: Lau
     raise AssertionError(f"condition not met within {timeout_s} s")
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_worker_trains_two_steps_and_records_everything(store, settings, tiny_model_dir):
     run = submit_run(store, tiny_config(tiny_model_dir))
     launcher = Launcher(store, settings)
@@ -107,6 +109,7 @@ def test_worker_trains_two_steps_and_records_everything(store, settings, tiny_mo
     assert (folder / "adapter" / "adapter_config.json").is_file()
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_rule_that_raises_fails_the_run_and_keeps_earlier_steps(store, settings, tiny_model_dir, tmp_path):
     plugin = tmp_path / "flaky_reward.py"
     plugin.write_text(
@@ -147,6 +150,7 @@ def test_cancel_stops_a_running_run_at_a_step_boundary(store, settings, tiny_mod
     assert time.monotonic() - requested < 120
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_killed_worker_is_marked_failed_with_its_log_tail(store, settings, tiny_model_dir):
     run = submit_run(store, tiny_config(tiny_model_dir, max_steps=500))
     launcher = Launcher(store, settings)

@@ -1,0 +1,262 @@
+"""Faults, each followed by what the store holds afterwards. The worker trains the tiny Llama for real, through the
+launcher, into a SQLite file.
+
+* out of memory (an address-space limit on the worker, a reward rule that allocates past it): failed "out of
+  memory", earlier steps intact;
+* two runs at once writing to one SQLite file: both complete, every row there, no "database is locked";
+* cancel during the first step's generation: cancelled at step 1, with a checkpoint;
+* resume after a cancel, and after a killed worker: steps 1..N, each recorded exactly once;
+* disk full in the run folder (a 128 KiB tmpfs; skipped where mounting is not allowed): failed "disk full", store
+  consistent;
+* a truncated Parquet upload: a located error, and the store and the datasets folder unchanged.
+
+(A worker killed mid-step is in test_worker.py.)
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from sqlalchemy import text
+
+from grpo_core.catalog import import_dataset, submit_run
+from grpo_core.checkpoints import last_checkpoint
+from grpo_core.datasets import DatasetError
+from grpo_core.launcher import Launcher, process_alive
+from grpo_core.run_lifecycle import resume_run
+from storage import RunStatus
+from tests.integration.test_worker import REWARDS, tiny_config, wait_for
+
+
+def _metric_counts(store, run_id: int) -> dict[int, dict[str, int]]:
+    """``{step: {key: rows}}`` straight from the table (the unique constraint aside, duplicates would show here)."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT step, key, COUNT(*) FROM metrics WHERE run_id = :r GROUP BY step, key"), {"r": run_id}
+        ).all()
+    counts: dict[int, dict[str, int]] = {}
+    for step, key, n in rows:
+        counts.setdefault(step, {})[key] = n
+    return counts
+
+
+def _assert_steps_recorded_once(store, run_id: int, steps: int, groups_per_step: int = 2) -> None:
+    counts = _metric_counts(store, run_id)
+    assert sorted(counts) == list(range(1, steps + 1))
+    for step, keys in counts.items():
+        assert "reward" in keys and "loss" in keys, f"step {step} lacks metrics: {sorted(keys)}"
+        assert set(keys.values()) == {1}, f"step {step} has duplicated metric rows"
+    assert store.group_steps(run_id) == list(range(1, steps + 1))
+    for step in range(1, steps + 1):
+        assert len(store.groups_at(run_id, step)) == groups_per_step, f"step {step}"
+
+
+def _step_times(store, run_id: int) -> str:
+    """TRL's ``step_time`` of each recorded step, for the printed cancel measurements."""
+    times = {p.step: p.value for p in store.metrics_since(run_id, keys=["step_time"])}
+    return "step_time " + ", ".join(f"{step}: {value:.1f} s" for step, value in sorted(times.items()) if value)
+
+
+def _wait_until_worker_gone(store, launcher: Launcher, run_id: int) -> None:
+    """Resume refuses while the previous worker is still exiting (its interpreter shutting down)."""
+    pid = store.get_run(run_id).worker_pid
+    wait_for(lambda: not process_alive(pid), 60, interval_s=0.2, launcher=launcher)
+
+
+def _plugin(tmp_path: Path, name: str, body: str) -> dict:
+    path = tmp_path / f"{name}.py"
+    path.write_text(body)
+    return {"rule": "plugin", "weight": 1.0, "params": {"target": f"{path}:{name}"}}
+
+
+# ----------------------------------------------------------------------------------------------- out of memory
+
+
+def test_out_of_memory_fails_the_run_with_a_clear_error_and_keeps_earlier_steps(
+    store, settings, tiny_model_dir, tmp_path
+):
+    hog = _plugin(
+        tmp_path,
+        "hog",
+        "import numpy as np\n"
+        "def hog(completions, trainer_state=None, **kwargs):\n"
+        "    if trainer_state is not None and trainer_state.global_step >= 1:\n"
+        "        np.ones(8 * 1024 ** 3, dtype=np.uint8)  # 8 GiB, past the worker's limit\n"
+        "    return [0.5] * len(completions)\n",
+    )
+    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=3, rewards=[REWARDS[1], hog]))
+    launcher = Launcher(store, settings, env={"GRPO_WORKER_MAX_MEMORY_MB": "3072"})
+    assert launcher.wait_idle(timeout_s=240)
+    final = store.get_run(run.id)
+    assert final.status == RunStatus.FAILED
+    assert final.error.startswith("out of memory:"), final.error
+    assert "MemoryError" in final.error
+    _assert_steps_recorded_once(store, run.id, steps=1)
+    assert "worker limits: address space 3072 MB" in Path(final.log_path).read_text()
+
+
+# ------------------------------------------------------------------------------------------- two runs at once
+
+
+def test_two_runs_at_once_share_one_sqlite_file(store, settings, tiny_model_dir):
+    both = settings.with_overrides(max_concurrent_runs=2)
+    first = submit_run(store, tiny_config(tiny_model_dir, max_steps=3, name="first"))
+    second = submit_run(store, tiny_config(tiny_model_dir, max_steps=3, name="second", seed=7))
+    launcher = Launcher(store, both)
+    launcher.tick()
+    assert {r.id for r in store.list_runs([RunStatus.RUNNING])} == {first.id, second.id}
+    assert launcher.wait_idle(timeout_s=300)
+
+    a, b = store.get_run(first.id), store.get_run(second.id)
+    for run in (a, b):
+        log = Path(run.log_path).read_text(errors="replace")
+        assert run.status == RunStatus.COMPLETED, (run.error, log[-2000:])
+        assert "database is locked" not in log
+        _assert_steps_recorded_once(store, run.id, steps=3)
+    assert a.started_at < b.finished_at and b.started_at < a.finished_at  # they really overlapped
+
+
+# ------------------------------------------------------------------------------------------------ cancel
+
+
+def test_cancel_during_generation_stops_within_one_step_and_saves_a_checkpoint(
+    store, settings, tiny_model_dir, tmp_path
+):
+    slow = _plugin(
+        tmp_path,
+        "slow",
+        "import time\n"
+        "def slow(completions, trainer_state=None, **kwargs):\n"
+        "    if trainer_state is not None and trainer_state.global_step == 0:\n"
+        "        time.sleep(4)  # the first step's scoring: the cancel arrives in the middle of it\n"
+        "    return [0.5] * len(completions)\n",
+    )
+    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=50, rewards=[REWARDS[1], slow]))
+    launcher = Launcher(store, settings)
+    wait_for(lambda: store.get_run(run.id).phase == "training", 240, interval_s=0.1, launcher=launcher)
+    assert store.get_run(run.id).current_step == 0  # step 1 is generating
+    requested = time.monotonic()
+    launcher.cancel(run.id)
+    wait_for(lambda: store.get_run(run.id).status.is_final, 60, interval_s=0.1, launcher=launcher)
+    elapsed = time.monotonic() - requested
+    print(f"cancel during generation: request -> cancelled in {elapsed:.2f} s; {_step_times(store, run.id)}")
+
+    final = store.get_run(run.id)
+    assert final.status == RunStatus.CANCELLED
+    assert final.error is None  # it stopped by itself
+    assert final.current_step == 1
+    _assert_steps_recorded_once(store, run.id, steps=1)
+    checkpoint = last_checkpoint(final.output_dir)
+    assert checkpoint is not None and checkpoint.step == 1  # saved on the way out, for Resume
+    assert elapsed < 30
+
+
+def test_resume_after_cancel_continues_with_every_step_once(store, settings, tiny_model_dir):
+    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=4))
+    launcher = Launcher(store, settings)
+    wait_for(lambda: store.get_run(run.id).current_step >= 2, 240, interval_s=0.1, launcher=launcher)
+    requested = time.monotonic()
+    launcher.cancel(run.id)
+    wait_for(lambda: store.get_run(run.id).status.is_final, 60, interval_s=0.1, launcher=launcher)
+    print(f"cancel between steps: request -> cancelled in {time.monotonic() - requested:.2f} s; "
+          f"{_step_times(store, run.id)}")
+    cancelled = store.get_run(run.id)
+    assert cancelled.status == RunStatus.CANCELLED
+    stopped_at = cancelled.current_step
+    assert 2 <= stopped_at < 4
+    assert last_checkpoint(cancelled.output_dir).step == stopped_at
+
+    _wait_until_worker_gone(store, launcher, run.id)
+    queued = resume_run(store, settings, run.id)
+    assert queued.status == RunStatus.QUEUED and queued.id == run.id
+    assert Path(queued.resume_from).name == f"checkpoint-{stopped_at}"
+    assert launcher.wait_idle(timeout_s=240)
+
+    final = store.get_run(run.id)
+    log = Path(final.log_path).read_text(errors="replace")
+    assert final.status == RunStatus.COMPLETED, (final.error, log[-2000:])
+    assert final.current_step == 4
+    assert f"resuming from checkpoint-{stopped_at}" in log
+    _assert_steps_recorded_once(store, run.id, steps=4)
+    assert (Path(final.output_dir) / "adapter" / "adapter_config.json").is_file()
+
+
+def test_resume_after_a_killed_worker_drops_the_steps_after_its_checkpoint(store, settings, tiny_model_dir):
+    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=5, save_steps=2))
+    launcher = Launcher(store, settings)
+    wait_for(lambda: store.get_run(run.id).current_step >= 3, 240, interval_s=0.2, launcher=launcher)
+    os.killpg(store.get_run(run.id).worker_pid, signal.SIGKILL)
+    killed_at = time.time()
+    wait_for(lambda: store.get_run(run.id).status.is_final, 30, launcher=launcher)
+    assert store.get_run(run.id).status == RunStatus.FAILED
+    checkpoint = last_checkpoint(store.get_run(run.id).output_dir)
+    assert checkpoint is not None and checkpoint.step in (2, 4)
+    recorded = sorted(_metric_counts(store, run.id))
+    assert recorded[-1] >= checkpoint.step
+
+    _wait_until_worker_gone(store, launcher, run.id)
+    resume_run(store, settings, run.id)
+    assert max(_metric_counts(store, run.id)) == checkpoint.step  # later steps dropped, to be trained again
+    assert store.group_steps(run.id)[-1] == checkpoint.step
+    assert launcher.wait_idle(timeout_s=240)
+
+    final = store.get_run(run.id)
+    assert final.status == RunStatus.COMPLETED, final.error
+    _assert_steps_recorded_once(store, run.id, steps=5)
+    with store.engine.connect() as conn:
+        times = dict(conn.execute(
+            text("SELECT step, wall_time FROM metrics WHERE run_id = :r AND key = 'reward'"), {"r": run.id}
+        ).all())
+    assert all(times[step] > killed_at for step in range(checkpoint.step + 1, 6))  # recorded by the resumed worker
+
+
+# --------------------------------------------------------------------------------------------------- disk full
+
+
+def test_disk_full_in_the_run_folder_fails_the_run_and_keeps_the_store_consistent(store, settings, tiny_model_dir):
+    folder = settings.runs_dir / "run-00001"
+    folder.mkdir(parents=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs", str(folder)],
+                             capture_output=True, text=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        run = submit_run(store, tiny_config(tiny_model_dir, max_steps=3, save_steps=1))
+        assert run.id == 1
+        launcher = Launcher(store, settings)
+        assert launcher.wait_idle(timeout_s=240)
+        final = store.get_run(run.id)
+        assert final.status == RunStatus.FAILED
+        assert final.error.startswith("disk full:"), final.error
+        recorded = sorted(_metric_counts(store, run.id))
+        assert recorded == list(range(1, final.current_step + 1))  # the steps before the failed save, whole
+        assert recorded and recorded[-1] <= 1
+        assert store.group_steps(run.id) == recorded
+        assert last_checkpoint(folder) is None  # the half-written checkpoint is not one to resume from
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+# -------------------------------------------------------------------------------------------- truncated upload
+
+
+def test_truncated_parquet_upload_is_a_clear_error_and_stores_nothing(store, settings, tmp_path):
+    good = tmp_path / "prompts.parquet"
+    pd.DataFrame({"prompt": [f"What is {i} + 1?" for i in range(50)], "answer": [str(i + 1) for i in range(50)]}
+                 ).to_parquet(good)
+    data = good.read_bytes()
+    upload = tmp_path / "upload.bin"
+    upload.write_bytes(data[: len(data) // 2])
+    before = (store.list_datasets(), sorted(settings.datasets_dir.iterdir()))
+
+    with pytest.raises(DatasetError) as caught:
+        import_dataset(store, settings, upload, source_name="prompts.parquet")
+    assert str(caught.value).startswith("prompts.parquet")
+    assert "Parquet" in str(caught.value)
+    assert (store.list_datasets(), sorted(settings.datasets_dir.iterdir())) == before
