@@ -9,12 +9,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import tempfile
 import uuid
 from datetime import datetime
 from pathlib import Path
 
+from grpo_core.access import upload_too_large_message
 from grpo_core.config import ConfigError, RunConfig
 from grpo_core.datasets import DatasetError, PromptDataset, load_prompt_dataset, save_normalized
 from grpo_core.model_source import ModelSourceError, describe_model
@@ -27,6 +29,14 @@ EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 ARITHMETIC_EXAMPLE = "arithmetic (example)"
 HUMANEVAL_EXAMPLE = "humaneval (example)"
 _NAME_OK = re.compile(r"^[\w .()\-+]{1,120}$")
+
+
+class UploadTooLargeError(DatasetError):
+    """An upload over ``Settings.max_upload_mb``; ``str()`` reads ``"doubles.jsonl is 312 MB; the limit is 200 MB"``."""
+
+    def __init__(self, source_name: str, message: str) -> None:
+        super().__init__(source_name, message)
+        self.args = (message,)  # the message names the file already
 
 
 def _dataset_name(name: str | None, source_name: str) -> str:
@@ -73,10 +83,18 @@ def import_dataset(
         name: dataset name; default the file name's stem.
 
     Raises:
-        DatasetError: the file is invalid; the message names the file, line and column.
+        UploadTooLargeError: the file is larger than ``settings.max_upload_mb`` (checked before it is read).
+        DatasetError: the file is invalid or not of a supported type; the message names the file, line and column.
         StoreError: the name is taken.
     """
     source_name = Path(source_name).name
+    try:
+        size = Path(upload_path).stat().st_size
+    except OSError:
+        size = 0  # the loader reports the missing file
+    too_large = upload_too_large_message(source_name, size, settings.max_upload_mb)
+    if too_large:
+        raise UploadTooLargeError(source_name, too_large)
     dataset = load_prompt_dataset(upload_path, source_name=source_name)
     return store_dataset(store, settings, dataset, _dataset_name(name, source_name))
 
@@ -109,6 +127,11 @@ def validate_run_config(store: Store, config: RunConfig) -> list[str]:
         ConfigError: the model cannot be found, the dataset does not exist, a reward rule or parameter is invalid,
             or a rule needs a column the dataset lacks.
     """
+    if config.use_vllm and importlib.util.find_spec("vllm") is None:
+        raise ConfigError(
+            "use_vllm: vLLM is not installed in this environment; install it (pip install vllm, on a CUDA machine) "
+            "or turn use_vllm off to generate with transformers"
+        )
     try:
         describe_model(config.model)
     except ModelSourceError as exc:

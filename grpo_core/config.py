@@ -86,6 +86,10 @@ class RunConfig(BaseModel):
     # execution
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Where to train.")
     num_processes: int = Field(1, ge=1, description="Data-parallel processes (accelerate launch when > 1).")
+    use_vllm: bool = Field(False, description="Generate rollouts with vLLM (needs vLLM and a CUDA GPU).")
+    vllm_mode: Literal["colocate", "server"] = Field(
+        "colocate", description="vLLM in the training processes (colocate) or a separate `trl vllm-serve` (server)."
+    )
     logging_steps: int = Field(1, ge=1, description="Record metrics and groups every N steps.")
     save_steps: int = Field(
         0,
@@ -228,6 +232,8 @@ def to_grpo_config(config: RunConfig, output_dir: str | Path, *, use_cpu: bool, 
         bf16=bf16,
         fp16=False,
         log_completions=False,
+        use_vllm=config.use_vllm,
+        vllm_mode=config.vllm_mode,
         disable_tqdm=True,
         dataloader_num_workers=0,
     )

@@ -26,7 +26,7 @@ from pathlib import Path
 import psutil
 
 from grpo_core.gpus import GpuAllocationError, allocate_gpus, gpus_needed, machine_gpus, parse_gpu_list
-from grpo_core.settings import Settings
+from grpo_core.settings import ENV_DB_URL, Settings
 from storage import RunInfo, RunStatus, Store
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,9 @@ def worker_command(settings: Settings, run: RunInfo, main_process_port: int | No
     over gloo), rendezvousing on ``main_process_port`` (default: accelerate's 29500, which two multi-process runs
     at once would share).
     """
-    worker_args = ["-m", "grpo_core.worker", str(run.id), "--db", settings.db_url, "--data-dir", str(settings.data_dir)]
+    # The store URL travels in the environment (GRPO_DB_URL, see _spawn), never in argv: a password in it would show in
+    # `ps` and in the log.
+    worker_args = ["-m", "grpo_core.worker", str(run.id), "--data-dir", str(settings.data_dir)]
     processes = int(run.config.get("num_processes", 1) or 1)
     if processes > 1:
         port = ["--main_process_port", str(main_process_port)] if main_process_port else []
@@ -239,7 +241,13 @@ class Launcher:
         log_path = folder / LOG_FILE_NAME
         processes = int(run.config.get("num_processes", 1) or 1)
         command = worker_command(self.settings, run, main_process_port=free_port() if processes > 1 else None)
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", **self.env}
+        env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            **self.env,
+            ENV_DB_URL: self.settings.db_url,
+        }
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         try:

@@ -275,3 +275,19 @@ def test_submit_run_does_not_store_an_invalid_run(store, model_folder):
     with pytest.raises(ConfigError):
         submit_run(store, RunConfig(model=str(model_folder), dataset_id=42))
     assert store.list_runs() == []
+
+
+def test_use_vllm_without_vllm_installed_is_refused_with_advice(store, settings):
+    """vLLM generation is an option only where vLLM is installed; here it is not."""
+    import importlib.util
+
+    from grpo_core.catalog import ARITHMETIC_EXAMPLE, register_examples, validate_run_config
+    from grpo_core.config import ConfigError, RunConfig
+
+    assert importlib.util.find_spec("vllm") is None
+    register_examples(store, settings)
+    dataset = store.find_dataset(ARITHMETIC_EXAMPLE)
+    config = RunConfig(dataset_id=dataset.id, use_vllm=True)
+    with pytest.raises(ConfigError, match="vLLM is not installed"):
+        validate_run_config(store, config)
+    assert validate_run_config(store, config.model_copy(update={"use_vllm": False})) is not None
