@@ -28,6 +28,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="address to bind (env GRPO_HOST; default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (env GRPO_PORT; default 7860)")
     serve.add_argument("--max-concurrent-runs", type=int, help="runs training at once (default 1)")
+    serve.add_argument(
+        "--auth", metavar="USER:PASSWORD", help="require this login (env GRPO_AUTH; default: no login)"
+    )
+    serve.add_argument(
+        "--auth-file", metavar="FILE", help="require a login listed in FILE, one user:password a line (env GRPO_AUTH_FILE)"
+    )
+    serve.add_argument(
+        "--max-upload-mb", type=int, metavar="MB", help="largest dataset upload (env GRPO_MAX_UPLOAD_MB; default 200)"
+    )
     train = sub.add_parser(
         "train",
         help="train a run config headless (same worker, same store)",
@@ -37,6 +46,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(train)
     train.add_argument("config", help="run config YAML file")
     train.add_argument("--max-steps", type=int, help="override max_steps")
+    preflight = sub.add_parser(
+        "preflight",
+        help="will this run learn? sample a few groups with its rules, no training",
+        description="Sample a few prompts x num_generations completions from the config's model, score them with its "
+        "reward rules and report how often rewards vary within a group (no training; see grpo_core/preflight.py).",
+    )
+    _add_common(preflight)
+    preflight.add_argument("config", help="run config YAML file")
+    preflight.add_argument("--prompts", type=int, default=4, help="prompts (groups) to sample (default 4)")
+    preflight.add_argument("--dataset-id", type=int, help="use this stored dataset instead of the config's")
+    preflight.add_argument("--json", dest="json_out", help="also write the report as JSON to this file")
     return parser
 
 
@@ -48,22 +68,47 @@ def main(argv: list[str] | None = None) -> int:
     from grpo_core.settings import load_settings
 
     if args.command == "serve":
-        settings = load_settings(
-            data_dir=args.data_dir,
-            db_url=args.db,
-            host=args.host,
-            port=args.port,
-            max_concurrent_runs=args.max_concurrent_runs,
-        )
+        from grpo_core.access import redact_url
+        from grpo_core.settings import load_auth
+
+        try:
+            settings = load_settings(
+                data_dir=args.data_dir,
+                db_url=args.db,
+                host=args.host,
+                port=args.port,
+                max_concurrent_runs=args.max_concurrent_runs,
+                max_upload_mb=args.max_upload_mb,
+            ).with_overrides(auth=load_auth(args.auth, args.auth_file))
+        except ValueError as exc:
+            print(f"grpo-dashboard serve: {exc}", file=sys.stderr)
+            return 2
         from app.server import serve
 
-        print(f"grpo-dashboard: data in {settings.data_dir}, store {settings.db_url}", flush=True)
+        print(f"grpo-dashboard: data in {settings.data_dir}, store {redact_url(settings.db_url)}", flush=True)
         serve(settings)
         return 0
+    if args.command == "preflight":
+        return _preflight(args)
     return _train(args)
 
 
+def _preflight(args: argparse.Namespace) -> int:
+    from grpo_core.preflight import preflight_command
+
+    return preflight_command(
+        args.config,
+        prompts=args.prompts,
+        dataset_id=args.dataset_id,
+        data_dir=args.data_dir,
+        db_url=args.db,
+        json_out=args.json_out,
+        prog="grpo-dashboard preflight",
+    )
+
+
 def _train(args: argparse.Namespace) -> int:
+    from grpo_core.access import redact_url
     from grpo_core.catalog import submit_run
     from grpo_core.config import ConfigError, load_run_config
     from grpo_core.settings import load_settings
@@ -86,7 +131,7 @@ def _train(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"grpo-dashboard train: {exc}", file=sys.stderr)
         return 2
-    print(f"grpo-dashboard train: run #{run.id} {run.name} (store {settings.db_url})", flush=True)
+    print(f"grpo-dashboard train: run #{run.id} {run.name} (store {redact_url(settings.db_url)})", flush=True)
     status = train_run(store, settings, run.id)
     final = store.get_run(run.id)
     print(f"grpo-dashboard train: run #{run.id} {status.value}", flush=True)

@@ -203,6 +203,35 @@ def read_normalized(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def read_normalized_row(path: Path, index: int) -> dict[str, Any]:
+    """Row ``index`` (0-based, blank lines skipped) of a file written by :func:`save_normalized`, reading only up to
+    that line.
+
+    Raises:
+        IndexError: ``index`` is negative or past the last row (the message gives the row count).
+        DatasetError: that line is not a JSON object.
+        OSError: the file cannot be read.
+    """
+    path = Path(path)
+    if index < 0:
+        raise IndexError(f"row {index} does not exist; rows are numbered from 0")
+    count = 0
+    with open(path, encoding="utf-8", newline="\n") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            if count == index:
+                try:
+                    value = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise DatasetError(path.name, f"not valid JSON ({e.msg})", line=line_number, column=e.colno) from e
+                if not isinstance(value, dict):
+                    raise DatasetError(path.name, f"expected a JSON object, got {_json_type(value)}", line=line_number)
+                return value
+            count += 1
+    raise IndexError(f"row {index} does not exist; the dataset has {count} rows (0 to {count - 1})")
+
+
 # --- reading each format ---------------------------------------------------------------------------------------
 
 

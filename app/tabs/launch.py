@@ -1,5 +1,7 @@
 """The Launch tab: dataset, model, weighted reward rules from the registry, key hyperparameters, a preview of the
-run config, a try-out bench for the rules, and Launch.
+run config, a try-out bench for the rules (with a dataset-row picker), a preflight that samples a few groups from
+the model to say whether the run can learn (:mod:`app.tabs.launch_tools`), a "start from an existing run" picker that
+fills the form from a stored run's config, and Launch.
 
 The reward rule slots are generated from the registry: each slot's dropdown lists every rule, and choosing one
 fills its parameters (JSON, with each parameter's type and help shown) from the rule's defaults.
@@ -15,8 +17,10 @@ import pandas as pd
 
 from app.context import AppContext
 from app.tabs.datasets import dataset_choices
+from app.tabs.launch_tools import clone_choices, dataset_row_for_bench, stream_preflight
 from grpo_core.catalog import ARITHMETIC_EXAMPLE, submit_run, validate_run_config
 from grpo_core.config import DEFAULT_MODEL, ConfigError, RunConfig, parse_run_config
+from grpo_core.preflight import DEFAULT_PROMPTS
 from grpo_core.rewards import RewardSpec, all_rules, get_rule, score_group
 
 RULE_SLOTS = 4
@@ -111,6 +115,54 @@ def form_to_config(
     return parse_run_config(data, source="launch form")
 
 
+def config_to_form(config: RunConfig) -> dict[str, Any]:
+    """The form's values for ``config``: the inverse of :func:`form_to_config`.
+
+    Returns:
+        ``{"dataset_id", "model", "name", "slots", "hyper"}``, the keyword arguments of :func:`form_to_config`:
+        ``slots`` has :data:`RULE_SLOTS` entries ``(rule, weight, parameters JSON)`` (the rule's defaults filled in;
+        ``(none)`` for unused slots), ``hyper`` the fields of :data:`HYPERPARAMETERS`. Rules past the
+        :data:`RULE_SLOTS`-th, rule metric names and fields the form does not show are left out; see
+        :func:`form_omissions`. ``form_to_config(**config_to_form(c))`` equals ``c`` for any config the form can
+        express.
+    """
+    slots: list[tuple[str, Any, str]] = []
+    for spec in config.rewards[:RULE_SLOTS]:
+        params = {**get_rule(spec.rule).defaults(), **spec.params}
+        slots.append((spec.rule, spec.weight, json.dumps(params, indent=1, ensure_ascii=False)))
+    slots += [(NO_RULE, 1.0, "{}")] * (RULE_SLOTS - len(slots))
+    return {
+        "dataset_id": config.dataset_id,
+        "model": config.model,
+        "name": config.name,
+        "slots": slots,
+        "hyper": {field: getattr(config, field) for field, *_ in HYPERPARAMETERS},
+    }
+
+
+def form_omissions(config: RunConfig) -> list[str]:
+    """What of ``config`` the form cannot show (so a launch from the form would differ), one phrase each."""
+    notes = []
+    if len(config.rewards) > RULE_SLOTS:
+        dropped = ", ".join(spec.rule for spec in config.rewards[RULE_SLOTS:])
+        notes.append(f"only the first {RULE_SLOTS} reward rules fit the form (left out: {dropped})")
+    named = [spec.name for spec in config.rewards[:RULE_SLOTS] if spec.name]
+    if named:
+        notes.append(f"rule metric names are not on the form ({', '.join(named)}): the rule names are used")
+    if config.dataset_id is None and config.dataset_path:
+        notes.append(f"the run read dataset_path {config.dataset_path}; choose a stored dataset")
+    shown = {field for field, *_ in HYPERPARAMETERS} | {"name", "model", "dataset_id", "dataset_path", "rewards"}
+    defaults = RunConfig()
+    hidden = [
+        f"{field}={getattr(config, field)!r}"
+        for field in RunConfig.model_fields
+        if field not in shown and getattr(config, field) != getattr(defaults, field)
+    ]
+    if hidden:
+        notes.append("not on the form, so back to their defaults: " + ", ".join(hidden))
+    return notes
+
+
 def _default_dataset(ctx: AppContext) -> int | None:
     for dataset in ctx.store.list_datasets():
         if dataset.name == ARITHMETIC_EXAMPLE:
@@ -124,6 +176,13 @@ def create_launch_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
     defaults = RunConfig()
     rule_names = [NO_RULE] + [rule.name for rule in all_rules()]
     with gr.Row():
+        clone = gr.Dropdown(
+            label="start from an existing run (fills the form from its stored config)", choices=clone_choices(ctx),
+            value=None, elem_id="launch-clone", scale=4,
+        )
+        clone_refresh = gr.Button("↻ runs", size="sm", scale=0, elem_id="launch-clone-refresh")
+    clone_status = gr.Markdown(elem_id="launch-clone-status")
+    with gr.Row():
         dataset = gr.Dropdown(
             label="dataset", choices=dataset_choices(ctx), value=_default_dataset(ctx), elem_id="launch-dataset"
         )
@@ -136,6 +195,7 @@ def create_launch_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
 
     gr.Markdown("### Reward rules (weighted sum; TRL's `reward_funcs` and `reward_weights`)")
     slot_components: list[tuple[gr.Dropdown, gr.Number, gr.Code]] = []
+    help_boxes: list[gr.Markdown] = []
     for index in range(RULE_SLOTS):
         rule, weight, params = DEFAULT_SLOTS[index] if index < len(DEFAULT_SLOTS) else (NO_RULE, 1.0, {})
         with gr.Group():
@@ -148,9 +208,11 @@ def create_launch_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
                 params_box = gr.Code(label="parameters (JSON)", value=params_text, language="json", scale=3,
                                      lines=3, elem_id=f"params-{index + 1}")
             help_box = gr.Markdown(rule_help(rule))
-        rule_box.change(lambda r: (rule_defaults_json(r), rule_help(r)), inputs=rule_box,
-                        outputs=[params_box, help_box])
+        # .input, not .change: filling the form from a cloned run sets the rule and its parameters together.
+        rule_box.input(lambda r: (rule_defaults_json(r), rule_help(r)), inputs=rule_box,
+                       outputs=[params_box, help_box])
         slot_components.append((rule_box, weight_box, params_box))
+        help_boxes.append(help_box)
 
     gr.Markdown("### Hyperparameters")
     hyper_components: dict[str, gr.components.Component] = {}
@@ -180,6 +242,12 @@ def create_launch_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
             "would train on."
         )
         with gr.Row():
+            bench_row_number = gr.Number(label="pick a dataset row (row number in the chosen dataset, from 0)",
+                                         value=0, precision=0, minimum=0, elem_id="bench-row-number", scale=3)
+            bench_row_pick = gr.Button("Use this row", elem_id="bench-row-pick", scale=1)
+        bench_prompt = gr.Textbox(label="prompt of that row", interactive=False, lines=2, max_lines=8,
+                                  elem_id="bench-prompt")
+        with gr.Row():
             bench_row = gr.Code(label="dataset row (JSON)", language="json", value='{"answer": 82}', lines=3,
                                 elem_id="bench-row")
             bench_completions = gr.Textbox(
@@ -189,6 +257,20 @@ def create_launch_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
         bench_button = gr.Button("Score the group", elem_id="bench-button")
         bench_table = gr.Dataframe(interactive=False, elem_id="bench-table")
         bench_status = gr.Markdown()
+
+    with gr.Accordion("Preflight: will this run learn?", open=False):
+        gr.Markdown(
+            "Samples a few prompts × G completions from the model with the rules above (no training) and checks "
+            "that rewards differ within groups: a group whose completions all score the same has zero advantage "
+            "and teaches nothing (DeepSeekMath's group baseline; DAPO drops such groups). Runs in a subprocess; "
+            "the first use of the default model converts it (about 30 s)."
+        )
+        with gr.Row():
+            preflight_prompts = gr.Number(label="prompts to sample", value=DEFAULT_PROMPTS, precision=0, minimum=1,
+                                          maximum=64, elem_id="preflight-prompts", scale=3)
+            preflight_button = gr.Button("Run the preflight", elem_id="preflight-button", scale=1)
+        preflight_verdict = gr.Markdown(elem_id="preflight-verdict")
+        preflight_table = gr.Dataframe(interactive=False, elem_id="preflight-table")
 
     slot_inputs = [c for slot in slot_components for c in slot]
     hyper_fields = list(hyper_components)
@@ -258,6 +340,44 @@ def create_launch_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
         table["advantage"] = [round(a, 4) for a in score.advantages]
         return pd.DataFrame(table), f"{len(completions)} completions scored."
 
+    def on_pick_row(dataset_id, number):
+        """Inputs: dataset id, row number. Outputs: bench row JSON, the row's prompt, bench status."""
+        try:
+            row_json, prompt = dataset_row_for_bench(ctx, dataset_id, number)
+        except ValueError as exc:
+            return gr.skip(), gr.skip(), f"❌ {exc}"
+        return row_json, prompt, f"Row {int(number)} loaded: its columns are the bench's dataset row."
+
+    def on_preflight(num_prompts, *values):
+        """Inputs: prompts to sample, the whole form. Outputs: verdict (Markdown), per-rule table; streamed."""
+        try:
+            config = _config_from(values)
+            validate_run_config(ctx.store, config)
+        except (ConfigError, ValueError) as exc:
+            yield f"❌ **Preflight not started.** {exc}", gr.skip()
+            return
+        yield from stream_preflight(ctx, config, num_prompts)
+
+    def on_clone(run_id):
+        """Inputs: run id. Outputs: the whole form (dataset, model, name, rules, hyperparameters), rule help, status."""
+        skip_all = [gr.skip()] * (len(form_inputs) + len(help_boxes))
+        if run_id is None:
+            return [*skip_all, ""]
+        try:
+            run = ctx.store.get_run(int(run_id))
+            config = parse_run_config(run.config, source=f"run {run_id} config")
+            form = config_to_form(config)
+        except (ConfigError, ValueError) as exc:
+            return [*skip_all, f"❌ {exc}"]
+        dataset_value = (gr.update(choices=dataset_choices(ctx), value=form["dataset_id"])
+                         if form["dataset_id"] is not None else gr.skip())
+        values = [dataset_value, form["model"], f"{config.name or run.name} (clone)"]
+        values += [v for slot in form["slots"] for v in slot]
+        values += [form["hyper"][field] for field in hyper_fields]
+        values += [rule_help(rule) for rule, _, _ in form["slots"]]
+        notes = "".join(f"\n- ⚠️ {n}" for n in form_omissions(config))
+        return [*values, f"Form filled from run **#{run.id} {run.name}**; change what you like and Launch.{notes}"]
+
     gr.on(
         triggers=[c.change for c in form_inputs],
         fn=on_preview,
@@ -265,9 +385,17 @@ def create_launch_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
         outputs=preview,
         show_progress="hidden",
     )
-    launch.click(on_launch, inputs=form_inputs, outputs=launch_status)
+    launch.click(on_launch, inputs=form_inputs, outputs=launch_status).then(
+        lambda: gr.update(choices=clone_choices(ctx)), outputs=clone)
     bench_button.click(on_bench, inputs=[bench_row, bench_completions, *slot_inputs],
                        outputs=[bench_table, bench_status])
     refresh.click(lambda: gr.update(choices=dataset_choices(ctx)), outputs=dataset)
+    bench_row_pick.click(on_pick_row, inputs=[dataset, bench_row_number], outputs=[bench_row, bench_prompt,
+                                                                                  bench_status])
+    preflight_button.click(on_preflight, inputs=[preflight_prompts, *form_inputs],
+                           outputs=[preflight_verdict, preflight_table])
+    clone.input(on_clone, inputs=clone, outputs=[*form_inputs, *help_boxes, clone_status])
+    clone_refresh.click(lambda: gr.update(choices=clone_choices(ctx)), outputs=clone)
     return {"dataset": dataset, "model": model, "name": run_name, "launch": launch, "status": launch_status,
-            "preview": preview, "bench_table": bench_table, "refresh": refresh}
+            "preview": preview, "bench_table": bench_table, "refresh": refresh, "clone": clone,
+            "preflight_verdict": preflight_verdict, "preflight_table": preflight_table}

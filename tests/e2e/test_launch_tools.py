@@ -1,0 +1,134 @@
+"""The Launch tab's reward-design tools in headless Chromium: the preflight on the tiny model, the bench's
+dataset-row picker, and "start from an existing run" filling the whole form from a stored run.
+
+The server, browser and page fixtures and the form helpers come from ``tests/e2e/test_dashboard.py``; this module
+gets a server (and data directory) of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from grpo_core.catalog import ARITHMETIC_EXAMPLE, submit_run
+from grpo_core.config import RunConfig
+from storage import Store, sqlite_url
+from tests.e2e import test_dashboard as dashboard
+from tests.e2e.test_dashboard import pick, set_number, set_text
+
+# The dashboard's fixtures, re-used here: this module gets its own server (module scope) and browser.
+server = dashboard.server
+browser = dashboard.browser
+page = dashboard.page
+
+pytestmark = pytest.mark.e2e
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "arithmetic.jsonl"
+
+
+def _example_row(index: int) -> dict:
+    """Row ``index`` of the arithmetic example (the server registers it as a dataset, rows in file order)."""
+    return json.loads(EXAMPLE.read_text(encoding="utf-8").splitlines()[index])
+
+
+def _text_box(page, elem_id: str):
+    """The editable field of the Gradio textbox ``#elem_id`` (a textarea or an input)."""
+    return page.locator(f"#{elem_id} textarea, #{elem_id} input").first
+
+
+def _code_value(page, elem_id: str) -> str:
+    """The text of the Gradio code editor ``#elem_id`` (CodeMirror lines)."""
+    return page.locator(f"#{elem_id} .cm-content").inner_text()
+
+
+def test_preflight_on_the_tiny_model(page, tiny_model_dir):
+    page.get_by_role("tab", name="Launch").click()
+    set_text(page, "launch-model", str(tiny_model_dir))
+    set_number(page, "hp-max_completion_length", "8")
+    page.get_by_text("Preflight: will this run learn?").click()
+    set_number(page, "preflight-prompts", "2")
+    page.locator("#preflight-button").click()
+    verdict = page.locator("#preflight-verdict")
+    expect(verdict).to_contain_text("sampling 2 prompts × 4 completions")
+    expect(verdict).to_contain_text("groups with all-equal rewards", timeout=240_000)
+    text = verdict.inner_text()
+    assert "learning signal" in text or "can learn" in text
+    assert "numeric_answer never fires" in text  # random weights never write the answer
+    table = page.locator("#preflight-table")
+    expect(table).to_contain_text("numeric_answer")
+    expect(table).to_contain_text("varies in groups")
+    assert "format_regex" in table.inner_text() and "length" in table.inner_text()
+
+
+def test_bench_picks_a_dataset_row(page):
+    expected = _example_row(3)
+    page.get_by_role("tab", name="Launch").click()
+    page.get_by_text("Try the rules on sample completions").click()
+    set_number(page, "bench-row-number", "3")
+    page.locator("#bench-row-pick").click()
+    expect(page.locator("#bench-prompt textarea")).to_have_value(
+        "\n\n".join(f"{m['role']}: {m['content']}" for m in expected["prompt"])
+    )
+    assert json.loads(_code_value(page, "bench-row")) == {"answer": expected["answer"]}
+    page.locator("#bench-button").click()
+    expect(page.locator("#bench-table")).to_contain_text("advantage")
+    # a row past the end is refused with the row count
+    set_number(page, "bench-row-number", "400")
+    page.locator("#bench-row-pick").click()
+    expect(page.get_by_text("the dataset has 400 rows")).to_be_visible()
+
+
+def test_clone_fills_the_form_from_a_stored_run(page, server, tiny_model_dir):
+    store = Store(sqlite_url(server["data_dir"] / "grpo.db"))
+    try:
+        dataset = store.find_dataset(ARITHMETIC_EXAMPLE)
+        config = RunConfig.model_validate(
+            {
+                "name": "clone-source",
+                "model": str(tiny_model_dir),
+                "dataset_id": dataset.id,
+                "rewards": [
+                    {"rule": "numeric_answer", "weight": 0.8, "params": {"tolerance": 0.5}},
+                    {"rule": "length", "weight": 0.4, "params": {"min_tokens": 1, "max_tokens": 5}},
+                ],
+                "num_generations": 2,
+                "per_device_train_batch_size": 4,
+                "max_steps": 1,
+                "max_completion_length": 6,
+                "temperature": 1.3,
+                "seed": 11,
+            }
+        )
+        run = submit_run(store, config)
+    finally:
+        store.close()
+
+    page.get_by_role("tab", name="Launch").click()
+    page.locator("#launch-clone-refresh").click()
+    pick(page, "launch-clone", f"#{run.id} clone-source")
+    expect(page.locator("#launch-clone-status")).to_contain_text("Form filled from run", timeout=60_000)
+    expect(_text_box(page, "launch-name")).to_have_value("clone-source (clone)")
+    expect(_text_box(page, "launch-model")).to_have_value(str(tiny_model_dir))
+    expect(page.locator("#launch-dataset input")).to_have_value(f"{ARITHMETIC_EXAMPLE} (400 rows)")
+    expect(page.locator("#rule-1 input")).to_have_value("numeric_answer")
+    expect(page.locator("#rule-2 input")).to_have_value("length")
+    expect(page.locator("#rule-3 input")).to_have_value("(none)")
+    expect(page.locator("#weight-2 input")).to_have_value("0.4")
+    assert json.loads(_code_value(page, "params-1")) == {"tolerance": 0.5}
+    assert json.loads(_code_value(page, "params-2"))["max_tokens"] == 5
+    expect(page.locator("#hp-num_generations input")).to_have_value("2")
+    expect(page.locator("#hp-per_device_train_batch_size input")).to_have_value("4")
+    expect(page.locator("#hp-max_completion_length input")).to_have_value("6")
+    expect(page.locator("#hp-temperature input")).to_have_value("1.3")
+    expect(page.locator("#hp-seed input")).to_have_value("11")
+    # choosing a rule by hand still fills its defaults (cloning sets rules and parameters together)
+    pick(page, "rule-3", "repetition")
+    expect(page.locator("#params-3 .cm-content")).to_contain_text("ngram_size")
+    assert json.loads(_code_value(page, "params-1")) == {"tolerance": 0.5}
+    # the preview shows the cloned config, ready to launch
+    page.get_by_text("Run config preview").click()
+    expect(page.locator("#config-preview")).to_contain_text("clone-source (clone)")
+    expect(page.locator("#config-preview")).to_contain_text("tolerance: 0.5")

@@ -1,0 +1,100 @@
+"""Tests of the Launch form's mapping to and from a RunConfig (the clone picker fills the form with
+``config_to_form``; Launch reads it back with ``form_to_config``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.tabs.launch import HYPERPARAMETERS, NO_RULE, RULE_SLOTS, config_to_form, form_omissions, form_to_config
+from grpo_core.config import RunConfig
+from grpo_core.rewards import get_rule
+
+
+def _full(rule: str, weight: float, **params) -> dict:
+    return {"rule": rule, "weight": weight, "params": {**get_rule(rule).defaults(), **params}}
+
+
+FORM_CONFIGS = [
+    RunConfig(dataset_id=3, rewards=[_full(s.rule, s.weight, **s.params) for s in RunConfig().rewards]),
+    RunConfig.model_validate(
+        {
+            "name": "code run",
+            "model": "/models/tiny",
+            "dataset_id": 7,
+            "rewards": [
+                _full("code_tests", 0.7, timeout_s=2.0),
+                _full("code_style", 0.1),
+                _full("code_runtime", 0.1),
+                _full("length", 0.1, max_tokens=192, overlong_buffer=64),
+            ],
+            "num_generations": 8,
+            "per_device_train_batch_size": 16,
+            "max_steps": 3,
+            "learning_rate": 3e-6,
+            "beta": 0.0,
+            "max_completion_length": 256,
+            "temperature": 1.2,
+            "seed": 7,
+            "use_lora": False,
+            "lora_r": 8,
+            "loss_type": "grpo",
+            "device": "cpu",
+        }
+    ),
+    RunConfig.model_validate({"dataset_id": 1, "rewards": [_full("format_regex", -0.5, pattern=r"^\d+$")]}),
+]
+
+
+@pytest.mark.parametrize("config", FORM_CONFIGS, ids=["defaults", "everything", "one negative rule"])
+def test_config_round_trips_through_the_form(config: RunConfig):
+    form = config_to_form(config)
+    assert len(form["slots"]) == RULE_SLOTS
+    assert set(form["hyper"]) == {field for field, *_ in HYPERPARAMETERS}
+    assert form_to_config(**form) == config
+    assert form_omissions(config) == []
+
+
+def test_form_round_trips_through_a_config():
+    slots = [
+        ("numeric_answer", 1.0, json.dumps({"tolerance": 0.5})),
+        (NO_RULE, 1.0, "{}"),
+        ("length", 0.25, json.dumps({"min_tokens": 1, "max_tokens": 8, "overlong_buffer": 0})),
+        (NO_RULE, 1.0, "{}"),
+    ]
+    hyper = {field: getattr(RunConfig(), field) for field, *_ in HYPERPARAMETERS} | {"max_steps": 5}
+    config = form_to_config(2, "SmolLM2-135M-Instruct", "mine", slots, hyper)
+    form = config_to_form(config)
+    assert [s[0] for s in form["slots"]] == ["numeric_answer", "length", NO_RULE, NO_RULE]  # empty slots last
+    assert json.loads(form["slots"][1][2]) == {"min_tokens": 1, "max_tokens": 8, "overlong_buffer": 0}
+    assert form["hyper"]["max_steps"] == 5
+    assert form_to_config(**form) == config
+
+
+def test_partial_params_come_back_with_their_defaults():
+    config = RunConfig.model_validate({"dataset_id": 1, "rewards": [{"rule": "length", "params": {"max_tokens": 9}}]})
+    form = config_to_form(config)
+    assert json.loads(form["slots"][0][2]) == {**get_rule("length").defaults(), "max_tokens": 9}
+    again = form_to_config(**form)
+    assert again.rewards[0].params["max_tokens"] == 9
+    assert get_rule("length").build(again.rewards[0].params)(["a b c"]) == get_rule("length").build(
+        config.rewards[0].params
+    )(["a b c"])
+
+
+def test_form_omissions_name_what_the_form_cannot_hold():
+    config = RunConfig.model_validate(
+        {
+            "dataset_path": "/data/x.jsonl",
+            "rewards": [{"rule": "numeric_answer", "name": "correct"}] + [{"rule": "length"}] * 4,
+            "top_p": 0.9,
+            "epsilon": 0.3,
+        }
+    )
+    notes = "\n".join(form_omissions(config))
+    assert "only the first 4 reward rules" in notes and "left out: length" in notes
+    assert "metric names" in notes and "correct" in notes
+    assert "dataset_path /data/x.jsonl" in notes
+    assert "top_p=0.9" in notes and "epsilon=0.3" in notes
+    assert len(config_to_form(config)["slots"]) == RULE_SLOTS
