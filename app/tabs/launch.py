@@ -41,6 +41,7 @@ HYPERPARAMETERS: list[tuple[str, str, str, dict[str, Any]]] = [
     ("lora_r", "LoRA rank r", "number", {"precision": 0, "minimum": 1}),
     ("loss_type", "loss_type", "dropdown", {"choices": ["dapo", "grpo", "dr_grpo", "bnpo"]}),
     ("device", "device", "dropdown", {"choices": ["auto", "cpu", "cuda"]}),
+    ("use_vllm", "vLLM generation", "checkbox", {}),
 ]
 
 
