@@ -37,6 +37,9 @@ test: install-dev
 
 bench: install-dev
 	$(PY) benchmarks/bench_sandbox.py
+	$(PY) benchmarks/bench_recording.py
+	$(PY) benchmarks/bench_store_scale.py
+	$(PY) benchmarks/bench_web.py
 
 lint: install-dev
 	$(VENV)/bin/ruff check .

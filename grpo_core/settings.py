@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from grpo_core.access import DEFAULT_MAX_UPLOAD_MB, AccessError, Credentials, load_credentials
 from storage import sqlite_url
 
 ENV_DATA_DIR = "GRPO_DATA_DIR"
@@ -13,6 +14,9 @@ ENV_DB_URL = "GRPO_DB_URL"
 ENV_HOST = "GRPO_HOST"
 ENV_PORT = "GRPO_PORT"
 ENV_MAX_CONCURRENT_RUNS = "GRPO_MAX_CONCURRENT_RUNS"
+ENV_AUTH = "GRPO_AUTH"
+ENV_AUTH_FILE = "GRPO_AUTH_FILE"
+ENV_MAX_UPLOAD_MB = "GRPO_MAX_UPLOAD_MB"
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,8 @@ class Settings:
         max_concurrent_runs: runs training at once; further runs wait as ``queued``.
         poll_interval_s: how often the launcher looks for queued, finished and dead runs (seconds).
         cancel_grace_s: seconds a cancelled run gets to stop at a step boundary before its process group is killed.
+        auth: ``((user, password), ...)`` that Gradio's login accepts; empty: no login (left out of ``repr``).
+        max_upload_mb: largest dataset upload accepted, in binary megabytes (Gradio's limit and the importer's).
     """
 
     data_dir: Path
@@ -35,6 +41,8 @@ class Settings:
     max_concurrent_runs: int = 1
     poll_interval_s: float = 2.0
     cancel_grace_s: float = 60.0
+    auth: Credentials = field(default=(), repr=False)
+    max_upload_mb: int = DEFAULT_MAX_UPLOAD_MB
 
     @property
     def runs_dir(self) -> Path:
@@ -68,11 +76,15 @@ def load_settings(
     host: str | None = None,
     port: int | None = None,
     max_concurrent_runs: int | None = None,
+    max_upload_mb: int | None = None,
 ) -> Settings:
     """Settings from explicit values, else ``GRPO_*`` environment variables, else defaults.
 
+    The login credentials are not read here (workers and ``train`` need none): ``serve`` adds :func:`load_auth`'s.
+
     Raises:
-        ValueError: ``GRPO_PORT`` or ``GRPO_MAX_CONCURRENT_RUNS`` is not a whole number.
+        ValueError: ``GRPO_PORT``, ``GRPO_MAX_CONCURRENT_RUNS`` or ``GRPO_MAX_UPLOAD_MB`` is not a whole number,
+            or the upload limit is below 1 MB.
     """
     env = os.environ
     root = Path(data_dir or env.get(ENV_DATA_DIR) or "grpo_data").expanduser().resolve()
@@ -89,10 +101,25 @@ def load_settings(
         except ValueError:
             raise ValueError(f"environment variable {name}={raw!r} is not a whole number") from None
 
+    upload_mb = _int(max_upload_mb, ENV_MAX_UPLOAD_MB, DEFAULT_MAX_UPLOAD_MB)
+    if upload_mb < 1:
+        raise AccessError(f"the upload limit must be at least 1 MB, got {upload_mb}")
     return Settings(
         data_dir=root,
         db_url=url,
         host=host or env.get(ENV_HOST) or "127.0.0.1",
         port=_int(port, ENV_PORT, 7860),
         max_concurrent_runs=max(1, _int(max_concurrent_runs, ENV_MAX_CONCURRENT_RUNS, 1)),
+        max_upload_mb=upload_mb,
     )
+
+
+def load_auth(auth: str | None = None, auth_file: str | Path | None = None) -> Credentials:
+    """The dashboard's login credentials: ``auth`` (else ``GRPO_AUTH``) and the lines of ``auth_file`` (else
+    ``GRPO_AUTH_FILE``); both may be given, and every user listed may log in. Empty: no login.
+
+    Raises:
+        grpo_core.access.AccessError: a malformed ``USER:PASSWORD``, an unreadable or empty file, a user twice.
+    """
+    env = os.environ
+    return load_credentials(auth or env.get(ENV_AUTH) or None, auth_file or env.get(ENV_AUTH_FILE) or None)

@@ -1,0 +1,236 @@
+"""The "Try the model" tab: sample the base model and a run's trained weights (the final adapter or a checkpoint)
+on the same prompt, side by side, each completion scored by the run's reward rules.
+
+Sampling happens in a subprocess (``python -m grpo_core.sample``); this module, like the whole web process, never
+imports torch. A prompt comes from a row of the run's dataset (its other columns, e.g. ``answer``, feed the rules)
+and can be edited, or typed from scratch.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from app.context import AppContext
+from app.tabs.runs import run_choices
+from grpo_core.artifacts import ArtifactError, run_folder, weights_choices
+from grpo_core.config import ConfigError
+from grpo_core.datasets import DatasetError, load_prompt_dataset, read_normalized
+from grpo_core.export import dataset_source
+from grpo_core.sample import (
+    BASE,
+    TRAINED,
+    SampleError,
+    build_request,
+    prompt_from_text,
+    prompt_to_text,
+    sample_in_subprocess,
+)
+from storage import RunInfo, StoreError
+
+TRY_CSS = """
+.try-side h4 { margin: 4px 0; }
+.try-completion { border: 1px solid #e5e7eb; border-radius: 6px; padding: 8px; margin-bottom: 8px; }
+.try-completion pre { white-space: pre-wrap; word-break: break-word; font-size: 12px; margin: 6px 0;
+  max-height: 240px; overflow: auto; }
+.try-completion table { font-size: 12px; border-collapse: collapse; width: 100%; }
+.try-completion td { padding: 1px 4px; border-top: 1px solid #e5e7eb; }
+.try-badge { display: inline-block; font-size: 11px; padding: 0 6px; border-radius: 8px; background: #fde68a; }
+"""
+
+
+@functools.lru_cache(maxsize=4)
+def _rows_of(path: str, _mtime_ns: int) -> list[dict[str, Any]]:
+    """The rows of a dataset file (cached per path and modification time)."""
+    if path.endswith(".jsonl"):
+        try:
+            return read_normalized(Path(path))
+        except DatasetError:
+            pass
+    return load_prompt_dataset(path).rows
+
+
+def run_rows(ctx: AppContext, run: RunInfo) -> list[dict[str, Any]]:
+    """The prompt rows of a run's dataset (empty when the file is gone).
+
+    Raises:
+        grpo_core.datasets.DatasetError: the file is no longer a valid dataset.
+    """
+    source = dataset_source(ctx.store, run)
+    if source is None:
+        return []
+    return _rows_of(str(source), source.stat().st_mtime_ns)
+
+
+def side_html(side: dict[str, Any] | None, title: str) -> str:
+    """One side of the comparison as HTML: mean total, then each completion with its text, tokens, truncation,
+    per-rule rewards and weighted total (``side`` as :func:`grpo_core.sample.sample` returns it)."""
+    if side is None:
+        return f'<div class="try-side"><h4>{html.escape(title)}</h4><i>not sampled</i></div>'
+    mean = side.get("mean_total")
+    parts = [
+        f"<style>{TRY_CSS}</style>",
+        f'<div class="try-side" data-mean-total="{"" if mean is None else mean}">',
+        f"<h4>{html.escape(side.get('label', title))}</h4>",
+        f"<div>mean total reward: <b>{'–' if mean is None else f'{mean:.3f}'}</b></div>",
+    ]
+    for number, completion in enumerate(side.get("completions", []), start=1):
+        total = completion.get("total")
+        badge = ' <span class="try-badge">truncated</span>' if completion.get("truncated") else ""
+        rules = "".join(
+            f"<tr><td>{html.escape(name)}</td><td style='text-align:right'>"
+            f"{'–' if value is None else f'{value:.3f}'}</td></tr>"
+            for name, value in completion.get("rewards", {}).items()
+        )
+        parts.append(
+            f'<div class="try-completion" data-total="{"" if total is None else total}">'
+            f"<div>#{number} · total <b>{'–' if total is None else f'{total:.3f}'}</b> · "
+            f"{completion.get('num_tokens', 0)} tokens{badge}</div>"
+            f"<pre>{html.escape(completion.get('text', ''))}</pre><table>{rules}</table></div>"
+        )
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def create_try_model_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
+    """Build the Try the model tab inside the current ``gr.Blocks``."""
+    gr.Markdown(
+        "Sample the **base model** and the run's **trained weights** on the same prompt with the same seed, "
+        "scored by the run's reward rules. Runs in a separate process (loading the model takes a few seconds)."
+    )
+    with gr.Row():
+        run = gr.Dropdown(label="run", choices=run_choices(ctx), scale=3, elem_id="try-run")
+        weights = gr.Dropdown(label="trained weights", choices=[], scale=2, elem_id="try-weights")
+        reload = gr.Button("↻ refresh", scale=0, elem_id="try-refresh")
+    with gr.Row():
+        row_index = gr.Number(label="dataset row", value=0, precision=0, minimum=0, scale=1, elem_id="try-row")
+        load_row = gr.Button("Load row", scale=0, elem_id="try-load-row")
+        chat = gr.Checkbox(label="chat prompt (plain text becomes one user message)", value=True, scale=2,
+                           elem_id="try-chat")
+    prompt = gr.Textbox(label="prompt (text, or a JSON list of chat messages)", lines=4, elem_id="try-prompt")
+    columns = gr.Code(label="the row's other columns, as JSON (read by the reward rules)", language="json",
+                      value="{}", lines=3, interactive=True, elem_id="try-columns")
+    with gr.Row():
+        num_samples = gr.Slider(label="samples per side", minimum=1, maximum=8, value=2, step=1,
+                                elem_id="try-samples")
+        max_tokens = gr.Number(label="max new tokens (the run's max_completion_length)", value=64, precision=0,
+                               minimum=1, elem_id="try-max-tokens")
+        temperature = gr.Number(label="temperature (the run's; 0 = greedy)", value=0.9, minimum=0,
+                                elem_id="try-temperature")
+        seed = gr.Number(label="seed", value=0, precision=0, elem_id="try-seed")
+    button = gr.Button("Sample both", variant="primary", elem_id="try-button")
+    status = gr.Markdown(elem_id="try-status")
+    with gr.Row():
+        base_box = gr.HTML(elem_id="try-base")
+        trained_box = gr.HTML(elem_id="try-trained")
+
+    def _run(run_id: int | None) -> RunInfo | None:
+        if run_id is None:
+            return None
+        try:
+            return ctx.store.get_run(int(run_id))
+        except StoreError:
+            return None
+
+    def on_load_row(run_id: int | None, index: float | None):
+        """Inputs: run, row number. Outputs: prompt, columns JSON, chat checkbox, status."""
+        info = _run(run_id)
+        if info is None:
+            return gr.skip(), gr.skip(), gr.skip(), "Choose a run."
+        try:
+            rows = run_rows(ctx, info)
+        except DatasetError as exc:
+            return gr.skip(), gr.skip(), gr.skip(), f"Cannot read the run's dataset: {exc}"
+        if not rows:
+            return gr.skip(), gr.skip(), gr.skip(), "The run's dataset file is gone; type a prompt."
+        number = min(max(int(index or 0), 0), len(rows) - 1)
+        row = rows[number]
+        others = {k: v for k, v in row.items() if k != "prompt"}
+        return (
+            prompt_to_text(row["prompt"]),
+            json.dumps(others, ensure_ascii=False, indent=1),
+            isinstance(row["prompt"], list),
+            f"Row {number} of {len(rows)} loaded.",
+        )
+
+    def on_run(run_id: int | None, index: float | None):
+        """Inputs: run, row number. Outputs: weights dropdown, max tokens, temperature (the run's), prompt,
+        columns, chat, status."""
+        info = _run(run_id)
+        if info is None:
+            return gr.update(choices=[], value=None), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), ""
+        options = [(o.label, o.value) for o in weights_choices(run_folder(ctx.settings, info))]
+        dropdown = gr.update(choices=options, value=options[0][1] if options else None)
+        tokens = info.config.get("max_completion_length", gr.skip())
+        temp = info.config.get("temperature", gr.skip())
+        return (dropdown, tokens, temp, *on_load_row(run_id, index))
+
+    def on_reload(run_id: int | None, current: str | None):
+        """Inputs: run, weights. Outputs: run choices, weights choices (the current pick kept when it still
+        exists)."""
+        info = _run(run_id)
+        options = [] if info is None else [(o.label, o.value) for o in weights_choices(run_folder(ctx.settings, info))]
+        values = [v for _, v in options]
+        value = current if current in values else (values[0] if values else None)
+        return gr.update(choices=run_choices(ctx)), gr.update(choices=options, value=value)
+
+    def on_sample(run_id, weights_value, prompt_text, columns_text, is_chat, samples, tokens, temp, seed_value):
+        """Inputs: run, weights, prompt, columns JSON, chat, samples, max tokens, temperature, seed.
+        Outputs: status, base HTML, trained HTML."""
+        info = _run(run_id)
+        if info is None:
+            return "Choose a run.", "", ""
+        try:
+            row = json.loads(columns_text or "{}")
+        except json.JSONDecodeError as exc:
+            return f"The columns are not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).", "", ""
+        if not isinstance(row, dict):
+            return "The columns must be a JSON object, like {\"answer\": 42}.", "", ""
+        try:
+            request = build_request(
+                ctx.settings,
+                info,
+                prompt=prompt_from_text(prompt_text or "", bool(is_chat)),
+                row=row,
+                weights=weights_value or "latest",
+                num_samples=int(samples or 1),
+                max_new_tokens=int(tokens or 0) or None,
+                temperature=None if temp is None else max(0.0, float(temp)),
+                seed=int(seed_value or 0),
+            )
+        except (ValueError, ArtifactError, ConfigError) as exc:
+            return f"Cannot sample: {exc}", "", ""
+        try:
+            result = sample_in_subprocess(request, env=ctx.launcher.env)
+        except SampleError as exc:
+            return f"Sampling failed:\n\n```\n{exc}\n```", "", ""
+        sides = result.get("sides", {})
+        base, trained = sides.get(BASE), sides.get(TRAINED)
+
+        def mean(side):
+            value = (side or {}).get("mean_total")
+            return "–" if value is None else f"{value:.3f}"
+
+        text = (
+            f"Sampled on {result.get('device')} in {result.get('seconds', 0):.1f} s · mean total reward: base "
+            f"**{mean(base)}**, trained **{mean(trained)}** · rules: {', '.join(result.get('names', [])) or 'none'}"
+        )
+        return text, side_html(base, "base model"), side_html(trained, "trained weights")
+
+    run.change(on_run, inputs=[run, row_index],
+               outputs=[weights, max_tokens, temperature, prompt, columns, chat, status])
+    run.focus(lambda: gr.update(choices=run_choices(ctx)), outputs=run)
+    reload.click(on_reload, inputs=[run, weights], outputs=[run, weights])
+    load_row.click(on_load_row, inputs=[run, row_index], outputs=[prompt, columns, chat, status])
+    button.click(
+        on_sample,
+        inputs=[run, weights, prompt, columns, chat, num_samples, max_tokens, temperature, seed],
+        outputs=[status, base_box, trained_box],
+    )
+    return {"run": run, "weights": weights, "row": row_index, "prompt": prompt, "columns": columns,
+            "button": button, "status": status, "base": base_box, "trained": trained_box}

@@ -1,0 +1,201 @@
+"""The web process: time from ``python -m app serve`` to the first HTTP 200, and its resident memory with a run open.
+
+Prepares a data directory holding one finished synthetic run (``--steps`` steps of 30 metrics, 2 groups of 4
+completions per step), then starts the dashboard ``--starts`` times (default 3) and reports the median time from
+process start to the first ``200`` on ``/``. On the last start it opens the run in headless Chromium
+(``/usr/bin/chromium`` via Playwright; ``--no-browser`` uses plain HTTP only): the Runs tab with its charts for a few
+refresh ticks, then the Inspect tab, and reports the server's resident memory (psutil RSS of the server process;
+its children separately) and whether ``libtorch`` is mapped into it (``/proc/<pid>/maps``): the web process must
+never load torch. Goals: start < 5 s, RSS < 400 MB. Nothing is asserted; the table says.
+
+What it leaves out: a cold disk cache (the first start after boot also reads the Python packages from disk), a
+run still training, and many pages at once.
+
+Usage: ``python benchmarks/bench_web.py [--starts 3] [--steps 500] [--no-browser]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from storage import CompletionRecord, GroupRecord, RunStatus, Store, sqlite_url  # noqa: E402
+
+GOAL_START_S = 5.0
+GOAL_RSS_MB = 400.0
+CHROMIUM = "/usr/bin/chromium"
+KEYS = ["reward", "reward_std", "kl", "loss", "entropy", "completions/mean_length", "completions/clipped_ratio",
+        "frac_reward_zero_std", "rewards/numeric_answer/mean", "rewards/format_regex/mean", "grad_norm",
+        "learning_rate", "num_tokens", "step_time"] + [f"extra/{i}" for i in range(16)]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def prepare(data_dir: Path, steps: int) -> str:
+    """A store with one completed synthetic run; returns its dropdown label."""
+    rng = random.Random(0)
+    store = Store(sqlite_url(data_dir / "grpo.db"))
+    run = store.create_run(name="bench-web", config={"max_steps": steps}, dataset_id=None, max_steps=steps)
+    store.claim_run(run.id)
+    for step in range(1, steps + 1):
+        store.record_metrics(run.id, step, {k: rng.random() for k in KEYS}, wall_time=time.time())
+        groups = [
+            GroupRecord(step=step, prompt_index=rng.randrange(400), prompt=f"What is {step} + {g}?", completions=[
+                CompletionRecord(index=i, text=f"{step + g + i}", rewards={"numeric_answer": float(i == 0)},
+                                 total_reward=float(i == 0), advantage=1.5 if i == 0 else -0.5, num_tokens=3)
+                for i in range(4)
+            ])
+            for g in range(2)
+        ]
+        store.record_groups(run.id, step, groups)
+    store.finish_run(run.id, RunStatus.COMPLETED)
+    label = f"#{run.id} bench-web"
+    store.close()
+    return label
+
+
+def start_server(data_dir: Path, port: int, log_path: Path, timeout_s: float = 120) -> tuple[subprocess.Popen, float]:
+    """Start the dashboard; returns (process, seconds until ``/`` answered 200)."""
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"}
+    started = time.perf_counter()
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app", "serve", "--data-dir", str(data_dir), "--port", str(port)],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT, env=env,
+        )
+    url = f"http://127.0.0.1:{port}/"
+    while time.perf_counter() - started < timeout_s:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return process, time.perf_counter() - started
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise RuntimeError("the dashboard did not answer:\n" + log_path.read_text()[-2000:])
+
+
+def stop_server(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def torch_mapped(pid: int) -> bool:
+    """Whether any ``libtorch`` shared object is mapped into process ``pid``."""
+    try:
+        return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+def memory(pid: int) -> tuple[float, float, int]:
+    """(server RSS MB, children RSS MB, number of children)."""
+    process = psutil.Process(pid)
+    children = process.children(recursive=True)
+    child_rss = 0
+    for child in children:
+        try:
+            child_rss += child.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return process.memory_info().rss / 1e6, child_rss / 1e6, len(children)
+
+
+def browse(url: str, label: str, watch_s: float) -> str:
+    """Open the run's charts and groups in headless Chromium; returns what was done."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(60_000)
+        page.goto(url)
+        page.get_by_role("tab", name="Runs").click()
+        page.locator("#runs-plot .js-plotly-plot").wait_for()
+        page.wait_for_timeout(watch_s * 1000)  # a few refresh ticks
+        page.get_by_role("tab", name="Inspect").click()
+        page.locator("#inspect-run input").click()
+        page.get_by_role("option", name=label).first.click()
+        page.locator("#inspect-summary").get_by_text("groups").wait_for()
+        groups = page.locator("#inspect-groups .grpo-group").count()
+        browser.close()
+    return f"Runs tab charts + Inspect ({groups} groups shown) in Chromium"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--starts", type=int, default=3, help="server starts timed (median reported)")
+    parser.add_argument("--steps", type=int, default=500, help="steps of the synthetic run")
+    parser.add_argument("--watch", type=float, default=6.0, help="seconds the Runs tab stays open (refresh ticks)")
+    parser.add_argument("--no-browser", action="store_true", help="plain HTTP only, no Chromium")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="bench-web-") as tmp:
+        data_dir = Path(tmp) / "data"
+        data_dir.mkdir()
+        label = prepare(data_dir, args.steps)
+        log_path = Path(tmp) / "server.log"
+        starts = []
+        process = None
+        for index in range(args.starts):
+            process, seconds = start_server(data_dir, _free_port(), log_path)
+            starts.append(seconds)
+            print(f"start {index + 1}/{args.starts}: first 200 after {seconds:.2f} s", flush=True)
+            if index < args.starts - 1:
+                stop_server(process)
+        assert process is not None
+        idle_rss, _, _ = memory(process.pid)
+        url = next(
+            f"http://127.0.0.1:{c.laddr.port}/" for c in psutil.Process(process.pid).net_connections(kind="tcp")
+            if c.status == psutil.CONN_LISTEN
+        )
+        if args.no_browser or not os.path.exists(CHROMIUM):
+            for _ in range(5):
+                urllib.request.urlopen(url, timeout=10).read()
+            done = "GET / five times (no browser)"
+        else:
+            try:
+                done = browse(url, label, args.watch)
+            except Exception as exc:  # noqa: BLE001 - report the memory anyway, and what failed
+                done = f"browser step failed ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+        rss, child_rss, children = memory(process.pid)
+        mapped = torch_mapped(process.pid)
+        stop_server(process)
+
+    start = statistics.median(starts)
+    print(f"\nrun open: {done}; synthetic run of {args.steps} steps x {len(KEYS)} metrics, 2 groups x 4 per step")
+    print(f"{'measure':<42} {'value':>10}  {'goal':>8}  verdict")
+    print(f"{'start to first HTTP 200 (median of ' + str(len(starts)) + ')':<42} {start:>9.2f}s  {'< 5 s':>8}  "
+          f"{'ok' if start < GOAL_START_S else 'OVER'}")
+    print(f"{'server RSS just after start':<42} {idle_rss:>8.0f}MB  {'':>8}")
+    print(f"{'server RSS with the run open':<42} {rss:>8.0f}MB  {'< 400 MB':>8}  "
+          f"{'ok' if rss < GOAL_RSS_MB else 'OVER'}")
+    print(f"{'children RSS (' + str(children) + ' processes)':<42} {child_rss:>8.0f}MB")
+    print(f"{'libtorch mapped into the server':<42} {'yes' if mapped else 'no':>10}  {'no':>8}  "
+          f"{'ok' if not mapped else 'WRONG'}")
+
+
+if __name__ == "__main__":
+    main()

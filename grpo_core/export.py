@@ -1,0 +1,310 @@
+"""Exports a run for use outside the dashboard: its config YAML, metrics CSV, groups Parquet and adapter zip.
+
+Everything is read from the store (metrics, groups, the run's config) and the run folder (the adapter); nothing
+imports torch. :func:`export_run` writes all of them into a fresh folder under ``<data dir>/exports/`` plus one zip
+bundling them:
+
+* ``run-NNNNN-config.yaml``: the :class:`~grpo_core.config.RunConfig`, re-runnable headless with
+  ``grpo-dashboard train run-NNNNN-config.yaml``. An uploaded dataset (``dataset_id``, which only means something
+  in this store) is copied beside it as ``run-NNNNN-dataset.jsonl`` and the YAML names that file instead, relative
+  to the YAML, so the pair trains anywhere the model is.
+* ``run-NNNNN-metrics.csv``: wide format, one row per logged step: ``step``, ``wall_time`` (seconds since the
+  epoch, the first recorded at that step), then one column per metric key (TRL's names), sorted; empty cells are
+  metrics not logged at that step or logged as NaN.
+* ``run-NNNNN-groups.parquet``: one row per recorded completion (see :data:`GROUP_COLUMNS`), each reward rule's
+  reward in its own ``reward_<name>`` column.
+* ``run-NNNNN-adapter.zip``: the final ``adapter/`` folder, when training finished and saved one.
+"""
+
+from __future__ import annotations
+
+import shutil
+import zipfile
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from grpo_core.artifacts import ADAPTER_DIR_NAME, run_folder
+from grpo_core.config import parse_run_config
+from grpo_core.settings import Settings
+from storage import RunInfo, Store
+
+EXPORTS_DIR_NAME = "exports"
+#: The fixed columns of the groups Parquet, in order; ``reward_<name>`` columns (float64) follow ``text``.
+GROUP_COLUMNS = (
+    ("run_id", pa.int64()),
+    ("step", pa.int64()),
+    ("prompt_index", pa.int64()),
+    ("prompt", pa.string()),
+    ("completion_index", pa.int64()),
+    ("text", pa.string()),
+)
+GROUP_TAIL_COLUMNS = (
+    ("total_reward", pa.float64()),
+    ("advantage", pa.float64()),
+    ("num_tokens", pa.int64()),
+    ("truncated", pa.bool_()),
+)
+REWARD_COLUMN_PREFIX = "reward_"
+_BATCH_ROWS = 20_000
+
+
+class ExportError(ValueError):
+    """A run cannot be exported as asked (for instance it has no adapter yet); the message says why."""
+
+
+@dataclass(frozen=True)
+class RunExport:
+    """The files :func:`export_run` wrote. ``adapter`` is ``None`` when the run has no final adapter (yet)."""
+
+    run_id: int
+    folder: Path
+    config: Path
+    dataset: Path | None
+    metrics: Path
+    groups: Path
+    adapter: Path | None
+    bundle: Path
+
+    def files(self) -> list[Path]:
+        """Every written file, bundle last (what the Export panel offers for download)."""
+        parts = [self.config, self.dataset, self.metrics, self.groups, self.adapter, self.bundle]
+        return [p for p in parts if p is not None]
+
+
+def exports_dir(settings: Settings) -> Path:
+    """The folder holding every export: ``<data dir>/exports`` (the web server may serve files from it)."""
+    return settings.data_dir / EXPORTS_DIR_NAME
+
+
+def _prefix(run_id: int) -> str:
+    return f"run-{run_id:05d}"
+
+
+# ------------------------------------------------------------------------------------------------------ config
+def dataset_source(store: Store, run: RunInfo) -> Path | None:
+    """The file holding the run's prompt rows: the uploaded dataset's normalised JSONL, else ``dataset_path``;
+    ``None`` when the run names neither or the file is gone."""
+    config = run.config
+    path: str | None = None
+    if config.get("dataset_id") is not None:
+        try:
+            path = store.get_dataset(int(config["dataset_id"])).path
+        except ValueError:
+            path = None
+    elif config.get("dataset_path"):
+        path = str(config["dataset_path"])
+    if path is None or not Path(path).is_file():
+        return None
+    return Path(path)
+
+
+def export_config_yaml(
+    store: Store, run: RunInfo, dest: Path, *, copy_dataset: bool = True
+) -> tuple[Path, Path | None]:
+    """Write the run's config as YAML to ``dest``; copy its dataset beside it when ``copy_dataset``.
+
+    The YAML validates as a :class:`~grpo_core.config.RunConfig` and round-trips through ``load_run_config``. With
+    ``copy_dataset`` the dataset file is copied to ``<dest stem minus "-config">-dataset<suffix>`` and the YAML's
+    ``dataset_path`` names it relative to the YAML (``dataset_id`` cleared), which ``grpo-dashboard train`` resolves
+    against the YAML's folder. Without it (or when the file is gone) the config is written as stored.
+
+    Returns:
+        ``(yaml path, dataset copy or None)``.
+
+    Raises:
+        grpo_core.config.ConfigError: the stored config no longer validates (written by an older version).
+        OSError: a file cannot be written.
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    config = parse_run_config(run.config, source=f"run {run.id} config")
+    copied: Path | None = None
+    source = dataset_source(store, run) if copy_dataset else None
+    if source is not None:
+        stem = dest.stem.removesuffix("-config") or dest.stem
+        copied = dest.with_name(f"{stem}-dataset{source.suffix or '.jsonl'}")
+        shutil.copyfile(source, copied)
+        config = config.model_copy(update={"dataset_id": None, "dataset_path": copied.name})
+    dest.write_text(config.to_yaml(), encoding="utf-8")
+    return dest, copied
+
+
+# ----------------------------------------------------------------------------------------------------- metrics
+def metrics_frame(store: Store, run_id: int) -> pd.DataFrame:
+    """The run's metrics in wide format: one row per step (ascending), columns ``step``, ``wall_time``, then one
+    float column per metric key, sorted by name; NaN where a key was not logged (or logged as NaN) at a step.
+
+    An empty run gives an empty frame with just ``step`` and ``wall_time``.
+    """
+    points = store.metrics_since(run_id)
+    if not points:
+        return pd.DataFrame({"step": pd.Series([], dtype="int64"), "wall_time": pd.Series([], dtype="float64")})
+    long = pd.DataFrame(
+        {
+            "step": [p.step for p in points],
+            "key": [p.key for p in points],
+            "value": [p.value for p in points],
+            "wall_time": [p.wall_time for p in points],
+        }
+    )
+    long["value"] = pd.to_numeric(long["value"], errors="coerce").astype("float64")
+    wide = long.pivot(index="step", columns="key", values="value")
+    wide = wide.reindex(columns=sorted(wide.columns))
+    wide.columns.name = None
+    wall = long.groupby("step")["wall_time"].min()
+    wide.insert(0, "wall_time", wall)
+    return wide.reset_index().sort_values("step", kind="stable").reset_index(drop=True)
+
+
+def export_metrics_csv(store: Store, run_id: int, dest: Path) -> Path:
+    """Write :func:`metrics_frame` of the run to ``dest`` as CSV (UTF-8, header row, no index). Returns ``dest``."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    metrics_frame(store, run_id).to_csv(dest, index=False)
+    return dest
+
+
+# ------------------------------------------------------------------------------------------------------ groups
+def _groups_schema(reward_names: list[str]) -> pa.Schema:
+    fields = [pa.field(n, t) for n, t in GROUP_COLUMNS]
+    fields += [pa.field(REWARD_COLUMN_PREFIX + name, pa.float64()) for name in reward_names]
+    fields += [pa.field(n, t) for n, t in GROUP_TAIL_COLUMNS]
+    return pa.schema(fields)
+
+
+def export_groups_parquet(store: Store, run_id: int, dest: Path) -> Path:
+    """Write every recorded completion of the run to ``dest`` as Parquet, one row per completion.
+
+    Columns: ``run_id``, ``step``, ``prompt_index`` (dataset row, -1 when unknown), ``prompt`` (rendered text),
+    ``completion_index`` (0..G-1 within its group), ``text``, one ``reward_<name>`` float column per reward
+    function (null where the rule did not apply), ``total_reward`` (TRL's weighted sum), ``advantage`` (as TRL
+    computed it), ``num_tokens`` and ``truncated``. Rows are ordered by step, then group, then completion index.
+    The reward columns are those of the run's first recorded group (every group of a run has the same functions).
+    Written step by step, so memory stays bounded for long runs.
+
+    Returns:
+        ``dest``.
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    steps = store.group_steps(run_id)
+    reward_names: list[str] = []
+    for step in steps[:1]:
+        for group in store.groups_at(run_id, step)[:1]:
+            for completion in group.completions[:1]:
+                reward_names = list(completion.rewards)
+    schema = _groups_schema(reward_names)
+    columns: dict[str, list[Any]] = {f.name: [] for f in schema}
+
+    def flush(writer: pq.ParquetWriter) -> None:
+        if columns["run_id"]:
+            writer.write_table(pa.table(columns, schema=schema))
+            for values in columns.values():
+                values.clear()
+
+    with pq.ParquetWriter(dest, schema) as writer:
+        for step in steps:
+            for group in store.groups_at(run_id, step):
+                for completion in group.completions:
+                    columns["run_id"].append(run_id)
+                    columns["step"].append(group.step)
+                    columns["prompt_index"].append(group.prompt_index)
+                    columns["prompt"].append(group.prompt)
+                    columns["completion_index"].append(completion.index)
+                    columns["text"].append(completion.text)
+                    for name in reward_names:
+                        columns[REWARD_COLUMN_PREFIX + name].append(completion.rewards.get(name))
+                    columns["total_reward"].append(completion.total_reward)
+                    columns["advantage"].append(completion.advantage)
+                    columns["num_tokens"].append(completion.num_tokens)
+                    columns["truncated"].append(bool(completion.truncated))
+            if len(columns["run_id"]) >= _BATCH_ROWS:
+                flush(writer)
+        flush(writer)
+    return dest
+
+
+# ----------------------------------------------------------------------------------------------------- adapter
+def _zip_folder(source: Path, dest: Path, arc_root: str) -> Path:
+    with zipfile.ZipFile(dest, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+        for path in sorted(source.rglob("*")):
+            if path.is_file():
+                archive.write(path, f"{arc_root}/{path.relative_to(source).as_posix()}")
+    return dest
+
+
+def export_adapter_zip(settings: Settings, run: RunInfo, dest: Path) -> Path:
+    """Zip the run's final ``adapter/`` folder (PEFT adapter, or full weights without LoRA) to ``dest``; entries
+    are under ``adapter/``.
+
+    Raises:
+        ExportError: the run folder has no ``adapter/`` (the run is still training, failed or was cancelled
+            before saving).
+    """
+    source = run_folder(settings, run) / ADAPTER_DIR_NAME
+    if not source.is_dir() or not any(source.iterdir()):
+        raise ExportError(f"run #{run.id} has no adapter yet ({source} is missing)")
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    return _zip_folder(source, dest, ADAPTER_DIR_NAME)
+
+
+# ---------------------------------------------------------------------------------------------------------- all
+def _fresh_folder(root: Path, name: str) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    candidate, number = root / name, 2
+    while candidate.exists():
+        candidate, number = root / f"{name}-{number}", number + 1
+    candidate.mkdir()
+    return candidate
+
+
+def export_run(store: Store, settings: Settings, run_id: int, *, now: datetime | None = None) -> RunExport:
+    """Export everything of run ``run_id`` into ``<data dir>/exports/run-NNNNN-<YYYYmmdd-HHMMSS>/`` and one zip.
+
+    The folder holds the config YAML (with its dataset copy), metrics CSV, groups Parquet and, when the run saved
+    one, the adapter zip; the bundle ``<folder>.zip`` beside the folder holds the same files (the adapter as an
+    ``adapter/`` folder, not a nested zip). A run still training is exported as far as it got.
+
+    Raises:
+        storage.StoreError: no run with that id.
+        grpo_core.config.ConfigError: the stored config no longer validates.
+        OSError: a file cannot be written.
+    """
+    run = store.get_run(run_id)
+    prefix = _prefix(run.id)
+    stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
+    folder = _fresh_folder(exports_dir(settings), f"{prefix}-{stamp}")
+    config, dataset = export_config_yaml(store, run, folder / f"{prefix}-config.yaml")
+    metrics = export_metrics_csv(store, run.id, folder / f"{prefix}-metrics.csv")
+    groups = export_groups_parquet(store, run.id, folder / f"{prefix}-groups.parquet")
+    try:
+        adapter: Path | None = export_adapter_zip(settings, run, folder / f"{prefix}-adapter.zip")
+    except ExportError:
+        adapter = None
+    bundle = folder.with_suffix(".zip")
+    with zipfile.ZipFile(bundle, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+        for path in (config, dataset, metrics, groups):
+            if path is not None:
+                archive.write(path, f"{folder.name}/{path.name}")
+        adapter_source = run_folder(settings, run) / ADAPTER_DIR_NAME
+        if adapter is not None:
+            for path in sorted(adapter_source.rglob("*")):
+                if path.is_file():
+                    archive.write(path, f"{folder.name}/{ADAPTER_DIR_NAME}/{path.relative_to(adapter_source)}")
+    return RunExport(
+        run_id=run.id,
+        folder=folder,
+        config=config,
+        dataset=dataset,
+        metrics=metrics,
+        groups=groups,
+        adapter=adapter,
+        bundle=bundle,
+    )
