@@ -27,6 +27,8 @@ PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("frac_reward_zero_std", ("frac_reward_zero_std",)),
 )
 COLUMNS = 2
+#: Every metric key the training chart draws (besides ``rewards/<fn>/mean``).
+CHART_KEYS: tuple[str, ...] = tuple(key for _title, keys in PANELS for key in keys)
 
 
 @dataclass

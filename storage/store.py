@@ -606,6 +606,37 @@ class Store:
             rows = session.execute(query.order_by(MetricRow.step, MetricRow.key)).all()
             return [MetricPoint(r.step, r.key, r.value, r.wall_time) for r in rows]
 
+    def metrics_overview(
+        self,
+        run_id: int,
+        *,
+        keys: Sequence[str] = (),
+        key_patterns: Sequence[str] = (),
+        max_points: int = 1000,
+    ) -> list[MetricPoint]:
+        """A chart's first load: the points of ``keys`` (and of keys matching the SQL LIKE ``key_patterns``, e.g.
+        ``rewards/%/mean``) at no more than about ``max_points`` evenly strided steps, always including the last.
+
+        Like TensorBoard's down-sampling, this keeps the first view of a 20,000-step run fast; later refreshes read
+        every new step with :meth:`metrics_since`. Ordered by step then key.
+        """
+        with self._session() as session:
+            last = session.scalar(select(func.max(MetricRow.step)).where(MetricRow.run_id == run_id))
+            if last is None:
+                return []
+            stride = max(1, -(-int(last) // max(1, max_points)))
+            wanted = [MetricRow.key.in_(list(keys))] if keys else []
+            wanted += [MetricRow.key.like(pattern) for pattern in key_patterns]
+            query = select(MetricRow.step, MetricRow.key, MetricRow.value, MetricRow.wall_time).where(
+                MetricRow.run_id == run_id
+            )
+            if wanted:
+                query = query.where(or_(*wanted))
+            if stride > 1:
+                query = query.where(or_(MetricRow.step % stride == 0, MetricRow.step == last))
+            rows = session.execute(query.order_by(MetricRow.step, MetricRow.key)).all()
+            return [MetricPoint(r.step, r.key, r.value, r.wall_time) for r in rows]
+
     def metric_keys(self, run_id: int) -> list[str]:
         """The distinct metric names recorded for a run, sorted."""
         with self._session() as session:

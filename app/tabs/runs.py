@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 import gradio as gr
 import pandas as pd
 
-from app.charts import MetricSeries, training_figure
+from app.charts import CHART_KEYS, MetricSeries, training_figure
 from app.context import AppContext
 from app.run_filter import filter_runs
 from app.tabs.compare import create_compare_panel
@@ -56,7 +56,8 @@ def refresh_series(ctx: AppContext, run_id: int, series: MetricSeries | None) ->
     """Bring ``series`` up to date for ``run_id`` with an incremental query; returns (series, changed)."""
     if series is None or series.run_id != run_id:
         series = MetricSeries(run_id=run_id)
-        series.extend(ctx.store.metrics_since(run_id))
+        # First view: the charted keys only, at most ~1,000 steps each; then every new step incrementally.
+        series.extend(ctx.store.metrics_overview(run_id, keys=CHART_KEYS, key_patterns=["rewards/%/mean"]))
         return series, True
     return series, series.extend(ctx.store.metrics_since(run_id, series.last_step)) > 0
 

@@ -450,3 +450,21 @@ def test_two_store_instances_write_concurrently(settings):
             assert setup.get_run(run_id).current_step == steps
     finally:
         setup.close()
+
+
+def test_metrics_overview_strides_long_runs_and_keeps_the_last_step(store):
+    """The first chart load of a long run reads about max_points steps per key, the last one included."""
+    run = store.create_run(name="long", config={}, dataset_id=None, max_steps=2500)
+    logged = [step for step in range(1, 2501) if step % 50 == 0 or step > 2490]
+    for step in logged:
+        values = {"reward": step / 2500, "kl": 0.01, "rewards/numeric_answer/mean": 0.5, "grad_norm": 1.0}
+        store.record_metrics(run.id, step, values, wall_time=float(step))
+    points = store.metrics_overview(run.id, keys=["reward", "kl"], key_patterns=["rewards/%/mean"], max_points=10)
+    steps = sorted({p.step for p in points})
+    assert steps[-1] == 2500
+    assert len(steps) <= 12
+    assert {p.key for p in points} == {"reward", "kl", "rewards/numeric_answer/mean"}  # grad_norm not asked for
+    assert all(p.step % 250 == 0 or p.step == 2500 for p in points)
+    assert store.metrics_overview(run.id, keys=["reward"], max_points=10_000)[-1].step == 2500
+    empty = store.create_run(name="empty", config={}, dataset_id=None, max_steps=1)
+    assert store.metrics_overview(empty.id, keys=["reward"]) == []
