@@ -110,16 +110,25 @@ def pick(page, elem_id: str, option: str) -> None:
     page.get_by_role("option", name=option).first.click()
 
 
-def set_number(page, elem_id: str, value: str) -> None:
-    box = page.locator(f"#{elem_id} input")
+def _fill(page, box, value: str) -> None:
+    """Type ``value`` into a Gradio field and leave it, once the field is mounted and holds its own value.
+
+    A field inside an accordion that was just opened mounts and then sets its initial value: text typed before
+    that is overwritten, so wait for it to be visible and settled, and check the value stuck.
+    """
+    box.wait_for(state="visible")
+    page.wait_for_timeout(300)
     box.fill(value)
     box.press("Tab")
+    expect(box).to_have_value(value)
+
+
+def set_number(page, elem_id: str, value: str) -> None:
+    _fill(page, page.locator(f"#{elem_id} input"), value)
 
 
 def set_text(page, elem_id: str, value: str) -> None:
-    box = page.locator(f"#{elem_id} textarea, #{elem_id} input").first
-    box.fill(value)
-    box.press("Tab")
+    _fill(page, page.locator(f"#{elem_id} textarea, #{elem_id} input").first, value)
 
 
 def test_upload_launch_watch_and_inspect(page, server, tiny_model_dir, tmp_path):

@@ -1,5 +1,5 @@
 """Faults, each followed by what the store holds afterwards. The worker trains the tiny Llama for real, through the
-launcher, into a SQLite file.
+launcher, into the store: a SQLite file, and a PostgreSQL database where the suite has one (tests/backends.py).
 
 * out of memory (an address-space limit on the worker, a reward rule that allocates past it): failed "out of
   memory", earlier steps intact;
@@ -78,6 +78,7 @@ def _plugin(tmp_path: Path, name: str, body: str) -> dict:
 # ----------------------------------------------------------------------------------------------- out of memory
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_out_of_memory_fails_the_run_with_a_clear_error_and_keeps_earlier_steps(
     store, settings, tiny_model_dir, tmp_path
 ):
@@ -125,6 +126,7 @@ def test_two_runs_at_once_share_one_sqlite_file(store, settings, tiny_model_dir)
 # ------------------------------------------------------------------------------------------------ cancel
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_cancel_during_generation_stops_within_one_step_and_saves_a_checkpoint(
     store, settings, tiny_model_dir, tmp_path
 ):
@@ -157,6 +159,7 @@ def test_cancel_during_generation_stops_within_one_step_and_saves_a_checkpoint(
     assert elapsed < 30
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_resume_after_cancel_continues_with_every_step_once(store, settings, tiny_model_dir):
     run = submit_run(store, tiny_config(tiny_model_dir, max_steps=4))
     launcher = Launcher(store, settings)
@@ -187,6 +190,7 @@ def test_resume_after_cancel_continues_with_every_step_once(store, settings, tin
     assert (Path(final.output_dir) / "adapter" / "adapter_config.json").is_file()
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_resume_after_a_killed_worker_drops_the_steps_after_its_checkpoint(store, settings, tiny_model_dir):
     run = submit_run(store, tiny_config(tiny_model_dir, max_steps=5, save_steps=2))
     launcher = Launcher(store, settings)
@@ -219,6 +223,7 @@ def test_resume_after_a_killed_worker_drops_the_steps_after_its_checkpoint(store
 # --------------------------------------------------------------------------------------------------- disk full
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_disk_full_in_the_run_folder_fails_the_run_and_keeps_the_store_consistent(store, settings, tiny_model_dir):
     folder = settings.runs_dir / "run-00001"
     folder.mkdir(parents=True)
@@ -246,6 +251,7 @@ def test_disk_full_in_the_run_folder_fails_the_run_and_keeps_the_store_consisten
 # -------------------------------------------------------------------------------------------- truncated upload
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_truncated_parquet_upload_is_a_clear_error_and_stores_nothing(store, settings, tmp_path):
     good = tmp_path / "prompts.parquet"
     pd.DataFrame({"prompt": [f"What is {i} + 1?" for i in range(50)], "answer": [str(i + 1) for i in range(50)]}

@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from sqlalchemy import text
 
 from grpo_core.catalog import submit_run
@@ -57,6 +58,7 @@ def _assert_trained_once(store, run_id: int) -> None:
     assert all(len(store.groups_at(run_id, step)) == 2 for step in range(1, MAX_STEPS + 1))
 
 
+@pytest.mark.backends("sqlite", "postgres")
 def test_a_new_launcher_reattaches_to_a_running_worker(store, settings, tiny_model_dir, tmp_path):
     config, release = _gated_config(tiny_model_dir, tmp_path)
     run = submit_run(store, config)
