@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -247,6 +248,11 @@ def _group_record(row: GroupRow) -> GroupRecord:
             for c in row.completions
         ],
     )
+
+
+def _like_to_regex(pattern: str) -> str:
+    """An SQL LIKE pattern (``%`` any run, ``_`` one character) as a regular expression."""
+    return "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
 
 
 def sqlite_url(path: str | Path) -> str:
@@ -625,17 +631,32 @@ class Store:
             if last is None:
                 return []
             stride = max(1, -(-int(last) // max(1, max_points)))
-            wanted = [MetricRow.key.in_(list(keys))] if keys else []
-            wanted += [MetricRow.key.like(pattern) for pattern in key_patterns]
+            wanted = set(keys)
+            if key_patterns:
+                # Resolve the patterns against the keys of the last step (a few rows), so that the main query is a
+                # plain `key IN (...)` read in the order of the (run_id, key, step) covering index.
+                recent = session.scalars(
+                    select(MetricRow.key).where(MetricRow.run_id == run_id, MetricRow.step == last)
+                ).all()
+                patterns = [re.compile(_like_to_regex(p)) for p in key_patterns]
+                matched = {k for k in recent if any(p.fullmatch(k) for p in patterns)}
+                if not matched:  # the last step logged other keys only (e.g. TRL's end-of-training summary)
+                    every = session.scalars(
+                        select(MetricRow.key).where(MetricRow.run_id == run_id).distinct()
+                    ).all()
+                    matched = {k for k in every if any(p.fullmatch(k) for p in patterns)}
+                wanted.update(matched)
             query = select(MetricRow.step, MetricRow.key, MetricRow.value, MetricRow.wall_time).where(
                 MetricRow.run_id == run_id
             )
             if wanted:
-                query = query.where(or_(*wanted))
+                query = query.where(MetricRow.key.in_(sorted(wanted)))
             if stride > 1:
                 query = query.where(or_(MetricRow.step % stride == 0, MetricRow.step == last))
-            rows = session.execute(query.order_by(MetricRow.step, MetricRow.key)).all()
-            return [MetricPoint(r.step, r.key, r.value, r.wall_time) for r in rows]
+            rows = session.execute(query.order_by(MetricRow.key, MetricRow.step)).all()
+            points = [MetricPoint(r.step, r.key, r.value, r.wall_time) for r in rows]
+            points.sort(key=lambda p: (p.step, p.key))
+            return points
 
     def metric_keys(self, run_id: int) -> list[str]:
         """The distinct metric names recorded for a run, sorted."""
