@@ -42,20 +42,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sqlalchemy import insert, select, text  # noqa: E402
 from sqlalchemy.orm import selectinload  # noqa: E402
 
+from app.charts import CHART_KEYS as _CHART_KEYS  # noqa: E402
 from storage import Store, sqlite_url  # noqa: E402
 from storage.models import CompletionRow, GroupRow, MetricRow  # noqa: E402
 from storage.store import _group_record  # noqa: E402
 
-CHART_KEYS = [
-    "reward",
-    "reward_std",
-    "kl",
-    "loss",
-    "entropy",
-    "completions/mean_length",
-    "completions/clipped_ratio",
-    "frac_reward_zero_std",
-]
+CHART_KEYS = list(_CHART_KEYS)  # what the Runs tab draws
 EXTRA_KEYS = ["rewards/numeric_answer/mean", "rewards/numeric_answer/std", "rewards/format_regex/mean",
               "rewards/format_regex/std", "grad_norm", "learning_rate", "num_tokens", "step_time", "epoch"]
 RULES = ["numeric_answer", "format_regex", "length"]

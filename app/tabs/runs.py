@@ -25,16 +25,7 @@ from grpo_core.launcher import tail_text
 from storage import RunStatus, StoreError
 
 REFRESH_SECONDS = 2.0
-COMPARE_METRICS = [
-    "reward",
-    "reward_std",
-    "kl",
-    "loss",
-    "entropy",
-    "completions/mean_length",
-    "completions/clipped_ratio",
-    "frac_reward_zero_std",
-]
+COMPARE_METRICS = list(CHART_KEYS)
 
 
 def run_choices(ctx: AppContext) -> list[tuple[str, int]]:
