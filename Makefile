@@ -40,6 +40,7 @@ bench: install-dev
 	$(PY) benchmarks/bench_recording.py
 	$(PY) benchmarks/bench_store_scale.py
 	$(PY) benchmarks/bench_web.py
+	$(PY) benchmarks/bench_watchers.py
 
 lint: install-dev
 	$(VENV)/bin/ruff check .
