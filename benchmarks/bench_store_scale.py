@@ -12,8 +12,7 @@ in milliseconds, against a goal of 100 ms:
 * full chart: ``metrics_overview(run, <chart keys>, rewards/%/mean)`` (a page opening the run: at most ~1,000
   steps per key), beside the reference of every point of 8 keys (``metrics_since``),
 * group page: ``groups_at(run, step)`` (the Inspect tab),
-* prompt across steps: ``groups_for_prompt(run, prompt_index)`` (an inline query of the same shape where the store
-  lacks it),
+* prompt across steps: ``groups_for_prompt(run, prompt_index)``,
 * candidates, not (yet) what the pages do: the prompt view limited to its first 50 groups (a page); for the full
   chart the same points as plain tuples ordered by key then step (a core select, no ORM objects or dataclasses,
   read from the covering index ``ix_metrics_run_key_step``), and that downsampled to at most
@@ -40,12 +39,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sqlalchemy import insert, select, text  # noqa: E402
-from sqlalchemy.orm import selectinload  # noqa: E402
 
 from app.charts import CHART_KEYS as _CHART_KEYS  # noqa: E402
 from storage import Store, sqlite_url  # noqa: E402
 from storage.models import CompletionRow, GroupRow, MetricRow  # noqa: E402
-from storage.store import _group_record  # noqa: E402
 
 CHART_KEYS = list(_CHART_KEYS)  # what the Runs tab draws
 EXTRA_KEYS = ["rewards/numeric_answer/mean", "rewards/numeric_answer/std", "rewards/format_regex/mean",
@@ -110,19 +107,6 @@ def generate(store: Store, args: argparse.Namespace) -> int:
     with store.engine.begin() as conn:
         conn.execute(text("ANALYZE"))
     return run.id
-
-
-def groups_for_prompt_inline(store: Store, run_id: int, prompt_index: int, limit: int = 500):
-    """The same query as ``Store.groups_for_prompt`` for stores that lack it."""
-    with store._session() as session:  # noqa: SLF001 - a benchmark of the store's own query shape
-        rows = session.scalars(
-            select(GroupRow)
-            .where(GroupRow.run_id == run_id, GroupRow.prompt_index == prompt_index)
-            .options(selectinload(GroupRow.completions))
-            .order_by(GroupRow.step, GroupRow.id)
-            .limit(limit)
-        ).all()
-        return [_group_record(r) for r in rows]
 
 
 def chart_points_columns(store: Store, run_id: int, keys: list[str], stride: int = 1) -> list[tuple]:
@@ -190,11 +174,8 @@ def main() -> None:
 
         stride = max(1, -(-args.steps // args.max_chart_points))
         rng = random.Random(1)
-        prompt_query = getattr(store, "groups_for_prompt", None)
-        prompt_label = "Store.groups_for_prompt" if prompt_query else "inline query (store lacks groups_for_prompt)"
-        if prompt_query is None:
-            def prompt_query(run, index, limit=500):
-                return groups_for_prompt_inline(store, run, index, limit)
+        prompt_query = store.groups_for_prompt
+        prompt_label = "Store.groups_for_prompt"
         queries = [
             ("chart refresh: metrics_since(last 10 steps)",
              lambda: store.metrics_since(run_id, args.steps - 10)),

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grpo_core.config import RunConfig
+from grpo_core.launcher import tail_text
 from grpo_core.preflight import PreflightReport
 from grpo_core.settings import ENV_DB_URL, Settings
 
@@ -75,27 +76,14 @@ class PreflightJob:
         return False
 
     def last_line(self, max_bytes: int = 4096) -> str:
-        """The last non-empty line of the log ("" while there is none)."""
-        try:
-            with open(self.log_path, "rb") as handle:
-                handle.seek(0, os.SEEK_END)
-                handle.seek(max(0, handle.tell() - max_bytes))
-                text = handle.read().decode("utf-8", errors="replace")
-        except OSError:
-            return ""
+        """The last non-empty line of the log ("" while there is none); progress bars' ``\\r`` ends a line too."""
+        text = tail_text(self.log_path, max_lines=5, max_bytes=max_bytes)
         lines = [line.strip() for line in text.replace("\r", "\n").splitlines() if line.strip()]
         return lines[-1] if lines else ""
 
     def log_tail(self, max_lines: int = 15, max_bytes: int = 16_000) -> str:
         """The last ``max_lines`` lines of the log."""
-        try:
-            with open(self.log_path, "rb") as handle:
-                handle.seek(0, os.SEEK_END)
-                handle.seek(max(0, handle.tell() - max_bytes))
-                text = handle.read().decode("utf-8", errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-max_lines:])
+        return tail_text(self.log_path, max_lines=max_lines, max_bytes=max_bytes)
 
     def result(self) -> PreflightReport:
         """The report of a finished preflight.
