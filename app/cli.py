@@ -27,7 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(serve)
     serve.add_argument("--host", help="address to bind (env GRPO_HOST; default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (env GRPO_PORT; default 7860)")
-    serve.add_argument("--max-concurrent-runs", type=int, help="runs training at once (default 1)")
+    serve.add_argument(
+        "--max-concurrent-runs", type=int, help="runs training at once (env GRPO_MAX_CONCURRENT_RUNS; default 1)"
+    )
     serve.add_argument(
         "--auth", metavar="USER:PASSWORD", help="require this login (env GRPO_AUTH; default: no login)"
     )
@@ -110,7 +112,7 @@ def _preflight(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     from grpo_core.access import redact_url
     from grpo_core.catalog import submit_run
-    from grpo_core.config import ConfigError, load_run_config
+    from grpo_core.config import ConfigError, load_run_config, parse_run_config
     from grpo_core.settings import load_settings
     from grpo_core.worker import train_run
     from storage import RunStatus, Store
@@ -120,8 +122,10 @@ def _train(args: argparse.Namespace) -> int:
     store = Store(settings.db_url)
     try:
         config = load_run_config(args.config)
-        if args.max_steps:
-            config = config.model_copy(update={"max_steps": args.max_steps})
+        if args.max_steps is not None:  # validated like the file's own value (0 is refused, not ignored)
+            config = parse_run_config(
+                {**config.model_dump(mode="json"), "max_steps": args.max_steps}, source=f"{args.config} --max-steps"
+            )
         if config.dataset_path and not os.path.isabs(config.dataset_path):
             base = os.path.dirname(os.path.abspath(args.config))
             candidate = os.path.join(base, config.dataset_path)

@@ -201,3 +201,17 @@ def test_headless_train_rejects_bad_configs(settings, tmp_path, bad):
     )
     assert result.returncode == 2
     assert "run.yaml" in result.stderr
+
+
+def test_headless_train_refuses_a_bad_max_steps_override(settings, tiny_model_dir, tmp_path):
+    """`--max-steps 0` is validated like the file's own value, not silently ignored."""
+    path = tmp_path / "run.yaml"
+    path.write_text(tiny_config(tiny_model_dir).to_yaml())
+    result = subprocess.run(
+        [sys.executable, "-m", "app", "train", str(path), "--max-steps", "0", "--data-dir", str(settings.data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "max_steps" in result.stderr and "--max-steps" in result.stderr
