@@ -162,10 +162,12 @@ def test_upload_launch_watch_and_inspect(page, server, tiny_model_dir, tmp_path)
     page.get_by_role("tab", name="Runs").click()
     expect(page.locator("#runs-table")).to_contain_text("browser-run")
     page.locator('#run-status[data-status="completed"]').wait_for(timeout=240_000)
-    page.wait_for_timeout(2500)  # one more refresh tick draws the last step
     plot = page.locator("#runs-plot .js-plotly-plot")
     plot.wait_for()
-    assert plot.locator(".scatterlayer .trace").count() >= 8  # every panel has its line
+    # every panel gets its line (a refresh tick after the completion draws the last step)
+    page.wait_for_function(
+        "() => document.querySelectorAll('#runs-plot .js-plotly-plot .scatterlayer .trace').length >= 8"
+    )
     expect(page.locator("#runs-table")).to_contain_text("2/2")
 
     # Inspect: the last step's groups with rewards and advantages

@@ -27,6 +27,7 @@ def test_filter_tag_and_delete_with_confirmation(page, server):  # noqa: F811 - 
         folder.mkdir(parents=True)
         (folder / "train.log").write_text("log")
         store.update_run(doomed, output_dir=str(folder))
+        store.annotate_run(doomed, notes="seen once", tags=["old"])
 
         page.get_by_role("tab", name="Runs").click()
         table = page.locator("#runs-table")
@@ -44,6 +45,9 @@ def test_filter_tag_and_delete_with_confirmation(page, server):  # noqa: F811 - 
         # tags and notes on the selected run
         pick(page, "runs-select", f"#{doomed} doomed-run (failed)")
         page.get_by_text("Notes and tags").click()
+        # the selection loads the run's own notes and tags into the fields: wait for that before typing over them
+        expect(page.locator("#runs-notes textarea")).to_have_value("seen once")
+        expect(page.locator("#runs-tags textarea, #runs-tags input").first).to_have_value("old")
         set_text(page, "runs-tags", "flaky , Flaky, oom")
         set_text(page, "runs-notes", "died at step 2")
         page.locator("#runs-notes-save").click()

@@ -4,8 +4,11 @@ launcher, into the store: a SQLite file, and a PostgreSQL database where the sui
 * out of memory (an address-space limit on the worker, a reward rule that allocates past it): failed "out of
   memory", earlier steps intact;
 * two runs at once writing to one SQLite file: both complete, every row there, no "database is locked";
-* cancel during the first step's generation: cancelled at step 1, with a checkpoint;
-* resume after a cancel, and after a killed worker: steps 1..N, each recorded exactly once;
+* cancel during the first step: cancelled at step 1, with a checkpoint;
+* resume after a cancel, and after a killed worker: steps 1..N, each recorded exactly once.
+
+Each cancel or kill happens while a :class:`tests.integration.gates.Gate` holds the worker at a known step, so the
+outcome does not depend on how fast the machine trains the tiny model.
 * disk full in the run folder (a 128 KiB tmpfs; skipped where mounting is not allowed): failed "disk full", store
   consistent;
 * a truncated Parquet upload: a located error, and the store and the datasets folder unchanged.
@@ -31,6 +34,7 @@ from grpo_core.datasets import DatasetError
 from grpo_core.launcher import Launcher, process_alive
 from grpo_core.run_lifecycle import resume_run
 from storage import RunStatus
+from tests.integration.gates import Gate
 from tests.integration.test_worker import REWARDS, tiny_config, wait_for
 
 
@@ -130,24 +134,17 @@ def test_two_runs_at_once_share_one_sqlite_file(store, settings, tiny_model_dir)
 def test_cancel_during_generation_stops_within_one_step_and_saves_a_checkpoint(
     store, settings, tiny_model_dir, tmp_path
 ):
-    slow = _plugin(
-        tmp_path,
-        "slow",
-        "import time\n"
-        "def slow(completions, trainer_state=None, **kwargs):\n"
-        "    if trainer_state is not None and trainer_state.global_step == 0:\n"
-        "        time.sleep(4)  # the first step's scoring: the cancel arrives in the middle of it\n"
-        "    return [0.5] * len(completions)\n",
-    )
-    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=50, rewards=[REWARDS[1], slow]))
+    gate = Gate.create(tmp_path, at_step=0)  # holds step 1 between its generation and its scoring
+    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=50, rewards=[REWARDS[1], gate.rule()]))
     launcher = Launcher(store, settings)
-    wait_for(lambda: store.get_run(run.id).phase == "training", 240, interval_s=0.1, launcher=launcher)
-    assert store.get_run(run.id).current_step == 0  # step 1 is generating
-    requested = time.monotonic()
+    gate.wait_reached(240, launcher=launcher)
+    assert store.get_run(run.id).current_step == 0  # step 1 is in progress
     launcher.cancel(run.id)
-    wait_for(lambda: store.get_run(run.id).status.is_final, 60, interval_s=0.1, launcher=launcher)
-    elapsed = time.monotonic() - requested
-    print(f"cancel during generation: request -> cancelled in {elapsed:.2f} s; {_step_times(store, run.id)}")
+    released = time.monotonic()
+    gate.release()
+    wait_for(lambda: store.get_run(run.id).status.is_final, 120, interval_s=0.1, launcher=launcher)
+    print(f"cancel during generation: step 1 released -> cancelled in {time.monotonic() - released:.2f} s; "
+          f"{_step_times(store, run.id)}")
 
     final = store.get_run(run.id)
     assert final.status == RunStatus.CANCELLED
@@ -156,58 +153,61 @@ def test_cancel_during_generation_stops_within_one_step_and_saves_a_checkpoint(
     _assert_steps_recorded_once(store, run.id, steps=1)
     checkpoint = last_checkpoint(final.output_dir)
     assert checkpoint is not None and checkpoint.step == 1  # saved on the way out, for Resume
-    assert elapsed < 30
 
 
 @pytest.mark.backends("sqlite", "postgres")
-def test_resume_after_cancel_continues_with_every_step_once(store, settings, tiny_model_dir):
-    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=4))
+def test_resume_after_cancel_continues_with_every_step_once(store, settings, tiny_model_dir, tmp_path):
+    gate = Gate.create(tmp_path, at_step=2)  # steps 1 and 2 recorded, step 3 in progress
+    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=4, rewards=[*REWARDS, gate.rule(0.1)]))
     launcher = Launcher(store, settings)
-    wait_for(lambda: store.get_run(run.id).current_step >= 2, 240, interval_s=0.1, launcher=launcher)
-    requested = time.monotonic()
+    gate.wait_reached(240, launcher=launcher)
+    assert store.get_run(run.id).current_step == 2
     launcher.cancel(run.id)
-    wait_for(lambda: store.get_run(run.id).status.is_final, 60, interval_s=0.1, launcher=launcher)
-    print(f"cancel between steps: request -> cancelled in {time.monotonic() - requested:.2f} s; "
+    released = time.monotonic()
+    gate.release()
+    wait_for(lambda: store.get_run(run.id).status.is_final, 120, interval_s=0.1, launcher=launcher)
+    print(f"cancel during step 3: released -> cancelled in {time.monotonic() - released:.2f} s; "
           f"{_step_times(store, run.id)}")
     cancelled = store.get_run(run.id)
     assert cancelled.status == RunStatus.CANCELLED
-    stopped_at = cancelled.current_step
-    assert 2 <= stopped_at < 4
-    assert last_checkpoint(cancelled.output_dir).step == stopped_at
+    assert cancelled.current_step == 3  # the step in progress finishes, then the run stops
+    assert last_checkpoint(cancelled.output_dir).step == 3
 
     _wait_until_worker_gone(store, launcher, run.id)
     queued = resume_run(store, settings, run.id)
     assert queued.status == RunStatus.QUEUED and queued.id == run.id
-    assert Path(queued.resume_from).name == f"checkpoint-{stopped_at}"
+    assert Path(queued.resume_from).name == "checkpoint-3"
     assert launcher.wait_idle(timeout_s=240)
 
     final = store.get_run(run.id)
     log = Path(final.log_path).read_text(errors="replace")
     assert final.status == RunStatus.COMPLETED, (final.error, log[-2000:])
     assert final.current_step == 4
-    assert f"resuming from checkpoint-{stopped_at}" in log
+    assert "resuming from checkpoint-3" in log
     _assert_steps_recorded_once(store, run.id, steps=4)
     assert (Path(final.output_dir) / "adapter" / "adapter_config.json").is_file()
 
 
 @pytest.mark.backends("sqlite", "postgres")
-def test_resume_after_a_killed_worker_drops_the_steps_after_its_checkpoint(store, settings, tiny_model_dir):
-    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=5, save_steps=2))
+def test_resume_after_a_killed_worker_drops_the_steps_after_its_checkpoint(store, settings, tiny_model_dir, tmp_path):
+    gate = Gate.create(tmp_path, at_step=3)  # steps 1-3 recorded, checkpoint-2 saved, step 4 in progress
+    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=5, save_steps=2,
+                                        rewards=[*REWARDS, gate.rule(0.1)]))
     launcher = Launcher(store, settings)
-    wait_for(lambda: store.get_run(run.id).current_step >= 3, 240, interval_s=0.2, launcher=launcher)
+    gate.wait_reached(240, launcher=launcher)
     os.killpg(store.get_run(run.id).worker_pid, signal.SIGKILL)
     killed_at = time.time()
-    wait_for(lambda: store.get_run(run.id).status.is_final, 30, launcher=launcher)
+    wait_for(lambda: store.get_run(run.id).status.is_final, 60, launcher=launcher)
     assert store.get_run(run.id).status == RunStatus.FAILED
     checkpoint = last_checkpoint(store.get_run(run.id).output_dir)
-    assert checkpoint is not None and checkpoint.step in (2, 4)
-    recorded = sorted(_metric_counts(store, run.id))
-    assert recorded[-1] >= checkpoint.step
+    assert checkpoint is not None and checkpoint.step == 2
+    assert sorted(_metric_counts(store, run.id)) == [1, 2, 3]
 
     _wait_until_worker_gone(store, launcher, run.id)
+    gate.release()  # the resumed worker passes through
     resume_run(store, settings, run.id)
-    assert max(_metric_counts(store, run.id)) == checkpoint.step  # later steps dropped, to be trained again
-    assert store.group_steps(run.id)[-1] == checkpoint.step
+    assert max(_metric_counts(store, run.id)) == 2  # step 3 dropped, to be trained again
+    assert store.group_steps(run.id)[-1] == 2
     assert launcher.wait_idle(timeout_s=240)
 
     final = store.get_run(run.id)
@@ -217,7 +217,7 @@ def test_resume_after_a_killed_worker_drops_the_steps_after_its_checkpoint(store
         times = dict(conn.execute(
             text("SELECT step, wall_time FROM metrics WHERE run_id = :r AND key = 'reward'"), {"r": run.id}
         ).all())
-    assert all(times[step] > killed_at for step in range(checkpoint.step + 1, 6))  # recorded by the resumed worker
+    assert all(times[step] > killed_at for step in range(3, 6))  # recorded by the resumed worker
 
 
 # --------------------------------------------------------------------------------------------------- disk full

@@ -1,7 +1,7 @@
 """Restarting the dashboard does not stop training: workers live in their own session, and a new launcher on the
 same store re-attaches to them through the pids in the store (it neither marks them failed nor starts them again).
 
-The run is held at step 2 by a reward rule that waits for a "release" file, so the restart surely happens while
+The run is held at step 3's scoring by a gate rule (tests/integration/gates.py), so the restart surely happens while
 it trains; the test releases it once the new launcher (or the new dashboard process) is up.
 """
 
@@ -22,25 +22,16 @@ from sqlalchemy import text
 from grpo_core.catalog import submit_run
 from grpo_core.launcher import Launcher, free_port, process_alive
 from storage import RunStatus
+from tests.integration.gates import Gate
 from tests.integration.test_worker import REWARDS, tiny_config, wait_for
 
 MAX_STEPS = 4
 
 
 def _gated_config(tiny_model_dir: Path, tmp_path: Path):
-    """A 4-step config whose reward rule blocks from step 3's scoring on until ``tmp_path/release`` exists."""
-    release = tmp_path / "release"
-    plugin = tmp_path / "gate.py"
-    plugin.write_text(
-        "import os, time\n"
-        "def gate(completions, trainer_state=None, **kwargs):\n"
-        "    if trainer_state is not None and trainer_state.global_step >= 2:\n"
-        f"        while not os.path.exists({str(release)!r}):\n"
-        "            time.sleep(0.2)\n"
-        "    return [0.5] * len(completions)\n"
-    )
-    rule = {"rule": "plugin", "weight": 1.0, "params": {"target": f"{plugin}:gate"}}
-    return tiny_config(tiny_model_dir, max_steps=MAX_STEPS, rewards=[REWARDS[1], rule]), release
+    """A 4-step config whose gate rule holds the worker at step 3's scoring until the test releases it."""
+    gate = Gate.create(tmp_path, at_step=2)
+    return tiny_config(tiny_model_dir, max_steps=MAX_STEPS, rewards=[REWARDS[1], gate.rule()]), gate
 
 
 def _assert_trained_once(store, run_id: int) -> None:
@@ -60,10 +51,10 @@ def _assert_trained_once(store, run_id: int) -> None:
 
 @pytest.mark.backends("sqlite", "postgres")
 def test_a_new_launcher_reattaches_to_a_running_worker(store, settings, tiny_model_dir, tmp_path):
-    config, release = _gated_config(tiny_model_dir, tmp_path)
+    config, gate = _gated_config(tiny_model_dir, tmp_path)
     run = submit_run(store, config)
     first = Launcher(store, settings)
-    wait_for(lambda: store.get_run(run.id).current_step >= 2, 240, launcher=first)
+    gate.wait_reached(240, launcher=first)
     pid = store.get_run(run.id).worker_pid
     del first  # the dashboard process "dies"; its Popen handle goes with it
     gc.collect()
@@ -75,7 +66,7 @@ def test_a_new_launcher_reattaches_to_a_running_worker(store, settings, tiny_mod
     during = store.get_run(run.id)
     assert during.status == RunStatus.RUNNING and during.worker_pid == pid
     assert process_alive(pid)
-    release.touch()
+    gate.release()
     assert second.wait_idle(timeout_s=240)
     _assert_trained_once(store, run.id)
 
@@ -95,12 +86,12 @@ def _listening(port: int) -> bool:
 
 
 def test_killing_and_restarting_the_dashboard_process_keeps_training(store, settings, tiny_model_dir, tmp_path):
-    config, release = _gated_config(tiny_model_dir, tmp_path)
+    config, gate = _gated_config(tiny_model_dir, tmp_path)
     run = submit_run(store, config)
     log = tmp_path / "serve.log"
     servers = [_serve(settings, free_port(), log)]
     try:
-        wait_for(lambda: store.get_run(run.id).current_step >= 2, 300)
+        gate.wait_reached(300)
         pid = store.get_run(run.id).worker_pid
         os.killpg(servers[0].pid, signal.SIGKILL)  # the dashboard dies hard: no shutdown code runs
         servers[0].wait(timeout=30)
@@ -112,11 +103,11 @@ def test_killing_and_restarting_the_dashboard_process_keeps_training(store, sett
         time.sleep(2 * settings.poll_interval_s)  # a few launcher passes over the running run
         during = store.get_run(run.id)
         assert during.status == RunStatus.RUNNING and during.worker_pid == pid, log.read_text()[-2000:]
-        release.touch()
+        gate.release()
         wait_for(lambda: store.get_run(run.id).status.is_final, 240)
         _assert_trained_once(store, run.id)
     finally:
-        release.touch()
+        gate.release()
         for server in servers:
             if server.poll() is None:
                 os.killpg(server.pid, signal.SIGKILL)

@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from grpo_core.rewards.code import (
+    RUNTIME_SMOOTHING_S,
     TIMEOUT_REWARD,
     CodeRuntimeReward,
     CodeStyleReward,
@@ -266,49 +267,57 @@ def test_code_tests_errors_and_names():
 # --------------------------------------------------------------------------------------------------------------------
 
 FAST_SUM = "def f(n):\n    return n * (n - 1) // 2\n"
-SLOW_SUM = "def f(n):\n    total = 0\n    for i in range(n):\n        total += i\n    return total\n"
+# Code whose run time has a floor whatever the machine: each call sleeps. Timing assertions below only compare a
+# floor against code that does next to nothing, never two measured times of similar size (those belong in
+# benchmarks/bench_sandbox.py), so they hold on a fast machine and on a loaded one.
+SLEEPY_SUM = "import time\ndef f(n):\n    time.sleep(0.2)\n    return n * (n - 1) // 2\n"  # >= 0.4 s for SUM_TESTS
+DOZY_SUM = "import time\ndef f(n):\n    time.sleep(0.05)\n    return n * (n - 1) // 2\n"  # >= 0.1 s
 SUM_TESTS = [f"assert f({n}) == {n * (n - 1) // 2}" for n in (100_000, 200_000)]
 
 
 def test_code_runtime_ranks_fast_above_slow():
-    rule = CodeRuntimeReward(timeout_s=5.0, repeats=2)
-    completions = [fenced(FAST_SUM), fenced(SLOW_SUM), fenced("def f(n):\n    return 0\n"), fenced("while True: pass")]
-    rewards = rule(completions, tests=[SUM_TESTS] * 4, reference_solution=[FAST_SUM] * 4)
+    rule = CodeRuntimeReward(timeout_s=5.0, repeats=1)
+    completions = [fenced(FAST_SUM), fenced(SLEEPY_SUM), fenced("def f(n):\n    return 0\n"), fenced("while True: pass")]
+    rewards = rule(completions, tests=[SUM_TESTS] * 4, reference_solution=[DOZY_SUM] * 4)
     fast, slow, wrong, looping = rewards
-    assert fast > 0.7
-    assert slow < 0.3
+    assert fast == 1.0  # faster than the reference: clipped to 1
+    assert 0.0 < slow < 0.5  # about 0.1 s / 0.4 s
     assert wrong == 0.0 and looping == 0.0
     assert len(rule._reference_cache) == 1  # one reference run for the four rows
-    again = rule([fenced(FAST_SUM)], tests=[SUM_TESTS], reference_solution=[FAST_SUM])
-    assert len(rule._reference_cache) == 1 and again[0] > 0.7
+    again = rule([fenced(FAST_SUM)], tests=[SUM_TESTS], reference_solution=[DOZY_SUM])
+    assert len(rule._reference_cache) == 1 and again == [1.0]
 
 
 @pytest.mark.parametrize(
-    ("columns", "expected"),
+    ("code", "columns", "expected"),
     [
-        ({"reference_runtime_s": [1000.0]}, 1.0),  # reference far slower: clipped to 1
-        ({"reference_runtime_s": [1e-9]}, "small"),  # reference instantaneous: ratio far below 1
-        ({"canonical_solution": [FAST_SUM]}, "small"),  # the slow loop against the closed form
-        ({"reference_solution": [None], "canonical_solution": [FAST_SUM]}, "small"),
-        ({"canonical_solution": [SLOW_SUM]}, "about_one"),
-        ({}, None),  # no reference at all
-        ({"reference_solution": ["def f(n):\n    return -1\n"]}, None),  # the reference fails its tests
-        ({"reference_runtime_s": ["nan"]}, None),
+        (FAST_SUM, {"reference_runtime_s": [1000.0]}, 1.0),  # reference far slower: clipped to 1
+        (SLEEPY_SUM, {"reference_runtime_s": [1e-9]}, "small"),  # reference instantaneous: ratio far below 1
+        (SLEEPY_SUM, {"canonical_solution": [FAST_SUM]}, "small"),  # the sleeping code against the closed form
+        (SLEEPY_SUM, {"reference_solution": [None], "canonical_solution": [FAST_SUM]}, "small"),
+        (FAST_SUM, {"canonical_solution": [SLEEPY_SUM]}, 1.0),  # faster than the reference
+        (FAST_SUM, {}, None),  # no reference at all
+        (FAST_SUM, {"reference_solution": ["def f(n):\n    return -1\n"]}, None),  # the reference fails its tests
+        (FAST_SUM, {"reference_runtime_s": ["nan"]}, None),
     ],
 )
-def test_code_runtime_references(columns, expected):
-    reward = CodeRuntimeReward(repeats=1)([fenced(SLOW_SUM)], tests=[SUM_TESTS], **columns)[0]
+def test_code_runtime_references(code, columns, expected):
+    reward = CodeRuntimeReward(repeats=1)([fenced(code)], tests=[SUM_TESTS], **columns)[0]
     if expected == "small":
         assert 0.0 < reward < 0.3
-    elif expected == "about_one":
-        assert reward > 0.5  # the same code as the reference: 1 up to timing noise
     else:
         assert reward == expected
 
 
+def test_code_runtime_reward_is_the_clipped_time_ratio():
+    """``clip((t_ref + 0.1 ms) / (t + 0.1 ms), 0, 1)`` with ``t_ref`` given: a 0.4 s floor against 0.1 s."""
+    reward = CodeRuntimeReward(repeats=1)([fenced(SLEEPY_SUM)], tests=[SUM_TESTS], reference_runtime_s=[0.1])[0]
+    assert 0.0 < reward <= (0.1 + RUNTIME_SMOOTHING_S) / (0.4 + RUNTIME_SMOOTHING_S)
+
+
 def test_code_runtime_cannot_be_faked_by_patching_builtins():
     hack = "import builtins, time\nbuiltins.min = lambda *a: 1e-9\nbuiltins.repr = lambda x: '1e-9'\n"
-    hack += "time.perf_counter = lambda: 0.0\n" + SLOW_SUM
+    hack += "time.perf_counter = lambda: 0.0\n" + SLEEPY_SUM
     rewards = CodeRuntimeReward(repeats=2)([fenced(hack)], tests=[SUM_TESTS], reference_solution=[FAST_SUM])
     assert 0.0 < rewards[0] < 0.3
 
