@@ -1,5 +1,6 @@
-"""Tests for grpo_core.provenance (hashes, the hash cache, model identity, versions, differences) and the store
-column that keeps a run's provenance, on a real SQLite file. Nothing here may need torch."""
+"""Tests for grpo_core.provenance (hashes, the hash cache, model identity, versions, differences) and where a run's
+provenance goes: the store column on a real SQLite file, the export's provenance.json and YAML comment, the Compare
+table's rows, the status card's "reproduce" block and the clone status notes. Nothing here may need torch."""
 
 from __future__ import annotations
 
@@ -8,11 +9,18 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 import grpo_core.provenance as provenance_module
+from app.tabs.compare import config_differences, run_fields
+from app.tabs.launch_tools import clone_drift_notes
+from app.views import provenance_html, run_status_html
+from grpo_core.config import load_run_config
+from grpo_core.export import export_config_yaml, export_run
 from grpo_core.provenance import (
     NOT_INSTALLED,
     PROVENANCE_PACKAGES,
@@ -29,6 +37,7 @@ from grpo_core.provenance import (
     provenance_differences,
     short_hash,
 )
+from tests.unit.test_views_charts import _run
 
 SHA_ABC = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"  # sha256(b"abc"), FIPS 180-2
 DEVICE = {"type": "cpu", "name": "x86_64", "count": 1, "threads": 2}
@@ -246,3 +255,73 @@ def test_the_store_keeps_a_runs_provenance(store):
     store.update_run(run.id, provenance=_record())
     assert store.get_run(run.id).provenance == _record()
     assert [r.provenance for r in store.list_runs()] == [_record()]
+
+
+# ------------------------------------------------------------------------------------------------------ export
+def test_export_writes_provenance_json_and_a_yaml_comment_that_train_ignores(store, settings, tmp_path):
+    data = _write(tmp_path / "rows.jsonl", b'{"prompt": "What is 1 + 1?", "answer": 2}\n')
+    config = {"dataset_path": str(data), "rewards": [{"rule": "numeric_answer", "weight": 1.0}], "max_steps": 2}
+    run = store.create_run(name="r", config=config, dataset_id=None, max_steps=2)
+    store.update_run(run.id, provenance=_record(**{"model.name": "line\nbreak"}))
+    result = export_run(store, settings, run.id)
+
+    assert result.provenance == result.folder / f"run-{run.id:05d}-provenance.json"
+    assert json.loads(result.provenance.read_text()) == _record(**{"model.name": "line\nbreak"})
+    assert result.provenance in result.files()
+    assert f"{result.folder.name}/{result.provenance.name}" in zipfile.ZipFile(result.bundle).namelist()
+    text = result.config.read_text()
+    assert "# provenance.versions.trl: 1.16.0\n" in text
+    assert '# provenance.model.name: "line\\nbreak"\n' in text
+    assert load_run_config(result.config).max_steps == 2  # still a RunConfig for `grpo-dashboard train`
+
+
+def test_export_of_a_run_without_provenance_writes_no_json(store, tmp_path):
+    run = store.create_run(name="r", config={"dataset_path": "/nowhere.jsonl"}, dataset_id=None, max_steps=1)
+    path, _ = export_config_yaml(store, run, tmp_path / "c.yaml")
+    assert "provenance" not in path.read_text()
+
+
+# ------------------------------------------------------------------------------------------------------- views
+def test_compare_table_lists_the_provenance_fields_that_differ():
+    config = {"model": "m", "seed": 1}
+    table = config_differences({
+        "#1": run_fields(config, _record()),
+        "#2": run_fields(config, _record(**{"versions.trl": "1.17.0", "device.name": "H100"})),
+        "#3": run_fields(config, None),  # trained before provenance was recorded
+    })
+    rows = {row["field"]: row for _, row in table.iterrows()}
+    assert rows["provenance.versions.trl"].tolist() == ["provenance.versions.trl", "1.16.0", "1.17.0", "(not set)"]
+    assert rows["provenance.device.name"].tolist()[1:] == ["x86_64", "H100", "(not set)"]
+    assert "provenance.versions.torch" in rows  # run 3 lacks it
+    assert "seed" not in rows and "model" not in rows
+    two = config_differences({"#1": run_fields(config, _record()), "#2": run_fields(config, _record())})
+    assert two.empty
+
+
+def test_status_card_shows_the_reproduce_block():
+    record = _record(**{"dataset.sha256": "0123456789abcdef" * 4, "device.name": "<gpu>"})
+    block = provenance_html(record)
+    assert "dataset sha256 <code>0123456789ab</code>" in block
+    assert "model folder <code>sha256:bbbbbbbbbbbb</code>" in block
+    assert "trl 1.16.0" in block and "grpo-dashboard 0.1.0" in block
+    assert "cpu (&lt;gpu&gt;, 2 threads)" in block
+    assert block in run_status_html(_run(provenance=record))
+    assert provenance_html(None) == "" and "reproduce" not in run_status_html(_run())
+
+
+def test_clone_notes_say_what_changed_since_the_run(store, settings, tmp_path):
+    data = _write(tmp_path / "rows.jsonl", b"abc")
+    model = str(_write(tmp_path / "m.gguf", b"abc"))
+    run = store.create_run(name="r", config={"dataset_path": str(data), "model": model}, dataset_id=None,
+                           max_steps=1)
+    ctx = SimpleNamespace(store=store, settings=settings)
+    assert clone_drift_notes(ctx, run) == []  # no record: nothing to compare
+    record = collect_provenance(dataset_file=data, model=model, cache_dir=settings.model_cache_dir, device=DEVICE)
+    store.update_run(run.id, provenance=record)
+    assert clone_drift_notes(ctx, store.get_run(run.id)) == []
+
+    data.write_bytes(b"abcd")
+    store.update_run(run.id, provenance={**record, "versions": {**record["versions"], "trl": "0.1"}})
+    notes = clone_drift_notes(ctx, store.get_run(run.id))
+    assert notes == ["the dataset file changed since the run (its sha256 differs)",
+                     f"library versions changed: trl 0.1 -> {library_versions()['trl']}"]
