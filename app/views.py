@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from grpo_core.provenance import short_hash
 from storage import GroupRecord, RunInfo, RunStatus
 
 STATUS_COLOURS = {
@@ -108,8 +109,8 @@ def heartbeat_silence(run: RunInfo, now: datetime | None = None) -> float | None
 
 def run_status_html(run: RunInfo, log_tail: str = "", now: datetime | None = None) -> str:
     """A status card: status, step, phase, heartbeat age (flagged "no heartbeat for N s" after
-    :data:`HEARTBEAT_STALE_S`), GPUs, the checkpoint a queued run resumes from, tags, notes, error and, for failed
-    runs, the log's last lines."""
+    :data:`HEARTBEAT_STALE_S`), GPUs, the checkpoint a queued run resumes from, tags, notes, the "reproduce" block
+    (:func:`provenance_html`), error and, for failed runs, the log's last lines."""
     colour = STATUS_COLOURS[run.status]
     parts = [
         f'<div id="run-status" data-status="{run.status.value}">',
@@ -143,6 +144,7 @@ def run_status_html(run: RunInfo, log_tail: str = "", now: datetime | None = Non
         parts.append(f'<div style="white-space:pre-wrap;font-size:13px">{html.escape(run.notes)}</div>')
     if run.output_dir:
         parts.append(f'<div style="font-size:12px;color:#6b7280">folder: {html.escape(run.output_dir)}</div>')
+    parts.append(provenance_html(run.provenance))
     if run.error:
         parts.append(
             '<pre style="white-space:pre-wrap;background:#fef2f2;padding:6px;border-radius:6px;max-height:300px;'
@@ -152,6 +154,30 @@ def run_status_html(run: RunInfo, log_tail: str = "", now: datetime | None = Non
         parts.append(f"<pre>{html.escape(log_tail)}</pre>")
     parts.append("</div>")
     return "".join(parts)
+
+
+def provenance_html(provenance: dict[str, Any] | None) -> str:
+    """The compact "reproduce" block of a run's status card: dataset sha256 and model identity (shortened to 12 hex
+    digits), the library versions and the device its worker recorded (:mod:`grpo_core.provenance`); ``""`` for a
+    run without a record (not started yet, or trained by an older version)."""
+    if not provenance:
+        return ""
+    dataset = (provenance.get("dataset") or {}).get("sha256")
+    model = provenance.get("model") or {}
+    versions = provenance.get("versions") or {}
+    device = provenance.get("device") or {}
+    items = [f"dataset sha256 <code>{html.escape(short_hash(dataset))}</code>",
+             f"model {html.escape(str(model.get('kind', '?')))} <code>{html.escape(short_hash(model.get('identity')))}"
+             "</code>"]
+    if versions:
+        items.append(html.escape(", ".join(f"{name} {version}" for name, version in versions.items())))
+    if device:
+        count = device.get("count", 1)
+        where = f"{device.get('type', '?')} ({device.get('name', '?')}{f' ×{count}' if count != 1 else ''}"
+        where += f", {device['threads']} threads)" if device.get("threads") else ")"
+        items.append(html.escape(where))
+    return ('<div class="grpo-provenance" style="font-size:12px;color:#4b5563">reproduce: '
+            + " · ".join(items) + "</div>")
 
 
 def _advantage_class(advantage: float | None) -> str:

@@ -8,6 +8,9 @@ bundling them:
   ``grpo-dashboard train run-NNNNN-config.yaml``. An uploaded dataset (``dataset_id``, which only means something
   in this store) is copied beside it as ``run-NNNNN-dataset.jsonl`` and the YAML names that file instead, relative
   to the YAML, so the pair trains anywhere the model is.
+* ``run-NNNNN-provenance.json``: what reproduces the run as its worker recorded it (dataset sha256, model
+  identity, library versions, device; see :mod:`grpo_core.provenance`), when it has a record; the config YAML
+  also carries it as a comment block at its top (``RunConfig`` has no field for it, so ``train`` ignores it).
 * ``run-NNNNN-metrics.csv``: wide format, one row per logged step: ``step``, ``wall_time`` (seconds since the
   epoch, the first recorded at that step), then one column per metric key (TRL's names), sorted; empty cells are
   metrics not logged at that step or logged as NaN.
@@ -18,6 +21,7 @@ bundling them:
 
 from __future__ import annotations
 
+import json
 import shutil
 import zipfile
 from dataclasses import dataclass
@@ -31,6 +35,7 @@ import pyarrow.parquet as pq
 
 from grpo_core.artifacts import ADAPTER_DIR_NAME, run_folder
 from grpo_core.config import parse_run_config
+from grpo_core.provenance import flatten_provenance, run_dataset_file
 from grpo_core.settings import Settings
 from storage import RunInfo, Store
 
@@ -70,10 +75,11 @@ class RunExport:
     groups: Path
     adapter: Path | None
     bundle: Path
+    provenance: Path | None = None
 
     def files(self) -> list[Path]:
         """Every written file, bundle last (what the Export panel offers for download)."""
-        parts = [self.config, self.dataset, self.metrics, self.groups, self.adapter, self.bundle]
+        parts = [self.config, self.provenance, self.dataset, self.metrics, self.groups, self.adapter, self.bundle]
         return [p for p in parts if p is not None]
 
 
@@ -89,19 +95,8 @@ def _prefix(run_id: int) -> str:
 # ------------------------------------------------------------------------------------------------------ config
 def dataset_source(store: Store, run: RunInfo) -> Path | None:
     """The file holding the run's prompt rows: the uploaded dataset's normalised JSONL, else ``dataset_path``;
-    ``None`` when the run names neither or the file is gone."""
-    config = run.config
-    path: str | None = None
-    if config.get("dataset_id") is not None:
-        try:
-            path = store.get_dataset(int(config["dataset_id"])).path
-        except ValueError:
-            path = None
-    elif config.get("dataset_path"):
-        path = str(config["dataset_path"])
-    if path is None or not Path(path).is_file():
-        return None
-    return Path(path)
+    ``None`` when the run names neither or the file is gone (:func:`grpo_core.provenance.run_dataset_file`)."""
+    return run_dataset_file(store, run)
 
 
 def export_config_yaml(
@@ -131,8 +126,36 @@ def export_config_yaml(
         copied = dest.with_name(f"{stem}-dataset{source.suffix or '.jsonl'}")
         shutil.copyfile(source, copied)
         config = config.model_copy(update={"dataset_id": None, "dataset_path": copied.name})
-    dest.write_text(config.to_yaml(), encoding="utf-8")
+    dest.write_text(provenance_comment(run.provenance) + config.to_yaml(), encoding="utf-8")
     return dest, copied
+
+
+def provenance_comment(provenance: dict[str, Any] | None) -> str:
+    """The run's provenance as YAML comment lines (``# provenance.versions.trl: 1.16.0``) ending in a newline, or
+    ``""`` without a record. Comments keep the YAML a valid :class:`~grpo_core.config.RunConfig`."""
+    if not provenance:
+        return ""
+    lines = ["# What reproduced this run when it trained (recorded by its worker; not read by `train`):"]
+    for field, value in sorted(flatten_provenance(provenance).items()):
+        plain = isinstance(value, str) and value.isprintable()  # a newline would end the comment
+        lines.append(f"# provenance.{field}: {value if plain else json.dumps(value, ensure_ascii=False)}")
+    return "".join(f"{line}\n" for line in lines)
+
+
+def export_provenance_json(run: RunInfo, dest: Path) -> Path | None:
+    """Write the run's provenance record to ``dest`` as indented JSON; ``None`` (nothing written) when the run has
+    no record (its worker has not started yet, or it was recorded by an older version).
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    if not run.provenance:
+        return None
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(json.dumps(run.provenance, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
+                    encoding="utf-8")
+    return dest
 
 
 # ----------------------------------------------------------------------------------------------------- metrics
@@ -268,8 +291,8 @@ def _fresh_folder(root: Path, name: str) -> Path:
 def export_run(store: Store, settings: Settings, run_id: int, *, now: datetime | None = None) -> RunExport:
     """Export everything of run ``run_id`` into ``<data dir>/exports/run-NNNNN-<YYYYmmdd-HHMMSS>/`` and one zip.
 
-    The folder holds the config YAML (with its dataset copy), metrics CSV, groups Parquet and, when the run saved
-    one, the adapter zip; the bundle ``<folder>.zip`` beside the folder holds the same files (the adapter as an
+    The folder holds the config YAML (with its dataset copy), the provenance JSON (when recorded), metrics CSV,
+    groups Parquet and, when the run saved one, the adapter zip; the bundle ``<folder>.zip`` beside the folder holds the same files (the adapter as an
     ``adapter/`` folder, not a nested zip). A run still training is exported as far as it got.
 
     Raises:
@@ -282,6 +305,7 @@ def export_run(store: Store, settings: Settings, run_id: int, *, now: datetime |
     stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
     folder = _fresh_folder(exports_dir(settings), f"{prefix}-{stamp}")
     config, dataset = export_config_yaml(store, run, folder / f"{prefix}-config.yaml")
+    provenance = export_provenance_json(run, folder / f"{prefix}-provenance.json")
     metrics = export_metrics_csv(store, run.id, folder / f"{prefix}-metrics.csv")
     groups = export_groups_parquet(store, run.id, folder / f"{prefix}-groups.parquet")
     try:
@@ -290,7 +314,7 @@ def export_run(store: Store, settings: Settings, run_id: int, *, now: datetime |
         adapter = None
     bundle = folder.with_suffix(".zip")
     with zipfile.ZipFile(bundle, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
-        for path in (config, dataset, metrics, groups):
+        for path in (config, provenance, dataset, metrics, groups):
             if path is not None:
                 archive.write(path, f"{folder.name}/{path.name}")
         adapter_source = run_folder(settings, run) / ADAPTER_DIR_NAME
@@ -307,4 +331,5 @@ def export_run(store: Store, settings: Settings, run_id: int, *, now: datetime |
         groups=groups,
         adapter=adapter,
         bundle=bundle,
+        provenance=provenance,
     )

@@ -44,6 +44,24 @@ def pick_device(config: RunConfig) -> str:
     return "cpu"
 
 
+def describe_device(device: str) -> dict[str, Any]:
+    """The device a run trains on, for its provenance record (:mod:`grpo_core.provenance`).
+
+    Returns:
+        ``{"type": "cpu" | "cuda", "name", "count", "threads"}``: on CUDA the first visible GPU's name and the number
+        of visible GPUs; on the CPU the machine architecture and ``count`` 1. ``threads`` is torch's intra-op thread
+        count (CPU reductions, and so the last bits of the losses, can depend on it).
+    """
+    import platform
+
+    import torch
+
+    if device == "cuda" and torch.cuda.is_available():
+        return {"type": "cuda", "name": torch.cuda.get_device_name(0), "count": torch.cuda.device_count(),
+                "threads": torch.get_num_threads()}
+    return {"type": "cpu", "name": platform.machine() or "unknown", "count": 1, "threads": torch.get_num_threads()}
+
+
 def to_hf_dataset(rows: Sequence[dict[str, Any]]):
     """A ``datasets.Dataset`` of the prompt rows plus the ``_row_index`` column (0-based row number)."""
     from datasets import Dataset

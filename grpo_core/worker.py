@@ -31,6 +31,7 @@ from grpo_core.config import parse_run_config
 from grpo_core.datasets import load_prompt_dataset, read_normalized
 from grpo_core.failures import failure_text
 from grpo_core.model_source import prepare_model
+from grpo_core.provenance import collect_provenance, run_dataset_file
 from grpo_core.recorder import Heartbeat, SilentHeartbeat
 from grpo_core.settings import Settings, load_settings
 from storage import RunInfo, RunStatus, Store
@@ -174,7 +175,7 @@ def train_run(store: Store, settings: Settings, run_id: int) -> RunStatus:
         progress("preparing model")
         model_path = prepare_model(config.model, settings.model_cache_dir, progress)
 
-        from grpo_core.trainer import build_trainer
+        from grpo_core.trainer import build_trainer, describe_device
 
         built = build_trainer(
             config,
@@ -186,6 +187,10 @@ def train_run(store: Store, settings: Settings, run_id: int) -> RunStatus:
             heartbeat=heartbeat,
             progress=progress,
         )
+        if main_process:
+            store.update_run(run_id, provenance=collect_provenance(
+                dataset_file=run_dataset_file(store, run), model=config.model,
+                cache_dir=settings.model_cache_dir, device=describe_device(built.device)))
         if world_size == 1 and heartbeat.cancel_requested.is_set():
             # Cancelled while loading: stop before the first step (several processes decide together, at a step).
             status = RunStatus.CANCELLED

@@ -104,6 +104,8 @@ class RunRow(Base):
     notes: Mapped[str | None] = mapped_column(Text, nullable=True)
     tags: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
     gpus: Mapped[str | None] = mapped_column(String(200), nullable=True)  # CUDA_VISIBLE_DEVICES the worker got
+    # What reproduces the run (dataset sha256, model identity, library versions, device): grpo_core.provenance.
+    provenance: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class MetricRow(Base):

@@ -63,7 +63,8 @@ class RunInfo:
     """A run as the UI and the launcher see it. Times are timezone-aware UTC.
 
     ``resume_from`` is the checkpoint folder the run's next start loads (see :meth:`Store.requeue_run`); ``tags``
-    and ``notes`` are the user's; ``gpus`` is the ``CUDA_VISIBLE_DEVICES`` its worker got (``None``: not set).
+    and ``notes`` are the user's; ``gpus`` is the ``CUDA_VISIBLE_DEVICES`` its worker got (``None``: not set);
+    ``provenance`` is what its worker recorded at start (``None`` before that, see :mod:`grpo_core.provenance`).
     """
 
     id: int
@@ -87,6 +88,7 @@ class RunInfo:
     notes: str = ""
     tags: list[str] = field(default_factory=list)
     gpus: str | None = None
+    provenance: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -211,6 +213,7 @@ def _run_info(row: RunRow) -> RunInfo:
         notes=row.notes or "",
         tags=[str(t) for t in (row.tags or [])],
         gpus=row.gpus,
+        provenance=dict(row.provenance) if row.provenance else None,
     )
 
 

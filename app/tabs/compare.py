@@ -1,5 +1,6 @@
 """The Runs tab's "Compare runs" panel: one metric of several runs overlaid (x by step or by wall time, EMA
-smoothing) and a table of the config fields that differ between them."""
+smoothing) and a table of the config fields, and the recorded provenance fields (dataset hash, model identity,
+library versions, device), that differ between them."""
 
 from __future__ import annotations
 
@@ -48,6 +49,13 @@ def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any
         else:
             flat[name] = value
     return flat
+
+
+def run_fields(config: Mapping[str, Any], provenance: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A run's config plus its recorded provenance under ``provenance`` (when it has one), so that
+    :func:`config_differences` lists differing provenance fields as ``provenance.versions.trl``,
+    ``provenance.dataset.sha256``, ``provenance.device.name`` ... rows."""
+    return {**config, "provenance": dict(provenance)} if provenance else dict(config)
 
 
 _MISSING = "(not set)"
@@ -107,7 +115,7 @@ def create_compare_panel(
         )
     button = gr.Button("Compare", elem_id="compare-button")
     plot = gr.Plot(elem_id="compare-plot")
-    table = gr.Dataframe(label="config fields that differ", interactive=False, elem_id="compare-config")
+    table = gr.Dataframe(label="config and provenance fields that differ", interactive=False, elem_id="compare-config")
 
     def on_compare(run_ids: list[int] | None, key: str, weight: float, axis: str):
         """Inputs: runs, metric, smoothing, x axis. Outputs: plot, config differences."""
@@ -121,7 +129,7 @@ def create_compare_panel(
             series = MetricSeries(run_id=run.id)
             series.extend(ctx.store.metrics_since(run.id, keys=[key]))
             series_by_label[label] = series
-            configs[label] = run.config
+            configs[label] = run_fields(run.config, run.provenance)
         figure = compare_figure(series_by_label, key, smoothing=float(weight or 0), x_axis=axis or "step")
         return figure, config_differences(configs)
 

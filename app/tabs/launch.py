@@ -17,7 +17,7 @@ import pandas as pd
 
 from app.context import AppContext
 from app.tabs.datasets import dataset_choices
-from app.tabs.launch_tools import clone_choices, dataset_row_for_bench, stream_preflight
+from app.tabs.launch_tools import clone_choices, clone_drift_notes, dataset_row_for_bench, stream_preflight
 from grpo_core.catalog import ARITHMETIC_EXAMPLE, submit_run, validate_run_config
 from grpo_core.config import DEFAULT_MODEL, ConfigError, RunConfig, parse_run_config
 from grpo_core.preflight import DEFAULT_PROMPTS
@@ -377,6 +377,10 @@ def create_launch_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
         values += [form["hyper"][field] for field in hyper_fields]
         values += [rule_help(rule) for rule, _, _ in form["slots"]]
         notes = "".join(f"\n- ⚠️ {n}" for n in form_omissions(config))
+        drift = clone_drift_notes(ctx, run)
+        notes += "".join(f"\n- ⚠️ {n}" for n in drift)
+        if run.provenance and not drift:
+            notes += "\n- ✅ the dataset file, the model and the library versions are as when the run trained."
         return [*values, f"Form filled from run **#{run.id} {run.name}**; change what you like and Launch.{notes}"]
 
     gr.on(

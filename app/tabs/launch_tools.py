@@ -24,7 +24,8 @@ from grpo_core.config import RunConfig
 from grpo_core.datasets import DatasetError, read_normalized_row
 from grpo_core.preflight import LEVEL_OK, LEVEL_PROBLEM, PreflightReport
 from grpo_core.preflight_job import PREFLIGHT_TIMEOUT_S, PreflightError, start_preflight
-from storage import StoreError
+from grpo_core.provenance import current_environment, describe_differences, provenance_differences, run_dataset_file
+from storage import RunInfo, StoreError
 
 POLL_SECONDS = 1.0
 VERDICT_ICONS = {LEVEL_OK: "✅", LEVEL_PROBLEM: "❌"}
@@ -34,6 +35,22 @@ RULE_TABLE_HEADERS = ["rule", "weight", "mean", "std", "min", "max", "None", "no
 def clone_choices(ctx: AppContext) -> list[tuple[str, int]]:
     """(label, id) of every run, newest first, for the "start from an existing run" dropdown."""
     return [(run_label(run), run.id) for run in ctx.store.list_runs()]
+
+
+def clone_drift_notes(ctx: AppContext, run: RunInfo) -> list[str]:
+    """What changed since ``run`` trained, in plain words, for the clone status: its dataset file (sha256), its
+    model (weights hash or hub revision) and the library versions, compared with its recorded provenance
+    (:func:`grpo_core.provenance.provenance_differences`). Empty for a run without a record or when nothing changed.
+
+    Hashes files in the web process (no torch): a model's hash is cached by path, size and mtime in the model cache
+    folder, so only the first look at a new or changed file reads it whole.
+    """
+    if not run.provenance:
+        return []
+    model = str(run.config.get("model") or (run.provenance.get("model") or {}).get("name") or "")
+    now = current_environment(dataset_file=run_dataset_file(ctx.store, run), model=model,
+                              cache_dir=ctx.settings.model_cache_dir)
+    return describe_differences(provenance_differences(run.provenance, now))
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:

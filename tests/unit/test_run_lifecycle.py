@@ -17,7 +17,7 @@ from grpo_core.worker import apply_resource_limits
 from storage import CompletionRecord, GroupRecord, RunStatus, Store, StoreError
 from storage.migrations import add_missing_columns, missing_columns
 
-NEW_RUN_COLUMNS = ("resume_from", "notes", "tags", "gpus")
+NEW_RUN_COLUMNS = ("resume_from", "notes", "tags", "gpus", "provenance")
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")  # tests using the store run on both
 
@@ -82,7 +82,7 @@ def test_a_store_missing_the_new_columns_gets_them_and_keeps_its_rows(settings):
         assert missing_columns(store.engine) == []
         kept = store.get_run(run.id)
         assert kept.name == "from-an-older-version"
-        assert (kept.resume_from, kept.notes, kept.tags, kept.gpus) == (None, "", [], None)
+        assert (kept.resume_from, kept.notes, kept.tags, kept.gpus, kept.provenance) == (None, "", [], None, None)
         assert store.annotate_run(run.id, notes="n", tags=["a"]).tags == ["a"]
         assert add_missing_columns(store.engine) == []  # idempotent
     finally:
