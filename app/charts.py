@@ -29,6 +29,20 @@ PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
 COLUMNS = 2
 #: Every metric key the training chart draws (besides ``rewards/<fn>/mean``).
 CHART_KEYS: tuple[str, ...] = tuple(key for _title, keys in PANELS for key in keys)
+#: Height of one row of panels, in pixels.
+ROW_PX = 260
+#: The training chart's head, top down, in pixels: the title, then the legend (one band per row of entries), then
+#: the first row's panel titles, so none of them overlaps another.
+TITLE_PX = 40
+LEGEND_ROW_PX = 22
+PANEL_TITLE_PX = 30
+#: Width a row of legend entries may take before it wraps (a page column on a laptop), in pixels.
+LEGEND_WIDTH_PX = 900
+#: At most about this many ticks on a step axis: the tick interval is the smallest 1, 2, 5, 10, 20, 50... that fits.
+MAX_STEP_TICKS = 8
+#: Shown in the KL panel when the run has ``beta`` 0: TRL then neither computes nor logs ``kl``.
+KL_OFF_TEXT = "KL not computed: beta = 0"
+NO_DATA_TEXT = "no data yet"
 
 
 @dataclass
@@ -71,24 +85,72 @@ def _clean(values: Sequence[float | None]) -> list[float | None]:
     return [v if v is not None and math.isfinite(v) else None for v in values]
 
 
-def training_figure(series: MetricSeries, title: str = "") -> go.Figure:
-    """A grid of line charts (x: step) of the run's key GRPO metrics; empty panels say "no data yet"."""
+def step_dtick(first: int, last: int) -> int:
+    """Tick interval for a step axis from ``first`` to ``last``: the smallest of 1, 2, 5, 10, 20, 50, ... that gives
+    at most :data:`MAX_STEP_TICKS` ticks, so steps read as integers (never 1.5)."""
+    span = max(1, last - first)
+    magnitude = 1
+    while True:
+        for factor in (1, 2, 5):
+            if span / (factor * magnitude) <= MAX_STEP_TICKS:
+                return factor * magnitude
+        magnitude *= 10
+
+
+def _integer_steps(figure: go.Figure, steps: Iterable[int], **axis) -> None:
+    """Integer ticks on the step axes (``axis`` picks them, as ``update_xaxes`` does)."""
+    steps = list(steps)
+    dtick = step_dtick(min(steps), max(steps)) if steps else 1
+    figure.update_xaxes(tickmode="linear", tick0=0, dtick=dtick, tickformat="d", **axis)
+
+
+def _legend_rows(names: Sequence[str]) -> int:
+    """Rows a horizontal legend of ``names`` takes, estimated at 7 px a character plus 40 px for the line sample."""
+    rows, used = 1, 0
+    for name in names:
+        width = 7 * len(name) + 40
+        if used and used + width > LEGEND_WIDTH_PX:
+            rows, used = rows + 1, 0
+        used += width
+    return rows
+
+
+def training_figure(series: MetricSeries, title: str = "", beta: float | None = None) -> go.Figure:
+    """A grid of line charts (x: step, integer ticks) of the run's key GRPO metrics.
+
+    A panel without points says "no data yet", and the KL panel says "KL not computed: beta = 0" when ``beta`` is
+    0 and no ``kl`` was logged (TRL skips the KL term then). The legend (the reward panel's traces) sits in its own
+    band between the title and the first row of panels.
+
+    Args:
+        series: the run's metric points.
+        title: the figure's title.
+        beta: the run's ``beta`` (its config), or ``None`` when unknown.
+    """
     rows = math.ceil(len(PANELS) / COLUMNS)
     figure = make_subplots(
         rows=rows, cols=COLUMNS, subplot_titles=[p[0] for p in PANELS], vertical_spacing=0.09, horizontal_spacing=0.08
     )
+    legend_names: list[str] = []
+    all_steps: set[int] = set()
     for index, (_title, keys) in enumerate(PANELS):
         row, col = index // COLUMNS + 1, index % COLUMNS + 1
         keys = list(keys) + (series.reward_rule_keys() if index == 0 else [])
+        drawn = False
         for key in keys:
             if key not in series.data:
                 continue
             steps, values = series.data[key]
             name = key if key != "reward" else "reward (weighted total)"
+            cleaned = _clean(values)
+            drawn = drawn or any(v is not None for v in cleaned)
+            all_steps.update(steps)
+            if index == 0:
+                legend_names.append(name)
             figure.add_trace(
                 go.Scatter(
                     x=steps,
-                    y=_clean(values),
+                    y=cleaned,
                     mode="lines+markers",
                     name=name,
                     legendgroup=key,
@@ -100,11 +162,39 @@ def training_figure(series: MetricSeries, title: str = "") -> go.Figure:
                 col=col,
             )
         figure.update_xaxes(title_text="step", row=row, col=col)
+        if not drawn:
+            # In paper coordinates at the panel's centre: plotly.js draws no axes for a panel without traces, so
+            # an "x3 domain" reference would not place it.
+            axis = "" if index == 0 else str(index + 1)
+            x_domain, y_domain = figure.layout[f"xaxis{axis}"].domain, figure.layout[f"yaxis{axis}"].domain
+            figure.add_annotation(
+                text=KL_OFF_TEXT if keys == ["kl"] and beta == 0 else NO_DATA_TEXT,
+                xref="paper",
+                yref="paper",
+                x=sum(x_domain) / 2,
+                y=sum(y_domain) / 2,
+                xanchor="center",
+                yanchor="middle",
+                showarrow=False,
+                font={"color": "#6b7280", "size": 13},
+                name=f"empty-panel-{index}",
+            )
+    _integer_steps(figure, all_steps)
+    legend_px = LEGEND_ROW_PX * _legend_rows(legend_names)
+    top = TITLE_PX + legend_px + PANEL_TITLE_PX
+    height = ROW_PX * rows + top - 60
     figure.update_layout(
-        height=260 * rows,
-        margin={"l": 40, "r": 20, "t": 60, "b": 40},
-        title={"text": title},
-        legend={"orientation": "h", "y": 1.04, "x": 0},
+        height=height,
+        margin={"l": 40, "r": 20, "t": top, "b": 40},
+        title={"text": title, "yref": "container", "y": 1.0, "yanchor": "top", "pad": {"t": 10}},
+        legend={
+            "orientation": "h",
+            "yref": "container",
+            "y": 1.0 - TITLE_PX / height,
+            "yanchor": "top",
+            "x": 0,
+            "xanchor": "left",
+        },
         template="plotly_white",
     )
     return figure
@@ -135,6 +225,8 @@ def compare_figure(
             origin = min(series.wall.values(), default=0.0)
             x = [series.wall.get(step, origin) - origin for step in steps]
         figure.add_trace(go.Scatter(x=x, y=ema(_clean(values), smoothing), mode="lines", name=label))
+    if x_axis == "step":
+        _integer_steps(figure, (step for series in runs.values() for step in series.data.get(key, ([], []))[0]))
     figure.update_layout(
         title={"text": key},
         xaxis_title="step" if x_axis == "step" else "seconds since the run's first point",

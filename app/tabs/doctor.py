@@ -4,6 +4,7 @@ timer. The panel keeps its own metric series in a ``gr.State`` and reads only ne
 from __future__ import annotations
 
 import html
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -14,8 +15,9 @@ from app.context import AppContext
 from grpo_core.doctor import Finding, Severity, diagnose, step_ranges
 from storage import StoreError
 
-#: How many of the latest groups the doctor reads for its examples.
-SAMPLE_GROUPS = 8
+#: How many of the latest groups the doctor reads: for its examples, the causes of zero-std groups, the pass rate
+#: per step and each reward rule's share of the variance (a few steps' worth at the default 2 groups per step).
+SAMPLE_GROUPS = 32
 
 DOCTOR_CSS = """
 .doctor { border: 1px solid #d1d5db; border-radius: 8px; padding: 8px 12px; margin: 6px 0; }
@@ -31,13 +33,23 @@ DOCTOR_CSS = """
 """
 
 _ICONS = {Severity.ERROR: "⛔", Severity.WARNING: "⚠️", Severity.INFO: "ℹ️"}
+_NOUNS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+
+
+def _in_order(findings: Sequence[Finding]) -> list[Finding]:
+    """Most severe first (stable), one per code: the panel reads top-down even if handed an unsorted list."""
+    rank = {severity: index for index, severity in enumerate(Severity)}
+    unique = {f.code: f for f in reversed(findings)}  # the first of a repeated code wins
+    return sorted((f for f in findings if unique[f.code] is f), key=lambda f: rank[f.severity])
 
 
 def doctor_html(findings: Sequence[Finding], num_steps: int) -> str:
-    """The doctor's report: one block per finding (severity colour, title, advice, steps, examples), escaped.
+    """The doctor's report: one block per finding (severity colour, title, advice, steps, examples), escaped, most
+    severe first and one per code; the head counts them by severity.
 
     ``num_steps`` is how many steps have metrics; 0 says "nothing logged yet", no findings says all looks healthy.
     """
+    findings = _in_order(findings)
     codes = ",".join(f.code for f in findings)
     out = [f'<style>{DOCTOR_CSS}</style><div class="doctor" data-findings="{html.escape(codes)}">']
     if num_steps == 0:
@@ -45,11 +57,17 @@ def doctor_html(findings: Sequence[Finding], num_steps: int) -> str:
     elif not findings:
         out.append(
             f'<div class="doctor-head">Run doctor · {num_steps} logged steps</div>'
-            '<div class="doctor-advice">✅ Nothing looks wrong: groups carry signal, completions fit, KL is calm '
-            "and every metric is a number.</div>"
+            '<div class="doctor-advice">✅ Nothing looks wrong: groups carry signal, the reward is not stuck, '
+            "completions fit, KL is calm and every metric is a number.</div>"
         )
     else:
-        out.append(f'<div class="doctor-head">Run doctor · {num_steps} logged steps · {len(findings)} findings</div>')
+        counts = Counter(f.severity for f in findings)
+        tally = ", ".join(
+            f"{counts[severity]} {_NOUNS[severity]}{'s' if counts[severity] > 1 else ''}"
+            for severity in Severity
+            if counts[severity]
+        )
+        out.append(f'<div class="doctor-head">Run doctor · {num_steps} logged steps · {tally}</div>')
     for finding in findings:
         out.append(
             f'<div class="doctor-finding {finding.severity.value}" data-code="{html.escape(finding.code)}" '

@@ -90,7 +90,7 @@ def create_runs_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
         except StoreError:
             return runs_frame(ctx, status_filter, text_filter), dropdown, "That run no longer exists.", gr.skip(), "", None
         series, changed = refresh_series(ctx, run.id, series)
-        figure = training_figure(series, title=f"#{run.id} {run.name}") if changed else gr.skip()
+        figure = training_figure(series, f"#{run.id} {run.name}", run.config.get("beta")) if changed else gr.skip()
         log_tail = tail_text(run.log_path, max_lines=60)
         status_html = run_status_html(run, log_tail, now=datetime.now(timezone.utc))
         return runs_frame(ctx, status_filter, text_filter), dropdown, status_html, figure, log_tail, series
@@ -105,7 +105,8 @@ def create_runs_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
             return "That run no longer exists.", gr.skip(), "", None
         series, _ = refresh_series(ctx, run.id, None)
         log_tail = tail_text(run.log_path, max_lines=60)
-        return run_status_html(run, log_tail), training_figure(series, f"#{run.id} {run.name}"), log_tail, series
+        figure = training_figure(series, f"#{run.id} {run.name}", run.config.get("beta"))
+        return run_status_html(run, log_tail), figure, log_tail, series
 
     def on_cancel(run_id: int | None):
         """Inputs: run. Outputs: status."""

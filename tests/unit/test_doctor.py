@@ -4,10 +4,24 @@ stays quiet on healthy runs and near misses, and its advice carries the run's nu
 from __future__ import annotations
 
 import math
+import random
+import statistics
 
 import pytest
 
-from grpo_core.doctor import Finding, Severity, diagnose, series_from_points, step_ranges
+from grpo_core.doctor import (
+    TREND_MIN_STEPS,
+    Finding,
+    Severity,
+    completion_outcome,
+    diagnose,
+    mann_kendall,
+    reward_weights,
+    rule_variance_shares,
+    series_from_points,
+    step_ranges,
+    task_rule,
+)
 from storage import CompletionRecord, GroupRecord, MetricPoint
 
 
@@ -211,3 +225,414 @@ def test_series_from_points_keeps_the_first_of_a_repeated_step():
 )
 def test_step_ranges(steps, text):
     assert step_ranges(steps) == text
+
+
+# ------------------------------------------------------------------------------------------- trend test
+
+
+def _phi(z: float) -> float:
+    return statistics.NormalDist().cdf(z)
+
+
+def test_mann_kendall_of_a_strictly_rising_series():
+    trend = mann_kendall(list(range(1, 11)), [0.1 * i for i in range(10)])
+    # every pair rises: S = n(n-1)/2 = 45; Var S = n(n-1)(2n+5)/18 = 125; z = (S - 1)/sqrt(Var S)
+    assert trend.n == 10 and trend.s == 45
+    assert trend.z == pytest.approx(44 / math.sqrt(125))
+    assert trend.p_rising == pytest.approx(1 - _phi(44 / math.sqrt(125)))
+    assert trend.p_falling == pytest.approx(_phi(44 / math.sqrt(125)))
+    assert trend.slope == pytest.approx(0.1)
+
+
+def test_mann_kendall_corrects_the_variance_for_ties():
+    trend = mann_kendall([1, 2, 3, 4], [1.0, 1.0, 2.0, 2.0])
+    # 4 rising pairs, 2 tied; two tie groups of size 2: Var S = (4*3*13 - 2 * 2*1*9) / 18 = 120 / 18
+    assert trend.s == 4
+    assert trend.z == pytest.approx(3 / math.sqrt(120 / 18))
+    assert trend.slope == pytest.approx(5 / 12)  # median of the pairwise slopes 0, 0, 1/3, 1/2, 1/2, 1
+
+
+@pytest.mark.parametrize("values", [[0.4] * 12, [0.0, 0.0]])
+def test_mann_kendall_of_a_constant_series_has_no_trend(values):
+    trend = mann_kendall(list(range(len(values))), values)
+    assert (trend.s, trend.z, trend.p_rising, trend.p_falling, trend.slope) == (0, 0.0, 0.5, 0.5, 0.0)
+
+
+def test_mann_kendall_uses_the_logged_steps_for_the_slope():
+    assert mann_kendall([2, 4, 6], [1.0, 2.0, 3.0]).slope == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(("steps", "values"), [([1], [0.5]), ([1, 2], [0.5]), ([], [])])
+def test_mann_kendall_rejects_too_few_or_mismatched_points(steps, values):
+    with pytest.raises(ValueError):
+        mann_kendall(steps, values)
+
+
+# ------------------------------------------------------------------------------------- reward not improving
+
+LORA_SHORT = {"learning_rate": 1e-5, "use_lora": True, "beta": 0.2, "num_generations": 4, "max_steps": 10}
+TUNED = {"learning_rate": 1e-4, "use_lora": True, "beta": 0.0, "num_generations": 8, "max_steps": 500}
+
+
+def _noisy(values: list[float], seed: int, sigma: float = 0.05) -> list[float]:
+    rng = random.Random(seed)
+    return [v + rng.gauss(0.0, sigma) for v in values]
+
+
+def _rising(n: int, seed: int) -> list[float]:
+    return _noisy([0.1 + 0.01 * i for i in range(n)], seed)
+
+
+def _flat(n: int, seed: int) -> list[float]:
+    return _noisy([0.3] * n, seed)
+
+
+@pytest.mark.parametrize(
+    ("name", "reward", "expected"),
+    [
+        ("learning with noise", _rising(30, seed=1), []),
+        ("flat with noise", _flat(30, seed=1), ["reward_flat"]),
+        ("flat and constant", [0.4] * 12, ["reward_flat"]),
+        ("falling", _noisy([0.6 - 0.01 * i for i in range(30)], seed=2), ["reward_falling"]),
+        ("too few steps to judge", [0.4] * (TREND_MIN_STEPS - 1), []),
+        ("rose, then levelled off", _rising(50, seed=3) + _noisy([0.6] * 50, seed=4), ["reward_plateau"]),
+        ("flat at zero is reward_zero's", [0.0] * 12, ["reward_zero"]),
+    ],
+)
+def test_reward_trend(name, reward, expected):
+    assert _codes(diagnose(_series(reward=reward), config=TUNED)) == expected, name
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_learning_run_is_never_flagged(seed):
+    assert diagnose(_series(reward=_rising(20, seed)), config=LORA_SHORT) == []
+
+
+def test_a_flat_run_is_flagged_nearly_always():
+    # one-sided p < 0.05 for a rise on a flat series happens 1 time in 20 by chance (a "fall" is still flagged)
+    flagged = sum(bool(diagnose(_series(reward=_flat(20, seed)))) for seed in range(40))
+    assert flagged >= 36
+
+
+def test_reward_flat_names_the_config_settings_to_change():
+    [finding] = diagnose(_series(reward=[0.4] * 12), config=LORA_SHORT)
+    assert finding.code == "reward_flat" and finding.severity == Severity.WARNING
+    assert finding.steps == tuple(range(1, 13))
+    assert "0.4 → 0.4 over the last 12 logged steps" in finding.title and "p = 0.5" in finding.title
+    advice = finding.advice
+    assert "learning_rate 1e-5 with LoRA is low for a short run: try 1e-4" in advice
+    assert "beta 0.2 holds the policy close to the reference model: try 0.04" in advice
+    assert "num_generations 4 is a small group" in advice
+    assert "max_steps 10 is short" in advice
+
+
+@pytest.mark.parametrize(
+    ("config", "says", "not_says"),
+    [
+        ({"learning_rate": 1e-7, "use_lora": False}, "learning_rate 1e-7 is low for full fine-tuning: try 1e-6", "LoRA"),
+        ({"learning_rate": 2.5e-5, "use_lora": True, "max_steps": 400}, "2.5e-5 with LoRA is low: try", "short"),
+        ({"learning_rate": 1e-4, "use_lora": True}, "", "learning_rate"),
+        (TUNED, "The config looks reasonable", "try"),
+    ],
+)
+def test_reward_flat_advice_follows_the_config(config, says, not_says):
+    [finding] = diagnose(_series(reward=[0.4] * 12), config=config)
+    assert says in finding.advice
+    assert not_says not in finding.advice
+
+
+def test_reward_falling_advises_a_lower_learning_rate():
+    reward = [0.6 - 0.02 * i for i in range(12)]
+    [finding] = diagnose(_series(reward=reward), config={"learning_rate": 1e-4, "beta": 0.0})
+    assert finding.code == "reward_falling"
+    assert "lower the learning rate (now 0.0001)" in finding.advice and "beta (now 0.0)" in finding.advice
+
+
+def test_reward_plateau_is_information_over_the_latest_window():
+    reward = _rising(50, seed=3) + _noisy([0.6] * 50, seed=4)
+    [finding] = diagnose(_series(reward=reward))
+    assert finding.severity == Severity.INFO
+    assert finding.steps == tuple(range(51, 101))
+
+
+# ------------------------------------------------------------------------------- why groups have zero std
+
+
+def _scored(step: int, row: int, answers: list[float | None], lengths: list[float] | None = None) -> GroupRecord:
+    """A group under the default rules: ``numeric_answer`` (weight 1) and ``length`` (weight 0.2); an answer the
+    rule did not score (``None``) adds 0 to the total, as in TRL."""
+    lengths = lengths or [1.0] * len(answers)
+    return _group(
+        step,
+        row,
+        [(a or 0.0) + 0.2 * n for a, n in zip(answers, lengths, strict=True)],
+        rewards=[{"numeric_answer": a, "length": n} for a, n in zip(answers, lengths, strict=True)],
+    )
+
+
+DEFAULT_RULES = {
+    "rewards": [
+        {"rule": "numeric_answer", "weight": 1.0},
+        {"rule": "format_regex", "weight": 0.2},
+        {"rule": "length", "weight": 0.2},
+    ]
+}
+FLAT_STEPS = _series(frac_reward_zero_std=[1.0, 1.0, 1.0])
+
+
+def test_reward_weights_name_rules_as_the_reward_functions_are_named():
+    config = {
+        "rewards": [
+            {"rule": "numeric_answer", "weight": 1.0},
+            {"rule": "numeric_answer", "weight": 0.5},
+            {"rule": "plugin", "name": "my_rule", "weight": -0.3},
+            {"rule": "length"},
+        ]
+    }
+    assert reward_weights(config) == {"numeric_answer": 1.0, "numeric_answer_2": 0.5, "my_rule": -0.3, "length": 1.0}
+    assert reward_weights({}) == {}
+
+
+@pytest.mark.parametrize(
+    ("config", "groups", "rule"),
+    [
+        (DEFAULT_RULES, [], "numeric_answer"),
+        ({"rewards": [{"rule": "length", "weight": 0.5}, {"rule": "code_tests", "weight": 2}]}, [], "code_tests"),
+        ({"rewards": [{"rule": "json_valid"}, {"rule": "length"}]}, [], "json_valid"),  # a tie: the first listed
+        ({}, [_scored(1, 1, [1.0, 0.0])], "numeric_answer"),
+        ({}, [], None),
+    ],
+)
+def test_task_rule(config, groups, rule):
+    assert task_rule(config, groups) == rule
+
+
+@pytest.mark.parametrize(
+    ("score", "outcome"), [(1.0, "right"), (0.9999999, "right"), (0.0, "wrong"), (0.5, "partial"), (None, None)]
+)
+def test_completion_outcome(score, outcome):
+    [completion] = _group(1, 1, [score], rewards=[{"numeric_answer": score}]).completions
+    assert completion_outcome(completion, "numeric_answer") == outcome
+
+
+@pytest.mark.parametrize(
+    ("groups", "title", "advice"),
+    [
+        (
+            [_scored(3, 1, [1.0] * 4), _scored(3, 2, [1.0] * 4), _scored(2, 3, [0.0] * 4)],
+            "sampled flat groups: 2 too easy (all right), 1 too hard (all wrong)",
+            "too easy: every completion got full marks from numeric_answer",
+        ),
+        (
+            [_scored(3, 1, [0.0] * 4), _scored(3, 2, [0.0] * 4), _scored(3, 3, [1.0, 0.0, 0.0, 0.0])],
+            "sampled flat groups: 2 too hard (all wrong)",
+            "too hard: every completion got 0 from numeric_answer",
+        ),
+        (
+            [_scored(3, 1, [0.5] * 4)],
+            "sampled flat groups: 1 same partial score",
+            "If they all score 0 the task is too hard",
+        ),
+    ],
+)
+def test_zero_std_splits_flat_groups_by_cause(groups, title, advice):
+    [finding] = diagnose(FLAT_STEPS, groups, config=DEFAULT_RULES)
+    assert title in finding.title
+    assert advice in finding.advice
+
+
+def test_zero_std_gives_the_pass_rate_per_step():
+    groups = [
+        _scored(3, 1, [1.0, 1.0, 1.0, 1.0]),
+        _scored(3, 2, [1.0, 0.0, 0.0, 0.0]),
+        _scored(2, 3, [0.0] * 4),
+        _scored(2, 4, [0.0, 0.0, None, 0.0]),  # an unscored completion is not counted
+    ]
+    [finding] = diagnose(FLAT_STEPS, groups, config=DEFAULT_RULES)
+    assert "Pass rate by numeric_answer in the sampled groups: step 2: 0% (0/7), step 3: 62% (5/8)." in finding.advice
+
+
+# ---------------------------------------------------------------------------------------- entropy collapse
+
+
+def _falling(start: float, end: float, n: int = 12) -> list[float]:
+    return [start + (end - start) * i / (n - 1) for i in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("name", "columns", "expected"),
+    [
+        ("collapse on a flat reward", {"entropy": _falling(2.0, 0.1), "reward": [0.4] * 12}, True),
+        ("collapse without a reward logged", {"entropy": _falling(2.0, 0.1)}, True),
+        ("sharpening on a rising reward", {"entropy": _falling(2.0, 0.1), "reward": _falling(0.1, 0.6)}, False),
+        ("a mild fall", {"entropy": _falling(2.0, 1.0), "reward": [0.4] * 12}, False),
+        ("too few steps", {"entropy": _falling(2.0, 0.1, n=TREND_MIN_STEPS - 1)}, False),
+        ("low but steady", {"entropy": [0.1] * 12}, False),
+    ],
+)
+def test_entropy_collapse(name, columns, expected):
+    assert ("entropy_collapse" in _codes(diagnose(_series(**columns)))) is expected, name
+
+
+def test_entropy_collapse_advice_names_temperature_and_beta():
+    config = {"temperature": 0.7, "learning_rate": 1e-5, "beta": 0.0}
+    [finding] = [f for f in diagnose(_series(entropy=_falling(2.0, 0.1)), config=config)]
+    assert finding.severity == Severity.WARNING
+    assert "1.83 → 0.273 nats per token" in finding.title  # medians of the first and of the last 3 steps
+    assert "temperature (now 0.7)" in finding.advice and "set beta > 0 (now 0)" in finding.advice
+
+
+# ------------------------------------------------------------------------------------------ length drift
+
+
+@pytest.mark.parametrize(
+    ("name", "lengths", "config", "expected"),
+    [
+        ("growing to the limit", _falling(20.0, 62.0), {"max_completion_length": 64}, ["length_long"]),
+        ("growing to the limit and cut", _falling(20.0, 62.0), {"max_completion_length": 64, "cut": 0.5}, ["clipped"]),
+        ("growing, far from the limit", _falling(20.0, 40.0), {"max_completion_length": 64}, []),
+        ("growing, limit unknown", _falling(20.0, 62.0), {}, []),
+        ("steady at the limit", [60.0] * 12, {"max_completion_length": 64}, []),
+        ("collapsing to very short", _falling(40.0, 5.0), {}, ["length_short"]),
+        ("getting a bit shorter", _falling(40.0, 20.0), {}, []),
+    ],
+)
+def test_length_drift(name, lengths, config, expected):
+    series, config = _series(completions__mean_length=lengths), dict(config)
+    if "cut" in config:  # the clipped finding says it, with the same advice
+        series |= _series(completions__clipped_ratio=[config.pop("cut")] * len(lengths))
+    assert _codes(diagnose(series, config=config)) == expected, name
+
+
+def test_length_drift_names_the_length_rule():
+    config = {"max_completion_length": 64, **DEFAULT_RULES}
+    [finding] = diagnose(_series(completions__mean_length=_falling(20.0, 62.0)), config=config)
+    assert "mean 23.8 → 58.2 tokens of 64" in finding.title  # medians of the first and of the last 3 steps
+    assert "max_completion_length (now 64)" in finding.advice and "length (weight 0.2) rule" in finding.advice
+    [short] = diagnose(_series(completions__mean_length=_falling(40.0, 5.0)), config=DEFAULT_RULES)
+    assert short.severity == Severity.INFO and "length (weight 0.2)" in short.advice
+
+
+# --------------------------------------------------------------------------------- one rule carries it all
+
+
+def test_rule_variance_shares_decompose_the_weighted_total():
+    groups = [_scored(1, 1, [1.0, 0.0, 1.0, 0.0], lengths=[1.0, 1.0, 0.0, 0.0])]
+    shares, used = rule_variance_shares(groups, {"numeric_answer": 1.0, "length": 0.2})
+    # numeric and length are uncorrelated here: shares are their variances over the total's, 1 : 0.04
+    assert used == 1
+    assert shares == pytest.approx({"numeric_answer": 1 / 1.04, "length": 0.04 / 1.04})
+    assert list(shares) == ["numeric_answer", "length"]
+
+
+def test_rule_variance_shares_skip_flat_groups_and_unscored_completions():
+    groups = [_scored(1, 1, [1.0] * 4), _group(1, 2, [None, None], rewards=[{"numeric_answer": None}] * 2)]
+    assert rule_variance_shares(groups, {}) == ({}, 0)
+
+
+def _length_only(step: int, row: int) -> GroupRecord:
+    return _scored(step, row, [0.0] * 4, lengths=[1.0, 0.5, 0.0, 1.0])
+
+
+@pytest.mark.parametrize(
+    ("name", "groups", "config", "expected"),
+    [
+        ("the shaping term carries it", [_length_only(3, r) for r in range(4)], DEFAULT_RULES, Severity.WARNING),
+        ("too few groups", [_length_only(3, r) for r in range(3)], DEFAULT_RULES, None),
+        (
+            "the task rule carries it",
+            [_scored(3, r, [1.0, 0.0, 1.0, 0.0]) for r in range(4)],
+            DEFAULT_RULES,
+            None,
+        ),
+        ("equal weights", [_length_only(3, r) for r in range(4)], {}, Severity.INFO),
+        (
+            "shared with the task",
+            [_scored(3, r, [1.0, 0.0, 0.0, 0.0], lengths=[0.0, 1.0, 0.0, 1.0]) for r in range(4)],
+            {"rewards": [{"rule": "numeric_answer"}, {"rule": "length", "weight": 1.0}]},
+            None,
+        ),
+    ],
+)
+def test_rule_dominates(name, groups, config, expected):
+    found = [f for f in diagnose({}, groups, config=config) if f.code == "rule_dominates"]
+    assert [f.severity for f in found] == ([expected] if expected else []), name
+
+
+def test_rule_dominates_names_the_rule_and_its_share():
+    [finding] = diagnose({}, [_length_only(3, r) for r in range(4)], config=DEFAULT_RULES)
+    assert finding.title == "One reward rule carries 100% of the within-group reward variance: length"
+    assert "what length (weight 0.2) rewards, while numeric_answer (weight 1) hardly" in finding.advice
+    assert finding.examples[0] == "length: 100% of the variance (weight 0.2)"
+    assert finding.steps == (3,)
+
+
+# ---------------------------------------------------------------------------------- beta with zero-std groups
+
+
+@pytest.mark.parametrize(
+    ("name", "frac", "config", "expected"),
+    [
+        ("beta with most groups flat", [0.0, 0.0, 0.75, 1.0, 0.75, 1.0, 0.5], {"beta": 0.02}, True),
+        ("beta 0", [1.0, 1.0, 1.0], {"beta": 0.0}, False),
+        ("beta unknown", [1.0, 1.0, 1.0], {}, False),
+        ("half the groups is not most", [0.5, 0.5, 0.5, 0.5, 0.5], {"beta": 0.04}, False),
+        ("it was earlier, not now", [1.0, 1.0, 1.0, 1.0, 0.25, 0.25, 0.25, 0.25, 0.25], {"beta": 0.04}, False),
+        ("too few steps", [1.0, 1.0], {"beta": 0.04}, False),
+    ],
+)
+def test_beta_with_zero_std_groups(name, frac, config, expected):
+    found = [f for f in diagnose(_series(frac_reward_zero_std=frac), config=config) if f.code == "beta_zero_std"]
+    assert bool(found) is expected, name
+    if found:
+        assert found[0].severity == Severity.INFO
+        assert found[0].steps == (3, 4, 5, 6)
+        assert "beta 0.02 > 0" in found[0].title and "80% over the last 5 logged steps" in found[0].title
+
+
+# ------------------------------------------------------------------------------------------- whole runs
+
+
+def test_a_healthy_learning_run_has_no_findings():
+    n = 30
+    series = _series(
+        reward=_rising(n, seed=5),
+        reward_std=_noisy([0.3] * n, seed=6, sigma=0.02),
+        frac_reward_zero_std=[0.25] * n,
+        kl=[0.001 * i for i in range(n)],
+        loss=_noisy([0.0] * n, seed=7, sigma=0.01),
+        entropy=_falling(1.2, 0.8, n),
+        completions__mean_length=_noisy([12.0] * n, seed=8, sigma=1.0),
+        completions__clipped_ratio=[0.0] * n,
+    )
+    groups = [_scored(n, r, [1.0, 0.0, 1.0, 0.0], lengths=[1.0, 0.9, 1.0, 1.0]) for r in range(8)]
+    config = {**DEFAULT_RULES, **TUNED, "max_completion_length": 64, "temperature": 0.9}
+    assert diagnose(series, groups, config) == []
+
+
+def test_a_stuck_run_lists_each_problem_once_most_severe_first():
+    n = 30
+    series = _series(
+        reward=[0.2] * n,
+        frac_reward_zero_std=[0.9] * n,
+        entropy=_falling(2.0, 0.05, n),
+        completions__mean_length=_falling(20.0, 63.0, n),
+        completions__clipped_ratio=[0.5] * n,
+        loss=[0.0] * n,
+    )
+    groups = [_length_only(n, r) for r in range(4)] + [_scored(n, 9, [0.0] * 4)]
+    config = {**DEFAULT_RULES, **LORA_SHORT, "max_completion_length": 64, "beta": 0.02}
+    findings = diagnose(series, groups, config)
+    codes = _codes(findings)
+    assert len(codes) == len(set(codes))
+    assert set(codes) == {
+        "reward_flat",
+        "zero_std",
+        "rule_dominates",
+        "entropy_collapse",
+        "clipped",  # not length_long as well: the same advice
+        "beta_zero_std",
+        "loss_zero",
+    }
+    ranks = [{Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}[f.severity] for f in findings]
+    assert ranks == sorted(ranks)

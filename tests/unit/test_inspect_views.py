@@ -213,6 +213,23 @@ def test_doctor_html_escapes_and_lists_findings():
     assert "7 logged steps" in page
 
 
+def test_doctor_html_orders_by_severity_without_repeats_and_counts():
+    def finding(code: str, severity: Severity) -> Finding:
+        return Finding(code=code, severity=severity, title=f"title {code}", advice="advice")
+
+    findings = [
+        finding("loss_zero", Severity.INFO),
+        finding("reward_flat", Severity.WARNING),
+        finding("nan", Severity.ERROR),
+        finding("reward_flat", Severity.WARNING),
+        finding("beta_zero_std", Severity.INFO),
+    ]
+    page = doctor_html(findings, num_steps=12)
+    assert re.findall(r'data-code="([a-z_]+)"', page) == ["nan", "reward_flat", "loss_zero", "beta_zero_std"]
+    assert 'data-findings="nan,reward_flat,loss_zero,beta_zero_std"' in page
+    assert "12 logged steps · 1 error, 1 warning, 2 notes" in page
+
+
 def test_doctor_html_without_findings():
     assert "No metrics logged yet" in doctor_html([], num_steps=0)
     assert "Nothing looks wrong" in doctor_html([], num_steps=4)

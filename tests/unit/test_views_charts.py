@@ -8,7 +8,17 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from app.charts import MetricSeries, compare_figure, ema, training_figure
+from app.charts import (
+    KL_OFF_TEXT,
+    NO_DATA_TEXT,
+    PANEL_TITLE_PX,
+    TITLE_PX,
+    MetricSeries,
+    compare_figure,
+    ema,
+    step_dtick,
+    training_figure,
+)
 from app.views import duration, groups_html, run_label, run_status_html, runs_table
 from storage import CompletionRecord, GroupRecord, MetricPoint, RunInfo, RunStatus
 
@@ -226,6 +236,97 @@ def test_training_figure_has_reward_and_rule_traces():
 
 def test_training_figure_of_an_empty_series():
     assert len(training_figure(MetricSeries()).data) == 0
+
+
+def _three_steps(**extra) -> MetricSeries:
+    """A 3-step run as ``beta: 0`` logs it: reward and loss, no ``kl``."""
+    series = MetricSeries()
+    for step in (1, 2, 3):
+        series.extend(_points(step, reward=step / 10, loss=0.0, **extra))
+    return series
+
+
+def _panel_notes(figure) -> dict[str, str]:
+    """Text of each empty panel's note, by the panel's x axis (``x``, ``x2``, ...): the panel whose domain centre
+    the note sits at, in paper coordinates."""
+    notes = {}
+    for note in figure.layout.annotations:
+        if not (note.name or "").startswith("empty-panel"):
+            continue
+        assert (note.xref, note.yref, note.xanchor, note.yanchor) == ("paper", "paper", "center", "middle")
+        [axis] = [
+            name.replace("axis", "")
+            for name in figure.layout
+            if name.startswith("xaxis")
+            and sum(figure.layout[name].domain) / 2 == pytest.approx(note.x)
+            and sum(figure.layout[name.replace("x", "y", 1)].domain) / 2 == pytest.approx(note.y)
+        ]
+        notes[axis] = note.text
+    return notes
+
+
+def test_kl_panel_says_why_it_is_empty_when_beta_is_0():
+    notes = _panel_notes(training_figure(_three_steps(), beta=0.0))
+    assert notes["x3"] == KL_OFF_TEXT == "KL not computed: beta = 0"  # kl is the third panel
+    assert notes["x5"] == NO_DATA_TEXT  # entropy: never logged
+    assert "x" not in notes and "x4" not in notes  # reward and loss have points
+
+
+@pytest.mark.parametrize(
+    ("beta", "extra", "note"),
+    [(0.04, {}, NO_DATA_TEXT), (None, {}, NO_DATA_TEXT), (0.0, {"kl": 0.01}, None), (0.0, {"kl": None}, KL_OFF_TEXT)],
+)
+def test_kl_panel_note_needs_beta_0_and_no_kl_points(beta, extra, note):
+    assert _panel_notes(training_figure(_three_steps(**extra), beta=beta)).get("x3") == note
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "dtick"), [(1, 1, 1), (1, 3, 1), (1, 9, 1), (1, 10, 2), (0, 40, 5), (1, 300, 50), (5, 2000, 500)]
+)
+def test_step_dtick_gives_at_most_eight_integer_ticks(first, last, dtick):
+    assert step_dtick(first, last) == dtick
+    assert (last - first) / dtick <= 8
+
+
+def test_step_axes_have_integer_ticks():
+    figure = training_figure(_three_steps(), beta=0.0)
+    axes = [figure.layout[name] for name in figure.layout if name.startswith("xaxis")]
+    assert len(axes) == 8
+    for axis in axes:
+        assert (axis.tickmode, axis.tick0, axis.dtick, axis.tickformat) == ("linear", 0, 1, "d")
+    series = MetricSeries()
+    for step in range(1, 301):
+        series.extend(_points(step, reward=0.5))
+    assert training_figure(series).layout.xaxis.dtick == 50
+    compared = compare_figure({"a": _three_steps()}, "reward")
+    assert (compared.layout.xaxis.dtick, compared.layout.xaxis.tickformat) == (1, "d")
+    by_time = compare_figure({"a": _three_steps()}, "reward", x_axis="wall")
+    assert by_time.layout.xaxis.tickformat is None  # seconds are not steps
+
+
+def _legend_band(figure) -> tuple[float, float]:
+    """Top and bottom of the legend, in pixels from the top of the figure (layout only, no rendering)."""
+    layout = figure.layout
+    assert layout.legend.yref == "container" and layout.legend.yanchor == "top"
+    top = (1 - layout.legend.y) * layout.height
+    return top, layout.margin.t - PANEL_TITLE_PX
+
+
+@pytest.mark.parametrize("rules", [0, 1, 8])
+def test_legend_sits_between_the_title_and_the_reward_panel(rules):
+    series = _three_steps(**{f"rewards/rule_number_{i}/mean": 0.5 for i in range(rules)})
+    figure = training_figure(series, title="#1 run")
+    layout = figure.layout
+    assert layout.legend.orientation == "h"
+    assert layout.title.yref == "container" and layout.title.y == 1.0 and layout.title.yanchor == "top"
+    top, bottom = _legend_band(figure)
+    assert top == pytest.approx(TITLE_PX)  # below the title's band
+    assert bottom - top >= 22 * (1 + rules // 4)  # room for every row of entries (at most ~4 long names a row)
+    # the panel titles of the first row sit just above the panels, i.e. below the legend's band
+    reward_title = next(a for a in layout.annotations if a.text == "reward (total and per rule)")
+    assert reward_title.yref == "paper" and reward_title.y == pytest.approx(1.0) and reward_title.yanchor == "bottom"
+    # the panels keep their height whatever the legend takes
+    assert layout.height - layout.margin.t - layout.margin.b == 260 * 4 - 100
 
 
 def test_ema_matches_a_hand_computation():
