@@ -22,8 +22,8 @@ from app.context import AppContext
 from app.views import run_label
 from grpo_core.config import RunConfig
 from grpo_core.datasets import DatasetError, read_normalized_row
-from grpo_core.preflight import LEVEL_OK, LEVEL_PROBLEM, PreflightReport
 from grpo_core.preflight_job import PREFLIGHT_TIMEOUT_S, PreflightError, start_preflight
+from grpo_core.preflight_report import LEVEL_OK, LEVEL_PROBLEM, PreflightReport
 from storage import StoreError
 
 POLL_SECONDS = 1.0

@@ -1,8 +1,9 @@
 """Builds TRL's ``GRPOTrainer`` from a :class:`~grpo_core.config.RunConfig` (imports torch, transformers, TRL).
 
-TRL is the training engine; this module only assembles its inputs: the dataset (with a ``_row_index`` column so
-each recorded group knows its row), the policy model and tokenizer, the reward functions and weights, the LoRA
-config, and the :class:`~grpo_core.recorder.RunRecorder` callback.
+TRL is the training engine; this module only assembles its inputs: the dataset (with the
+:data:`~grpo_core.run_rows.ROW_INDEX_COLUMN` column so each recorded group knows its ``row_index``), the policy model
+and tokenizer (:mod:`grpo_core.worker.models`), the reward functions and weights, ``GRPOConfig`` and ``LoraConfig``
+(:mod:`grpo_core.worker.trl_args`), and the :class:`~grpo_core.worker.recorder.RunRecorder` callback.
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grpo_core.config import RunConfig, to_grpo_config, to_lora_config
-from grpo_core.recorder import ROW_INDEX_COLUMN, Heartbeat, RolloutTap, RunRecorder
+from grpo_core.config import RunConfig
 from grpo_core.rewards.compose import build_reward_funcs
+from grpo_core.run_rows import ROW_INDEX_COLUMN
+from grpo_core.worker.models import end_of_sequence_ids, load_policy, pick_device, policy_dtype
+from grpo_core.worker.recorder import Heartbeat, RolloutTap, RunRecorder
+from grpo_core.worker.trl_args import to_grpo_config, to_lora_config
 from storage import Store
 
 
@@ -27,25 +31,8 @@ class BuiltTrainer:
     device: str
 
 
-def pick_device(config: RunConfig) -> str:
-    """``"cuda"`` when asked for or when ``auto`` finds a GPU, else ``"cpu"``.
-
-    Raises:
-        RuntimeError: ``device: cuda`` was asked for and no GPU is visible.
-    """
-    import torch
-
-    if config.device == "cuda":
-        if not torch.cuda.is_available():
-            raise RuntimeError("device 'cuda' was asked for but no CUDA GPU is visible to this process")
-        return "cuda"
-    if config.device == "auto" and torch.cuda.is_available():
-        return "cuda"
-    return "cpu"
-
-
 def to_hf_dataset(rows: Sequence[dict[str, Any]]):
-    """A ``datasets.Dataset`` of the prompt rows plus the ``_row_index`` column (0-based row number)."""
+    """A ``datasets.Dataset`` of the prompt rows plus the :data:`ROW_INDEX_COLUMN` column (0-based ``row_index``)."""
     from datasets import Dataset
 
     return Dataset.from_list([{**row, ROW_INDEX_COLUMN: i} for i, row in enumerate(rows)])
@@ -67,7 +54,7 @@ def build_trainer(
     Args:
         config: the run config.
         rows: prompt rows (``prompt`` plus the columns the reward rules read).
-        model_path: a folder or hub id for ``from_pretrained`` (see :func:`grpo_core.model_source.prepare_model`).
+        model_path: a folder or hub id for ``from_pretrained`` (see :func:`grpo_core.worker.models.prepare_model`).
         output_dir: TRL's output folder (checkpoints, final adapter).
         store, run_id: where the recorder writes.
         heartbeat: the worker's heartbeat (its cancel flag stops training at the next step).
@@ -77,27 +64,16 @@ def build_trainer(
         ValueError: a reward rule cannot be built (bad parameter), or the dataset is empty.
     """
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
 
     if not rows:
         raise ValueError("the dataset has no rows")
     funcs, weights, names = build_reward_funcs(config.rewards)
-    device = pick_device(config)
-    bf16 = device == "cuda" and torch.cuda.is_bf16_supported()
+    device = pick_device(config.device)
+    bf16 = policy_dtype(device) == torch.bfloat16
     progress(f"loading model from {model_path} on {device}")
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.bfloat16 if bf16 else torch.float32)
-
-    eos_ids = {tokenizer.eos_token_id, tokenizer.pad_token_id}
-    generation_eos = getattr(model.generation_config, "eos_token_id", None)
-    if isinstance(generation_eos, int):
-        eos_ids.add(generation_eos)
-    elif generation_eos:
-        eos_ids.update(generation_eos)
-    tap = RolloutTap(funcs[0], [t for t in eos_ids if t is not None], config.max_completion_length)
+    model, tokenizer = load_policy(model_path, device)
+    tap = RolloutTap(funcs[0], end_of_sequence_ids(model, tokenizer), config.max_completion_length)
     funcs = [tap, *funcs[1:]]
 
     recorder = RunRecorder(
