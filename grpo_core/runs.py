@@ -94,7 +94,10 @@ def delete_run(store: Store, settings: Settings, run_id: int) -> Path | None:
         raise RunActionError(f"run #{run.id} is {run.status.value}; cancel it before deleting it")
     if _worker_still_exiting(run):
         raise RunActionError(f"run #{run.id}'s worker (pid {run.worker_pid}) is still exiting; try again shortly")
-    folder = run_dir(settings, run)
+    try:
+        folder = run_dir(settings, run)
+    except ValueError as exc:  # a never-started run whose folder name leads outside the runs folder
+        raise RunActionError(f"refusing to delete run #{run.id}'s folder: {exc}") from None
     root = settings.runs_dir.resolve()
     target = folder.resolve()
     if target == root or root not in target.parents:

@@ -28,7 +28,6 @@ from grpo_core.run_rows import ROW_INDEX_COLUMN, prompt_text
 from grpo_core.worker.models import EndOfSequence
 from storage import CompletionRecord, GroupRecord, Store
 
-_EXTRA_ROW = ROW_INDEX_COLUMN
 _EXTRA_TOKENS = "_num_tokens"
 _EXTRA_TRUNCATED = "_truncated"
 
@@ -55,7 +54,7 @@ class RolloutTap:
         if log_extra is not None:
             ids = kwargs.get("completion_ids") or [[] for _ in completions]
             rows = kwargs.get(ROW_INDEX_COLUMN) or [None] * len(completions)
-            log_extra(_EXTRA_ROW, list(rows))
+            log_extra(ROW_INDEX_COLUMN, list(rows))
             log_extra(_EXTRA_TOKENS, [len(i) for i in ids])
             log_extra(
                 _EXTRA_TRUNCATED,
@@ -97,7 +96,7 @@ def groups_from_trl_logs(
     advantages = list(logs["advantages"])
     rewards = {name: list(logs["rewards"].get(name, [])) for name in reward_names}
     extra = logs.get("extra", {})
-    row_ids = list(extra.get(_EXTRA_ROW, []))
+    row_ids = list(extra.get(ROW_INDEX_COLUMN, []))
     tokens = list(extra.get(_EXTRA_TOKENS, []))
     truncated = list(extra.get(_EXTRA_TRUNCATED, []))
     count = min(len(prompts), len(completions), len(advantages))

@@ -243,6 +243,21 @@ def test_delete_run_refuses_folders_outside_the_runs_dir(store, settings, tmp_pa
     assert store.get_run(run.id).status == RunStatus.FAILED  # nothing deleted
 
 
+def test_delete_run_that_never_started_refuses_a_folder_name_leading_outside(store, settings, tmp_path):
+    elsewhere = tmp_path / "precious"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("keep")
+    run = _run(store)
+    store.request_cancel(run.id)  # never started: no run_dir recorded, the folder name is computed
+    (settings.runs_dir / f"run-{run.id:05d}").symlink_to(elsewhere, target_is_directory=True)
+
+    with pytest.raises(RunActionError, match="outside the runs folder"):
+        delete_run(store, settings, run.id)
+
+    assert (elsewhere / "keep.txt").read_text() == "keep"
+    assert store.get_run(run.id).status == RunStatus.CANCELLED
+
+
 def test_delete_run_refuses_active_runs(store, settings):
     running = _run(store)
     store.claim_run(running.id)
