@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
+from pathlib import Path
+
+from grpo_core.preflight_job import add_preflight_arguments
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -52,13 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
         "preflight",
         help="will this run learn? sample a few groups with its rules, no training",
         description="Sample a few prompts x num_generations completions from the config's model, score them with its "
-        "reward rules and report how often rewards vary within a group (no training; see grpo_core/preflight.py).",
+        "reward rules and report how often rewards vary within a group (no training; see "
+        "grpo_core/worker/preflight.py).",
     )
-    _add_common(preflight)
-    preflight.add_argument("config", help="run config YAML file")
-    preflight.add_argument("--prompts", type=int, default=4, help="prompts (groups) to sample (default 4)")
-    preflight.add_argument("--dataset-id", type=int, help="use this stored dataset instead of the config's")
-    preflight.add_argument("--json", dest="json_out", help="also write the report as JSON to this file")
+    add_preflight_arguments(preflight)
     return parser
 
 
@@ -96,25 +95,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _preflight(args: argparse.Namespace) -> int:
-    from grpo_core.preflight import preflight_command
+    from grpo_core.worker.preflight import preflight_from_args
 
-    return preflight_command(
-        args.config,
-        prompts=args.prompts,
-        dataset_id=args.dataset_id,
-        data_dir=args.data_dir,
-        db_url=args.db,
-        json_out=args.json_out,
-        prog="grpo-dashboard preflight",
-    )
+    return preflight_from_args(args, prog="grpo-dashboard preflight")
 
 
 def _train(args: argparse.Namespace) -> int:
     from grpo_core.access import redact_url
-    from grpo_core.catalog import submit_run
     from grpo_core.config import ConfigError, load_run_config, parse_run_config
+    from grpo_core.run_rows import resolve_dataset_path
+    from grpo_core.runs import submit_run
     from grpo_core.settings import load_settings
-    from grpo_core.worker import train_run
+    from grpo_core.worker.train import train_run
     from storage import RunStatus, Store
 
     settings = load_settings(data_dir=args.data_dir, db_url=args.db)
@@ -126,11 +118,9 @@ def _train(args: argparse.Namespace) -> int:
             config = parse_run_config(
                 {**config.model_dump(mode="json"), "max_steps": args.max_steps}, source=f"{args.config} --max-steps"
             )
-        if config.dataset_path and not os.path.isabs(config.dataset_path):
-            base = os.path.dirname(os.path.abspath(args.config))
-            candidate = os.path.join(base, config.dataset_path)
-            if os.path.exists(candidate) and not os.path.exists(config.dataset_path):
-                config = config.model_copy(update={"dataset_path": candidate})
+        if config.dataset_path:  # relative to the YAML's folder when not found from here
+            base = Path(args.config).resolve().parent
+            config = config.model_copy(update={"dataset_path": str(resolve_dataset_path(config.dataset_path, base))})
         run = submit_run(store, config)
     except ConfigError as exc:
         print(f"grpo-dashboard train: {exc}", file=sys.stderr)

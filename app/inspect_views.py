@@ -100,7 +100,7 @@ def completion_label(group: GroupRecord, completion: CompletionRecord) -> str:
     """``step 3 · row 11 · #2 (advantage +1.22, total 1.00)`` for the diff dropdowns."""
     advantage = "–" if completion.advantage is None else f"{completion.advantage:+.2f}"
     total = "–" if completion.total_reward is None else f"{completion.total_reward:.2f}"
-    return f"step {group.step} · row {group.prompt_index} · #{completion.index} (advantage {advantage}, total {total})"
+    return f"step {group.step} · row {group.row_index} · #{completion.index} (advantage {advantage}, total {total})"
 
 
 def completion_choices(groups: Sequence[GroupRecord]) -> list[tuple[str, str]]:
@@ -205,8 +205,8 @@ def search_results_html(page: SearchPage) -> str:
         group = hit.group
         where = (["prompt"] if hit.prompt_matched else []) + [f"completion #{i}" for i in hit.completion_indexes]
         out.append(
-            f'<div class="grpo-group search-hit" data-step="{group.step}" data-row="{group.prompt_index}">'
-            f'<div class="grpo-meta"><b>step {group.step}</b> · dataset row {group.prompt_index} · '
+            f'<div class="grpo-group search-hit" data-step="{group.step}" data-row="{group.row_index}">'
+            f'<div class="grpo-meta"><b>step {group.step}</b> · dataset row {group.row_index} · '
             f"found in {', '.join(where) or 'nothing (changed since?)'}</div>"
         )
         if hit.prompt_matched:
@@ -247,7 +247,7 @@ def prompt_history_html(groups: Sequence[GroupRecord]) -> str:
     steps = sorted({g.step for g in groups})
     return (
         f'<div id="prompt-history" data-steps="{len(steps)}">'
-        f'<div class="grpo-meta">dataset row {groups[0].prompt_index}: sampled at {len(steps)} '
+        f'<div class="grpo-meta">dataset row {groups[0].row_index}: sampled at {len(steps)} '
         f"step{'s' if len(steps) != 1 else ''} ({len(groups)} groups)</div>"
         '<table class="grpo-history" style="font-size:13px;border-collapse:collapse">'
         "<tr><th>step</th><th>mean total</th><th>best total</th><th>reward spread</th><th>advantage spread</th>"

@@ -18,7 +18,7 @@ from app.tabs.launch import create_launch_tab
 from app.tabs.runs import create_runs_tab
 from app.tabs.try_model import create_try_model_tab
 from grpo_core.access import exposure_warnings, max_upload_bytes
-from grpo_core.catalog import register_examples
+from grpo_core.dataset_library import register_examples
 from grpo_core.export import exports_dir
 from grpo_core.launcher import Launcher
 from grpo_core.settings import Settings

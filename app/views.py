@@ -142,8 +142,8 @@ def run_status_html(run: RunInfo, log_tail: str = "", now: datetime | None = Non
                                        for t in run.tags))
     if run.notes:
         parts.append(f'<div style="white-space:pre-wrap;font-size:13px">{html.escape(run.notes)}</div>')
-    if run.output_dir:
-        parts.append(f'<div style="font-size:12px;color:#6b7280">folder: {html.escape(run.output_dir)}</div>')
+    if run.run_dir:
+        parts.append(f'<div style="font-size:12px;color:#6b7280">folder: {html.escape(run.run_dir)}</div>')
     parts.append(provenance_html(run.provenance))
     if run.error:
         parts.append(
@@ -220,11 +220,11 @@ def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, ma
         signal = "" if spread > 1e-9 else ' · <span class="grpo-badge">all rewards equal: no learning signal</span>'
         extra = ", ".join(f"{html.escape(k)}={html.escape(_short(v))}" for k, v in group.extra.items())
         out.append(
-            f'<div class="grpo-group" data-step="{group.step}" data-row="{group.prompt_index}" '
+            f'<div class="grpo-group" data-step="{group.step}" data-row="{group.row_index}" '
             f'data-group-id="{group.id if group.id is not None else ""}">'
         )
         out.append(
-            f'<div class="grpo-meta">group {number} · dataset row {group.prompt_index} · step {group.step}'
+            f'<div class="grpo-meta">group {number} · dataset row {group.row_index} · step {group.step}'
             f"{' · ' + extra if extra else ''}{signal}</div>"
         )
         out.append(f'<div class="grpo-prompt">{html.escape(group.prompt)}</div>')

@@ -1,6 +1,6 @@
 """Recording overhead: the same GRPO config trained with and without the dashboard's RunRecorder, in one process.
 
-Builds TRL's ``GRPOTrainer`` through :func:`grpo_core.trainer.build_trainer` (the worker's own code) for a tiny
+Builds TRL's ``GRPOTrainer`` through :func:`grpo_core.worker.trainer.build_trainer` (the worker's own code) for a tiny
 random Llama (``tests/tiny_model.py``; ``--model`` takes any local folder instead) on the arithmetic example, and
 trains ``--steps`` steps per repetition, alternating "recorded" (RunRecorder + heartbeat writing every step's
 metrics and groups into a SQLite store, as the worker does) and "bare" (the recorder callback removed and the
@@ -35,8 +35,8 @@ from transformers import PrinterCallback, TrainerCallback  # noqa: E402
 
 from grpo_core.config import RunConfig  # noqa: E402
 from grpo_core.datasets import load_prompt_dataset  # noqa: E402
-from grpo_core.recorder import Heartbeat, RolloutTap, RunRecorder  # noqa: E402
-from grpo_core.trainer import build_trainer  # noqa: E402
+from grpo_core.worker.recorder import Heartbeat, RolloutTap, RunRecorder  # noqa: E402
+from grpo_core.worker.trainer import build_trainer  # noqa: E402
 from storage import Store, sqlite_url  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "arithmetic.jsonl"

@@ -58,7 +58,7 @@ def prepare(data_dir: Path, steps: int) -> str:
     for step in range(1, steps + 1):
         store.record_metrics(run.id, step, {k: rng.random() for k in KEYS}, wall_time=time.time())
         groups = [
-            GroupRecord(step=step, prompt_index=rng.randrange(400), prompt=f"What is {step} + {g}?", completions=[
+            GroupRecord(step=step, row_index=rng.randrange(400), prompt=f"What is {step} + {g}?", completions=[
                 CompletionRecord(index=i, text=f"{step + g + i}", rewards={"numeric_answer": float(i == 0)},
                                  total_reward=float(i == 0), advantage=1.5 if i == 0 else -0.5, num_tokens=3)
                 for i in range(4)

@@ -1,6 +1,8 @@
-"""Core of grpo-dashboard: run configs, datasets, reward rules, the TRL trainer wrapper, the worker and launcher.
+"""Core of grpo-dashboard, in two sides.
 
-Nothing here imports gradio; only ``grpo_core.trainer`` and ``grpo_core.worker`` import torch and TRL.
+The top level (config, run files and rows, processes, run actions, datasets, launcher, jobs, rewards, doctor,
+export) is what the web process may import: nothing here imports gradio, torch, transformers, TRL or PEFT.
+:mod:`grpo_core.worker` is the other side, imported only by child processes (training, preflight, try the model).
 """
 
 __version__ = "0.1.0"

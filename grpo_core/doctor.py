@@ -540,7 +540,7 @@ def _zero_std(series: Series, groups: Sequence[GroupRecord], config: Mapping[str
         totals = [c.total_reward for c in group.completions if c.total_reward is not None]
         if len(totals) == len(group.completions) and totals and max(totals) - min(totals) <= 1e-9:
             examples.append(
-                f"step {group.step}, dataset row {group.prompt_index}: all {len(totals)} completions scored "
+                f"step {group.step}, dataset row {group.row_index}: all {len(totals)} completions scored "
                 f"{totals[0]:.3g}"
             )
         if len(examples) == EXAMPLES:
@@ -669,7 +669,7 @@ def _reward_zero(series: Series, groups: Sequence[GroupRecord], config: Mapping[
         for completion in group.completions:
             if completion.total_reward is None or _is_zero(completion.total_reward):
                 examples.append(
-                    f"step {group.step}, row {group.prompt_index}, completion #{completion.index}: "
+                    f"step {group.step}, row {group.row_index}, completion #{completion.index}: "
                     f"“{_clip(completion.text) or '(empty)'}” — {_zero_rules(completion.rewards)}"
                 )
                 break  # one per group: three different prompts say more than three tries at one

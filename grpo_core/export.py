@@ -33,9 +33,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from grpo_core.artifacts import ADAPTER_DIR_NAME, run_folder
 from grpo_core.config import parse_run_config
-from grpo_core.provenance import flatten_provenance, run_dataset_file
+from grpo_core.provenance import flatten_provenance
+from grpo_core.run_files import ADAPTER_DIR_NAME, adapter_dir, run_dir
+from grpo_core.run_rows import dataset_file
 from grpo_core.settings import Settings
 from storage import RunInfo, Store
 
@@ -44,7 +45,7 @@ EXPORTS_DIR_NAME = "exports"
 GROUP_COLUMNS = (
     ("run_id", pa.int64()),
     ("step", pa.int64()),
-    ("prompt_index", pa.int64()),
+    ("row_index", pa.int64()),
     ("prompt", pa.string()),
     ("completion_index", pa.int64()),
     ("text", pa.string()),
@@ -93,12 +94,6 @@ def _prefix(run_id: int) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------ config
-def dataset_source(store: Store, run: RunInfo) -> Path | None:
-    """The file holding the run's prompt rows: the uploaded dataset's normalised JSONL, else ``dataset_path``;
-    ``None`` when the run names neither or the file is gone (:func:`grpo_core.provenance.run_dataset_file`)."""
-    return run_dataset_file(store, run)
-
-
 def export_config_yaml(
     store: Store, run: RunInfo, dest: Path, *, copy_dataset: bool = True
 ) -> tuple[Path, Path | None]:
@@ -120,7 +115,7 @@ def export_config_yaml(
     dest.parent.mkdir(parents=True, exist_ok=True)
     config = parse_run_config(run.config, source=f"run {run.id} config")
     copied: Path | None = None
-    source = dataset_source(store, run) if copy_dataset else None
+    source = dataset_file(store, run.config) if copy_dataset else None
     if source is not None:
         stem = dest.stem.removesuffix("-config") or dest.stem
         copied = dest.with_name(f"{stem}-dataset{source.suffix or '.jsonl'}")
@@ -204,7 +199,7 @@ def _groups_schema(reward_names: list[str]) -> pa.Schema:
 def export_groups_parquet(store: Store, run_id: int, dest: Path) -> Path:
     """Write every recorded completion of the run to ``dest`` as Parquet, one row per completion.
 
-    Columns: ``run_id``, ``step``, ``prompt_index`` (dataset row, -1 when unknown), ``prompt`` (rendered text),
+    Columns: ``run_id``, ``step``, ``row_index`` (dataset row, -1 when unknown), ``prompt`` (rendered text),
     ``completion_index`` (0..G-1 within its group), ``text``, one ``reward_<name>`` float column per reward
     function (null where the rule did not apply), ``total_reward`` (TRL's weighted sum), ``advantage`` (as TRL
     computed it), ``num_tokens`` and ``truncated``. Rows are ordered by step, then group, then completion index.
@@ -237,7 +232,7 @@ def export_groups_parquet(store: Store, run_id: int, dest: Path) -> Path:
                 for completion in group.completions:
                     columns["run_id"].append(run_id)
                     columns["step"].append(group.step)
-                    columns["prompt_index"].append(group.prompt_index)
+                    columns["row_index"].append(group.row_index)
                     columns["prompt"].append(group.prompt)
                     columns["completion_index"].append(completion.index)
                     columns["text"].append(completion.text)
@@ -270,7 +265,7 @@ def export_adapter_zip(settings: Settings, run: RunInfo, dest: Path) -> Path:
         ExportError: the run folder has no ``adapter/`` (the run is still training, failed or was cancelled
             before saving).
     """
-    source = run_folder(settings, run) / ADAPTER_DIR_NAME
+    source = adapter_dir(run_dir(settings, run))
     if not source.is_dir() or not any(source.iterdir()):
         raise ExportError(f"run #{run.id} has no adapter yet ({source} is missing)")
     dest = Path(dest)
@@ -317,7 +312,7 @@ def export_run(store: Store, settings: Settings, run_id: int, *, now: datetime |
         for path in (config, provenance, dataset, metrics, groups):
             if path is not None:
                 archive.write(path, f"{folder.name}/{path.name}")
-        adapter_source = run_folder(settings, run) / ADAPTER_DIR_NAME
+        adapter_source = adapter_dir(run_dir(settings, run))
         if adapter is not None:
             for path in sorted(adapter_source.rglob("*")):
                 if path.is_file():

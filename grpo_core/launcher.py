@@ -7,7 +7,8 @@ giving each its GPUs (``CUDA_VISIBLE_DEVICES``, see :mod:`grpo_core.gpus`); a ru
 that fit start first.
 Workers are independent processes (own session and process group, output to ``train.log`` in the run folder,
 started without a shell), so closing the browser or restarting the dashboard does not stop training; a restarted
-launcher re-attaches to them through the pids in the store. This module imports no torch.
+launcher re-attaches to them through the pids in the store. Child processes are started and stopped through
+:mod:`grpo_core.processes`, the run folder comes from :mod:`grpo_core.run_files`. This module imports no torch.
 """
 
 from __future__ import annotations
@@ -15,40 +16,20 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Sequence
-from pathlib import Path
-
-import psutil
 
 from grpo_core.gpus import GpuAllocationError, allocate_gpus, gpus_needed, machine_gpus, parse_gpu_list
+from grpo_core.processes import free_port, kill_process_group, process_alive, start_process, tail_text
+from grpo_core.run_files import log_path as run_log_path
+from grpo_core.run_files import run_dir
 from grpo_core.settings import ENV_DB_URL, Settings
 from storage import RunInfo, RunStatus, Store
 
 log = logging.getLogger(__name__)
-
-LOG_FILE_NAME = "train.log"
-
-
-def tail_text(path: str | Path | None, max_lines: int = 40, max_bytes: int = 64_000) -> str:
-    """The last ``max_lines`` lines of a text file (reading at most ``max_bytes`` from its end); "" if unreadable."""
-    if not path:
-        return ""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - max_bytes))
-            data = handle.read()
-    except OSError:
-        return ""
-    lines = data.decode("utf-8", errors="replace").splitlines()
-    return "\n".join(lines[-max_lines:])
-
 
 def worker_command(settings: Settings, run: RunInfo, main_process_port: int | None = None) -> list[str]:
     """The argv that trains ``run``: the worker module, or ``accelerate launch`` of it for several processes.
@@ -59,7 +40,7 @@ def worker_command(settings: Settings, run: RunInfo, main_process_port: int | No
     """
     # The store URL travels in the environment (GRPO_DB_URL, see _spawn), never in argv: a password in it would show in
     # `ps` and in the log.
-    worker_args = ["-m", "grpo_core.worker", str(run.id), "--data-dir", str(settings.data_dir)]
+    worker_args = ["-m", "grpo_core.worker.train", str(run.id), "--data-dir", str(settings.data_dir)]
     processes = int(run.config.get("num_processes", 1) or 1)
     if processes > 1:
         port = ["--main_process_port", str(main_process_port)] if main_process_port else []
@@ -80,35 +61,6 @@ def worker_command(settings: Settings, run: RunInfo, main_process_port: int | No
             *worker_args,
         ]
     return [sys.executable, *worker_args]
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now (for a multi-process run's rendezvous)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def process_alive(pid: int | None) -> bool:
-    """True when a process with this pid exists and is not a zombie."""
-    if not pid:
-        return False
-    try:
-        process = psutil.Process(pid)
-        return process.status() != psutil.STATUS_ZOMBIE
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
-
-
-_alive = process_alive
-
-
-def kill_process_group(pid: int, sig: int = signal.SIGKILL) -> None:
-    """Send ``sig`` to the process group led by ``pid`` (workers start their own); ignore a group already gone."""
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 class Launcher:
@@ -177,7 +129,7 @@ class Launcher:
                 del self._children[run_id]
         for run in self.store.list_runs([RunStatus.RUNNING]):
             child = self._children.get(run.id)
-            if child is not None or _alive(run.worker_pid):
+            if child is not None or process_alive(run.worker_pid):
                 continue
             if run.worker_pid is None and run.started_at and time.time() - run.started_at.timestamp() < 30:
                 continue  # claimed a moment ago; the pid is being written
@@ -234,11 +186,9 @@ class Launcher:
                 running += 1
 
     def _spawn(self, run: RunInfo, gpus: Sequence[str] = ()) -> None:
-        from grpo_core.worker import run_dir
-
         folder = run_dir(self.settings, run.id)
         folder.mkdir(parents=True, exist_ok=True)
-        log_path = folder / LOG_FILE_NAME
+        log_path = run_log_path(folder)
         processes = int(run.config.get("num_processes", 1) or 1)
         command = worker_command(self.settings, run, main_process_port=free_port() if processes > 1 else None)
         env = {
@@ -251,23 +201,14 @@ class Launcher:
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         try:
-            with open(log_path, "ab") as log_file:
-                child = subprocess.Popen(
-                    command,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log_file,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    env=env,
-                    cwd=str(folder),
-                )
+            child = start_process(command, log_path=log_path, cwd=folder, env=env)
         except OSError as exc:
             self.store.finish_run(run.id, RunStatus.FAILED, error=f"could not start the worker: {exc}")
             return
         self._children[run.id] = child
         cleared = {"phase": None} if run.phase else {}  # "waiting for GPUs"; the worker reports its own next
         self.store.update_run(
-            run.id, worker_pid=child.pid, log_path=str(log_path), output_dir=str(folder), gpus=",".join(gpus) or None,
+            run.id, worker_pid=child.pid, log_path=str(log_path), run_dir=str(folder), gpus=",".join(gpus) or None,
             **cleared,
         )
         log.info("run %s: started worker pid %s: %s", run.id, child.pid, " ".join(command))

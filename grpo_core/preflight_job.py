@@ -1,18 +1,18 @@
-"""Runs a preflight (:mod:`grpo_core.preflight`) for the web process, in a subprocess: the dashboard never imports
-torch, and a stuck model load cannot hang it.
+"""Runs a preflight (:mod:`grpo_core.worker.preflight`) for the web process, in a subprocess: the dashboard never
+imports torch, and a stuck model load cannot hang it.
 
-:func:`start_preflight` writes the config to a fresh folder and starts ``python -m grpo_core.preflight --config
-... --json ...`` there without a shell, in its own process group, its output going to ``preflight.log`` in that
-folder (never an unread pipe). The caller polls :meth:`PreflightJob.poll` (the UI streams :meth:`last_line`), and
+:func:`start_preflight` writes the config to a fresh folder and starts ``python -m grpo_core.worker.preflight CONFIG
+--json ...`` there (:func:`grpo_core.processes.start_process`: no shell, its own process group, its output going to
+``preflight.log`` in that folder, never an unread pipe). The caller polls :meth:`PreflightJob.poll` (the UI streams :meth:`last_line`), and
 reads :meth:`PreflightJob.result`; :meth:`PreflightJob.stop` kills the group and removes the folder.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grpo_core.config import RunConfig
-from grpo_core.launcher import tail_text
-from grpo_core.preflight import PreflightReport
+from grpo_core.preflight_report import DEFAULT_PROMPTS, PreflightReport
+from grpo_core.processes import start_process, stop_process, tail_text
 from grpo_core.settings import ENV_DB_URL, Settings
 
 PREFLIGHT_TIMEOUT_S = 900.0
@@ -106,14 +106,7 @@ class PreflightJob:
         return PreflightReport.from_dict(data)
 
     def _kill(self) -> None:
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
+        stop_process(self.process)
 
     def stop(self) -> None:
         """Kill the child's process group if it still runs, and remove the folder."""
@@ -122,8 +115,34 @@ class PreflightJob:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+def build_preflight_parser(prog: str = "grpo-dashboard preflight") -> argparse.ArgumentParser:
+    """The one argument parser of a preflight: ``grpo-dashboard preflight`` and ``python -m
+    grpo_core.worker.preflight`` (which :func:`preflight_argv` builds the argv of)."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Will this run learn? Sample a few prompts x num_generations completions from the config's "
+        "model, score them with its reward rules and report how often rewards vary within a group (no training).",
+    )
+    add_preflight_arguments(parser)
+    return parser
+
+
+def add_preflight_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the preflight's arguments to ``parser`` (a sub-command's parser, or :func:`build_preflight_parser`'s)."""
+    parser.add_argument("config", help="run config YAML file")
+    parser.add_argument(
+        "--prompts", type=int, default=DEFAULT_PROMPTS, help=f"prompts (groups) to sample (default {DEFAULT_PROMPTS})"
+    )
+    parser.add_argument("--dataset-id", type=int, help="use this stored dataset instead of the config's")
+    parser.add_argument("--db", help="SQLAlchemy URL of the store (env GRPO_DB_URL; default SQLite in the data dir)")
+    parser.add_argument(
+        "--data-dir", help="data directory: store, model cache (env GRPO_DATA_DIR; default ./grpo_data)"
+    )
+    parser.add_argument("--json", dest="json_out", help="also write the report as JSON to this file")
+
+
 def preflight_argv(settings: Settings, config_path: Path, json_path: Path, num_prompts: int) -> list[str]:
-    """The argv of a preflight subprocess (this interpreter, ``-m grpo_core.preflight``).
+    """The argv of a preflight subprocess (this interpreter, ``-m grpo_core.worker.preflight``).
 
     The store URL is not in it: it travels in the environment (``GRPO_DB_URL``), as for workers, so a password in it
     shows neither in ``ps`` nor in the log.
@@ -131,8 +150,7 @@ def preflight_argv(settings: Settings, config_path: Path, json_path: Path, num_p
     return [
         sys.executable,
         "-m",
-        "grpo_core.preflight",
-        "--config",
+        "grpo_core.worker.preflight",
         str(config_path),
         "--prompts",
         str(int(num_prompts)),
@@ -169,16 +187,12 @@ def start_preflight(
         config_path = folder / "config.yaml"
         config_path.write_text(config.to_yaml(), encoding="utf-8")
         job_env = {**os.environ, **dict(env or {}), ENV_DB_URL: settings.db_url, "PYTHONUNBUFFERED": "1"}
-        with open(folder / LOG_FILE_NAME, "wb") as log:
-            process = subprocess.Popen(
-                preflight_argv(settings, config_path, folder / "report.json", num_prompts),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=str(folder),
-                env=job_env,
-                start_new_session=True,
-            )
+        process = start_process(
+            preflight_argv(settings, config_path, folder / "report.json", num_prompts),
+            log_path=folder / LOG_FILE_NAME,
+            cwd=folder,
+            env=job_env,
+        )
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise

@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 from grpo_core.model_source import ModelSourceError, describe_model
-from storage import RunInfo, Store
 
 #: Distributions whose versions a provenance record holds, besides ``python``.
 PROVENANCE_PACKAGES = ("torch", "transformers", "trl", "peft", "accelerate", "grpo-dashboard")
@@ -195,30 +194,13 @@ def library_versions() -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------------------------------- records
-def run_dataset_file(store: Store, run: RunInfo) -> Path | None:
-    """The file the run's prompt rows come from: the uploaded dataset's normalised JSONL (``dataset_id``), else the
-    config's ``dataset_path``; ``None`` when the run names neither, the dataset is gone, or the file is missing."""
-    config = run.config
-    path: str | None = None
-    if config.get("dataset_id") is not None:
-        try:
-            path = store.get_dataset(int(config["dataset_id"])).path
-        except ValueError:
-            path = None
-    elif config.get("dataset_path"):
-        path = str(config["dataset_path"])
-    if path is None or not Path(path).is_file():
-        return None
-    return Path(path)
-
-
 def current_environment(
     *, dataset_file: Path | None, model: str, cache_dir: Path | None, hub_cache: Path | None = None
 ) -> dict[str, Any]:
     """The provenance fields as they are now, without ``device`` (safe in the web process: no torch).
 
     Args:
-        dataset_file: the run's dataset file (:func:`run_dataset_file`); ``None`` gives a ``None`` sha256.
+        dataset_file: the run's dataset file (:func:`grpo_core.run_rows.dataset_file`); ``None`` gives a ``None`` sha256.
         model: the config's ``model`` field.
         cache_dir: folder of the shared hash cache (the settings' model cache); ``None`` caches in memory only.
         hub_cache: the Hugging Face hub cache to read a hub model's revision from (default: the library's).

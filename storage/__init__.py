@@ -1,7 +1,10 @@
-"""The dashboard's store: SQLAlchemy models and the :class:`Store` through which every layer reads and writes."""
+"""The dashboard's store: SQLAlchemy models (:mod:`storage.models`), the engine and schema (:mod:`storage.engine`,
+:mod:`storage.migrations`), the plain records callers get (:mod:`storage.records`) and the :class:`Store` through
+which every layer reads and writes (:mod:`storage.store`)."""
 
+from storage.engine import sqlite_url
 from storage.models import RunStatus
-from storage.store import (
+from storage.records import (
     CompletionRecord,
     DatasetInfo,
     GroupRecord,
@@ -10,10 +13,9 @@ from storage.store import (
     RunInfo,
     SearchHit,
     SearchPage,
-    Store,
     StoreError,
-    sqlite_url,
 )
+from storage.store import Store
 
 __all__ = [
     "CompletionRecord",

@@ -92,7 +92,7 @@ class RunRow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     worker_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    output_dir: Mapped[str | None] = mapped_column(Text, nullable=True)
+    run_dir: Mapped[str | None] = mapped_column(Text, nullable=True)
     log_path: Mapped[str | None] = mapped_column(Text, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     current_step: Mapped[int] = mapped_column(Integer, default=0)
@@ -135,13 +135,13 @@ class GroupRow(Base):
     __table_args__ = (
         Index("ix_groups_run_step", "run_id", "step"),
         # One prompt across steps (Store.groups_for_prompt, Store.prompt_rows).
-        Index("ix_groups_run_prompt", "run_id", "prompt_index", "step"),
+        Index("ix_groups_run_row", "run_id", "row_index", "step"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     step: Mapped[int] = mapped_column(Integer)
-    prompt_index: Mapped[int] = mapped_column(Integer)
+    row_index: Mapped[int] = mapped_column(Integer)
     prompt: Mapped[str] = mapped_column(Text)
     extra: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
 

@@ -1,9 +1,9 @@
 """The store: every read and write of runs, metrics, groups and datasets goes through :class:`Store`.
 
 The database is the source of truth: any number of browser tabs, a restarted dashboard and the workers read and write
-the same rows. ORM rows never leave this module; callers get the frozen dataclasses below. Queries used by the UI
-are incremental (rows after the last step the page has). SQLite gets WAL mode, ``foreign_keys`` and a busy timeout
-so that the web process and several workers can share one file.
+the same rows. ORM rows never leave this module; callers get the frozen dataclasses of :mod:`storage.records`.
+Queries used by the UI are incremental (rows after the last step the page has). The engine (SQLite pragmas) and the
+schema's creation and migration are in :mod:`storage.engine`.
 """
 
 from __future__ import annotations
@@ -11,159 +11,35 @@ from __future__ import annotations
 import math
 import numbers
 import re
-import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import and_, create_engine, delete, event, func, or_, select, update
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy import and_, delete, func, or_, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload, sessionmaker
 
-from storage.migrations import add_missing_columns
+from storage.engine import create_schema, make_engine
 from storage.models import (
-    Base,
     CompletionRow,
     DatasetRow,
     GroupRow,
     MetricRow,
     RunRow,
     RunStatus,
-    create_missing_indexes,
     utcnow,
 )
-
-SQLITE_BUSY_TIMEOUT_MS = 30_000
-
-
-class StoreError(ValueError):
-    """A request the store refuses: unknown id, duplicate name, invalid status change."""
-
-
-@dataclass(frozen=True)
-class DatasetInfo:
-    """An uploaded dataset. ``path`` is the normalised JSONL file under the data directory."""
-
-    id: int
-    name: str
-    source_name: str
-    format: str
-    num_rows: int
-    columns: list[str]
-    prompt_kind: str
-    path: str
-    created_at: datetime
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    """A run as the UI and the launcher see it. Times are timezone-aware UTC.
-
-    ``resume_from`` is the checkpoint folder the run's next start loads (see :meth:`Store.requeue_run`); ``tags``
-    and ``notes`` are the user's; ``gpus`` is the ``CUDA_VISIBLE_DEVICES`` its worker got (``None``: not set);
-    ``provenance`` is what its worker recorded at start (``None`` before that, see :mod:`grpo_core.provenance`).
-    """
-
-    id: int
-    name: str
-    status: RunStatus
-    config: dict[str, Any]
-    dataset_id: int | None
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    heartbeat_at: datetime | None
-    worker_pid: int | None
-    output_dir: str | None
-    log_path: str | None
-    error: str | None
-    current_step: int
-    max_steps: int
-    phase: str | None
-    cancel_requested: bool
-    resume_from: str | None = None
-    notes: str = ""
-    tags: list[str] = field(default_factory=list)
-    gpus: str | None = None
-    provenance: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class MetricPoint:
-    """One scalar: metric ``key`` (TRL's name, e.g. ``reward`` or ``rewards/numeric_answer/mean``) at ``step``.
-
-    ``value`` is ``None`` where TRL logged NaN or nothing; ``wall_time`` is seconds since the epoch.
-    """
-
-    step: int
-    key: str
-    value: float | None
-    wall_time: float
-
-
-@dataclass(frozen=True)
-class CompletionRecord:
-    """One completion of a group, as recorded from TRL.
-
-    ``rewards`` maps each reward function name to its reward (``None`` where the rule did not apply);
-    ``total_reward`` is the weighted sum TRL used; ``advantage`` is the advantage TRL computed.
-    """
-
-    index: int
-    text: str
-    rewards: dict[str, float | None]
-    total_reward: float | None
-    advantage: float | None
-    num_tokens: int | None = None
-    truncated: bool = False
-
-
-@dataclass(frozen=True)
-class GroupRecord:
-    """A sampled group: one prompt and its G completions at one step."""
-
-    step: int
-    prompt_index: int
-    prompt: str
-    completions: list[CompletionRecord]
-    extra: dict[str, Any] = field(default_factory=dict)
-    id: int | None = None
-
-
-@dataclass(frozen=True)
-class PromptRow:
-    """A dataset row a run sampled: how many groups it has and the first and last step it was sampled at."""
-
-    prompt_index: int
-    num_groups: int
-    first_step: int
-    last_step: int
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    """A group whose prompt or completions contain the searched text.
-
-    ``completion_indexes`` are the :attr:`CompletionRecord.index` of the matching completions, ascending.
-    """
-
-    group: GroupRecord
-    prompt_matched: bool
-    completion_indexes: list[int]
-
-
-@dataclass(frozen=True)
-class SearchPage:
-    """One page of :meth:`Store.search_groups`: ``total`` matching groups in all, ``hits`` from ``offset`` on."""
-
-    text: str
-    total: int
-    offset: int
-    limit: int
-    hits: list[SearchHit]
+from storage.records import (
+    CompletionRecord,
+    DatasetInfo,
+    GroupRecord,
+    MetricPoint,
+    PromptRow,
+    RunInfo,
+    SearchHit,
+    SearchPage,
+    StoreError,
+)
 
 
 def _like_pattern(text: str) -> str:
@@ -202,7 +78,7 @@ def _run_info(row: RunRow) -> RunInfo:
         finished_at=_utc(row.finished_at),
         heartbeat_at=_utc(row.heartbeat_at),
         worker_pid=row.worker_pid,
-        output_dir=row.output_dir,
+        run_dir=row.run_dir,
         log_path=row.log_path,
         error=row.error,
         current_step=row.current_step or 0,
@@ -235,7 +111,7 @@ def _group_record(row: GroupRow) -> GroupRecord:
     return GroupRecord(
         id=row.id,
         step=row.step,
-        prompt_index=row.prompt_index,
+        row_index=row.row_index,
         prompt=row.prompt,
         extra=dict(row.extra or {}),
         completions=[
@@ -256,59 +132,6 @@ def _group_record(row: GroupRow) -> GroupRecord:
 def _like_to_regex(pattern: str) -> str:
     """An SQL LIKE pattern (``%`` any run, ``_`` one character) as a regular expression."""
     return "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
-
-
-def sqlite_url(path: str | Path) -> str:
-    """The SQLAlchemy URL of a SQLite file at ``path``."""
-    return f"sqlite:///{Path(path).resolve()}"
-
-
-def make_engine(url: str) -> Engine:
-    """Create an engine for ``url``; SQLite files get WAL mode, foreign keys and a busy timeout.
-
-    Raises:
-        sqlalchemy.exc.ArgumentError: ``url`` is not a database URL SQLAlchemy understands.
-    """
-    if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False})
-
-        @event.listens_for(engine, "connect")
-        def _sqlite_pragmas(dbapi_connection, _record):  # pragma: no cover - exercised by every SQLite test
-            cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-            cursor.execute("PRAGMA synchronous=NORMAL")
-            cursor.close()
-
-        return engine
-    return create_engine(url, pool_pre_ping=True)
-
-
-SCHEMA_ATTEMPTS = 5
-
-
-def create_schema(engine: Engine) -> None:
-    """Create the tables, indexes and columns the database lacks (idempotent), even from several processes at once.
-
-    ``create_all`` checks for a table, then creates it: two processes opening a new store together (the dashboard
-    and a headless ``train``, several workers) can both try, and the later one fails ("table ... already exists" on
-    SQLite, a unique violation in ``pg_type`` on PostgreSQL, whose DDL is rolled back). It then tries again and
-    finds the tables made.
-
-    Raises:
-        sqlalchemy.exc.DBAPIError: the schema still cannot be created after ``SCHEMA_ATTEMPTS`` tries.
-    """
-    for attempt in range(1, SCHEMA_ATTEMPTS + 1):
-        try:
-            Base.metadata.create_all(engine)
-            create_missing_indexes(engine)
-            add_missing_columns(engine)
-            return
-        except DBAPIError:
-            if attempt == SCHEMA_ATTEMPTS:
-                raise
-            time.sleep(0.05 * attempt)
 
 
 class Store:
@@ -422,7 +245,7 @@ class Store:
             return [_run_info(r) for r in session.scalars(query).all()]
 
     def update_run(self, run_id: int, **fields: Any) -> None:
-        """Set columns of a run (``output_dir``, ``log_path``, ``phase``, ``worker_pid``, ...)."""
+        """Set columns of a run (``run_dir``, ``log_path``, ``phase``, ``worker_pid``, ...)."""
         if "status" in fields:
             fields["status"] = RunStatus(fields["status"]).value
         with self._session() as session:
@@ -678,7 +501,7 @@ class Store:
                 row = GroupRow(
                     run_id=run_id,
                     step=step,
-                    prompt_index=group.prompt_index,
+                    row_index=group.row_index,
                     prompt=group.prompt,
                     extra=group.extra,
                 )
@@ -731,16 +554,16 @@ class Store:
                 raise StoreError(f"no group with id {group_id}")
             return _group_record(row)
 
-    def groups_for_prompt(self, run_id: int, prompt_index: int, limit: int = 500) -> list[GroupRecord]:
+    def groups_for_prompt(self, run_id: int, row_index: int, limit: int = 500) -> list[GroupRecord]:
         """The groups a run sampled for one dataset row, in step order (at most ``limit``, the earliest).
 
-        ``prompt_index`` is the row's index in the run's dataset (:attr:`GroupRecord.prompt_index`); a row sampled
+        ``row_index`` is the row's index in the run's dataset (:attr:`GroupRecord.row_index`); a row sampled
         twice in one step gives two groups of that step, in the order they were recorded.
         """
         with self._session() as session:
             rows = session.scalars(
                 select(GroupRow)
-                .where(GroupRow.run_id == run_id, GroupRow.prompt_index == prompt_index)
+                .where(GroupRow.run_id == run_id, GroupRow.row_index == row_index)
                 .options(selectinload(GroupRow.completions))
                 .order_by(GroupRow.step, GroupRow.id)
                 .limit(limit)
@@ -752,10 +575,10 @@ class Store:
         count = func.count(GroupRow.id)
         with self._session() as session:
             rows = session.execute(
-                select(GroupRow.prompt_index, count, func.min(GroupRow.step), func.max(GroupRow.step))
+                select(GroupRow.row_index, count, func.min(GroupRow.step), func.max(GroupRow.step))
                 .where(GroupRow.run_id == run_id)
-                .group_by(GroupRow.prompt_index)
-                .order_by(count.desc(), GroupRow.prompt_index)
+                .group_by(GroupRow.row_index)
+                .order_by(count.desc(), GroupRow.row_index)
                 .limit(limit)
             ).all()
             return [PromptRow(int(i), int(n), int(first), int(last)) for i, n, first, last in rows]

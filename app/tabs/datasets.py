@@ -9,7 +9,7 @@ import gradio as gr
 import pandas as pd
 
 from app.context import AppContext
-from grpo_core.catalog import import_dataset
+from grpo_core.dataset_library import import_dataset
 from grpo_core.datasets import SUPPORTED_EXTENSIONS, DatasetError, read_normalized
 from storage import StoreError
 

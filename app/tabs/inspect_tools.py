@@ -25,9 +25,9 @@ def prompt_row_choices(ctx: AppContext, run_id: int | None) -> list[tuple[str, i
         return []
     return [
         (
-            f"row {r.prompt_index} · {r.num_groups} group{'s' if r.num_groups != 1 else ''}, "
+            f"row {r.row_index} · {r.num_groups} group{'s' if r.num_groups != 1 else ''}, "
             f"steps {r.first_step}–{r.last_step}",
-            r.prompt_index,
+            r.row_index,
         )
         for r in ctx.store.prompt_rows(int(run_id))
     ]

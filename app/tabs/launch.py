@@ -18,10 +18,11 @@ import pandas as pd
 from app.context import AppContext
 from app.tabs.datasets import dataset_choices
 from app.tabs.launch_tools import clone_choices, clone_drift_notes, dataset_row_for_bench, stream_preflight
-from grpo_core.catalog import ARITHMETIC_EXAMPLE, submit_run, validate_run_config
 from grpo_core.config import DEFAULT_MODEL, ConfigError, RunConfig, parse_run_config
-from grpo_core.preflight import DEFAULT_PROMPTS
+from grpo_core.dataset_library import ARITHMETIC_EXAMPLE
+from grpo_core.preflight_report import DEFAULT_PROMPTS
 from grpo_core.rewards import RewardSpec, all_rules, get_rule, score_group
+from grpo_core.runs import submit_run, validate_run_config
 
 RULE_SLOTS = 4
 NO_RULE = "(none)"

@@ -22,9 +22,10 @@ from app.context import AppContext
 from app.views import run_label
 from grpo_core.config import RunConfig
 from grpo_core.datasets import DatasetError, read_normalized_row
-from grpo_core.preflight import LEVEL_OK, LEVEL_PROBLEM, PreflightReport
 from grpo_core.preflight_job import PREFLIGHT_TIMEOUT_S, PreflightError, start_preflight
-from grpo_core.provenance import current_environment, describe_differences, provenance_differences, run_dataset_file
+from grpo_core.preflight_report import LEVEL_OK, LEVEL_PROBLEM, PreflightReport
+from grpo_core.provenance import current_environment, describe_differences, provenance_differences
+from grpo_core.run_rows import dataset_file
 from storage import RunInfo, StoreError
 
 POLL_SECONDS = 1.0
@@ -48,7 +49,7 @@ def clone_drift_notes(ctx: AppContext, run: RunInfo) -> list[str]:
     if not run.provenance:
         return []
     model = str(run.config.get("model") or (run.provenance.get("model") or {}).get("name") or "")
-    now = current_environment(dataset_file=run_dataset_file(ctx.store, run), model=model,
+    now = current_environment(dataset_file=dataset_file(ctx.store, run.config), model=model,
                               cache_dir=ctx.settings.model_cache_dir)
     return describe_differences(provenance_differences(run.provenance, now))
 

@@ -1,6 +1,6 @@
 """The Runs tab's run controls: the table's filter row, Resume, Delete (after a confirmation), notes and tags.
 
-The handlers are thin: :mod:`grpo_core.run_lifecycle` does the checks and file handling, the store the rest.
+The handlers are thin: :mod:`grpo_core.runs` does the checks and file handling, the store the rest.
 Delete asks first: the button only reveals a confirmation row naming the run, which is remembered in a
 ``gr.State`` so that the run deleted is the one asked about even if the selection changed meanwhile.
 """
@@ -15,7 +15,7 @@ import gradio as gr
 from app.context import AppContext
 from app.run_filter import ALL_STATUSES, STATUS_FILTER_CHOICES
 from app.views import run_status_html
-from grpo_core.run_lifecycle import RunActionError, delete_run, parse_tags, resume_run
+from grpo_core.runs import RunActionError, delete_run, parse_tags, resume_run
 from storage import StoreError
 
 

@@ -21,7 +21,7 @@ from app.tabs.doctor import connect_doctor_panel, create_doctor_panel
 from app.tabs.export import create_export_panel
 from app.tabs.run_controls import connect_run_controls, create_filter_row, create_run_controls
 from app.views import RUNS_TABLE_HEADERS, run_label, run_status_html, runs_table
-from grpo_core.launcher import tail_text
+from grpo_core.processes import tail_text
 from storage import RunStatus, StoreError
 
 REFRESH_SECONDS = 2.0

@@ -1,8 +1,8 @@
 """The "Try the model" tab: sample the base model and a run's trained weights (the final adapter or a checkpoint)
 on the same prompt, side by side, each completion scored by the run's reward rules.
 
-Sampling happens in a subprocess (``python -m grpo_core.sample``); this module, like the whole web process, never
-imports torch. A prompt comes from a row of the run's dataset (its other columns, e.g. ``answer``, feed the rules)
+Sampling happens in a subprocess (``python -m grpo_core.worker.try_model``, started by :mod:`grpo_core.try_job`);
+this module, like the whole web process, never imports torch. A prompt comes from a row of the run's dataset (its other columns, e.g. ``answer``, feed the rules)
 and can be edited, or typed from scratch.
 """
 
@@ -11,26 +11,17 @@ from __future__ import annotations
 import functools
 import html
 import json
-from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
 from app.context import AppContext
 from app.tabs.runs import run_choices
-from grpo_core.artifacts import ArtifactError, run_folder, weights_choices
 from grpo_core.config import ConfigError
-from grpo_core.datasets import DatasetError, load_prompt_dataset, read_normalized
-from grpo_core.export import dataset_source
-from grpo_core.sample import (
-    BASE,
-    TRAINED,
-    SampleError,
-    build_request,
-    prompt_from_text,
-    prompt_to_text,
-    sample_in_subprocess,
-)
+from grpo_core.datasets import DatasetError
+from grpo_core.run_files import ArtifactError, run_dir, weights_choices
+from grpo_core.run_rows import dataset_file, editable_prompt_text, load_rows, prompt_from_text
+from grpo_core.try_job import BASE, TRAINED, TryModelError, build_request, try_in_subprocess
 from storage import RunInfo, StoreError
 
 TRY_CSS = """
@@ -45,14 +36,9 @@ TRY_CSS = """
 
 
 @functools.lru_cache(maxsize=4)
-def _rows_of(path: str, _mtime_ns: int) -> list[dict[str, Any]]:
-    """The rows of a dataset file (cached per path and modification time)."""
-    if path.endswith(".jsonl"):
-        try:
-            return read_normalized(Path(path))
-        except DatasetError:
-            pass
-    return load_prompt_dataset(path).rows
+def _rows_of(store, dataset_id: int | None, dataset_path: str | None, _mtime_ns: int) -> list[dict[str, Any]]:
+    """The rows a run's dataset fields name (cached per dataset and file modification time)."""
+    return load_rows(store, {"dataset_id": dataset_id, "dataset_path": dataset_path})
 
 
 def run_rows(ctx: AppContext, run: RunInfo) -> list[dict[str, Any]]:
@@ -61,15 +47,16 @@ def run_rows(ctx: AppContext, run: RunInfo) -> list[dict[str, Any]]:
     Raises:
         grpo_core.datasets.DatasetError: the file is no longer a valid dataset.
     """
-    source = dataset_source(ctx.store, run)
+    source = dataset_file(ctx.store, run.config)
     if source is None:
         return []
-    return _rows_of(str(source), source.stat().st_mtime_ns)
+    config = run.config
+    return _rows_of(ctx.store, config.get("dataset_id"), config.get("dataset_path"), source.stat().st_mtime_ns)
 
 
 def side_html(side: dict[str, Any] | None, title: str) -> str:
     """One side of the comparison as HTML: mean total, then each completion with its text, tokens, truncation,
-    per-rule rewards and weighted total (``side`` as :func:`grpo_core.sample.sample` returns it)."""
+    per-rule rewards and weighted total (``side`` as :func:`grpo_core.worker.try_model.try_model` returns it)."""
     if side is None:
         return f'<div class="try-side"><h4>{html.escape(title)}</h4><i>not sampled</i></div>'
     mean = side.get("mean_total")
@@ -152,7 +139,7 @@ def create_try_model_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
         row = rows[number]
         others = {k: v for k, v in row.items() if k != "prompt"}
         return (
-            prompt_to_text(row["prompt"]),
+            editable_prompt_text(row["prompt"]),
             json.dumps(others, ensure_ascii=False, indent=1),
             isinstance(row["prompt"], list),
             f"Row {number} of {len(rows)} loaded.",
@@ -164,7 +151,7 @@ def create_try_model_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
         info = _run(run_id)
         if info is None:
             return gr.update(choices=[], value=None), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), ""
-        options = [(o.label, o.value) for o in weights_choices(run_folder(ctx.settings, info))]
+        options = [(o.label, o.value) for o in weights_choices(run_dir(ctx.settings, info))]
         dropdown = gr.update(choices=options, value=options[0][1] if options else None)
         tokens = info.config.get("max_completion_length", gr.skip())
         temp = info.config.get("temperature", gr.skip())
@@ -174,7 +161,7 @@ def create_try_model_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
         """Inputs: run, weights. Outputs: run choices, weights choices (the current pick kept when it still
         exists)."""
         info = _run(run_id)
-        options = [] if info is None else [(o.label, o.value) for o in weights_choices(run_folder(ctx.settings, info))]
+        options = [] if info is None else [(o.label, o.value) for o in weights_choices(run_dir(ctx.settings, info))]
         values = [v for _, v in options]
         value = current if current in values else (values[0] if values else None)
         return gr.update(choices=run_choices(ctx)), gr.update(choices=options, value=value)
@@ -206,8 +193,8 @@ def create_try_model_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
         except (ValueError, ArtifactError, ConfigError) as exc:
             return f"Cannot sample: {exc}", "", ""
         try:
-            result = sample_in_subprocess(request, env=ctx.launcher.env)
-        except SampleError as exc:
+            result = try_in_subprocess(request, env=ctx.launcher.env)
+        except TryModelError as exc:
             return f"Sampling failed:\n\n```\n{exc}\n```", "", ""
         sides = result.get("sides", {})
         base, trained = sides.get(BASE), sides.get(TRAINED)

@@ -23,29 +23,12 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
 
+from grpo_core.rewards.columns import column_values
 from grpo_core.rewards.registry import RewardRule, RuleParam, completion_text, register
 
 # --------------------------------------------------------------------------------------------------------------------
 # Shared helpers
 # --------------------------------------------------------------------------------------------------------------------
-
-
-def column_values(rule: str, column: str, kwargs: dict[str, Any], count: int) -> list[Any]:
-    """The values of dataset column ``column`` from a reward function's ``**kwargs``, one per completion.
-
-    Raises:
-        ValueError: the column is missing (the dataset lacks it), or holds a different number of values than there
-            are completions; the message names the rule and the column.
-    """
-    if column not in kwargs:
-        present = sorted(k for k in kwargs if k not in {"prompts", "completion_ids", "trainer_state"})
-        raise ValueError(f"reward rule {rule!r} needs the dataset column {column!r}; the columns given are {present}")
-    values = kwargs[column]
-    if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__len__"):
-        values = [values] * count  # one value for every completion (a direct call such as answer="42")
-    if len(values) != count:
-        raise ValueError(f"reward rule {rule!r}: column {column!r} has {len(values)} values for {count} completions")
-    return list(values)
 
 
 def _is_missing(value: Any) -> bool:

@@ -40,6 +40,7 @@ from typing import Any
 
 import pycodestyle
 
+from grpo_core.rewards.columns import column_values
 from grpo_core.rewards.registry import RewardRule, RuleParam, completion_text, register
 from grpo_core.rewards.sandbox import ExecResult, ExecStatus, run_many
 
@@ -286,25 +287,6 @@ def parse_test_output(result: ExecResult, nonce: str) -> tuple[str, list[bool], 
     return "no_result", [], None
 
 
-def _column(kwargs: dict[str, Any], name: str, n: int, *, required: bool, rule: str) -> list[Any]:
-    """Column ``name`` from TRL's kwargs as a list of ``n`` values (``None`` where absent).
-
-    Raises:
-        ValueError: a required column is missing, or a column's length is not ``n``.
-    """
-    values = kwargs.get(name)
-    if values is None:
-        if required:
-            raise ValueError(f"reward rule {rule!r} needs a {name!r} dataset column; it is missing")
-        return [None] * n
-    if isinstance(values, str | bytes | dict) or not hasattr(values, "__iter__"):
-        values = [values] * n  # one value for the whole batch
-    values = list(values)
-    if len(values) != n:
-        raise ValueError(f"reward rule {rule!r}: column {name!r} has {len(values)} values for {n} completions")
-    return values
-
-
 def _cpu_seconds(timeout_s: float) -> int:
     return max(1, math.ceil(timeout_s) + 1)
 
@@ -350,8 +332,8 @@ class CodeTestsReward:
 
     def __call__(self, completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
         n = len(completions)
-        tests = _column(kwargs, "tests", n, required=True, rule=self.__name__)
-        entry_points = _column(kwargs, "entry_point", n, required=False, rule=self.__name__)
+        tests = column_values(self.__name__, "tests", kwargs, n, required=True)
+        entry_points = column_values(self.__name__, "entry_point", kwargs, n, required=False)
         rewards: list[float | None] = [None] * n
         todo = [(i, split_tests(t, e)) for i, (t, e) in enumerate(zip(tests, entry_points, strict=True))]
         todo = [(i, u) for i, u in todo if u]
@@ -425,11 +407,11 @@ class CodeRuntimeReward:
 
     def __call__(self, completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
         n = len(completions)
-        tests = _column(kwargs, "tests", n, required=True, rule=self.__name__)
-        entry_points = _column(kwargs, "entry_point", n, required=False, rule=self.__name__)
-        given = _column(kwargs, "reference_runtime_s", n, required=False, rule=self.__name__)
-        references = _column(kwargs, "reference_solution", n, required=False, rule=self.__name__)
-        canonical = _column(kwargs, "canonical_solution", n, required=False, rule=self.__name__)
+        tests = column_values(self.__name__, "tests", kwargs, n, required=True)
+        entry_points = column_values(self.__name__, "entry_point", kwargs, n, required=False)
+        given = column_values(self.__name__, "reference_runtime_s", kwargs, n, required=False)
+        references = column_values(self.__name__, "reference_solution", kwargs, n, required=False)
+        canonical = column_values(self.__name__, "canonical_solution", kwargs, n, required=False)
 
         rows: list[tuple[int, list[tuple[str, str]], float | None, tuple[str, str] | None]] = []
         for i in range(n):

@@ -16,7 +16,7 @@ cross process boundaries (the worker, ``accelerate launch``, the sandbox pool). 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 ParamType = Literal["float", "int", "str", "bool", "choice", "text"]
@@ -134,7 +134,6 @@ def get_rule(name: str) -> RewardRule:
     Raises:
         ValueError: no such rule; the message lists the known rules.
     """
-    _load_builtin_rules()
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -143,7 +142,6 @@ def get_rule(name: str) -> RewardRule:
 
 def all_rules() -> list[RewardRule]:
     """Every registered rule, sorted by category then name."""
-    _load_builtin_rules()
     return sorted(_REGISTRY.values(), key=lambda r: (r.category, r.name))
 
 
@@ -168,19 +166,3 @@ def completion_text(completion: str | Sequence[dict] | Any) -> str:
         else:
             parts.append(str(message))
     return "\n".join(parts)
-
-
-@dataclass
-class _Loaded:
-    done: bool = field(default=False)
-
-
-_loaded = _Loaded()
-
-
-def _load_builtin_rules() -> None:
-    """Import the modules that register the built-in rules (once)."""
-    if _loaded.done:
-        return
-    _loaded.done = True
-    from grpo_core.rewards import builtin  # noqa: F401  (registers on import)

@@ -37,7 +37,7 @@ def _group(step: int, row: int, flat: bool, truncated: bool) -> GroupRecord:
         texts[2] = "long " * 200
     return GroupRecord(
         step=step,
-        prompt_index=row,
+        row_index=row,
         prompt=f"What is {row} + {row}?",
         completions=[
             CompletionRecord(

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from grpo_core.catalog import ARITHMETIC_EXAMPLE, submit_run
 from grpo_core.config import RunConfig
+from grpo_core.dataset_library import ARITHMETIC_EXAMPLE
+from grpo_core.runs import submit_run
 from storage import Store, sqlite_url
 from tests.e2e import test_dashboard as dashboard
 from tests.e2e.test_dashboard import pick, set_number, set_text

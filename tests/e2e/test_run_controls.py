@@ -26,7 +26,7 @@ def test_filter_tag_and_delete_with_confirmation(page, server):  # noqa: F811 - 
         folder = server["data_dir"] / "runs" / f"run-{doomed:05d}"
         folder.mkdir(parents=True)
         (folder / "train.log").write_text("log")
-        store.update_run(doomed, output_dir=str(folder))
+        store.update_run(doomed, run_dir=str(folder))
         store.annotate_run(doomed, notes="seen once", tags=["old"])
 
         page.get_by_role("tab", name="Runs").click()

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.catalog import submit_run
 from grpo_core.config import RunConfig
 from grpo_core.humaneval import write_humaneval_jsonl
 from grpo_core.launcher import Launcher
+from grpo_core.runs import submit_run
 from storage import RunStatus
 
 CODE_REWARDS = [
@@ -70,6 +70,6 @@ def test_one_step_on_humaneval_records_every_code_rule(store, settings, tiny_mod
             assert -0.1 <= completion.rewards["code_tests"] <= 1.0
             assert completion.rewards["code_style"] is not None
             assert 0.0 <= completion.rewards["length"] <= 1.0
-    log = (Path(final.output_dir) / "train.log").read_text(encoding="utf-8")
+    log = (Path(final.run_dir) / "train.log").read_text(encoding="utf-8")
     assert "the sandbox failed" not in log
     assert "children will run as root" not in log

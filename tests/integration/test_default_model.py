@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.catalog import submit_run
 from grpo_core.config import RunConfig
 from grpo_core.model_source import packaged_gguf_path
-from grpo_core.worker import train_run
+from grpo_core.runs import submit_run
+from grpo_core.worker.train import train_run
 from storage import RunStatus
 
 pytestmark = pytest.mark.slow

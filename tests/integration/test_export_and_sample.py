@@ -1,5 +1,5 @@
 """A tiny local Llama trained one real step (with a checkpoint) is exported and sampled: the exported YAML re-trains
-headless into a fresh data directory, and ``python -m grpo_core.sample`` samples the base model and the trained
+headless into a fresh data directory, and ``python -m grpo_core.worker.try_model`` samples the base model and the trained
 adapter (final or checkpoint) side by side, scored by the run's rules, in a subprocess."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import zipfile
 import pandas as pd
 import pytest
 
-from grpo_core.catalog import submit_run
 from grpo_core.config import load_run_config
 from grpo_core.export import export_run
-from grpo_core.sample import SampleError, build_request, sample_in_subprocess
+from grpo_core.runs import submit_run
 from grpo_core.settings import load_settings
-from grpo_core.worker import train_run
+from grpo_core.try_job import TryModelError, build_request, try_in_subprocess
+from grpo_core.worker.train import train_run
 from storage import RunStatus, Store, sqlite_url
 from tests.integration.test_worker import REWARDS, tiny_config
 
@@ -53,7 +53,7 @@ def test_export_writes_metrics_groups_and_adapter_of_a_trained_run(trained):
     first = groups.iloc[0]
     expected = sum(first[f"reward_{n}"] * w for n, w in zip(NAMES, WEIGHTS, strict=True))
     assert math.isclose(first["total_reward"], expected, abs_tol=1e-6)
-    assert abs(groups.groupby("prompt_index")["advantage"].sum()).max() < 1e-3
+    assert abs(groups.groupby("row_index")["advantage"].sum()).max() < 1e-3
     assert "adapter/adapter_config.json" in zipfile.ZipFile(result.adapter).namelist()
 
 
@@ -97,7 +97,7 @@ def test_sample_base_and_trained_side_by_side(trained, weights):
         max_new_tokens=6,
         seed=7,
     )
-    result = sample_in_subprocess(request, timeout_s=240)
+    result = try_in_subprocess(request, timeout_s=240)
     assert json.loads(json.dumps(result)) == result  # plain JSON
     assert result["device"] == "cpu" and result["names"] == NAMES and result["weights"] == WEIGHTS
     assert result["prompt_text"].endswith("<|im_start|>assistant\n")  # the chat template, as TRL renders it
@@ -118,15 +118,15 @@ def test_sample_failure_reports_the_reason(trained, tmp_path):
     settings, store, run = trained
     request = build_request(settings, run, prompt="2 + 2 =", row={"answer": 4}, weights="latest", max_new_tokens=2)
     broken = request.model_copy(update={"weights": str(tmp_path)})  # an empty folder: neither adapter nor model
-    with pytest.raises(SampleError, match="neither a PEFT adapter nor a model"):
-        sample_in_subprocess(broken, timeout_s=240)
+    with pytest.raises(TryModelError, match="neither a PEFT adapter nor a model"):
+        try_in_subprocess(broken, timeout_s=240)
 
 
 def test_greedy_sampling_repeats_its_one_answer(trained):
     settings, store, run = trained
     request = build_request(settings, run, prompt="What is 1 + 1?", row={"answer": 2}, weights=None,
                             num_samples=2, max_new_tokens=4, temperature=0.0)
-    result = sample_in_subprocess(request, timeout_s=240)
+    result = try_in_subprocess(request, timeout_s=240)
     assert set(result["sides"]) == {"base"}  # no weights: the base model only
     first, second = result["sides"]["base"]["completions"]
     assert first == second

@@ -28,11 +28,12 @@ import pandas as pd
 import pytest
 from sqlalchemy import text
 
-from grpo_core.catalog import import_dataset, submit_run
-from grpo_core.checkpoints import last_checkpoint
+from grpo_core.dataset_library import import_dataset
 from grpo_core.datasets import DatasetError
-from grpo_core.launcher import Launcher, process_alive
-from grpo_core.run_lifecycle import resume_run
+from grpo_core.launcher import Launcher
+from grpo_core.processes import process_alive
+from grpo_core.run_files import last_checkpoint
+from grpo_core.runs import resume_run, submit_run
 from storage import RunStatus
 from tests.integration.gates import Gate
 from tests.integration.test_worker import REWARDS, tiny_config, wait_for
@@ -151,7 +152,7 @@ def test_cancel_during_generation_stops_within_one_step_and_saves_a_checkpoint(
     assert final.error is None  # it stopped by itself
     assert final.current_step == 1
     _assert_steps_recorded_once(store, run.id, steps=1)
-    checkpoint = last_checkpoint(final.output_dir)
+    checkpoint = last_checkpoint(final.run_dir)
     assert checkpoint is not None and checkpoint.step == 1  # saved on the way out, for Resume
 
 
@@ -171,7 +172,7 @@ def test_resume_after_cancel_continues_with_every_step_once(store, settings, tin
     cancelled = store.get_run(run.id)
     assert cancelled.status == RunStatus.CANCELLED
     assert cancelled.current_step == 3  # the step in progress finishes, then the run stops
-    assert last_checkpoint(cancelled.output_dir).step == 3
+    assert last_checkpoint(cancelled.run_dir).step == 3
 
     _wait_until_worker_gone(store, launcher, run.id)
     queued = resume_run(store, settings, run.id)
@@ -185,7 +186,7 @@ def test_resume_after_cancel_continues_with_every_step_once(store, settings, tin
     assert final.current_step == 4
     assert "resuming from checkpoint-3" in log
     _assert_steps_recorded_once(store, run.id, steps=4)
-    assert (Path(final.output_dir) / "adapter" / "adapter_config.json").is_file()
+    assert (Path(final.run_dir) / "adapter" / "adapter_config.json").is_file()
 
 
 @pytest.mark.backends("sqlite", "postgres")
@@ -199,7 +200,7 @@ def test_resume_after_a_killed_worker_drops_the_steps_after_its_checkpoint(store
     killed_at = time.time()
     wait_for(lambda: store.get_run(run.id).status.is_final, 60, launcher=launcher)
     assert store.get_run(run.id).status == RunStatus.FAILED
-    checkpoint = last_checkpoint(store.get_run(run.id).output_dir)
+    checkpoint = last_checkpoint(store.get_run(run.id).run_dir)
     assert checkpoint is not None and checkpoint.step == 2
     assert sorted(_metric_counts(store, run.id)) == [1, 2, 3]
 

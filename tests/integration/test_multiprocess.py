@@ -7,8 +7,8 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from grpo_core.catalog import submit_run
 from grpo_core.launcher import Launcher
+from grpo_core.runs import submit_run
 from storage import RunStatus
 from tests.integration.test_worker import tiny_config
 
@@ -40,4 +40,4 @@ def test_two_processes_record_the_groups_of_both(store, settings, tiny_model_dir
         for group in groups:
             assert [c.index for c in group.completions] == [0, 1, 2, 3]
             assert all(c.advantage is not None for c in group.completions)
-            assert 0 <= group.prompt_index < 400
+            assert 0 <= group.row_index < 400

@@ -1,4 +1,4 @@
-"""The preflight on the tiny random Llama: the subprocess the dashboard starts (``python -m grpo_core.preflight
+"""The preflight on the tiny random Llama: the subprocess the dashboard starts (``python -m grpo_core.worker.preflight
 --json``), the ``grpo-dashboard preflight`` command on a stored dataset, and a config it cannot use."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from app.cli import main as cli_main
-from grpo_core.catalog import import_dataset
 from grpo_core.config import RunConfig
+from grpo_core.dataset_library import import_dataset
 from grpo_core.preflight_job import PreflightError, start_preflight
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "arithmetic.jsonl"

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.catalog import submit_run
 from grpo_core.config import RunConfig
 from grpo_core.launcher import Launcher
+from grpo_core.runs import submit_run
 from storage import RunStatus
 
 EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "arithmetic.jsonl")
@@ -85,7 +85,7 @@ def test_worker_trains_two_steps_and_records_everything(store, settings, tiny_mo
         groups = store.groups_at(run.id, step)
         assert len(groups) == 2  # 8 completions per step / 4 per group
         for group in groups:
-            assert 0 <= group.prompt_index < 400
+            assert 0 <= group.row_index < 400
             assert "answer" in group.extra
             assert "What is" in group.prompt
             assert [c.index for c in group.completions] == [0, 1, 2, 3]
@@ -103,7 +103,7 @@ def test_worker_trains_two_steps_and_records_everything(store, settings, tiny_mo
                 best = max(group.completions, key=lambda c: c.total_reward)
                 assert best.advantage == max(advantages)
 
-    folder = Path(final.output_dir)
+    folder = Path(final.run_dir)
     assert (folder / "config.yaml").is_file()
     assert (folder / "train.log").read_text().count("training 2 steps") == 1
     assert (folder / "adapter" / "adapter_config.json").is_file()

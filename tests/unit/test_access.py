@@ -21,10 +21,10 @@ from grpo_core.access import (
     redact_url,
     upload_too_large_message,
 )
-from grpo_core.catalog import UploadTooLargeError, import_dataset
+from grpo_core.dataset_library import UploadTooLargeError, import_dataset
 from grpo_core.datasets import DatasetError
+from grpo_core.run_files import run_dir
 from grpo_core.settings import load_auth, load_settings
-from grpo_core.worker import run_dir
 
 ROWS = [{"prompt": "What is 1 + 1?", "answer": 2}, {"prompt": "What is 2 + 3?", "answer": 5}]
 

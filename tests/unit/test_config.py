@@ -11,10 +11,9 @@ from grpo_core.config import (
     RunConfig,
     load_run_config,
     parse_run_config,
-    to_grpo_config,
-    to_lora_config,
 )
 from grpo_core.rewards.compose import RewardSpec
+from grpo_core.worker.trl_args import to_grpo_config, to_lora_config
 
 
 def test_defaults():

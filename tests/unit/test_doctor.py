@@ -131,7 +131,7 @@ def test_kl_growth_compares_with_the_value_five_steps_earlier():
 def _group(step: int, row: int, totals: list[float | None], rewards: list[dict] | None = None) -> GroupRecord:
     return GroupRecord(
         step=step,
-        prompt_index=row,
+        row_index=row,
         prompt=f"What is {row} + {row}?",
         completions=[
             CompletionRecord(

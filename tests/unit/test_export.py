@@ -1,4 +1,4 @@
-"""Tests for grpo_core.export and grpo_core.artifacts on a real SQLite store: the wide metrics CSV, the groups
+"""Tests for grpo_core.export and grpo_core.run_files on a real SQLite store: the wide metrics CSV, the groups
 Parquet (one row per completion, a column per rule), the config YAML with its dataset copy, the adapter zip, the
 bundle; the trained-weights choices of a run folder; and the Try tab's prompt helpers."""
 
@@ -14,7 +14,6 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from grpo_core.artifacts import ArtifactError, list_checkpoints, resolve_weights, run_folder, weights_choices
 from grpo_core.config import load_run_config
 from grpo_core.export import (
     ExportError,
@@ -24,18 +23,20 @@ from grpo_core.export import (
     export_run,
     metrics_frame,
 )
-from grpo_core.sample import build_request, prompt_from_text, prompt_to_text
+from grpo_core.run_files import ArtifactError, list_checkpoints, resolve_weights, run_dir, weights_choices
+from grpo_core.run_rows import editable_prompt_text, prompt_from_text
+from grpo_core.try_job import build_request
 from storage import CompletionRecord, GroupRecord
 
 RULES = [{"rule": "numeric_answer", "weight": 1.0}, {"rule": "format_regex", "weight": 0.5, "params": {"pattern": "x"}}]
 
 
-def _group(step: int, prompt_index: int) -> GroupRecord:
+def _group(step: int, row_index: int) -> GroupRecord:
     return GroupRecord(
         step=step,
-        prompt_index=prompt_index,
-        prompt=f"What is {prompt_index} + {prompt_index}?",
-        extra={"answer": 2 * prompt_index},
+        row_index=row_index,
+        prompt=f"What is {row_index} + {row_index}?",
+        extra={"answer": 2 * row_index},
         completions=[
             CompletionRecord(
                 index=i,
@@ -65,7 +66,7 @@ def run(store, settings, tmp_path):
     (folder / "adapter").mkdir(parents=True)
     (folder / "adapter" / "adapter_config.json").write_text("{}")
     (folder / "adapter" / "adapter_model.safetensors").write_bytes(b"\0" * 100)
-    store.update_run(info.id, output_dir=str(folder))
+    store.update_run(info.id, run_dir=str(folder))
     for step in (1, 2, 3):
         values = {"reward": step / 10, "kl": None if step == 2 else 0.01 * step, "loss": float("nan")}
         if step == 3:
@@ -97,13 +98,13 @@ def test_groups_parquet_has_one_row_per_completion_and_a_column_per_rule(store, 
     path = export_groups_parquet(store, run.id, tmp_path / "g.parquet")
     table = pq.read_table(path)
     assert table.column_names == [
-        "run_id", "step", "prompt_index", "prompt", "completion_index", "text", "reward_numeric_answer",
+        "run_id", "step", "row_index", "prompt", "completion_index", "text", "reward_numeric_answer",
         "reward_format_regex", "total_reward", "advantage", "num_tokens", "truncated",
     ]
     frame = table.to_pandas()
     assert len(frame) == 12
     assert frame["step"].tolist() == [1] * 8 + [3] * 4
-    assert frame["prompt_index"].tolist() == [0] * 4 + [4] * 4 + [2] * 4
+    assert frame["row_index"].tolist() == [0] * 4 + [4] * 4 + [2] * 4
     assert frame["completion_index"].tolist() == [0, 1, 2, 3] * 3
     assert frame["prompt"][4] == "What is 4 + 4?"
     assert frame["reward_numeric_answer"].tolist()[:4] == [1.0, 0.0, 0.0, 0.0]
@@ -175,8 +176,10 @@ def test_export_run_of_a_run_still_training_has_no_adapter(store, settings):
 
 
 def _weights(folder: Path, adapter: bool = True) -> Path:
+    """A weights folder as TRL saves it; ``trainer_state.json`` last (a checkpoint is complete with it)."""
     folder.mkdir(parents=True)
     (folder / ("adapter_config.json" if adapter else "config.json")).write_text("{}")
+    (folder / "trainer_state.json").write_text("{}")
     return folder
 
 
@@ -188,7 +191,7 @@ def test_weights_choices_latest_is_the_final_adapter_then_the_newest_checkpoint(
     _weights(folder / "output" / "checkpoint-2")
     _weights(folder / "output" / "checkpoint-10", adapter=False)  # full weights (no LoRA)
     (folder / "output" / "checkpoint-5").mkdir()  # half-written: not offered
-    assert [step for step, _ in list_checkpoints(folder)] == [2, 10]
+    assert [c.step for c in list_checkpoints(folder)] == [2, 10]
     assert resolve_weights(folder, "latest") == folder / "output" / "checkpoint-10"
     _weights(folder / "adapter")
     assert [c.value for c in weights_choices(folder)] == ["latest", "adapter", "checkpoint-10", "checkpoint-2"]
@@ -198,11 +201,11 @@ def test_weights_choices_latest_is_the_final_adapter_then_the_newest_checkpoint(
         resolve_weights(folder, "checkpoint-7")
 
 
-def test_run_folder_prefers_the_recorded_output_dir(store, settings):
+def test_run_dir_prefers_the_recorded_run_dir(store, settings):
     info = store.create_run(name="r", config={}, dataset_id=None, max_steps=1)
-    assert run_folder(settings, info) == settings.runs_dir / f"run-{info.id:05d}"
-    store.update_run(info.id, output_dir="/elsewhere/run")
-    assert run_folder(settings, store.get_run(info.id)) == Path("/elsewhere/run")
+    assert run_dir(settings, info) == settings.runs_dir / f"run-{info.id:05d}"
+    store.update_run(info.id, run_dir="/elsewhere/run")
+    assert run_dir(settings, store.get_run(info.id)) == Path("/elsewhere/run")
 
 
 @pytest.mark.parametrize(
@@ -225,16 +228,16 @@ def test_prompt_from_text_refuses_a_blank_prompt():
         prompt_from_text("  \n", True)
 
 
-def test_prompt_to_text_round_trips_messages():
+def test_editable_prompt_text_round_trips_messages():
     messages = [{"role": "user", "content": "Wie viel ist 2 + 2?"}]
-    assert prompt_from_text(prompt_to_text(messages), chat=False) == messages
-    assert prompt_to_text("plain") == "plain"
+    assert prompt_from_text(editable_prompt_text(messages), chat=False) == messages
+    assert editable_prompt_text("plain") == "plain"
 
 
 def test_build_request_takes_the_runs_model_rules_and_sampling_settings(store, settings, run):
     request = build_request(settings, run, prompt="What is 1 + 1?", row={"answer": 2, "prompt": "ignored"})
     assert request.model == "SmolLM2-135M-Instruct"
-    assert request.weights == str(run_folder(settings, run) / "adapter")
+    assert request.weights == str(run_dir(settings, run) / "adapter")
     assert request.row == {"answer": 2}
     assert [r["rule"] for r in request.rewards] == ["numeric_answer", "format_regex"]
     assert request.max_new_tokens == 64 and request.temperature == 0.9  # the run's defaults

@@ -41,7 +41,7 @@ def _group(
     return GroupRecord(
         id=gid,
         step=step,
-        prompt_index=gid if row is None else row,
+        row_index=gid if row is None else row,
         prompt=f"prompt {gid}",
         completions=[
             CompletionRecord(

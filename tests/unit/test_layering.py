@@ -1,11 +1,15 @@
-"""Tests of the import rules (STYLE.md, "Layers"): the web process never imports torch, transformers or TRL;
-``grpo_core`` outside the worker side never imports gradio or torch; ``storage`` imports neither.
+"""Tests of the import rules (STYLE.md, "Layers"): the web process never imports torch, transformers, TRL or PEFT;
+``grpo_core`` outside the worker side (``grpo_core/worker/``) never imports gradio or torch, and no module outside the
+worker side imports ``grpo_core.worker`` or a heavy package at module level; ``storage`` imports neither.
 
-Each rule is checked in a fresh interpreter (``sys.executable -c ...``), since the test process itself has long
-imported everything."""
+The import checks run in a fresh interpreter (``sys.executable -c ...``), since the test process itself has long
+imported everything; the module-level rule is read from the source (``ast``). The paths the web process takes at run
+time (launch, preflight, try, export, resume, delete) are driven in
+``tests/integration/test_web_process_torch_free.py``."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import pkgutil
@@ -20,15 +24,16 @@ import pytest
 import grpo_core
 
 REPO = Path(__file__).resolve().parents[2]
-HEAVY = ("torch", "transformers", "trl", "gradio")
-WORKER_SIDE = {"trainer", "recorder", "worker"}  # modules that run in the training subprocess only
+HEAVY = ("torch", "transformers", "trl", "peft", "gradio")
+WORKER_PACKAGE = "grpo_core.worker"  # imported only by worker processes (training, preflight, try the model)
+WORKER_ONLY = {"torch", "transformers", "trl", "peft", "accelerate", "datasets"}
 
 
 def _grpo_core_modules() -> list[str]:
     return sorted(
         info.name
         for info in pkgutil.walk_packages(grpo_core.__path__, "grpo_core.")
-        if info.name.rsplit(".", 1)[-1] not in WORKER_SIDE
+        if info.name != WORKER_PACKAGE and not info.name.startswith(WORKER_PACKAGE + ".")
     )
 
 
@@ -61,9 +66,19 @@ def _loaded_after(code: str, tmp_path: Path) -> dict[str, bool]:
 
 def test_module_discovery_finds_the_web_side_modules():
     modules = _grpo_core_modules()
-    for expected in ("grpo_core.catalog", "grpo_core.config", "grpo_core.launcher", "grpo_core.rewards.compose"):
+    for expected in (
+        "grpo_core.config",
+        "grpo_core.launcher",
+        "grpo_core.processes",
+        "grpo_core.run_files",
+        "grpo_core.run_rows",
+        "grpo_core.runs",
+        "grpo_core.try_job",
+        "grpo_core.preflight_report",
+        "grpo_core.rewards.plugin",
+    ):
         assert expected in modules
-    assert not any(m.rsplit(".", 1)[-1] in WORKER_SIDE for m in modules)
+    assert not any(m.startswith(WORKER_PACKAGE) for m in modules)
 
 
 def test_web_process_does_not_import_torch_transformers_or_trl(tmp_path):
@@ -79,10 +94,11 @@ def test_web_process_does_not_import_torch_transformers_or_trl(tmp_path):
         tmp_path,
     )
     assert loaded["gradio"] is True  # the check itself works: the web process does import gradio
-    assert {name: loaded[name] for name in ("torch", "transformers", "trl")} == {
+    assert {name: loaded[name] for name in ("torch", "transformers", "trl", "peft")} == {
         "torch": False,
         "transformers": False,
         "trl": False,
+        "peft": False,
     }
 
 
@@ -119,4 +135,52 @@ def test_no_source_file_imports_a_forbidden_package(package, forbidden):
         for match in _IMPORT.findall(path.read_text(encoding="utf-8"))
         if match in forbidden
     ]
+    assert offenders == []
+
+
+def _module_level_imports(tree: ast.Module) -> list[tuple[int, str]]:
+    """``(line, module)`` of every import that runs when the module is imported: statements at module level, in
+    class bodies and in ``if``/``try``/``with`` blocks there, not inside functions (those import when called)."""
+    found: list[tuple[int, str]] = []
+
+    def visit(statements: list[ast.AST]) -> None:
+        for node in statements:
+            if isinstance(node, ast.Import):
+                found.extend((node.lineno, alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.append((node.lineno, node.module))
+                found.extend((node.lineno, f"{node.module}.{alias.name}") for alias in node.names)
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            else:
+                for field in ("body", "orelse", "finalbody", "handlers"):
+                    block = getattr(node, field, None)
+                    if isinstance(block, list):
+                        visit([n for n in block if isinstance(n, ast.stmt | ast.excepthandler)])
+
+    visit(tree.body)
+    return found
+
+
+def _web_side_files() -> list[Path]:
+    files = [*(REPO / "app").rglob("*.py"), *(REPO / "storage").rglob("*.py"), *(REPO / "grpo_core").rglob("*.py")]
+    worker = REPO / "grpo_core" / "worker"
+    return sorted(path for path in files if worker not in path.parents)
+
+
+def test_module_level_import_finder_sees_nested_blocks_but_not_functions():
+    tree = ast.parse("import a\nif x:\n    from b import c\ntry:\n    import d\nexcept E:\n    import e\n"
+                     "class K:\n    import f\ndef g():\n    import h\n")
+    assert sorted(m for _, m in _module_level_imports(tree)) == ["a", "b", "b.c", "d", "e", "f"]
+
+
+def test_no_module_outside_the_worker_side_imports_it_or_a_heavy_package_at_module_level():
+    files = _web_side_files()
+    assert REPO / "grpo_core" / "launcher.py" in files and REPO / "app" / "server.py" in files
+    offenders = []
+    for path in files:
+        for line, module in _module_level_imports(ast.parse(path.read_text(encoding="utf-8"))):
+            top = module.split(".")[0]
+            if module == WORKER_PACKAGE or module.startswith(WORKER_PACKAGE + ".") or top in WORKER_ONLY:
+                offenders.append(f"{path.relative_to(REPO)}:{line}: import {module}")
     assert offenders == []

@@ -1,4 +1,4 @@
-"""Tests for grpo_core.model_source: resolving the model field (packaged GGUF, local folder, GGUF file, hub id)
+"""Tests for grpo_core.model_source (and grpo_core.worker.models.prepare_model): resolving the model field (packaged GGUF, local folder, GGUF file, hub id)
 without loading anything. The real GGUF is never converted here (slow); see the integration tests."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from grpo_core.model_source import (
     ModelSourceError,
     describe_model,
     packaged_gguf_path,
-    prepare_model,
 )
+from grpo_core.worker.models import prepare_model
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,5 +1,5 @@
 """Tests of the preflight's pure parts: statistics of scored groups, the verdict rules (table-driven), the report's
-text and JSON forms, row picking, EOS cutting and the dataset loading of a config."""
+text and JSON forms (grpo_core.preflight_report), row picking, EOS cutting and the dataset loading of a config."""
 
 from __future__ import annotations
 
@@ -12,22 +12,21 @@ import pytest
 
 from grpo_core.config import ConfigError, RunConfig
 from grpo_core.datasets import DatasetError, read_normalized_row
-from grpo_core.preflight import (
+from grpo_core.preflight_report import (
     LEVEL_OK,
     LEVEL_PROBLEM,
     LEVEL_WARNING,
     PreflightReport,
     RuleStats,
     SampledGroup,
-    cut_at_eos,
     format_report,
     judge,
-    load_config_rows,
-    pick_rows,
-    prompt_as_text,
     summarize,
 )
 from grpo_core.rewards.compose import score_group
+from grpo_core.run_rows import load_rows, prompt_text
+from grpo_core.worker.models import EndOfSequence
+from grpo_core.worker.preflight import pick_rows
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "arithmetic.jsonl"
 RULES = [
@@ -326,33 +325,33 @@ def test_pick_rows_is_seeded_distinct_and_bounded():
     ],
 )
 def test_cut_at_eos(ids, eos, expected):
-    assert cut_at_eos(ids, eos) == expected
+    assert EndOfSequence(ids=tuple(eos), pad_id=None).cut(ids) == expected
 
 
-def test_prompt_as_text():
-    assert prompt_as_text("plain") == "plain"
+def test_prompt_text():
+    assert prompt_text("plain") == "plain"
     chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}]
-    assert prompt_as_text(chat) == "system: Be brief.\nuser: 2+2?"
+    assert prompt_text(chat) == "system: Be brief.\nuser: 2+2?"
 
 
-def test_load_config_rows_from_path_relative_to_the_config(tmp_path, monkeypatch):
+def test_load_rows_from_path_relative_to_the_config(tmp_path, monkeypatch):
     (tmp_path / "d.jsonl").write_text('{"prompt": "a", "answer": 1}\n{"prompt": "b", "answer": 2}\n')
     monkeypatch.chdir(tmp_path.parent)
     config = _config(dataset_path="d.jsonl")
-    rows = load_config_rows(config, base_dir=tmp_path)
+    rows = load_rows(None, config, base_dir=tmp_path)
     assert [r["answer"] for r in rows] == [1, 2]
 
 
-def test_load_config_rows_from_the_store(store, settings):
-    from grpo_core.catalog import import_dataset
+def test_load_rows_from_the_store(store, settings):
+    from grpo_core.dataset_library import import_dataset
 
     info = import_dataset(store, settings, EXAMPLE, source_name="arithmetic.jsonl", name="arith")
-    rows = load_config_rows(_config(dataset_path=None, dataset_id=info.id), store=store)
+    rows = load_rows(store, _config(dataset_path=None, dataset_id=info.id))
     assert len(rows) == 400 and "answer" in rows[0]
     with pytest.raises(ConfigError, match="needs the store"):
-        load_config_rows(_config(dataset_path=None, dataset_id=info.id))
+        load_rows(None, _config(dataset_path=None, dataset_id=info.id))
     with pytest.raises(ConfigError, match="names no dataset"):
-        load_config_rows(_config(dataset_path=None))
+        load_rows(store, _config(dataset_path=None))
 
 
 def test_read_normalized_row(tmp_path):
@@ -380,7 +379,7 @@ def test_read_normalized_row(tmp_path):
     ],
 )
 def test_cpu_threads_uses_the_idle_cores(monkeypatch, cores, load, omp, default, expected):
-    import grpo_core.preflight as preflight
+    import grpo_core.worker.preflight as preflight
 
     monkeypatch.setattr(preflight.os, "cpu_count", lambda: cores)
     monkeypatch.setattr(preflight.os, "getloadavg", lambda: (load, load, load))

@@ -40,16 +40,16 @@ def _count(store: Store, sql: str, **params) -> int:
         return conn.execute(text(sql), params).scalar_one()
 
 
-def _group(step: int, prompt_index: int, advantages: list[float | None], prompt: str | None = None) -> GroupRecord:
+def _group(step: int, row_index: int, advantages: list[float | None], prompt: str | None = None) -> GroupRecord:
     return GroupRecord(
         step=step,
-        prompt_index=prompt_index,
-        prompt=prompt if prompt is not None else f"prompt {prompt_index}",
-        extra={"answer": str(prompt_index)},
+        row_index=row_index,
+        prompt=prompt if prompt is not None else f"prompt {row_index}",
+        extra={"answer": str(row_index)},
         completions=[
             CompletionRecord(
                 index=i,
-                text=f"completion {prompt_index}.{i}",
+                text=f"completion {row_index}.{i}",
                 rewards={"numeric_answer": float(i), "format_regex": None},
                 total_reward=float(i),
                 advantage=adv,
@@ -158,9 +158,9 @@ def test_status_check_constraint_rejects_bogus_status(store):
 
 def test_update_run_sets_fields_and_rejects_unknown_run(store):
     run = _create_run(store)
-    store.update_run(run.id, output_dir="/runs/1", log_path="/runs/1/train.log", phase="loading model")
+    store.update_run(run.id, run_dir="/runs/1", log_path="/runs/1/train.log", phase="loading model")
     updated = store.get_run(run.id)
-    assert (updated.output_dir, updated.log_path, updated.phase) == ("/runs/1", "/runs/1/train.log", "loading model")
+    assert (updated.run_dir, updated.log_path, updated.phase) == ("/runs/1", "/runs/1/train.log", "loading model")
     with pytest.raises(StoreError):
         store.update_run(run.id + 100, phase="x")
 
@@ -309,7 +309,7 @@ def test_record_groups_and_groups_at_round_trip(store):
     assert store.record_groups(run.id, 2, groups) == 2
 
     back = store.groups_at(run.id, 2)
-    assert [g.prompt_index for g in back] == [7, 3]
+    assert [g.row_index for g in back] == [7, 3]
     assert all(g.id is not None for g in back)
     first = back[0]
     assert first.prompt == "prompt 7"
@@ -328,7 +328,7 @@ def test_record_groups_stores_nan_rewards_as_none(store):
     run = _create_run(store)
     group = GroupRecord(
         step=1,
-        prompt_index=0,
+        row_index=0,
         prompt="p",
         completions=[CompletionRecord(0, "c", {"r": math.nan}, total_reward=math.nan, advantage=math.inf)],
     )
@@ -342,7 +342,7 @@ def test_record_groups_stores_nan_rewards_as_none(store):
 def test_completions_come_back_in_index_order_whatever_the_insert_order(store):
     run = _create_run(store)
     shuffled = [CompletionRecord(i, f"c{i}", {}, None, None) for i in (2, 0, 1)]
-    store.record_groups(run.id, 1, [GroupRecord(step=1, prompt_index=0, prompt="p", completions=shuffled)])
+    store.record_groups(run.id, 1, [GroupRecord(step=1, row_index=0, prompt="p", completions=shuffled)])
     assert [c.text for c in store.groups_at(run.id, 1)[0].completions] == ["c0", "c1", "c2"]
 
 
@@ -352,8 +352,8 @@ def test_record_groups_replaces_groups_of_the_same_step(store):
     store.record_groups(run.id, 2, [_group(2, 5, [0.0, 0.0])])
     store.record_groups(run.id, 1, [_group(1, 9, [0.5, -0.5, 0.0])])
 
-    assert [g.prompt_index for g in store.groups_at(run.id, 1)] == [9]
-    assert [g.prompt_index for g in store.groups_at(run.id, 2)] == [5]
+    assert [g.row_index for g in store.groups_at(run.id, 1)] == [9]
+    assert [g.row_index for g in store.groups_at(run.id, 2)] == [5]
     assert store.count_groups(run.id) == 2
     assert _count(store, "SELECT count(*) FROM completions") == 3 + 2  # the old step-1 completions are gone
 

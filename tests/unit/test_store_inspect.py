@@ -20,7 +20,7 @@ def _run(store: Store, name: str = "run") -> int:
 def _group(step: int, row: int, texts: list[str], prompt: str | None = None) -> GroupRecord:
     return GroupRecord(
         step=step,
-        prompt_index=row,
+        row_index=row,
         prompt=prompt if prompt is not None else f"Question {row}: what is {row} + {row}?",
         completions=[
             CompletionRecord(
@@ -53,7 +53,7 @@ def test_groups_for_prompt_in_step_order(filled):
     history = store.groups_for_prompt(a, 5)
     assert [g.step for g in history] == [1, 2, 2]
     assert [c.text for c in history[1].completions] == ["10", "ten!"]  # recorded order within a step
-    assert all(g.prompt_index == 5 and g.id is not None for g in history)
+    assert all(g.row_index == 5 and g.id is not None for g in history)
     assert [g.step for g in store.groups_for_prompt(a, 3)] == [1, 2, 3]
     assert [g.step for g in store.groups_for_prompt(b, 3)] == [1]
     assert store.groups_for_prompt(a, 99) == []
@@ -70,19 +70,19 @@ def test_groups_for_prompt_follows_a_replaced_step(filled):
 def test_prompt_rows_most_sampled_first(filled):
     store, a, b = filled
     rows = store.prompt_rows(a)
-    assert [(r.prompt_index, r.num_groups, r.first_step, r.last_step) for r in rows] == [
+    assert [(r.row_index, r.num_groups, r.first_step, r.last_step) for r in rows] == [
         (3, 3, 1, 3),
         (5, 3, 1, 2),
         (8, 1, 3, 3),
     ]
-    assert [r.prompt_index for r in store.prompt_rows(b)] == [3]
+    assert [r.row_index for r in store.prompt_rows(b)] == [3]
     assert len(store.prompt_rows(a, limit=1)) == 1
 
 
 def test_get_group_and_recent_groups(filled):
     store, a, _ = filled
     recent = store.recent_groups(a, limit=3)
-    assert [(g.step, g.prompt_index) for g in recent] == [(3, 3), (3, 8), (2, 5)]
+    assert [(g.step, g.row_index) for g in recent] == [(3, 3), (3, 8), (2, 5)]
     again = store.get_group(recent[1].id)
     assert again == recent[1]
     assert [c.text for c in again.completions] == ["16", "sixteen"]
@@ -95,7 +95,7 @@ def test_search_matches_prompts_and_completions_case_insensitively(filled):
     page = store.search_groups(a, "six")
     # step 1 row 3 ("six"), step 3 row 3 ("SIX"), step 3 row 8 ("sixteen"); run B's "six six" is not in run A
     assert page.total == 3
-    assert [(h.group.step, h.group.prompt_index) for h in page.hits] == [(1, 3), (3, 3), (3, 8)]
+    assert [(h.group.step, h.group.row_index) for h in page.hits] == [(1, 3), (3, 3), (3, 8)]
     assert [h.completion_indexes for h in page.hits] == [[0], [1], [1]]
     assert not any(h.prompt_matched for h in page.hits)
     prompt_hit = store.search_groups(a, "question 5")
@@ -107,16 +107,16 @@ def test_search_matches_prompts_and_completions_case_insensitively(filled):
 def test_search_takes_like_wildcards_literally(filled, needle, expected):
     store, a, _ = filled
     page = store.search_groups(a, needle)
-    assert [(h.group.step, h.group.prompt_index) for h in page.hits] == expected
+    assert [(h.group.step, h.group.row_index) for h in page.hits] == expected
 
 
 def test_search_pages(filled):
     store, a, _ = filled
     first = store.search_groups(a, "6", limit=2)
     assert first.total == 4
-    assert [(h.group.step, h.group.prompt_index) for h in first.hits] == [(1, 3), (2, 3)]
+    assert [(h.group.step, h.group.row_index) for h in first.hits] == [(1, 3), (2, 3)]
     second = store.search_groups(a, "6", limit=2, offset=2)
-    assert [(h.group.step, h.group.prompt_index) for h in second.hits] == [(3, 3), (3, 8)]
+    assert [(h.group.step, h.group.row_index) for h in second.hits] == [(3, 3), (3, 8)]
     assert second.offset == 2 and second.limit == 2 and second.total == 4
     assert store.search_groups(a, "6", limit=2, offset=10).hits == []
 
@@ -129,23 +129,23 @@ def test_search_for_nothing_finds_nothing(filled, blank):
 
 
 @pytest.mark.backends("sqlite")  # EXPLAIN QUERY PLAN is SQLite's
-def test_prompt_index_exists_and_is_added_to_an_old_store(settings):
+def test_row_index_exists_and_is_added_to_an_old_store(settings):
     store = Store(settings.db_url)
     names = {ix["name"] for ix in sql_inspect(store.engine).get_indexes("groups")}
-    assert "ix_groups_run_prompt" in names
+    assert "ix_groups_run_row" in names
     with store.engine.begin() as conn:  # a store made before the index existed
-        conn.execute(text("DROP INDEX ix_groups_run_prompt"))
+        conn.execute(text("DROP INDEX ix_groups_run_row"))
     store.close()
     reopened = Store(settings.db_url)
     try:
-        assert "ix_groups_run_prompt" in {ix["name"] for ix in sql_inspect(reopened.engine).get_indexes("groups")}
+        assert "ix_groups_run_row" in {ix["name"] for ix in sql_inspect(reopened.engine).get_indexes("groups")}
         with reopened.engine.connect() as conn:
             plan = " ".join(
                 str(row[-1])
                 for row in conn.execute(
-                    text("EXPLAIN QUERY PLAN SELECT * FROM groups WHERE run_id = 1 AND prompt_index = 3 ORDER BY step")
+                    text("EXPLAIN QUERY PLAN SELECT * FROM groups WHERE run_id = 1 AND row_index = 3 ORDER BY step")
                 )
             )
-        assert "ix_groups_run_prompt" in plan
+        assert "ix_groups_run_row" in plan
     finally:
         reopened.close()

@@ -27,7 +27,7 @@ def test_nul_characters_in_text_are_stored_as_replacement_characters(store):
     run = _run(store, name="a\x00b")
     group = GroupRecord(
         step=1,
-        prompt_index=0,
+        row_index=0,
         prompt="prompt\x00",
         completions=[CompletionRecord(0, "x\x00y", {"r": 1.0}, 1.0, 0.0)],
         extra={"answer": "4\x00"},
@@ -51,7 +51,7 @@ def test_nan_and_infinity_inside_json_are_stored_as_null(store):
     assert store.get_run(run.id).config == {"model": "m", "beta": None, "nested": {"values": [1.0, None, None]}}
     group = GroupRecord(
         step=1,
-        prompt_index=0,
+        row_index=0,
         prompt="p",
         completions=[CompletionRecord(0, "c", {}, None, None)],
         extra={"answer": math.nan, "scores": [0.5, math.nan]},

@@ -32,7 +32,7 @@ def _completion(index: int, advantage: float | None, total: float | None = 1.0, 
 
 
 def _group(completions, prompt: str = "What is 2 + 2?", extra=None) -> GroupRecord:
-    return GroupRecord(step=3, prompt_index=11, prompt=prompt, completions=completions, extra=extra or {})
+    return GroupRecord(step=3, row_index=11, prompt=prompt, completions=completions, extra=extra or {})
 
 
 def _run(**overrides) -> RunInfo:
@@ -47,7 +47,7 @@ def _run(**overrides) -> RunInfo:
         "finished_at": None,
         "heartbeat_at": NOW - timedelta(seconds=3),
         "worker_pid": 123,
-        "output_dir": None,
+        "run_dir": None,
         "log_path": None,
         "error": None,
         "current_step": 4,

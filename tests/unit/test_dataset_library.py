@@ -1,4 +1,4 @@
-"""Tests for grpo_core.catalog: datasets are imported whole or not at all, the shipped examples register once, and
+"""Tests for grpo_core.dataset_library and grpo_core.runs (submitting): datasets are imported whole or not at all, the shipped examples register once, and
 runs are validated (model, dataset, columns the reward rules read) before they are queued."""
 
 from __future__ import annotations
@@ -9,17 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.catalog import (
-    ARITHMETIC_EXAMPLE,
-    HUMANEVAL_EXAMPLE,
-    import_dataset,
-    register_examples,
-    submit_run,
-    validate_run_config,
-)
 from grpo_core.config import DEFAULT_MODEL, ConfigError, RunConfig
+from grpo_core.dataset_library import ARITHMETIC_EXAMPLE, HUMANEVAL_EXAMPLE, import_dataset, register_examples
 from grpo_core.datasets import DatasetError, read_normalized
 from grpo_core.rewards.compose import RewardSpec
+from grpo_core.runs import submit_run, validate_run_config
 from storage import RunStatus, StoreError
 
 HAS_HUMANEVAL_MODULE = importlib.util.find_spec("grpo_core.humaneval") is not None
@@ -281,8 +275,9 @@ def test_use_vllm_without_vllm_installed_is_refused_with_advice(store, settings)
     """vLLM generation is an option only where vLLM is installed; here it is not."""
     import importlib.util
 
-    from grpo_core.catalog import ARITHMETIC_EXAMPLE, register_examples, validate_run_config
     from grpo_core.config import ConfigError, RunConfig
+    from grpo_core.dataset_library import ARITHMETIC_EXAMPLE, register_examples
+    from grpo_core.runs import validate_run_config
 
     assert importlib.util.find_spec("vllm") is None
     register_examples(store, settings)

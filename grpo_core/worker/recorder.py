@@ -24,10 +24,10 @@ from typing import Any
 from transformers import TrainerCallback
 
 from grpo_core.rewards.registry import completion_text
+from grpo_core.run_rows import ROW_INDEX_COLUMN, prompt_text
+from grpo_core.worker.models import EndOfSequence
 from storage import CompletionRecord, GroupRecord, Store
 
-ROW_INDEX_COLUMN = "_row_index"
-_EXTRA_ROW = "_row_index"
 _EXTRA_TOKENS = "_num_tokens"
 _EXTRA_TRUNCATED = "_truncated"
 
@@ -37,15 +37,15 @@ class RolloutTap:
 
     Args:
         func: the reward function to wrap; its result is returned unchanged and its ``__name__`` kept.
-        eos_token_ids: token ids that end a completion; one that ends otherwise at ``max_completion_length`` tokens
-            was truncated (TRL's own ``completions/clipped_ratio`` rule).
+        end: the model's end tokens (:func:`grpo_core.worker.models.end_of_sequence_ids`); a completion that ends
+            otherwise was truncated at ``max_completion_length`` (TRL's own ``completions/clipped_ratio`` rule).
         max_completion_length: the generation limit, in tokens.
     """
 
-    def __init__(self, func, eos_token_ids: Sequence[int], max_completion_length: int) -> None:
+    def __init__(self, func, end: EndOfSequence, max_completion_length: int) -> None:
         self.func = func
         self.__name__ = getattr(func, "__name__", type(func).__name__)
-        self.eos_token_ids = frozenset(int(t) for t in eos_token_ids)
+        self.end = end
         self.max_completion_length = max_completion_length
         self.calls = 0
 
@@ -54,25 +54,14 @@ class RolloutTap:
         if log_extra is not None:
             ids = kwargs.get("completion_ids") or [[] for _ in completions]
             rows = kwargs.get(ROW_INDEX_COLUMN) or [None] * len(completions)
-            log_extra(_EXTRA_ROW, list(rows))
+            log_extra(ROW_INDEX_COLUMN, list(rows))
             log_extra(_EXTRA_TOKENS, [len(i) for i in ids])
             log_extra(
                 _EXTRA_TRUNCATED,
-                [bool(i) and len(i) >= self.max_completion_length and i[-1] not in self.eos_token_ids for i in ids],
+                [self.end.is_truncated(i) for i in ids],
             )
         self.calls += 1
         return self.func(completions, **kwargs)
-
-
-def render_prompt(prompt: Any) -> str:
-    """A prompt as text: a string as is, chat messages as ``role: content`` lines."""
-    if isinstance(prompt, str):
-        return prompt
-    if isinstance(prompt, list):
-        return "\n".join(
-            f"{m.get('role', '?')}: {completion_text([m])}" if isinstance(m, dict) else str(m) for m in prompt
-        )
-    return str(prompt)
 
 
 def _nan_to_none(value: Any) -> float | None:
@@ -107,7 +96,7 @@ def groups_from_trl_logs(
     advantages = list(logs["advantages"])
     rewards = {name: list(logs["rewards"].get(name, [])) for name in reward_names}
     extra = logs.get("extra", {})
-    row_ids = list(extra.get(_EXTRA_ROW, []))
+    row_ids = list(extra.get(ROW_INDEX_COLUMN, []))
     tokens = list(extra.get(_EXTRA_TOKENS, []))
     truncated = list(extra.get(_EXTRA_TRUNCATED, []))
     count = min(len(prompts), len(completions), len(advantages))
@@ -137,8 +126,8 @@ def groups_from_trl_logs(
         groups.append(
             GroupRecord(
                 step=step,
-                prompt_index=int(row_index),
-                prompt=render_prompt(prompts[start]),
+                row_index=int(row_index),
+                prompt=prompt_text(prompts[start]),
                 completions=members,
                 extra=row_extra,
             )
@@ -211,7 +200,7 @@ class RunRecorder(TrainerCallback):
         reward_names: names of the reward functions, in TRL's order.
         reward_weights: their weights (TRL's ``reward_weights``).
         num_generations: group size G.
-        rows: the dataset rows, indexed by ``_row_index``, to attach each group's other columns.
+        rows: the dataset rows, indexed by ``row_index``, to attach each group's other columns.
         heartbeat: the worker's heartbeat (a :class:`SilentHeartbeat` on non-main processes), whose cancel flag
             stops training, with a checkpoint, at the next step.
         tap: the :class:`RolloutTap` around the first reward function (tells when a new generation happened).

@@ -1,4 +1,4 @@
-"""Tests for resuming, deleting and annotating runs (store, grpo_core.run_lifecycle, grpo_core.checkpoints), the
+"""Tests for resuming, deleting and annotating runs (store, grpo_core.runs, grpo_core.run_files), the
 additive migration of an older store, and the failure texts (grpo_core.failures), on a real SQLite file."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import os
 import pytest
 from sqlalchemy import text
 
-from grpo_core.checkpoints import last_checkpoint, list_checkpoints
 from grpo_core.failures import DISK_FULL, OUT_OF_MEMORY, failure_kind, failure_text
-from grpo_core.run_lifecycle import RunActionError, delete_run, parse_tags, resume_run
-from grpo_core.worker import apply_resource_limits
+from grpo_core.run_files import last_checkpoint, list_checkpoints
+from grpo_core.runs import RunActionError, delete_run, parse_tags, resume_run
+from grpo_core.worker.train import apply_resource_limits
 from storage import CompletionRecord, GroupRecord, RunStatus, Store, StoreError
 from storage.migrations import add_missing_columns, missing_columns
 
@@ -29,7 +29,7 @@ def _run(store: Store, name: str = "run", max_steps: int = 6):
 def _group(step: int) -> GroupRecord:
     return GroupRecord(
         step=step,
-        prompt_index=step,
+        row_index=step,
         prompt=f"prompt {step}",
         completions=[CompletionRecord(index=i, text=f"c{i}", rewards={"r": 1.0}, total_reward=1.0, advantage=0.0)
                      for i in range(2)],
@@ -161,7 +161,7 @@ def test_last_checkpoint_skips_incomplete_ones(tmp_path):
 
 def test_resume_run_continues_from_the_last_complete_checkpoint(store, settings):
     folder = settings.runs_dir / "run-00001"
-    run = _finished(store, RunStatus.FAILED, output_dir=str(folder))
+    run = _finished(store, RunStatus.FAILED, run_dir=str(folder))
     _record_steps(store, run.id, range(1, 6))
     _checkpoint(folder, 2)
     _checkpoint(folder, 4)
@@ -184,7 +184,7 @@ def test_resume_run_without_checkpoints_starts_over_and_refuses_active_runs(stor
 
 
 def test_resume_waits_for_the_previous_worker_to_exit(store, settings, monkeypatch):
-    import grpo_core.run_lifecycle as lifecycle
+    import grpo_core.runs as lifecycle
 
     run = _finished(store, RunStatus.CANCELLED, worker_pid=os.getpid())
     monkeypatch.setattr(lifecycle, "_worker_still_exiting", lambda r: r.worker_pid == os.getpid())
@@ -198,7 +198,7 @@ def test_resume_waits_for_the_previous_worker_to_exit(store, settings, monkeypat
 
 def test_delete_run_removes_its_folder_and_rows(store, settings):
     folder = settings.runs_dir / "run-00001"
-    run = _finished(store, RunStatus.COMPLETED, output_dir=str(folder))
+    run = _finished(store, RunStatus.COMPLETED, run_dir=str(folder))
     _record_steps(store, run.id, range(1, 3))
     _checkpoint(folder, 2)
     (folder / "train.log").write_text("log")
@@ -233,7 +233,7 @@ def test_delete_run_refuses_folders_outside_the_runs_dir(store, settings, tmp_pa
     }[where]
     if where == "symlink":
         folder.symlink_to(elsewhere, target_is_directory=True)
-    run = _finished(store, RunStatus.FAILED, output_dir=str(folder))
+    run = _finished(store, RunStatus.FAILED, run_dir=str(folder))
 
     with pytest.raises(RunActionError, match="not a run folder"):
         delete_run(store, settings, run.id)
@@ -241,6 +241,21 @@ def test_delete_run_refuses_folders_outside_the_runs_dir(store, settings, tmp_pa
     assert (elsewhere / "keep.txt").read_text() == "keep"
     assert settings.runs_dir.is_dir()
     assert store.get_run(run.id).status == RunStatus.FAILED  # nothing deleted
+
+
+def test_delete_run_that_never_started_refuses_a_folder_name_leading_outside(store, settings, tmp_path):
+    elsewhere = tmp_path / "precious"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("keep")
+    run = _run(store)
+    store.request_cancel(run.id)  # never started: no run_dir recorded, the folder name is computed
+    (settings.runs_dir / f"run-{run.id:05d}").symlink_to(elsewhere, target_is_directory=True)
+
+    with pytest.raises(RunActionError, match="outside the runs folder"):
+        delete_run(store, settings, run.id)
+
+    assert (elsewhere / "keep.txt").read_text() == "keep"
+    assert store.get_run(run.id).status == RunStatus.CANCELLED
 
 
 def test_delete_run_refuses_active_runs(store, settings):

@@ -1,9 +1,12 @@
-"""Resume, delete and annotate runs: the checks and file handling around the store's calls. Imports no torch.
+"""Run actions: validate and submit a run config, resume, delete and tag runs (the checks and file handling around
+the store's calls). Imports no torch.
 
+* :func:`validate_run_config` checks what a :class:`~grpo_core.config.RunConfig` refers to (model, dataset, reward
+  rules, the columns the rules need) and :func:`submit_run` queues it; the launcher starts it.
 * :func:`resume_run` puts a cancelled or failed run back in the queue, as the same run, to continue from its last
-  complete checkpoint (:mod:`grpo_core.checkpoints`); the steps recorded after that checkpoint are dropped in the
-  same transaction, so the resumed run records each step exactly once. Without a checkpoint it trains again from
-  step 0.
+  complete checkpoint (:func:`grpo_core.run_files.last_checkpoint`); the steps recorded after that checkpoint are
+  dropped in the same transaction, so the resumed run records each step exactly once. Without a checkpoint it
+  trains again from step 0.
 * :func:`delete_run` removes a finished run's folder (only a folder under the data directory's ``runs/``) and then
   its rows.
 * :func:`parse_tags` normalises the tags typed in the Runs tab.
@@ -11,14 +14,20 @@
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
+from datetime import datetime
 from pathlib import Path
 
 import psutil
 
-from grpo_core.checkpoints import Checkpoint, last_checkpoint
+from grpo_core.config import ConfigError, RunConfig
+from grpo_core.model_source import ModelSourceError, describe_model
+from grpo_core.rewards.compose import build_reward_funcs
+from grpo_core.rewards.registry import get_rule
+from grpo_core.run_files import Checkpoint, last_checkpoint, run_dir
 from grpo_core.settings import Settings
-from storage import RunInfo, RunStatus, Store
+from storage import RunInfo, RunStatus, Store, StoreError
 
 MAX_TAGS = 20
 MAX_TAG_CHARS = 40
@@ -26,11 +35,6 @@ MAX_TAG_CHARS = 40
 
 class RunActionError(ValueError):
     """A resume or delete that cannot be done now; the message says why."""
-
-
-def run_folder(settings: Settings, run: RunInfo) -> Path:
-    """The run's folder: the one recorded in the store, else ``<runs dir>/run-NNNNN`` (a run that never started)."""
-    return Path(run.output_dir) if run.output_dir else settings.runs_dir / f"run-{run.id:05d}"
 
 
 def _worker_still_exiting(run: RunInfo) -> bool:
@@ -48,7 +52,7 @@ def _worker_still_exiting(run: RunInfo) -> bool:
 
 def resume_point(settings: Settings, run: RunInfo) -> Checkpoint | None:
     """The checkpoint a resume of ``run`` would continue from (its last complete one), or ``None``."""
-    return last_checkpoint(run_folder(settings, run))
+    return last_checkpoint(run_dir(settings, run))
 
 
 def resume_run(store: Store, settings: Settings, run_id: int) -> RunInfo:
@@ -90,7 +94,10 @@ def delete_run(store: Store, settings: Settings, run_id: int) -> Path | None:
         raise RunActionError(f"run #{run.id} is {run.status.value}; cancel it before deleting it")
     if _worker_still_exiting(run):
         raise RunActionError(f"run #{run.id}'s worker (pid {run.worker_pid}) is still exiting; try again shortly")
-    folder = run_folder(settings, run)
+    try:
+        folder = run_dir(settings, run)
+    except ValueError as exc:  # a never-started run whose folder name leads outside the runs folder
+        raise RunActionError(f"refusing to delete run #{run.id}'s folder: {exc}") from None
     root = settings.runs_dir.resolve()
     target = folder.resolve()
     if target == root or root not in target.parents:
@@ -122,3 +129,73 @@ def parse_tags(text: str | None) -> list[str]:
     if len(tags) > MAX_TAGS:
         raise RunActionError(f"{len(tags)} tags: at most {MAX_TAGS}")
     return tags
+
+
+def validate_run_config(store: Store, config: RunConfig) -> list[str]:
+    """Check what a :class:`RunConfig` refers to, without loading a model. Returns warnings (may be empty).
+
+    Raises:
+        ConfigError: the model cannot be found, the dataset does not exist, a reward rule or parameter is invalid,
+            or a rule needs a column the dataset lacks.
+    """
+    if config.use_vllm and importlib.util.find_spec("vllm") is None:
+        raise ConfigError(
+            "use_vllm: vLLM is not installed in this environment; install it (pip install vllm, on a CUDA machine) "
+            "or turn use_vllm off to generate with transformers"
+        )
+    try:
+        describe_model(config.model)
+    except ModelSourceError as exc:
+        raise ConfigError(f"model: {exc}") from None
+    columns: list[str] | None = None
+    if config.dataset_id is not None:
+        try:
+            columns = store.get_dataset(config.dataset_id).columns
+        except StoreError as exc:
+            raise ConfigError(f"dataset: {exc}") from None
+    elif config.dataset_path:
+        if not Path(config.dataset_path).is_file():
+            raise ConfigError(f"dataset_path: {config.dataset_path} does not exist")
+    else:
+        raise ConfigError("dataset: choose a dataset")
+    try:
+        build_reward_funcs(config.rewards)
+    except ValueError as exc:
+        raise ConfigError(f"rewards: {exc}") from None
+    warnings = []
+    if columns is not None:
+        for index, spec in enumerate(config.rewards, start=1):
+            rule = get_rule(spec.rule)
+            missing = [c for c in rule.columns if c not in columns]
+            if missing:
+                raise ConfigError(
+                    f"reward rule {index} ({spec.rule}) reads column {missing[0]!r}, which the dataset lacks; "
+                    f"its columns are {', '.join(columns)}"
+                )
+    if config.max_completion_length < 16:
+        warnings.append("max_completion_length below 16 tokens truncates most completions")
+    return warnings
+
+
+def submit_run(store: Store, config: RunConfig) -> RunInfo:
+    """Validate ``config`` and queue it as a new run (the launcher starts it).
+
+    A local model folder, a ``.gguf`` file and ``dataset_path`` are stored as absolute paths, since the worker runs
+    in the run folder; the default model and hub ids are stored as given.
+
+    Raises:
+        ConfigError: as :func:`validate_run_config`.
+    """
+    validate_run_config(store, config)
+    name = config.name.strip() or f"grpo-{datetime.now():%Y%m%d-%H%M%S}"
+    updates: dict[str, str] = {"name": name}
+    # The worker runs in the run folder, not in this process's working directory: store local paths absolute.
+    source = describe_model(config.model)
+    if source.kind == "folder" or (source.kind == "gguf" and config.model.strip().lower().endswith(".gguf")):
+        updates["model"] = source.location
+    if config.dataset_id is None and config.dataset_path:
+        updates["dataset_path"] = str(Path(config.dataset_path).resolve())
+    config = config.model_copy(update=updates)
+    return store.create_run(
+        name=name, config=config.model_dump(mode="json"), dataset_id=config.dataset_id, max_steps=config.max_steps
+    )

@@ -1,29 +1,23 @@
-"""Datasets and runs as the dashboard and the CLI create them: validated first, then stored, never half-stored.
+"""The dataset library: prompt datasets stored in the data directory, validated first, never half-stored.
 
 * :func:`import_dataset` validates an uploaded file completely, writes its normalised rows to a new file under the
   data directory and registers it; if anything fails, the store and the folder are left as they were.
 * :func:`register_examples` makes the shipped examples (arithmetic, HumanEval) pickable in the Datasets tab.
-* :func:`submit_run` validates a :class:`~grpo_core.config.RunConfig` (model, dataset, reward rules, columns the
-  rules need) and queues it; the launcher starts it.
+
+File formats are :mod:`grpo_core.datasets`'; a run reads its rows through :mod:`grpo_core.run_rows`. Imports no torch.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import tempfile
 import uuid
-from datetime import datetime
 from pathlib import Path
 
 from grpo_core.access import upload_too_large_message
-from grpo_core.config import ConfigError, RunConfig
 from grpo_core.datasets import DatasetError, PromptDataset, load_prompt_dataset, save_normalized
-from grpo_core.model_source import ModelSourceError, describe_model
-from grpo_core.rewards.compose import build_reward_funcs
-from grpo_core.rewards.registry import get_rule
 from grpo_core.settings import Settings
-from storage import DatasetInfo, RunInfo, Store, StoreError
+from storage import DatasetInfo, Store, StoreError
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 ARITHMETIC_EXAMPLE = "arithmetic (example)"
@@ -118,73 +112,3 @@ def register_examples(store: Store, settings: Settings) -> list[DatasetInfo]:
                 return added
             added.append(store_dataset(store, settings, load_prompt_dataset(path), HUMANEVAL_EXAMPLE))
     return added
-
-
-def validate_run_config(store: Store, config: RunConfig) -> list[str]:
-    """Check what a :class:`RunConfig` refers to, without loading a model. Returns warnings (may be empty).
-
-    Raises:
-        ConfigError: the model cannot be found, the dataset does not exist, a reward rule or parameter is invalid,
-            or a rule needs a column the dataset lacks.
-    """
-    if config.use_vllm and importlib.util.find_spec("vllm") is None:
-        raise ConfigError(
-            "use_vllm: vLLM is not installed in this environment; install it (pip install vllm, on a CUDA machine) "
-            "or turn use_vllm off to generate with transformers"
-        )
-    try:
-        describe_model(config.model)
-    except ModelSourceError as exc:
-        raise ConfigError(f"model: {exc}") from None
-    columns: list[str] | None = None
-    if config.dataset_id is not None:
-        try:
-            columns = store.get_dataset(config.dataset_id).columns
-        except StoreError as exc:
-            raise ConfigError(f"dataset: {exc}") from None
-    elif config.dataset_path:
-        if not Path(config.dataset_path).is_file():
-            raise ConfigError(f"dataset_path: {config.dataset_path} does not exist")
-    else:
-        raise ConfigError("dataset: choose a dataset")
-    try:
-        build_reward_funcs(config.rewards)
-    except ValueError as exc:
-        raise ConfigError(f"rewards: {exc}") from None
-    warnings = []
-    if columns is not None:
-        for index, spec in enumerate(config.rewards, start=1):
-            rule = get_rule(spec.rule)
-            missing = [c for c in rule.columns if c not in columns]
-            if missing:
-                raise ConfigError(
-                    f"reward rule {index} ({spec.rule}) reads column {missing[0]!r}, which the dataset lacks; "
-                    f"its columns are {', '.join(columns)}"
-                )
-    if config.max_completion_length < 16:
-        warnings.append("max_completion_length below 16 tokens truncates most completions")
-    return warnings
-
-
-def submit_run(store: Store, config: RunConfig) -> RunInfo:
-    """Validate ``config`` and queue it as a new run (the launcher starts it).
-
-    A local model folder, a ``.gguf`` file and ``dataset_path`` are stored as absolute paths, since the worker runs
-    in the run folder; the default model and hub ids are stored as given.
-
-    Raises:
-        ConfigError: as :func:`validate_run_config`.
-    """
-    validate_run_config(store, config)
-    name = config.name.strip() or f"grpo-{datetime.now():%Y%m%d-%H%M%S}"
-    updates: dict[str, str] = {"name": name}
-    # The worker runs in the run folder, not in this process's working directory: store local paths absolute.
-    source = describe_model(config.model)
-    if source.kind == "folder" or (source.kind == "gguf" and config.model.strip().lower().endswith(".gguf")):
-        updates["model"] = source.location
-    if config.dataset_id is None and config.dataset_path:
-        updates["dataset_path"] = str(Path(config.dataset_path).resolve())
-    config = config.model_copy(update=updates)
-    return store.create_run(
-        name=name, config=config.model_dump(mode="json"), dataset_id=config.dataset_id, max_steps=config.max_steps
-    )

@@ -1,9 +1,9 @@
-"""The training worker: ``python -m grpo_core.worker RUN_ID --db URL --data-dir DIR``.
+"""The training worker: ``python -m grpo_core.worker.train RUN_ID --data-dir DIR`` (store URL in ``GRPO_DB_URL``).
 
 One worker process trains one run: it loads the run's config and dataset from the store, prepares the model,
 builds TRL's ``GRPOTrainer`` with the recording callback, trains, and leaves the run ``completed``, ``cancelled``
 or ``failed`` (with the error; every step recorded before a crash stays). The launcher starts it in its own process
-group with its output going to ``<run folder>/train.log``; ``grpo-dashboard train`` runs the same code in-process.
+group with its output going to ``<run_dir>/train.log``; ``grpo-dashboard train`` runs the same code in-process.
 SIGTERM asks for a cooperative stop at the next step, like Cancel in the dashboard; a cancelled run saves a
 checkpoint first, and a run the store marks ``resume_from`` continues from that checkpoint.
 
@@ -26,48 +26,15 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from grpo_core.checkpoints import output_dir
 from grpo_core.config import parse_run_config
-from grpo_core.datasets import load_prompt_dataset, read_normalized
 from grpo_core.failures import failure_text
-from grpo_core.model_source import prepare_model
-from grpo_core.provenance import collect_provenance, run_dataset_file
-from grpo_core.recorder import Heartbeat, SilentHeartbeat
+from grpo_core.provenance import collect_provenance
+from grpo_core.run_files import CONFIG_FILE_NAME, adapter_dir, output_dir, run_dir
+from grpo_core.run_rows import dataset_file, load_rows
 from grpo_core.settings import Settings, load_settings
-from storage import RunInfo, RunStatus, Store
-
-
-def run_dir(settings: Settings, run_id: int) -> Path:
-    """The folder of run ``run_id``: ``<data dir>/runs/run-00042``.
-
-    Raises:
-        ValueError: ``run_id`` is not a positive whole number, or the folder (a symbolic link, say) resolves to a
-            place outside the runs folder: run folders are written to and deleted, so they stay under the data
-            directory.
-    """
-    if isinstance(run_id, bool) or not isinstance(run_id, int) or run_id < 1:
-        raise ValueError(f"a run id is a positive whole number, not {run_id!r}")
-    folder = settings.runs_dir / f"run-{run_id:05d}"
-    root = settings.runs_dir.resolve()
-    if folder.resolve().parent != root:
-        raise ValueError(f"the run folder {folder} leads to {folder.resolve()}, outside the runs folder {root}")
-    return folder
-
-
-def load_rows(store: Store, run: RunInfo) -> list[dict[str, Any]]:
-    """The prompt rows of a run: its uploaded dataset, else the file named by ``dataset_path``.
-
-    Raises:
-        ValueError: the run names no dataset, or the file is invalid (:class:`grpo_core.datasets.DatasetError`).
-    """
-    config = run.config
-    if config.get("dataset_id") is not None:
-        dataset = store.get_dataset(int(config["dataset_id"]))
-        return read_normalized(Path(dataset.path))
-    if config.get("dataset_path"):
-        return load_prompt_dataset(config["dataset_path"]).rows
-    raise ValueError("the run names no dataset (set dataset_id or dataset_path)")
-
+from grpo_core.worker.models import prepare_model
+from grpo_core.worker.recorder import Heartbeat, SilentHeartbeat
+from storage import RunStatus, Store
 
 ENV_MAX_MEMORY_MB = "GRPO_WORKER_MAX_MEMORY_MB"
 ENV_MAX_FILE_MB = "GRPO_WORKER_MAX_FILE_MB"
@@ -150,7 +117,7 @@ def train_run(store: Store, settings: Settings, run_id: int) -> RunStatus:
     folder = run_dir(settings, run_id)
     folder.mkdir(parents=True, exist_ok=True)
     if main_process:
-        fields: dict[str, Any] = {"output_dir": str(folder)}
+        fields: dict[str, Any] = {"run_dir": str(folder)}
         if world_size == 1:  # under accelerate the launcher's pid (the process group leader) stays recorded
             fields["worker_pid"] = os.getpid()
         store.update_run(run_id, **fields)
@@ -166,16 +133,17 @@ def train_run(store: Store, settings: Settings, run_id: int) -> RunStatus:
     try:
         config = parse_run_config(run.config, source=f"run {run_id} config")
         if main_process:
-            (folder / "config.yaml").write_text(config.to_yaml(), encoding="utf-8")
+            (folder / CONFIG_FILE_NAME).write_text(config.to_yaml(), encoding="utf-8")
         resume_from = run.resume_from
         if resume_from and not Path(resume_from).is_dir():
             raise FileNotFoundError(f"the checkpoint to resume from, {resume_from}, no longer exists")
         progress("loading dataset")
-        rows = load_rows(store, run)
+        rows = load_rows(store, run.config)
         progress("preparing model")
         model_path = prepare_model(config.model, settings.model_cache_dir, progress)
 
-        from grpo_core.trainer import build_trainer, describe_device
+        from grpo_core.worker.models import describe_device
+        from grpo_core.worker.trainer import build_trainer
 
         built = build_trainer(
             config,
@@ -189,7 +157,7 @@ def train_run(store: Store, settings: Settings, run_id: int) -> RunStatus:
         )
         if main_process:
             store.update_run(run_id, provenance=collect_provenance(
-                dataset_file=run_dataset_file(store, run), model=config.model,
+                dataset_file=dataset_file(store, run.config), model=config.model,
                 cache_dir=settings.model_cache_dir, device=describe_device(built.device)))
         if world_size == 1 and heartbeat.cancel_requested.is_set():
             # Cancelled while loading: stop before the first step (several processes decide together, at a step).
@@ -202,7 +170,7 @@ def train_run(store: Store, settings: Settings, run_id: int) -> RunStatus:
                 progress(f"training {config.max_steps} steps on {built.device}")
             built.trainer.train(resume_from_checkpoint=resume_from or None)
             if built.trainer.args.should_save:
-                built.trainer.save_model(str(folder / "adapter"))
+                built.trainer.save_model(str(adapter_dir(folder)))
             stopped = built.recorder.cancelled or heartbeat.cancel_requested.is_set()
             unfinished = built.trainer.state.global_step < config.max_steps
             status = RunStatus.CANCELLED if stopped and unfinished else RunStatus.COMPLETED
@@ -223,8 +191,8 @@ def train_run(store: Store, settings: Settings, run_id: int) -> RunStatus:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m grpo_core.worker``; exit status 0 unless the run failed."""
-    parser = argparse.ArgumentParser(prog="python -m grpo_core.worker", description="Train one queued run.")
+    """Entry point of ``python -m grpo_core.worker.train``; exit status 0 unless the run failed."""
+    parser = argparse.ArgumentParser(prog="python -m grpo_core.worker.train", description="Train one queued run.")
     parser.add_argument("run_id", type=int, help="id of the run in the store")
     parser.add_argument("--db", help="SQLAlchemy URL of the store (default: $GRPO_DB_URL or the data dir's SQLite)")
     parser.add_argument("--data-dir", help="data directory (default: $GRPO_DATA_DIR or ./grpo_data)")

@@ -1,0 +1,100 @@
+"""Builds TRL's ``GRPOTrainer`` from a :class:`~grpo_core.config.RunConfig` (imports torch, transformers, TRL).
+
+TRL is the training engine; this module only assembles its inputs: the dataset (with the
+:data:`~grpo_core.run_rows.ROW_INDEX_COLUMN` column so each recorded group knows its ``row_index``), the policy model
+and tokenizer (:mod:`grpo_core.worker.models`), the reward functions and weights, ``GRPOConfig`` and ``LoraConfig``
+(:mod:`grpo_core.worker.trl_args`), and the :class:`~grpo_core.worker.recorder.RunRecorder` callback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grpo_core.config import RunConfig
+from grpo_core.rewards.compose import build_reward_funcs
+from grpo_core.run_rows import ROW_INDEX_COLUMN
+from grpo_core.worker.models import end_of_sequence_ids, load_policy, pick_device, policy_dtype
+from grpo_core.worker.recorder import Heartbeat, RolloutTap, RunRecorder
+from grpo_core.worker.trl_args import to_grpo_config, to_lora_config
+from storage import Store
+
+
+@dataclass
+class BuiltTrainer:
+    """A ready ``GRPOTrainer`` and the recorder attached to it."""
+
+    trainer: Any
+    recorder: RunRecorder
+    device: str
+
+
+def to_hf_dataset(rows: Sequence[dict[str, Any]]):
+    """A ``datasets.Dataset`` of the prompt rows plus the :data:`ROW_INDEX_COLUMN` column (0-based ``row_index``)."""
+    from datasets import Dataset
+
+    return Dataset.from_list([{**row, ROW_INDEX_COLUMN: i} for i, row in enumerate(rows)])
+
+
+def build_trainer(
+    config: RunConfig,
+    rows: Sequence[dict[str, Any]],
+    *,
+    model_path: str,
+    output_dir: Path,
+    store: Store,
+    run_id: int,
+    heartbeat: Heartbeat | None = None,
+    progress: Callable[[str], None] = print,
+) -> BuiltTrainer:
+    """Assemble a ``trl.GRPOTrainer`` that records into ``store`` as run ``run_id``.
+
+    Args:
+        config: the run config.
+        rows: prompt rows (``prompt`` plus the columns the reward rules read).
+        model_path: a folder or hub id for ``from_pretrained`` (see :func:`grpo_core.worker.models.prepare_model`).
+        output_dir: TRL's output folder (checkpoints, final adapter).
+        store, run_id: where the recorder writes.
+        heartbeat: the worker's heartbeat (its cancel flag stops training at the next step).
+        progress: receives one-line status messages.
+
+    Raises:
+        ValueError: a reward rule cannot be built (bad parameter), or the dataset is empty.
+    """
+    import torch
+    from trl import GRPOTrainer
+
+    if not rows:
+        raise ValueError("the dataset has no rows")
+    funcs, weights, names = build_reward_funcs(config.rewards)
+    device = pick_device(config.device)
+    bf16 = policy_dtype(device) == torch.bfloat16
+    progress(f"loading model from {model_path} on {device}")
+    model, tokenizer = load_policy(model_path, device)
+    tap = RolloutTap(funcs[0], end_of_sequence_ids(model, tokenizer), config.max_completion_length)
+    funcs = [tap, *funcs[1:]]
+
+    recorder = RunRecorder(
+        store,
+        run_id,
+        reward_names=names,
+        reward_weights=weights,
+        num_generations=config.num_generations,
+        rows=list(rows),
+        heartbeat=heartbeat,
+        tap=tap,
+    )
+    args = to_grpo_config(config, output_dir, use_cpu=device == "cpu", bf16=bf16)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=funcs,
+        args=args,
+        train_dataset=to_hf_dataset(rows),
+        processing_class=tokenizer,
+        peft_config=to_lora_config(config),
+        callbacks=[recorder],
+    )
+    recorder.attach(trainer)
+    return BuiltTrainer(trainer=trainer, recorder=recorder, device=device)

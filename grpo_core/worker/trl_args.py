@@ -1,0 +1,77 @@
+"""The one mapping from a :class:`~grpo_core.config.RunConfig` to TRL's ``GRPOConfig`` and PEFT's ``LoraConfig``
+(imports TRL and PEFT when called; worker processes only). Field names follow TRL's (``num_generations``, ``beta``,
+``epsilon``, ``loss_type``, ``scale_rewards``, ...)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from grpo_core.config import RunConfig
+
+
+def to_grpo_config(config: RunConfig, output_dir: str | Path, *, use_cpu: bool, bf16: bool = False):
+    """Map a :class:`RunConfig` onto TRL's ``GRPOConfig`` (imports TRL).
+
+    Args:
+        config: the run config.
+        output_dir: where TRL writes checkpoints and the final adapter.
+        use_cpu: train on the CPU even where an accelerator exists.
+        bf16: mixed precision in bfloat16 (GPU only).
+
+    Returns:
+        ``trl.GRPOConfig`` with ``reward_weights`` from the rules, logging every ``logging_steps`` steps to no
+        external tracker (the dashboard's recorder is the tracker).
+    """
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(output_dir),
+        num_generations=config.num_generations,
+        per_device_train_batch_size=config.per_device_train_batch_size,
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
+        max_completion_length=config.max_completion_length,
+        temperature=config.temperature,
+        top_p=config.top_p,
+        learning_rate=config.learning_rate,
+        beta=config.beta,
+        epsilon=config.epsilon,
+        num_iterations=config.num_iterations,
+        loss_type=config.loss_type,
+        scale_rewards=config.scale_rewards,
+        max_steps=config.max_steps,
+        warmup_steps=config.warmup_steps,
+        max_grad_norm=config.max_grad_norm,
+        seed=config.seed,
+        gradient_checkpointing=config.gradient_checkpointing,
+        reward_weights=[spec.weight for spec in config.rewards],
+        logging_steps=config.logging_steps,
+        save_strategy="steps" if config.save_steps else "no",
+        save_steps=config.save_steps or 500,
+        report_to="none",
+        use_cpu=use_cpu,
+        bf16=bf16,
+        fp16=False,
+        log_completions=False,
+        use_vllm=config.use_vllm,
+        vllm_mode=config.vllm_mode,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+
+
+def to_lora_config(config: RunConfig):
+    """PEFT's ``LoraConfig`` for a causal LM, or ``None`` when ``use_lora`` is off (imports PEFT)."""
+    if not config.use_lora:
+        return None
+    from peft import LoraConfig
+
+    targets: str | list[str] = config.lora_target_modules.strip() or "all-linear"
+    if targets != "all-linear":
+        targets = [t.strip() for t in targets.split(",") if t.strip()]
+    return LoraConfig(
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=targets,
+        task_type="CAUSAL_LM",
+    )

@@ -1,0 +1,143 @@
+"""What the store hands out: frozen dataclasses (runs, datasets, metric points, groups, completions, search
+results) and :class:`StoreError`. ORM rows (:mod:`storage.models`) never leave :mod:`storage.store`; callers get
+these. Plain data: no SQLAlchemy session behind them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from storage.models import RunStatus
+
+
+class StoreError(ValueError):
+    """A request the store refuses: unknown id, duplicate name, invalid status change."""
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """An uploaded dataset. ``path`` is the normalised JSONL file under the data directory."""
+
+    id: int
+    name: str
+    source_name: str
+    format: str
+    num_rows: int
+    columns: list[str]
+    prompt_kind: str
+    path: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """A run as the UI and the launcher see it. Times are timezone-aware UTC.
+
+    ``run_dir`` is the run folder (:mod:`grpo_core.run_files`; ``None`` until the run starts). ``resume_from`` is the
+    checkpoint folder the run's next start loads (see :meth:`Store.requeue_run`); ``tags``
+    and ``notes`` are the user's; ``gpus`` is the ``CUDA_VISIBLE_DEVICES`` its worker got (``None``: not set);
+    ``provenance`` is what its worker recorded at start (``None`` before that, see :mod:`grpo_core.provenance`).
+    """
+
+    id: int
+    name: str
+    status: RunStatus
+    config: dict[str, Any]
+    dataset_id: int | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    heartbeat_at: datetime | None
+    worker_pid: int | None
+    run_dir: str | None
+    log_path: str | None
+    error: str | None
+    current_step: int
+    max_steps: int
+    phase: str | None
+    cancel_requested: bool
+    resume_from: str | None = None
+    notes: str = ""
+    tags: list[str] = field(default_factory=list)
+    gpus: str | None = None
+    provenance: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class MetricPoint:
+    """One scalar: metric ``key`` (TRL's name, e.g. ``reward`` or ``rewards/numeric_answer/mean``) at ``step``.
+
+    ``value`` is ``None`` where TRL logged NaN or nothing; ``wall_time`` is seconds since the epoch.
+    """
+
+    step: int
+    key: str
+    value: float | None
+    wall_time: float
+
+
+@dataclass(frozen=True)
+class CompletionRecord:
+    """One completion of a group, as recorded from TRL.
+
+    ``rewards`` maps each reward function name to its reward (``None`` where the rule did not apply);
+    ``total_reward`` is the weighted sum TRL used; ``advantage`` is the advantage TRL computed.
+    """
+
+    index: int
+    text: str
+    rewards: dict[str, float | None]
+    total_reward: float | None
+    advantage: float | None
+    num_tokens: int | None = None
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class GroupRecord:
+    """A sampled group: one prompt and its G completions at one step.
+
+    ``row_index`` is the prompt's 0-based row in the run's dataset (-1 when unknown); ``prompt`` its display text.
+    """
+
+    step: int
+    row_index: int
+    prompt: str
+    completions: list[CompletionRecord]
+    extra: dict[str, Any] = field(default_factory=dict)
+    id: int | None = None
+
+
+@dataclass(frozen=True)
+class PromptRow:
+    """A dataset row a run sampled: how many groups it has and the first and last step it was sampled at."""
+
+    row_index: int
+    num_groups: int
+    first_step: int
+    last_step: int
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """A group whose prompt or completions contain the searched text.
+
+    ``completion_indexes`` are the :attr:`CompletionRecord.index` of the matching completions, ascending.
+    """
+
+    group: GroupRecord
+    prompt_matched: bool
+    completion_indexes: list[int]
+
+
+@dataclass(frozen=True)
+class SearchPage:
+    """One page of :meth:`Store.search_groups`: ``total`` matching groups in all, ``hits`` from ``offset`` on."""
+
+    text: str
+    total: int
+    offset: int
+    limit: int
+    hits: list[SearchHit]

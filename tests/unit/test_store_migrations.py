@@ -1,0 +1,105 @@
+"""Migration of a store created by the previous version (storage.migrations): ``runs.output_dir`` became
+``runs.run_dir`` and ``groups.prompt_index`` became ``groups.row_index`` (with the index that names it); every row
+survives. The old store is built with plain SQL, the schema the previous version wrote on SQLite."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from sqlalchemy import inspect as sql_inspect
+from sqlalchemy import text
+
+from storage import RunStatus, Store, sqlite_url
+from storage.migrations import rename_columns
+
+OLD_SCHEMA = """
+CREATE TABLE datasets (
+    id INTEGER NOT NULL, name VARCHAR(200) NOT NULL, source_name VARCHAR(300) NOT NULL, format VARCHAR(16) NOT NULL,
+    num_rows INTEGER NOT NULL, columns JSON NOT NULL, prompt_kind VARCHAR(16) NOT NULL, path TEXT NOT NULL,
+    created_at DATETIME NOT NULL, PRIMARY KEY (id), UNIQUE (name)
+);
+CREATE TABLE runs (
+    id INTEGER NOT NULL, name VARCHAR(200) NOT NULL, status VARCHAR(16) NOT NULL, config JSON NOT NULL,
+    dataset_id INTEGER, created_at DATETIME NOT NULL, started_at DATETIME, finished_at DATETIME,
+    heartbeat_at DATETIME, worker_pid INTEGER, output_dir TEXT, log_path TEXT, error TEXT,
+    current_step INTEGER NOT NULL, max_steps INTEGER NOT NULL, phase VARCHAR(200), cancel_requested BOOLEAN NOT NULL,
+    resume_from TEXT, notes TEXT, tags JSON, gpus VARCHAR(200), PRIMARY KEY (id),
+    CONSTRAINT ck_runs_status CHECK (status IN ('queued', 'running', 'completed', 'failed', 'cancelled')),
+    FOREIGN KEY(dataset_id) REFERENCES datasets (id) ON DELETE SET NULL
+);
+CREATE INDEX ix_runs_status ON runs (status);
+CREATE TABLE groups (
+    id INTEGER NOT NULL, run_id INTEGER NOT NULL, step INTEGER NOT NULL, prompt_index INTEGER NOT NULL,
+    prompt TEXT NOT NULL, extra JSON NOT NULL, PRIMARY KEY (id),
+    FOREIGN KEY(run_id) REFERENCES runs (id) ON DELETE CASCADE
+);
+CREATE INDEX ix_groups_run_step ON groups (run_id, step);
+CREATE INDEX ix_groups_run_prompt ON groups (run_id, prompt_index, step);
+CREATE TABLE completions (
+    id INTEGER NOT NULL, group_id INTEGER NOT NULL, "index" INTEGER NOT NULL, text TEXT NOT NULL,
+    rewards JSON NOT NULL, total_reward FLOAT, advantage FLOAT, num_tokens INTEGER, truncated BOOLEAN NOT NULL,
+    PRIMARY KEY (id), FOREIGN KEY(group_id) REFERENCES groups (id) ON DELETE CASCADE
+);
+INSERT INTO runs (id, name, status, config, created_at, output_dir, log_path, current_step, max_steps,
+                  cancel_requested)
+VALUES (1, 'old run', 'completed', '{"max_steps": 2}', '2026-01-01 00:00:00', '/data/runs/run-00001',
+        '/data/runs/run-00001/train.log', 2, 2, 0);
+INSERT INTO groups (id, run_id, step, prompt_index, prompt, extra) VALUES (1, 1, 1, 7, 'What is 3 + 4?', '{}');
+INSERT INTO groups (id, run_id, step, prompt_index, prompt, extra) VALUES (2, 1, 2, 7, 'What is 3 + 4?', '{}');
+INSERT INTO completions (id, group_id, "index", text, rewards, total_reward, advantage, num_tokens, truncated)
+VALUES (1, 1, 0, '7', '{"numeric_answer": 1.0}', 1.0, 0.5, 2, 0);
+"""
+
+
+def _old_store(path) -> str:
+    connection = sqlite3.connect(path)
+    connection.executescript(OLD_SCHEMA)
+    connection.commit()
+    connection.close()
+    return sqlite_url(path)
+
+
+def test_a_store_of_the_previous_version_is_migrated_with_its_rows(tmp_path):
+    url = _old_store(tmp_path / "old.db")
+    store = Store(url)
+    try:
+        inspector = sql_inspect(store.engine)
+        run_columns = {c["name"] for c in inspector.get_columns("runs")}
+        group_columns = {c["name"] for c in inspector.get_columns("groups")}
+        assert "run_dir" in run_columns and "output_dir" not in run_columns
+        assert "row_index" in group_columns and "prompt_index" not in group_columns
+        indexes = {ix["name"]: ix["column_names"] for ix in inspector.get_indexes("groups")}
+        assert indexes.get("ix_groups_run_row") == ["run_id", "row_index", "step"]
+        assert "ix_groups_run_prompt" not in indexes
+
+        run = store.get_run(1)
+        assert (run.name, run.status, run.run_dir) == ("old run", RunStatus.COMPLETED, "/data/runs/run-00001")
+        assert run.log_path == "/data/runs/run-00001/train.log"
+        groups = store.groups_for_prompt(1, 7)
+        assert [(g.step, g.row_index, g.prompt) for g in groups] == [(1, 7, "What is 3 + 4?"), (2, 7, "What is 3 + 4?")]
+        assert groups[0].completions[0].rewards == {"numeric_answer": 1.0}
+        assert [r.row_index for r in store.prompt_rows(1)] == [7]
+        with store.engine.connect() as conn:
+            plan = " ".join(
+                str(row[-1])
+                for row in conn.execute(
+                    text("EXPLAIN QUERY PLAN SELECT * FROM groups WHERE run_id = 1 AND row_index = 7 ORDER BY step")
+                )
+            )
+        assert "ix_groups_run_row" in plan
+    finally:
+        store.close()
+
+
+def test_the_migration_runs_once(tmp_path):
+    url = _old_store(tmp_path / "old.db")
+    Store(url).close()
+    store = Store(url)  # opening the migrated store again changes nothing
+    try:
+        assert rename_columns(store.engine) == []
+        assert store.get_run(1).run_dir == "/data/runs/run-00001"
+        with store.engine.connect() as conn:
+            assert json.loads(conn.execute(text("SELECT extra FROM groups WHERE id = 2")).scalar()) == {}
+    finally:
+        store.close()
