@@ -13,6 +13,7 @@ import gradio as gr
 
 from app.catalog_sync import CatalogSync
 from app.context import AppContext
+from app.public_api import create_public_api, hide_internal_endpoints
 from app.tabs.datasets import create_datasets_tab
 from app.tabs.inspect import create_inspect_tab
 from app.tabs.launch import create_launch_tab
@@ -43,7 +44,8 @@ def create_context(settings: Settings, *, worker_env: dict[str, str] | None = No
 
 def build_blocks(ctx: AppContext) -> gr.Blocks:
     """The dashboard's ``gr.Blocks``: Datasets, Launch, Runs, Inspect and Try the model tabs, whose dataset and run
-    lists follow the store (:class:`app.catalog_sync.CatalogSync`)."""
+    lists follow the store (:class:`app.catalog_sync.CatalogSync`), and the public API
+    (:mod:`app.public_api`): only its named endpoints are listed and callable by name."""
     with gr.Blocks(title=TITLE) as blocks:
         sync = CatalogSync(ctx)
         gr.Markdown(f"## {TITLE}\nLaunch, watch and inspect GRPO fine-tuning runs (TRL engine).")
@@ -59,6 +61,8 @@ def build_blocks(ctx: AppContext) -> gr.Blocks:
             with gr.Tab("Try the model", id="try", elem_id="tab-try"):
                 create_try_model_tab(ctx, sync)
         sync.connect(blocks)
+        create_public_api(ctx)
+    hide_internal_endpoints(blocks)
     return blocks
 
 
