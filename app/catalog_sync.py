@@ -35,6 +35,22 @@ def dataset_choices(ctx: AppContext) -> list[tuple[str, int]]:
     return [(f"{d.name} ({d.num_rows} rows)", d.id) for d in ctx.store.list_datasets()]
 
 
+def _updates(followers: list[tuple[Any, Callable[[], Any] | None]], moved: bool, choices: Callable[[], list]) -> list:
+    """One update per follower: ``gr.skip()`` when the list did not move, else its own ``update()`` or the new
+    choices (read once for all the dropdowns)."""
+    if not moved:
+        return [gr.skip()] * len(followers)
+    shared: list | None = None
+    out = []
+    for _, update in followers:
+        if update is None:
+            shared = choices() if shared is None else shared
+            out.append(gr.update(choices=shared))
+        else:
+            out.append(update())
+    return out
+
+
 class CatalogSync:
     """Keeps one page's run and dataset components in step with the store.
 
@@ -44,17 +60,17 @@ class CatalogSync:
 
     def __init__(self, ctx: AppContext) -> None:
         self.ctx = ctx
-        self._runs: list[tuple[gr.components.Component, Callable[[], Any]]] = []
-        self._datasets: list[tuple[gr.components.Component, Callable[[], Any]]] = []
+        self._runs: list[tuple[gr.components.Component, Callable[[], Any] | None]] = []
+        self._datasets: list[tuple[gr.components.Component, Callable[[], Any] | None]] = []
         self._after: list[Any] = []
 
     def follow_runs(self, component: gr.components.Component, update: Callable[[], Any] | None = None) -> None:
         """Refresh ``component`` when the runs change: with ``update()`` (default: new run choices, value kept)."""
-        self._runs.append((component, update or (lambda: gr.update(choices=run_choices(self.ctx)))))
+        self._runs.append((component, update))
 
     def follow_datasets(self, component: gr.components.Component, update: Callable[[], Any] | None = None) -> None:
         """Refresh ``component`` when the datasets change: with ``update()`` (default: new dataset choices)."""
-        self._datasets.append((component, update or (lambda: gr.update(choices=dataset_choices(self.ctx)))))
+        self._datasets.append((component, update))
 
     def after(self, dependency: Any) -> None:
         """Push the lists right after the event ``dependency`` (what ``.click(...)`` returned) finishes."""
@@ -78,8 +94,8 @@ class CatalogSync:
             runs_moved = last is None or version[_DATASET_FIELDS:] != last[_DATASET_FIELDS:]
             return [
                 version,
-                *(update() if datasets_moved else gr.skip() for _, update in self._datasets),
-                *(update() if runs_moved else gr.skip() for _, update in self._runs),
+                *_updates(self._datasets, datasets_moved, lambda: dataset_choices(self.ctx)),
+                *_updates(self._runs, runs_moved, lambda: run_choices(self.ctx)),
             ]
 
         options = {"inputs": seen, "outputs": outputs, "show_progress": "hidden"}

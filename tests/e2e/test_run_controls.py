@@ -27,6 +27,7 @@ def test_filter_tag_and_delete_with_confirmation(page, server):  # noqa: F811 - 
         folder.mkdir(parents=True)
         (folder / "train.log").write_text("log")
         store.update_run(doomed, output_dir=str(folder))
+        store.annotate_run(doomed, notes="first look")
 
         page.get_by_role("tab", name="Runs").click()
         table = page.locator("#runs-table")
@@ -44,6 +45,8 @@ def test_filter_tag_and_delete_with_confirmation(page, server):  # noqa: F811 - 
         # tags and notes on the selected run
         pick(page, "runs-select", f"#{doomed} doomed-run (failed)")
         page.get_by_text("Notes and tags").click()
+        # the run's stored notes are loaded before anything is typed (a late load would overwrite the typing)
+        expect(page.locator("#runs-notes textarea")).to_have_value("first look")
         set_text(page, "runs-tags", "flaky , Flaky, oom")
         set_text(page, "runs-notes", "died at step 2")
         page.locator("#runs-notes-save").click()
