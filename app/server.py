@@ -11,7 +11,9 @@ from collections.abc import Sequence
 
 import gradio as gr
 
+from app.catalog_sync import CatalogSync
 from app.context import AppContext
+from app.public_api import create_public_api, hide_internal_endpoints
 from app.tabs.datasets import create_datasets_tab
 from app.tabs.inspect import create_inspect_tab
 from app.tabs.launch import create_launch_tab
@@ -41,20 +43,26 @@ def create_context(settings: Settings, *, worker_env: dict[str, str] | None = No
 
 
 def build_blocks(ctx: AppContext) -> gr.Blocks:
-    """The dashboard's ``gr.Blocks``: Datasets, Launch, Runs, Inspect and Try the model tabs."""
+    """The dashboard's ``gr.Blocks``: Datasets, Launch, Runs, Inspect and Try the model tabs, whose dataset and run
+    lists follow the store (:class:`app.catalog_sync.CatalogSync`), and the public API
+    (:mod:`app.public_api`): only its named endpoints are listed and callable by name."""
     with gr.Blocks(title=TITLE) as blocks:
+        sync = CatalogSync(ctx)
         gr.Markdown(f"## {TITLE}\nLaunch, watch and inspect GRPO fine-tuning runs (TRL engine).")
         with gr.Tabs():
             with gr.Tab("Datasets", id="datasets", elem_id="tab-datasets"):
-                create_datasets_tab(ctx)
+                create_datasets_tab(ctx, sync)
             with gr.Tab("Launch", id="launch", elem_id="tab-launch"):
-                create_launch_tab(ctx)
+                create_launch_tab(ctx, sync)
             with gr.Tab("Runs", id="runs", elem_id="tab-runs"):
-                create_runs_tab(ctx)
+                create_runs_tab(ctx, sync)
             with gr.Tab("Inspect", id="inspect", elem_id="tab-inspect") as inspect_tab:
-                create_inspect_tab(ctx, inspect_tab)
+                create_inspect_tab(ctx, inspect_tab, sync)
             with gr.Tab("Try the model", id="try", elem_id="tab-try"):
-                create_try_model_tab(ctx)
+                create_try_model_tab(ctx, sync)
+        sync.connect(blocks)
+        create_public_api(ctx)
+    hide_internal_endpoints(blocks)
     return blocks
 
 

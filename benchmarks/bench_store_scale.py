@@ -12,7 +12,7 @@ in milliseconds, against a goal of 100 ms:
 * full chart: ``metrics_overview(run, <chart keys>, rewards/%/mean)`` (a page opening the run: at most ~1,000
   steps per key), beside the reference of every point of 8 keys (``metrics_since``),
 * group page: ``groups_at(run, step)`` (the Inspect tab),
-* prompt across steps: ``groups_for_prompt(run, prompt_index)``,
+* prompt across steps: ``groups_for_prompt(run, row_index)``,
 * candidates, not (yet) what the pages do: the prompt view limited to its first 50 groups (a page); for the full
   chart the same points as plain tuples ordered by key then step (a core select, no ORM objects or dataclasses,
   read from the covering index ``ix_metrics_run_key_step``), and that downsampled to at most
@@ -86,10 +86,10 @@ def generate(store: Store, args: argparse.Namespace) -> int:
     for g in range(args.groups):
         group_id = g + 1
         step = g * args.steps // args.groups + 1
-        prompt_index = rng.randrange(args.prompts)
-        groups.append({"id": group_id, "run_id": run.id, "step": step, "prompt_index": prompt_index,
-                       "prompt": f"system: reply with a number\nuser: What is {prompt_index} + 7?",
-                       "extra": {"answer": str(prompt_index + 7)}})
+        row_index = rng.randrange(args.prompts)
+        groups.append({"id": group_id, "run_id": run.id, "step": step, "row_index": row_index,
+                       "prompt": f"system: reply with a number\nuser: What is {row_index} + 7?",
+                       "extra": {"answer": str(row_index + 7)}})
         for index in range(args.group_size):
             rewards = {name: rng.choice([0.0, 0.5, 1.0]) for name in RULES}
             completions.append({"group_id": group_id, "index": index,

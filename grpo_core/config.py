@@ -178,12 +178,22 @@ def load_run_config(path: str | Path) -> RunConfig:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    return parse_run_config_text(text, source=str(path))
+
+
+def parse_run_config_text(text: str, *, source: str = "config") -> RunConfig:
+    """Parse a run config written as YAML or JSON (JSON is YAML) text.
+
+    Raises:
+        ConfigError: the text is not YAML (with line and column), not a mapping, or fails validation; the message
+            starts with ``source``.
+    """
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+        raise ConfigError(f"{source}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of config fields, got {type(data).__name__}")
-    return parse_run_config(data, source=str(path))
+        raise ConfigError(f"{source}: expected a mapping of config fields, got {type(data).__name__}")
+    return parse_run_config(data, source=source)

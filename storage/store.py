@@ -228,6 +228,20 @@ class Store:
             session.commit()
             return _run_info(row)
 
+    def catalog_version(self) -> tuple[int, ...]:
+        """A cheap fingerprint of the dataset and run lists, for pages that poll for changes.
+
+        Returns ``(datasets, max dataset id, runs, max run id, runs per status...)`` (counts in
+        :class:`RunStatus` order): it changes when a dataset or run is added or deleted or a run changes status,
+        and not on metrics or groups. Three aggregate queries, no rows read.
+        """
+        with self._session() as session:
+            datasets = session.execute(select(func.count(DatasetRow.id), func.max(DatasetRow.id))).one()
+            runs = session.execute(select(func.count(RunRow.id), func.max(RunRow.id))).one()
+            by_status = dict(session.execute(select(RunRow.status, func.count(RunRow.id)).group_by(RunRow.status)).all())
+        return (datasets[0], datasets[1] or 0, runs[0], runs[1] or 0,
+                *(by_status.get(status.value, 0) for status in RunStatus))
+
     def get_run(self, run_id: int) -> RunInfo:
         """One run. Raises StoreError when there is none with that id."""
         with self._session() as session:
@@ -537,6 +551,21 @@ class Store:
                 .where(GroupRow.run_id == run_id, GroupRow.step == step)
                 .options(selectinload(GroupRow.completions))
                 .order_by(GroupRow.id)
+            ).all()
+            return [_group_record(r) for r in rows]
+
+    def groups_since(self, run_id: int, after_step: int = -1, *, limit: int = 200) -> list[GroupRecord]:
+        """The groups recorded after ``after_step`` (step ascending, then in sampling order), at most ``limit``.
+
+        Pass the last step seen to read only what is new (``-1``: from the start).
+        """
+        with self._session() as session:
+            rows = session.scalars(
+                select(GroupRow)
+                .where(GroupRow.run_id == run_id, GroupRow.step > after_step)
+                .options(selectinload(GroupRow.completions))
+                .order_by(GroupRow.step, GroupRow.id)
+                .limit(max(0, limit))
             ).all()
             return [_group_record(r) for r in rows]
 

@@ -11,9 +11,9 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
+from app.catalog_sync import CatalogSync
 from app.charts import MetricSeries, compare_figure
 from app.context import AppContext
-from app.views import run_label
 from storage import StoreError
 
 X_AXES = [("step", "step"), ("wall time (s since the run's first point)", "wall")]
@@ -91,12 +91,15 @@ def config_differences(configs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame
 
 
 def create_compare_panel(
-    ctx: AppContext, choices: Sequence[tuple[str, int]], metrics: Sequence[str]
+    ctx: AppContext,
+    choices: Sequence[tuple[str, int]],
+    metrics: Sequence[str],
+    sync: CatalogSync | None = None,
 ) -> dict[str, gr.components.Component]:
     """Build the comparison controls, plot and config-difference table inside the current ``gr.Blocks``.
 
     Args:
-        choices: (label, run id) of the runs to offer; refreshed from the store when the run picker gets focus.
+        choices: (label, run id) of the runs to offer at first; ``sync`` keeps them current.
         metrics: metric names offered (custom names allowed).
     """
     with gr.Row():
@@ -134,7 +137,8 @@ def create_compare_panel(
         return figure, config_differences(configs)
 
     button.click(on_compare, inputs=[runs, metric, smoothing, x_axis], outputs=[plot, table])
-    runs.focus(lambda: gr.update(choices=_run_choices(ctx)), outputs=runs)
+    if sync is not None:
+        sync.follow_runs(runs)
     return {
         "runs": runs,
         "metric": metric,
@@ -144,7 +148,3 @@ def create_compare_panel(
         "plot": plot,
         "config": table,
     }
-
-
-def _run_choices(ctx: AppContext) -> list[tuple[str, int]]:
-    return [(run_label(r), r.id) for r in ctx.store.list_runs()]

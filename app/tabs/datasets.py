@@ -8,6 +8,7 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
+from app.catalog_sync import CatalogSync, dataset_choices
 from app.context import AppContext
 from grpo_core.dataset_library import import_dataset
 from grpo_core.datasets import SUPPORTED_EXTENSIONS, DatasetError, read_normalized
@@ -37,13 +38,9 @@ def preview_frame(rows: list[dict[str, Any]], limit: int = 8) -> pd.DataFrame:
     return pd.DataFrame(shown)
 
 
-def dataset_choices(ctx: AppContext) -> list[tuple[str, int]]:
-    """(label, id) pairs for dataset dropdowns, newest first."""
-    return [(f"{d.name} ({d.num_rows} rows)", d.id) for d in ctx.store.list_datasets()]
-
-
-def create_datasets_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
-    """Build the Datasets tab inside the current ``gr.Blocks``."""
+def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[str, gr.components.Component]:
+    """Build the Datasets tab inside the current ``gr.Blocks``; ``sync`` keeps its table and picker current and
+    tells the other tabs of an upload."""
     gr.Markdown(
         "Upload prompts as **JSONL, CSV or Parquet**. A `prompt` column is required (text, or a list of chat "
         "messages `{role, content}`); every other column (e.g. `answer`, `tests`) is handed to the reward rules."
@@ -88,7 +85,11 @@ def create_datasets_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
             return gr.skip()
         return preview_frame(read_normalized(Path(info.path)))
 
-    add.click(on_add, inputs=[upload, name], outputs=[status, preview, table, selected])
+    added = add.click(on_add, inputs=[upload, name], outputs=[status, preview, table, selected])
+    if sync is not None:
+        sync.follow_datasets(table, lambda: datasets_frame(ctx))
+        sync.follow_datasets(selected)
+        sync.after(added)
     selected.change(on_pick, inputs=selected, outputs=preview)
     return {"upload": upload, "name": name, "add": add, "status": status, "preview": preview, "table": table,
             "selected": selected}

@@ -20,7 +20,7 @@ SEARCH_PAGE_SIZE = 10
 
 
 def prompt_row_choices(ctx: AppContext, run_id: int | None) -> list[tuple[str, int]]:
-    """(label, prompt_index) of every dataset row the run sampled, the most often sampled first."""
+    """(label, row_index) of every dataset row the run sampled, the most often sampled first."""
     if run_id is None:
         return []
     return [
@@ -33,14 +33,14 @@ def prompt_row_choices(ctx: AppContext, run_id: int | None) -> list[tuple[str, i
     ]
 
 
-def diff_choices(ctx: AppContext, run_id: int | None, step: int | None, prompt_index: int | None):
+def diff_choices(ctx: AppContext, run_id: int | None, step: int | None, row_index: int | None):
     """The completions the diff can pick from: those of the shown step, then those of the chosen dataset row's
     groups across steps. Returns the update for one diff dropdown."""
     groups: list[GroupRecord] = []
     if run_id is not None and step is not None:
         groups += ctx.store.groups_at(int(run_id), int(step))
-    if run_id is not None and prompt_index is not None:
-        groups += ctx.store.groups_for_prompt(int(run_id), int(prompt_index))
+    if run_id is not None and row_index is not None:
+        groups += ctx.store.groups_for_prompt(int(run_id), int(row_index))
     return gr.update(choices=completion_choices(groups), value=None)
 
 
@@ -71,9 +71,9 @@ def create_inspect_tools(
         """Inputs: run. Outputs: dataset-row dropdown, history, search results, search offset."""
         return gr.update(choices=prompt_row_choices(ctx, run_id), value=None), "", "", 0
 
-    def on_reload(run_id: int | None, prompt_index: int | None):
+    def on_reload(run_id: int | None, row_index: int | None):
         """Inputs: run, dataset row. Outputs: dataset-row dropdown (new rows of a live run), history."""
-        return gr.update(choices=prompt_row_choices(ctx, run_id)), on_history(run_id, prompt_index)
+        return gr.update(choices=prompt_row_choices(ctx, run_id)), on_history(run_id, row_index)
 
     def on_search(run_id: int | None, text: str, offset: int):
         """Inputs: run, text, offset (0 = first page). Outputs: results, offset."""
@@ -85,15 +85,15 @@ def create_inspect_tools(
             page = ctx.store.search_groups(int(run_id), text or "", limit=SEARCH_PAGE_SIZE, offset=last)
         return search_results_html(page), page.offset
 
-    def on_history(run_id: int | None, prompt_index: int | None) -> str:
+    def on_history(run_id: int | None, row_index: int | None) -> str:
         """Inputs: run, dataset row. Outputs: the row's groups in step order."""
-        if run_id is None or prompt_index is None:
+        if run_id is None or row_index is None:
             return ""
-        return prompt_history_html(ctx.store.groups_for_prompt(int(run_id), int(prompt_index)))
+        return prompt_history_html(ctx.store.groups_for_prompt(int(run_id), int(row_index)))
 
-    def on_choices(run_id: int | None, step_value: int | None, prompt_index: int | None):
+    def on_choices(run_id: int | None, step_value: int | None, row_index: int | None):
         """Inputs: run, step, dataset row. Outputs: both diff dropdowns, the diff."""
-        update = diff_choices(ctx, run_id, step_value, prompt_index)
+        update = diff_choices(ctx, run_id, step_value, row_index)
         return update, update, ""
 
     def on_diff(left_ref: str | None, right_ref: str | None) -> str:

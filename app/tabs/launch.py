@@ -15,9 +15,9 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
+from app.catalog_sync import CatalogSync, dataset_choices, run_choices
 from app.context import AppContext
-from app.tabs.datasets import dataset_choices
-from app.tabs.launch_tools import clone_choices, clone_drift_notes, dataset_row_for_bench, stream_preflight
+from app.tabs.launch_tools import clone_drift_notes, dataset_row_for_bench, stream_preflight
 from grpo_core.config import DEFAULT_MODEL, ConfigError, RunConfig, parse_run_config
 from grpo_core.dataset_library import ARITHMETIC_EXAMPLE
 from grpo_core.preflight_report import DEFAULT_PROMPTS
@@ -173,22 +173,20 @@ def _default_dataset(ctx: AppContext) -> int | None:
     return choices[0][1] if choices else None
 
 
-def create_launch_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
-    """Build the Launch tab inside the current ``gr.Blocks``."""
+def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[str, gr.components.Component]:
+    """Build the Launch tab inside the current ``gr.Blocks``; ``sync`` keeps its dataset and clone dropdowns
+    current and tells the other tabs of a launch."""
     defaults = RunConfig()
     rule_names = [NO_RULE] + [rule.name for rule in all_rules()]
-    with gr.Row():
-        clone = gr.Dropdown(
-            label="start from an existing run (fills the form from its stored config)", choices=clone_choices(ctx),
-            value=None, elem_id="launch-clone", scale=4,
-        )
-        clone_refresh = gr.Button("↻ runs", size="sm", scale=0, elem_id="launch-clone-refresh")
+    clone = gr.Dropdown(
+        label="start from an existing run (fills the form from its stored config)", choices=run_choices(ctx),
+        value=None, elem_id="launch-clone",
+    )
     clone_status = gr.Markdown(elem_id="launch-clone-status")
     with gr.Row():
         dataset = gr.Dropdown(
             label="dataset", choices=dataset_choices(ctx), value=_default_dataset(ctx), elem_id="launch-dataset"
         )
-        refresh = gr.Button("↻ datasets", size="sm", scale=0)
         model = gr.Textbox(
             label="model", value=DEFAULT_MODEL, elem_id="launch-model",
             info="SmolLM2-135M-Instruct (offline), a local model folder, a .gguf file, or a hub id",
@@ -391,17 +389,18 @@ def create_launch_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
         outputs=preview,
         show_progress="hidden",
     )
-    launch.click(on_launch, inputs=form_inputs, outputs=launch_status).then(
-        lambda: gr.update(choices=clone_choices(ctx)), outputs=clone)
+    launched = launch.click(on_launch, inputs=form_inputs, outputs=launch_status)
     bench_button.click(on_bench, inputs=[bench_row, bench_completions, *slot_inputs],
                        outputs=[bench_table, bench_status])
-    refresh.click(lambda: gr.update(choices=dataset_choices(ctx)), outputs=dataset)
     bench_row_pick.click(on_pick_row, inputs=[dataset, bench_row_number], outputs=[bench_row, bench_prompt,
                                                                                   bench_status])
     preflight_button.click(on_preflight, inputs=[preflight_prompts, *form_inputs],
                            outputs=[preflight_verdict, preflight_table])
     clone.input(on_clone, inputs=clone, outputs=[*form_inputs, *help_boxes, clone_status])
-    clone_refresh.click(lambda: gr.update(choices=clone_choices(ctx)), outputs=clone)
+    if sync is not None:
+        sync.follow_datasets(dataset)
+        sync.follow_runs(clone)
+        sync.after(launched)
     return {"dataset": dataset, "model": model, "name": run_name, "launch": launch, "status": launch_status,
-            "preview": preview, "bench_table": bench_table, "refresh": refresh, "clone": clone,
+            "preview": preview, "bench_table": bench_table, "clone": clone,
             "preflight_verdict": preflight_verdict, "preflight_table": preflight_table}

@@ -1,6 +1,6 @@
 """Reward-design tools of the Launch tab: the preflight ("will this run learn?"), the clone-a-run picker and the
 bench's dataset-row picker. Handlers live in :func:`app.tabs.launch.create_launch_tab`; this module holds what they
-call (views of a preflight report, the streaming preflight runner, choice lists), so it stays testable.
+call (views of a preflight report, the streaming preflight runner, the bench's row reader), so it stays testable.
 
 The preflight samples from the model, which needs torch: it runs in a subprocess
 (:func:`grpo_core.preflight_job.start_preflight`) and this module only reads its JSON report.
@@ -19,7 +19,6 @@ import gradio as gr
 import pandas as pd
 
 from app.context import AppContext
-from app.views import run_label
 from grpo_core.config import RunConfig
 from grpo_core.datasets import DatasetError, read_normalized_row
 from grpo_core.preflight_job import PREFLIGHT_TIMEOUT_S, PreflightError, start_preflight
@@ -31,11 +30,6 @@ from storage import RunInfo, StoreError
 POLL_SECONDS = 1.0
 VERDICT_ICONS = {LEVEL_OK: "✅", LEVEL_PROBLEM: "❌"}
 RULE_TABLE_HEADERS = ["rule", "weight", "mean", "std", "min", "max", "None", "nonzero", "varies in groups"]
-
-
-def clone_choices(ctx: AppContext) -> list[tuple[str, int]]:
-    """(label, id) of every run, newest first, for the "start from an existing run" dropdown."""
-    return [(run_label(run), run.id) for run in ctx.store.list_runs()]
 
 
 def clone_drift_notes(ctx: AppContext, run: RunInfo) -> list[str]:

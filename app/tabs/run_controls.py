@@ -12,6 +12,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from app.catalog_sync import CatalogSync
 from app.context import AppContext
 from app.run_filter import ALL_STATUSES, STATUS_FILTER_CHOICES
 from app.views import run_status_html
@@ -60,8 +61,12 @@ def connect_run_controls(
     table: gr.Dataframe,
     filters: dict[str, gr.components.Component],
     table_frame: Callable,
+    sync: CatalogSync | None = None,
 ) -> None:
-    """Wire the controls to the selected run; ``table_frame(ctx, status, text)`` rebuilds the filtered table."""
+    """Wire the controls to the selected run; ``table_frame(ctx, status, text)`` rebuilds the filtered table.
+
+    ``sync`` hears of a resume or delete, so that the other tabs' run lists follow at once.
+    """
 
     def on_filter(status_filter: str, text_filter: str):
         """Inputs: status filter, text filter. Outputs: table."""
@@ -131,17 +136,20 @@ def connect_run_controls(
     filters["status"].change(on_filter, inputs=filter_inputs, outputs=table)
     filters["text"].submit(on_filter, inputs=filter_inputs, outputs=table)
     filters["text"].blur(on_filter, inputs=filter_inputs, outputs=table)
-    controls["resume"].click(on_resume, inputs=selected, outputs=status)
+    resumed = controls["resume"].click(on_resume, inputs=selected, outputs=status)
     controls["delete"].click(
         on_delete_ask, inputs=selected, outputs=[controls["confirm_row"], controls["confirm_text"], controls["pending"]]
     )
     controls["keep"].click(lambda: (gr.update(visible=False), None),
                            outputs=[controls["confirm_row"], controls["pending"]])
-    controls["confirm"].click(
+    deleted = controls["confirm"].click(
         on_delete_confirm,
         inputs=[controls["pending"], *filter_inputs],
         outputs=[controls["confirm_row"], controls["pending"], status, selected, table],
     )
+    if sync is not None:
+        sync.after(resumed)
+        sync.after(deleted)
     selected.change(on_load_notes, inputs=selected, outputs=[controls["tags"], controls["notes"]])
     controls["save"].click(
         on_save_notes,

@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 import gradio as gr
 import pandas as pd
 
+from app.catalog_sync import CatalogSync, run_choices
 from app.charts import CHART_KEYS, MetricSeries, training_figure
 from app.context import AppContext
 from app.run_filter import filter_runs
@@ -20,17 +21,12 @@ from app.tabs.compare import create_compare_panel
 from app.tabs.doctor import connect_doctor_panel, create_doctor_panel
 from app.tabs.export import create_export_panel
 from app.tabs.run_controls import connect_run_controls, create_filter_row, create_run_controls
-from app.views import RUNS_TABLE_HEADERS, run_label, run_status_html, runs_table
+from app.views import RUNS_TABLE_HEADERS, run_status_html, runs_table
 from grpo_core.processes import tail_text
 from storage import RunStatus, StoreError
 
 REFRESH_SECONDS = 2.0
 COMPARE_METRICS = list(CHART_KEYS)
-
-
-def run_choices(ctx: AppContext) -> list[tuple[str, int]]:
-    """(label, id) for every run, newest first."""
-    return [(run_label(r), r.id) for r in ctx.store.list_runs()]
 
 
 def runs_frame(ctx: AppContext, status: str | None = None, text: str | None = None) -> pd.DataFrame:
@@ -53,8 +49,9 @@ def refresh_series(ctx: AppContext, run_id: int, series: MetricSeries | None) ->
     return series, series.extend(ctx.store.metrics_since(run_id, series.last_step)) > 0
 
 
-def create_runs_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
-    """Build the Runs tab inside the current ``gr.Blocks``."""
+def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[str, gr.components.Component]:
+    """Build the Runs tab inside the current ``gr.Blocks``; ``sync`` keeps the compare picker current and tells the
+    other tabs of a cancel, resume or delete (the tab's own timer refreshes its table and run picker)."""
     filters = create_filter_row()
     table = gr.Dataframe(value=lambda: runs_frame(ctx), interactive=False, label="runs", elem_id="runs-table")
     with gr.Row():
@@ -69,7 +66,7 @@ def create_runs_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
     with gr.Accordion("Log (last lines of train.log)", open=False):
         log_box = gr.Code(language=None, interactive=False, lines=12, elem_id="runs-log")
     with gr.Accordion("Compare runs", open=False, elem_id="compare-panel"):
-        compare = create_compare_panel(ctx, choices, COMPARE_METRICS)
+        compare = create_compare_panel(ctx, choices, COMPARE_METRICS, sync)
     create_export_panel(ctx, selected)
     series_state = gr.State(None)
     timer = gr.Timer(REFRESH_SECONDS)
@@ -121,9 +118,11 @@ def create_runs_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
     timer.tick(on_refresh, inputs=[selected, series_state, filters["status"], filters["text"]], outputs=outputs,
                show_progress="hidden")
     selected.input(on_select, inputs=selected, outputs=[status, plot, log_box, series_state])
-    cancel.click(on_cancel, inputs=selected, outputs=status)
+    cancelled = cancel.click(on_cancel, inputs=selected, outputs=status)
+    if sync is not None:
+        sync.after(cancelled)
     connect_doctor_panel(ctx, doctor, timer=timer, selected=selected)
     connect_run_controls(ctx, controls, selected=selected, status=status, table=table, filters=filters,
-                         table_frame=runs_frame)
+                         table_frame=runs_frame, sync=sync)
     return {"table": table, "selected": selected, "status": status, "plot": plot, "cancel": cancel,
             "timer": timer, "compare_runs": compare["runs"], "compare_plot": compare["plot"], "doctor": doctor}

@@ -15,8 +15,8 @@ from typing import Any
 
 import gradio as gr
 
+from app.catalog_sync import CatalogSync, run_choices
 from app.context import AppContext
-from app.tabs.runs import run_choices
 from grpo_core.config import ConfigError
 from grpo_core.datasets import DatasetError
 from grpo_core.run_files import ArtifactError, run_dir, weights_choices
@@ -84,8 +84,9 @@ def side_html(side: dict[str, Any] | None, title: str) -> str:
     return "".join(parts)
 
 
-def create_try_model_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
-    """Build the Try the model tab inside the current ``gr.Blocks``."""
+def create_try_model_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[str, gr.components.Component]:
+    """Build the Try the model tab inside the current ``gr.Blocks``; ``sync`` keeps its run list current, "↻ weights"
+    re-reads the chosen run's checkpoints (a live run saves new ones)."""
     gr.Markdown(
         "Sample the **base model** and the run's **trained weights** on the same prompt with the same seed, "
         "scored by the run's reward rules. Runs in a separate process (loading the model takes a few seconds)."
@@ -93,7 +94,7 @@ def create_try_model_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
     with gr.Row():
         run = gr.Dropdown(label="run", choices=run_choices(ctx), scale=3, elem_id="try-run")
         weights = gr.Dropdown(label="trained weights", choices=[], scale=2, elem_id="try-weights")
-        reload = gr.Button("↻ refresh", scale=0, elem_id="try-refresh")
+        reload = gr.Button("↻ weights", scale=0, elem_id="try-refresh")
     with gr.Row():
         row_index = gr.Number(label="dataset row", value=0, precision=0, minimum=0, scale=1, elem_id="try-row")
         load_row = gr.Button("Load row", scale=0, elem_id="try-load-row")
@@ -158,13 +159,12 @@ def create_try_model_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
         return (dropdown, tokens, temp, *on_load_row(run_id, index))
 
     def on_reload(run_id: int | None, current: str | None):
-        """Inputs: run, weights. Outputs: run choices, weights choices (the current pick kept when it still
-        exists)."""
+        """Inputs: run, weights. Outputs: weights choices (the current pick kept when it still exists)."""
         info = _run(run_id)
         options = [] if info is None else [(o.label, o.value) for o in weights_choices(run_dir(ctx.settings, info))]
         values = [v for _, v in options]
         value = current if current in values else (values[0] if values else None)
-        return gr.update(choices=run_choices(ctx)), gr.update(choices=options, value=value)
+        return gr.update(choices=options, value=value)
 
     def on_sample(run_id, weights_value, prompt_text, columns_text, is_chat, samples, tokens, temp, seed_value):
         """Inputs: run, weights, prompt, columns JSON, chat, samples, max tokens, temperature, seed.
@@ -211,8 +211,9 @@ def create_try_model_tab(ctx: AppContext) -> dict[str, gr.components.Component]:
 
     run.change(on_run, inputs=[run, row_index],
                outputs=[weights, max_tokens, temperature, prompt, columns, chat, status])
-    run.focus(lambda: gr.update(choices=run_choices(ctx)), outputs=run)
-    reload.click(on_reload, inputs=[run, weights], outputs=[run, weights])
+    if sync is not None:
+        sync.follow_runs(run)
+    reload.click(on_reload, inputs=[run, weights], outputs=weights)
     load_row.click(on_load_row, inputs=[run, row_index], outputs=[prompt, columns, chat, status])
     button.click(
         on_sample,

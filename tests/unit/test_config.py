@@ -11,6 +11,7 @@ from grpo_core.config import (
     RunConfig,
     load_run_config,
     parse_run_config,
+    parse_run_config_text,
 )
 from grpo_core.rewards.compose import RewardSpec
 from grpo_core.worker.trl_args import to_grpo_config, to_lora_config
@@ -138,6 +139,27 @@ def test_yaml_with_a_bad_field_names_the_file_and_field(tmp_path):
 def test_missing_yaml_file(tmp_path):
     with pytest.raises(ConfigError, match="cannot read"):
         load_run_config(tmp_path / "absent.yaml")
+
+
+def test_config_text_in_yaml_or_json_gives_the_same_config():
+    config = RunConfig(name="text", max_steps=3, beta=0.02)
+    assert parse_run_config_text(config.to_yaml()) == config
+    assert parse_run_config_text(config.model_dump_json()) == config
+    assert parse_run_config_text('{"max_steps": 5}').max_steps == 5
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("max_steps: [1\n", r"^api, line 2, column 1: not valid YAML"),
+        ('{"max_steps": 5', r"^api, line 1, column 16: not valid YAML"),
+        ("[1, 2]", "^api: expected a mapping of config fields, got list"),
+        ('{"max_steps": 0}', r"^api: max_steps: "),
+    ],
+)
+def test_config_text_errors_name_the_source(text, expected):
+    with pytest.raises(ConfigError, match=expected):
+        parse_run_config_text(text, source="api")
 
 
 # ------------------------------------------------------------------------------------------ TRL and PEFT

@@ -1,6 +1,6 @@
 """Tests for the store's inspection queries on a real SQLite file (and PostgreSQL when configured): one group by
 id, one prompt across steps, the rows a run sampled, the latest groups, text search (LIKE, escaping, paging,
-per-run), and the added index."""
+per-run), groups after a step, the dataset and run lists' version, and the added index."""
 
 from __future__ import annotations
 
@@ -77,6 +77,37 @@ def test_prompt_rows_most_sampled_first(filled):
     ]
     assert [r.row_index for r in store.prompt_rows(b)] == [3]
     assert len(store.prompt_rows(a, limit=1)) == 1
+
+
+def test_groups_since_reads_only_later_steps_in_order(filled):
+    store, a, b = filled
+    since = store.groups_since(a, 1)
+    assert [(g.step, g.row_index) for g in since] == [(2, 5), (2, 5), (2, 3), (3, 3), (3, 8)]
+    assert [c.text for c in since[1].completions] == ["100%", "1_0"]
+    assert len(store.groups_since(a)) == 7
+    assert [(g.step, g.row_index) for g in store.groups_since(a, -1, limit=2)] == [(1, 3), (1, 5)]
+    assert store.groups_since(a, 3) == [] and store.groups_since(a, 0, limit=0) == []
+    assert [g.step for g in store.groups_since(b)] == [1]
+
+
+def test_catalog_version_moves_with_datasets_and_runs_not_with_metrics(store):
+    first = store.catalog_version()
+    assert first == (0, 0, 0, 0, 0, 0, 0, 0, 0)
+    dataset = store.add_dataset(name="d", source_name="d.jsonl", format="jsonl", num_rows=1, columns=["prompt"],
+                                prompt_kind="text", path="/nowhere/d.jsonl")
+    with_dataset = store.catalog_version()
+    assert with_dataset[:2] == (1, dataset.id) and with_dataset[2:] == first[2:]
+    run = _run(store)
+    queued = store.catalog_version()
+    assert queued[:2] == with_dataset[:2] and queued[2:5] == (1, run, 1)
+    store.record_metrics(run, 1, {"reward": 0.5}, wall_time=1.0)
+    store.record_groups(run, 1, [_group(1, 0, ["a", "b"])])
+    assert store.catalog_version() == queued  # training progress does not move it
+    store.request_cancel(run)
+    cancelled = store.catalog_version()
+    assert cancelled != queued and cancelled[2:4] == (1, run) and sum(cancelled[4:]) == 1
+    store.delete_run(run)
+    assert store.catalog_version()[2:4] == (0, 0)
 
 
 def test_get_group_and_recent_groups(filled):

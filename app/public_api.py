@@ -1,0 +1,218 @@
+"""The dashboard's public API: the endpoints a notebook scripts with ``gradio_client``, under stable names.
+
+============  ===================================================  ==================================================
+endpoint      inputs                                               output
+============  ===================================================  ==================================================
+add_dataset   ``file`` (JSONL, CSV or Parquet upload), ``name``    the dataset: id, name, num_rows, columns, ...
+launch_run    ``config`` (a RunConfig as YAML or JSON text)        ``{"run": <run>, "warnings": [...]}``
+list_runs     ``status`` ("" = all, or queued, running, ...)       ``[<run>, ...]`` newest first
+run_metrics   ``run_id``, ``after_step`` (-1: all), ``keys``       ``[{"step", "key", "value", "wall_time"}, ...]``
+run_groups    ``run_id``, ``after_step`` (-1: all), ``step``,      ``[{"step", "row_index", "prompt",
+              ``limit``                                            "completions": [...]}, ...]``
+cancel_run    ``run_id``                                           the run (``cancel_requested`` set)
+resume_run    ``run_id``                                           the run, queued again
+export_run    ``run_id``                                           ``{"run_id", "folder", "files", ...}``, the zip
+============  ===================================================  ==================================================
+
+A ``<run>`` is :func:`run_dict`. Every handler calls the store, the launcher or :mod:`grpo_core` as the tabs do;
+errors come back as ``gradio_client`` ``AppError`` with the store's or the config's message. Every other event of
+the dashboard (the tabs' handlers) is made private by :func:`hide_internal_endpoints`: not listed, not callable by
+name.
+
+No ``from __future__ import annotations`` here: ``gr.api`` reads the handlers' return annotations as types.
+"""
+
+import dataclasses
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from app.context import AppContext
+from grpo_core.config import ConfigError, parse_run_config_text
+from grpo_core.dataset_library import import_dataset
+from grpo_core.datasets import DatasetError
+from grpo_core.export import export_run
+from grpo_core.runs import RunActionError, resume_run, submit_run, validate_run_config
+from storage import DatasetInfo, GroupRecord, MetricPoint, RunInfo, RunStatus, StoreError
+
+#: The endpoints :func:`create_public_api` adds, in the order the API page lists them.
+PUBLIC_ENDPOINTS = (
+    "add_dataset",
+    "launch_run",
+    "list_runs",
+    "run_metrics",
+    "run_groups",
+    "cancel_run",
+    "resume_run",
+    "export_run",
+)
+
+#: The most groups one ``run_groups`` call returns.
+MAX_GROUPS = 1000
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with datetimes as ISO 8601 text, enums as their value, paths as text (JSON-able)."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, RunStatus):
+        return value.value
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
+
+
+def run_dict(run: RunInfo) -> dict[str, Any]:
+    """A run as plain JSON: every :class:`storage.RunInfo` field (times ISO 8601 UTC, status as text, ``config``
+    the stored RunConfig)."""
+    return _plain(dataclasses.asdict(run))
+
+
+def dataset_dict(dataset: DatasetInfo) -> dict[str, Any]:
+    """A dataset as plain JSON: the :class:`storage.DatasetInfo` fields, ``path`` (the normalised JSONL file on the
+    server) renamed ``stored_file``: Gradio takes any output mapping with a ``path`` key for a file to send."""
+    fields = _plain(dataclasses.asdict(dataset))
+    fields["stored_file"] = fields.pop("path")
+    return fields
+
+
+def metric_dict(point: MetricPoint) -> dict[str, Any]:
+    """``{"step", "key", "value", "wall_time"}``: value ``None`` where TRL logged NaN; wall time in epoch seconds."""
+    return dataclasses.asdict(point)
+
+
+def group_dict(group: GroupRecord) -> dict[str, Any]:
+    """A group as plain JSON: ``step``, ``row_index``, ``prompt``, ``extra``, ``id`` and ``completions``, each
+    with ``index``, ``text``, ``rewards`` (rule -> reward), ``total_reward``, ``advantage``, ``num_tokens``,
+    ``truncated``."""
+    return _plain(dataclasses.asdict(group))
+
+
+def create_public_api(ctx: AppContext) -> None:
+    """Add the :data:`PUBLIC_ENDPOINTS` to the current ``gr.Blocks`` (API only: their components are hidden)."""
+
+    def add_dataset(file: str | None, name: str | None) -> dict[str, Any]:
+        """Add a prompt file (JSONL, CSV or Parquet, with a ``prompt`` column) as a dataset named ``name`` (default:
+        the file's name). Returns the dataset; fails when the file is invalid (with line and column) or the name is
+        taken."""
+        if not file:
+            raise gr.Error("add_dataset: give a file")
+        try:
+            info = import_dataset(ctx.store, ctx.settings, file, source_name=Path(file).name,
+                                  name=name or None)
+        except (DatasetError, StoreError) as exc:
+            raise gr.Error(f"add_dataset: {exc}") from None
+        return dataset_dict(info)
+
+    def launch_run(config: str) -> dict:
+        """Queue a run from a RunConfig written as YAML or JSON text (the fields of ``run.yaml``; ``dataset_id`` from
+        ``add_dataset``). Returns {"run": the queued run, "warnings": [text, ...]}."""
+        try:
+            run_config = parse_run_config_text(config or "", source="config")
+            warnings = validate_run_config(ctx.store, run_config)
+            run = submit_run(ctx.store, run_config)
+        except (ConfigError, ValueError) as exc:
+            raise gr.Error(f"launch_run: {exc}") from None
+        ctx.launcher.tick()
+        return {"run": run_dict(ctx.store.get_run(run.id)), "warnings": warnings}
+
+    def list_runs(status: str = "") -> list:
+        """Every run, newest first, or only those with ``status`` (queued, running, completed, failed, cancelled;
+        empty: all)."""
+        try:
+            statuses = [RunStatus(status)] if status else None
+        except ValueError:
+            choices = ", ".join(s.value for s in RunStatus)
+            raise gr.Error(f"list_runs: status must be one of {choices}, or empty for all") from None
+        return [run_dict(run) for run in ctx.store.list_runs(statuses)]
+
+    def run_metrics(run_id: int, after_step: int = -1, keys: list[str] | None = None) -> list:
+        """The run's metric points at steps after ``after_step`` (-1: all), step by step, only ``keys`` when given
+        (TRL's names: reward, kl, rewards/<rule>/mean, ...). Pass the last step seen to read only new points."""
+        _run(run_id)
+        points = ctx.store.metrics_since(int(run_id), int(after_step), keys=list(keys) if keys else None)
+        return [metric_dict(point) for point in points]
+
+    def run_groups(run_id: int, after_step: int = -1, step: int | None = None, limit: int = 200) -> list:
+        """The run's sampled groups (prompt, completions with per-rule rewards, total and advantage): those at
+        ``step`` when given, else those after ``after_step`` (-1: all), step by step, at most ``limit`` (up to
+        1000)."""
+        _run(run_id)
+        if step is not None:
+            groups = ctx.store.groups_at(int(run_id), int(step))
+        else:
+            groups = ctx.store.groups_since(int(run_id), int(after_step), limit=max(1, min(int(limit), MAX_GROUPS)))
+        return [group_dict(group) for group in groups]
+
+    def cancel_run(run_id: int) -> dict:
+        """Ask a run to stop: a queued run is cancelled at once, a running one at the end of its current step.
+        Returns the run."""
+        _run(run_id)
+        ctx.launcher.cancel(int(run_id))
+        return run_dict(ctx.store.get_run(int(run_id)))
+
+    def resume_run_endpoint(run_id: int) -> dict:
+        """Queue a cancelled or failed run again, from its last checkpoint (or step 0 without one). Returns the
+        run."""
+        try:
+            run = resume_run(ctx.store, ctx.settings, int(run_id))
+        except (RunActionError, StoreError) as exc:
+            raise gr.Error(f"resume_run: {exc}") from None
+        return run_dict(run)  # the launcher's next pass starts it, as after a resume in the Runs tab
+
+    def export(run_id: int | None) -> tuple[dict[str, Any], str]:
+        """Write the run's config YAML (with its dataset), metrics CSV, groups Parquet and adapter zip (when saved)
+        on the server. Returns the list of written files and the zip of all of them (downloaded by the client)."""
+        if run_id is None:
+            raise gr.Error("export_run: give a run_id")
+        try:
+            result = export_run(ctx.store, ctx.settings, int(run_id))
+        except (StoreError, ConfigError, OSError) as exc:
+            raise gr.Error(f"export_run: {exc}") from None
+        summary = {
+            "run_id": result.run_id,
+            "folder": str(result.folder),
+            "files": [str(path) for path in result.files()],
+            "has_adapter": result.adapter is not None,
+        }
+        return summary, str(result.bundle)
+
+    def _run(run_id: int) -> RunInfo:
+        try:
+            return ctx.store.get_run(int(run_id))
+        except (StoreError, TypeError, ValueError):
+            raise gr.Error(f"no run with id {run_id}") from None
+
+    with gr.Column(visible=False):
+        upload = gr.File(label="file", type="filepath", file_types=[".jsonl", ".csv", ".parquet"])
+        dataset_name = gr.Textbox(label="name", value="")
+        dataset_out = gr.JSON(label="dataset")
+        export_id = gr.Number(label="run_id", precision=0)
+        export_out = gr.JSON(label="export")
+        export_zip = gr.File(label="bundle")
+    gr.on([], add_dataset, inputs=[upload, dataset_name], outputs=dataset_out, api_name="add_dataset")
+    gr.api(launch_run, api_name="launch_run")
+    gr.api(list_runs, api_name="list_runs")
+    gr.api(run_metrics, api_name="run_metrics")
+    gr.api(run_groups, api_name="run_groups")
+    gr.api(cancel_run, api_name="cancel_run")
+    gr.api(resume_run_endpoint, api_name="resume_run", api_description=resume_run_endpoint.__doc__)
+    gr.on([], export, inputs=export_id, outputs=[export_out, export_zip], api_name="export_run")
+
+
+def hide_internal_endpoints(blocks: gr.Blocks, public: tuple[str, ...] = PUBLIC_ENDPOINTS) -> list[str]:
+    """Make every event of ``blocks`` whose API name is not in ``public`` private: the page's own handlers still
+    run, but they are neither listed on the API page nor callable by name from a client. Call after the whole page
+    is built. Returns the names hidden."""
+    hidden = []
+    for block_fn in blocks.fns.values():
+        if block_fn.api_name not in public and block_fn.api_visibility != "private":
+            block_fn.api_visibility = "private"
+            hidden.append(str(block_fn.api_name))
+    return hidden

@@ -1,0 +1,189 @@
+"""The public API scripted with ``gradio_client`` against ``python -m app serve --auth user:pw``, as a notebook would:
+add a dataset, launch a two-step run of the tiny model from a JSON config, poll the run list until it completes,
+read its metrics and groups, export it; cancel and resume a second run; only the named endpoints exist, and
+without the login the client is refused.
+
+One server for the module (it trains one run for real, ~1 min).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import httpx
+import pytest
+from gradio_client import Client, handle_file
+from gradio_client.exceptions import AppError
+
+ROOT = Path(__file__).resolve().parents[2]
+USER, PASSWORD = "user", "pw"
+PUBLIC = {"/add_dataset", "/launch_run", "/list_runs", "/run_metrics", "/run_groups", "/cancel_run", "/resume_run",
+          "/export_run"}
+REWARDS = [
+    {"rule": "numeric_answer", "weight": 1.0},
+    {"rule": "format_regex", "weight": 0.5, "params": {"pattern": r"\d"}},
+]
+FINISHED = {"completed", "failed", "cancelled"}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """The base URL of ``python -m app serve --auth user:pw`` on a free port, with its own data directory."""
+    data_dir = tmp_path_factory.mktemp("api-data")
+    port = _free_port()
+    log_path = data_dir / "serve.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRPO_")}
+    env.update(HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False", PYTHONUNBUFFERED="1")
+    command = [sys.executable, "-m", "app", "serve", "--data-dir", str(data_dir), "--port", str(port),
+               "--auth", f"{USER}:{PASSWORD}"]
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    base = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"the server exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
+            try:
+                httpx.get(f"{base}config", timeout=5)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"the server did not answer within 180 s:\n{log_path.read_text()[-3000:]}")
+                time.sleep(0.5)
+        yield base
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def client(served, tmp_path_factory):
+    return Client(served, auth=(USER, PASSWORD), verbose=False, analytics_enabled=False,
+                  download_files=str(tmp_path_factory.mktemp("downloads")))
+
+
+def _run(client: Client, run_id: int) -> dict:
+    return next(r for r in client.predict(api_name="/list_runs") if r["id"] == run_id)
+
+
+def _wait(client: Client, run_id: int, done, timeout_s: float) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        run = _run(client, run_id)
+        if done(run):
+            return run
+        time.sleep(1.0)
+    raise AssertionError(f"run {run_id} did not get there within {timeout_s} s: {_run(client, run_id)}")
+
+
+def test_only_the_named_endpoints_are_listed(client):
+    info = client.view_api(print_info=False, return_format="dict")
+    assert set(info["named_endpoints"]) == PUBLIC
+    assert info["unnamed_endpoints"] == {}
+    listed = client.view_api(print_info=False, return_format="str")
+    assert "/lambda" not in listed and "/on_" not in listed
+    params = {p["parameter_name"] for p in info["named_endpoints"]["/run_metrics"]["parameters"]}
+    assert params == {"run_id", "after_step", "keys"}
+    # a UI handler is not callable by name
+    with pytest.raises(ValueError):
+        client.predict(api_name="/on_refresh")
+
+
+def test_script_a_run_from_a_notebook(client, tiny_model_dir, tmp_path):
+    rows = [{"prompt": f"What is {i} + {i}?", "answer": 2 * i} for i in range(12)]
+    upload = tmp_path / "doubles.jsonl"
+    upload.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    dataset = client.predict(file=handle_file(str(upload)), name="doubles", api_name="/add_dataset")
+    assert dataset["name"] == "doubles" and dataset["num_rows"] == 12
+    assert dataset["columns"] == ["prompt", "answer"]
+
+    bad = tmp_path / "broken.jsonl"
+    bad.write_text('{"prompt": "fine", "answer": 1}\n{"prompt": "oops" "answer": 2}\n')
+    with pytest.raises(AppError, match="line 2"):
+        client.predict(file=handle_file(str(bad)), name="", api_name="/add_dataset")
+
+    config = {"name": "api-run", "model": str(tiny_model_dir), "dataset_id": dataset["id"], "rewards": REWARDS,
+              "max_steps": 2, "max_completion_length": 12, "num_generations": 4, "per_device_train_batch_size": 8,
+              "temperature": 1.0, "learning_rate": 1e-3}
+    launched = client.predict(config=json.dumps(config), api_name="/launch_run")
+    run_id = launched["run"]["id"]
+    assert launched["run"]["name"] == "api-run" and launched["run"]["status"] in {"queued", "running"}
+    assert launched["run"]["config"]["dataset_id"] == dataset["id"]
+    with pytest.raises(AppError, match="max_steps"):
+        client.predict(config="max_steps: -1\n", api_name="/launch_run")
+
+    # a second run, in YAML, queued behind the first (one run at a time): cancelled at once
+    second = client.predict(config=f"name: api-second\nmodel: {tiny_model_dir}\ndataset_id: {dataset['id']}\n"
+                                   "max_steps: 2\nmax_completion_length: 8\nnum_generations: 4\nper_device_train_batch_size: 8\n",
+                          api_name="/launch_run")["run"]
+    cancelled = client.predict(run_id=second["id"], api_name="/cancel_run")
+    assert cancelled["status"] == "cancelled" or cancelled["cancel_requested"]
+
+    run = _wait(client, run_id, lambda r: r["status"] in FINISHED, timeout_s=300)
+    assert run["status"] == "completed", run["error"]
+    assert run["current_step"] == 2
+    assert [r["id"] for r in client.predict(status="completed", api_name="/list_runs")] == [run_id]
+
+    metrics = client.predict(run_id=run_id, api_name="/run_metrics")
+    assert {p["step"] for p in metrics} == {1, 2}
+    assert {"reward", "kl", "rewards/numeric_answer/mean"} <= {p["key"] for p in metrics}
+    latest = client.predict(run_id=run_id, after_step=1, keys=["reward"], api_name="/run_metrics")
+    assert [(p["step"], p["key"]) for p in latest] == [(2, "reward")]
+    assert latest[0]["value"] == next(p["value"] for p in metrics if p["step"] == 2 and p["key"] == "reward")
+
+    groups = client.predict(run_id=run_id, api_name="/run_groups")
+    assert {g["step"] for g in groups} == {1, 2}
+    for group in groups:
+        assert len(group["completions"]) == 4
+        assert set(group["completions"][0]["rewards"]) == {"numeric_answer", "format_regex"}
+        assert all(c["advantage"] is not None for c in group["completions"])
+    at_two = client.predict(run_id=run_id, step=2, api_name="/run_groups")
+    assert at_two and {g["step"] for g in at_two} == {2}
+    assert client.predict(run_id=run_id, after_step=1, api_name="/run_groups") == at_two
+    assert len(client.predict(run_id=run_id, limit=1, api_name="/run_groups")) == 1
+    with pytest.raises(AppError, match="no run with id 999"):
+        client.predict(run_id=999, api_name="/run_metrics")
+
+    summary, bundle = client.predict(run_id=run_id, api_name="/export_run")
+    assert summary["run_id"] == run_id
+    with zipfile.ZipFile(bundle) as archive:
+        names = {Path(n).name for n in archive.namelist()}
+    prefix = f"run-{run_id:05d}"
+    assert {f"{prefix}-config.yaml", f"{prefix}-metrics.csv", f"{prefix}-groups.parquet"} <= names
+
+    # resume the cancelled second run, then cancel it again
+    _wait(client, second["id"], lambda r: r["status"] in FINISHED, timeout_s=120)
+    with pytest.raises(AppError, match="only a cancelled or failed run"):
+        client.predict(run_id=run_id, api_name="/resume_run")
+    resumed = client.predict(run_id=second["id"], api_name="/resume_run")
+    assert resumed["status"] == "queued"
+    client.predict(run_id=second["id"], api_name="/cancel_run")
+    assert _wait(client, second["id"], lambda r: r["status"] in FINISHED, timeout_s=180)["status"] == "cancelled"
+
+
+def test_without_the_login_the_client_is_refused(served):
+    with pytest.raises(ValueError, match="[Ll]ogin|auth|401"):
+        Client(served, verbose=False, analytics_enabled=False)
+    with pytest.raises(ValueError):
+        Client(served, auth=(USER, "wrong"), verbose=False, analytics_enabled=False)
+    assert httpx.post(f"{served}gradio_api/call/list_runs", json={"data": []}, timeout=10).status_code == 401

@@ -1,0 +1,77 @@
+"""The dashboard as built (no server): the tabs' dataset and run lists follow the store through one version check,
+pushed only when the lists moved; and only the named public endpoints are left public."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.catalog_sync import dataset_choices, run_choices
+from app.public_api import PUBLIC_ENDPOINTS, run_dict
+from app.server import build_blocks, create_context
+
+SKIP = {"__type__": "update"}
+
+
+@pytest.fixture
+def built(settings):
+    ctx = create_context(settings)
+    blocks = build_blocks(ctx)
+    try:
+        yield ctx, blocks
+    finally:
+        ctx.store.close()
+
+
+def _sync_handler(blocks):
+    handlers = {id(f.fn): f for f in blocks.fns.values() if getattr(f.fn, "__qualname__", "").startswith(
+        "CatalogSync.connect.")}
+    assert len(handlers) == 1, "one sync handler, shared by the page load, the timer and the events"
+    return next(iter(handlers.values()))
+
+
+def test_lists_are_pushed_only_when_they_moved(built):
+    ctx, blocks = built
+    handler = _sync_handler(blocks)
+    outputs = [block.elem_id for block in handler.outputs]
+    assert {"launch-dataset", "dataset-pick", "datasets-table"} <= set(outputs)
+    assert {"launch-clone", "compare-runs", "inspect-run", "try-run"} <= set(outputs)
+    assert not {"launch-clone-refresh"} & {b.elem_id for b in blocks.blocks.values()}
+
+    first = handler.fn(None)
+    version = first[0]
+    assert version == ctx.store.catalog_version()
+    launch_dataset = first[outputs.index("launch-dataset")]
+    assert launch_dataset["choices"] == dataset_choices(ctx) and "value" not in launch_dataset  # the pick is kept
+    assert first[outputs.index("inspect-run")] == {"choices": [], "__type__": "update"}
+
+    assert handler.fn(version) == [SKIP] * len(outputs)  # nothing moved: nothing re-read, nothing sent
+
+    run = ctx.store.create_run(name="new-run", config={}, dataset_id=None, max_steps=2)
+    moved = handler.fn(version)
+    assert moved[0] == ctx.store.catalog_version() != version
+    for elem_id in ("launch-clone", "compare-runs", "inspect-run", "try-run"):
+        assert moved[outputs.index(elem_id)]["choices"] == run_choices(ctx) == [(f"#{run.id} new-run (queued)", run.id)]
+    for elem_id in ("launch-dataset", "dataset-pick", "datasets-table"):
+        assert moved[outputs.index(elem_id)] == SKIP
+
+    ctx.store.request_cancel(run.id)  # a status change relabels the runs
+    relabelled = handler.fn(moved[0])
+    assert relabelled[outputs.index("inspect-run")]["choices"] == [(f"#{run.id} new-run (cancelled)", run.id)]
+
+
+def test_only_the_named_endpoints_are_public(built):
+    _, blocks = built
+    public = sorted(f.api_name for f in blocks.fns.values() if f.api_visibility != "private")
+    assert public == sorted(PUBLIC_ENDPOINTS)
+    assert list(blocks.get_api_info()["named_endpoints"]) == [f"/{name}" for name in PUBLIC_ENDPOINTS]
+
+
+def test_run_dict_is_plain_json(built):
+    ctx, _ = built
+    run = ctx.store.create_run(name="r", config={"max_steps": 2}, dataset_id=None, max_steps=2)
+    plain = run_dict(ctx.store.get_run(run.id))
+    assert json.loads(json.dumps(plain)) == plain
+    assert plain["status"] == "queued" and plain["created_at"].endswith("+00:00") and plain["config"] == {"max_steps": 2}
+
