@@ -184,45 +184,288 @@ def split_tests(tests: Any, entry_point: str | None = None) -> list[tuple[str, s
 
 # ----------------------------------------------------------------------------------------------------------------
 # The test program run in the sandbox
+#
+# Two processes: the *harness* (the script the sandbox runs; it holds the nonce and the tests) and the *solution
+# server*, a fresh interpreter it starts with ``exec`` (so no copy of the tests or the nonce is in its memory) that
+# runs the completion's code and answers calls. The test units run in the harness; every name they use from the
+# completion is a proxy that sends the call to the server and gets its result back as plain data (JSON with tags for
+# tuples, sets, bytes...), rebuilt in the harness from builtin types only. A result's own ``__eq__``, ``__bool__``
+# or ``__hash__`` therefore never runs where the assertion is evaluated, and frame or ``gc`` introspection in the
+# server finds neither the tests nor the nonce. The harness makes itself non-dumpable first, so the server cannot
+# read its memory or descriptors through ``/proc`` or ``ptrace`` either (same uid).
 
-_HARNESS = """\
-def _harness(payload):
-    import json, os, time
+_CODEC = """\
+def _encode(x, keep, depth=0):
+    # Plain data as JSON: None, bool, int, float, str natively; lists as lists; other builtins tagged. Subclasses of
+    # builtins become their base value; iterators become their items (at most 100000); anything else a reference.
+    if depth > 200:
+        raise RecursionError("value nested too deeply")
+    t = type(x)
+    if x is None or t is bool or t is int or t is float or t is str:
+        return x
+    if t is list:
+        return [_encode(v, keep, depth + 1) for v in x]
+    if t is tuple:
+        return {"t": [_encode(v, keep, depth + 1) for v in x]}
+    if t is dict:
+        return {"d": [[_encode(k, keep, depth + 1), _encode(v, keep, depth + 1)] for k, v in x.items()]}
+    if t is set or t is frozenset:
+        return {"s" if t is set else "f": [_encode(v, keep, depth + 1) for v in x]}
+    if t is bytes or t is bytearray:
+        return {"b" if t is bytes else "ba": x.hex()}
+    if t is complex:
+        return {"c": [x.real, x.imag]}
+    if t is range:
+        return {"rg": [x.start, x.stop, x.step]}
+    for base in (int, float, str, bytes):
+        if isinstance(x, base):
+            return _encode(getattr(base, "__" + base.__name__ + "__")(x), keep, depth)
+    for base in (list, tuple, dict, set, frozenset):
+        if isinstance(x, base):
+            return _encode(base(dict.items(x) if base is dict else x), keep, depth)
+    if hasattr(t, "__next__") and hasattr(t, "__iter__"):
+        items = []
+        for v in x:
+            items.append(_encode(v, keep, depth + 1))
+            if len(items) > 100000:
+                raise ValueError("iterator too long")
+        return {"i": items}
+    return keep(x)
+
+
+def _decode(v, remote):
+    t = type(v)
+    if v is None or t is bool or t is int or t is float or t is str:
+        return v
+    if t is list:
+        return [_decode(i, remote) for i in v]
+    if t is not dict or len(v) != 1:
+        raise ValueError("not plain data")
+    (tag, body), = v.items()
+    if tag == "d":
+        return {_decode(k, remote): _decode(i, remote) for k, i in body}
+    if tag in ("b", "ba"):
+        return (bytes if tag == "b" else bytearray).fromhex(body)
+    if tag == "c":
+        return complex(float(body[0]), float(body[1]))
+    if tag == "rg":
+        return range(*[int(i) for i in body])
+    if tag == "r":
+        return remote(body)
+    items = [_decode(i, remote) for i in body]
+    kinds = {"t": tuple, "s": set, "f": frozenset, "i": iter}
+    return kinds[tag](items)
+
+
+def _channel(rfd, wfd):
+    import json, os
+    # Bound now: the completion may patch builtins and modules of the server before the channel is used.
+    read, write, dumps, loads, min_, len_, from_bytes = os.read, os.write, json.dumps, json.loads, min, len, int.from_bytes
+
+    def send(message):
+        data = dumps(message).encode("utf-8", "surrogatepass")
+        data = len_(data).to_bytes(4, "big") + data
+        while data:
+            data = data[write(wfd, data):]
+
+    def receive():
+        def exact(n):
+            chunks, left = [], n
+            while left:
+                chunk = read(rfd, min_(left, 1 << 20))
+                if not chunk:
+                    raise EOFError("the other process is gone")
+                chunks.append(chunk)
+                left -= len_(chunk)
+            return b"".join(chunks)
+
+        size = from_bytes(exact(4), "big")
+        if size > 32 * 1024 * 1024:
+            raise ValueError("message too large")
+        return loads(exact(size).decode("utf-8", "surrogatepass"))
+
+    return send, receive
+"""
+
+_SERVER = (
+    _CODEC
+    + """
+def _serve():
+    import os
+    rfd, wfd = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    send, receive = _channel(rfd, wfd)
+    exec_, compile_, Base = exec, compile, BaseException
+    refs = []
+
+    def keep(x):
+        refs.append(x)
+        return {"r": len(refs) - 1}
+
+    def encode(x):
+        return _encode(x, keep)
+
+    def decode(v):
+        return _decode(v, lambda ref: refs[ref])
+
+    code = receive()["code"]
+    try:
+        compiled = compile_(code, "<completion>", "exec")
+    except Base:
+        send({"load": "syntax_error"})
+        return
+    del code
+    ns = {"__name__": "__solution__", "__builtins__": __builtins__}
+    try:
+        exec_(compiled, ns)
+        names = {name: encode(value) for name, value in list(ns.items()) if not name.startswith("__")}
+    except Base:
+        send({"load": "load_error"})
+        return
+    send({"load": "ok", "names": names})
+    while True:
+        request = receive()
+        try:
+            target = refs[request["ref"]]
+            if request["op"] == "call":
+                value = target(*decode(request["args"]), **decode(request["kwargs"]))
+            else:
+                value = getattr(target, request["name"])
+            answer = {"value": encode(value)}
+        except Base as exc:
+            answer = {"raise": type(exc).__name__}
+        send(answer)
+
+
+_serve()
+"""
+)
+
+_HARNESS = (
+    _CODEC
+    + """
+def _harness(payload, server):
+    import builtins, json, os, sys, time
     try:
         os.remove(__file__)  # the nonce and the tests live on only in this process's memory
     except OSError:
         pass
+    try:  # the server runs under the same uid: it must not read this process through /proc/<pid>/mem or ptrace
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except Exception:
+        pass
     p = json.loads(payload)
     nonce, units, repeats = p["nonce"], p["units"], p["repeats"]
-    # Everything the harness uses after the completion ran is bound now: the completion may patch builtins/modules.
     write, exit_, perf_counter = os.write, os._exit, time.perf_counter
     exec_, compile_, repr_, min_, range_, all_ = exec, compile, repr, min, range, all
     Base = BaseException
     out = os.dup(1)
-    null = os.open(os.devnull, os.O_WRONLY)
+    null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 1)
     os.dup2(null, 2)
 
     def finish(text):
         write(out, ("\\n" + nonce + " " + text + "\\n").encode())
-        exit_(0)  # no atexit handlers, no waiting for threads the completion left running
+        exit_(0)  # no atexit handlers, no waiting for the server
 
-    try:
-        code = compile_(p["code"], "<completion>", "exec")
-    except Base:
-        finish("syntax_error")
+    server_in, to_server = os.pipe()  # (read end, write end)
+    from_server, server_out = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the completion's process: a fresh interpreter holding no test, no nonce, no descriptor of ours
+        try:
+            os.dup2(server_in, 0)
+            os.dup2(server_out, 1)
+            os.dup2(null, 2)
+            os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+            os.execv(sys.executable, [sys.executable, "-I", "-S", "-B", "-c", server])
+        finally:
+            os._exit(127)
+    os.close(server_in)
+    os.close(server_out)
+    send, receive = _channel(from_server, to_server)
     compiled = []
     for kind, source in units:
         try:
             compiled.append((kind, compile_(source, "<test>", "exec")))
         except Base:
             compiled.append((kind, None))
-    del p, payload
-    ns = {"__name__": "__solution__", "__builtins__": __builtins__}
     try:
-        exec_(code, ns)
+        send({"code": p["code"]})
+        loaded = receive()
     except Base:
         finish("load_error")
+    del p, payload
+    if loaded.get("load") != "ok":
+        finish("syntax_error" if loaded.get("load") == "syntax_error" else "load_error")
+
+    class Gone(Exception):
+        pass
+
+    class Remote:
+        # A value of the completion that is not plain data: it can be called and its attributes read (in the
+        # server); it equals only itself and has no truth value here.
+        __slots__ = ("ref",)
+
+        def __init__(self, ref):
+            self.ref = ref
+
+        def __call__(self, *args, **kwargs):
+            return ask({"op": "call", "ref": self.ref, "args": encode(list(args)), "kwargs": encode(kwargs)})
+
+        def __getattr__(self, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return ask({"op": "attr", "ref": self.ref, "name": name})
+
+        def __bool__(self):
+            raise TypeError("a value of the completion that is not plain data has no truth value")
+
+        def __repr__(self):
+            return "<value of the completion>"
+
+    def keep(x):
+        if type(x) is Remote:
+            return {"r": x.ref}
+        raise TypeError("only plain data can be passed to the completion, not " + type(x).__name__)
+
+    def encode(x):
+        return _encode(x, keep)
+
+    state = {"gone": False}
+
+    def ask(request):
+        if state["gone"]:
+            raise Gone("the completion's process is gone")
+        try:
+            send(request)
+            answer = receive()
+            if "value" in answer:
+                return _decode(answer["value"], Remote)
+            name = answer["raise"]
+        except (OSError, EOFError, ValueError, KeyError, TypeError, RecursionError) as exc:
+            if isinstance(exc, (OSError, EOFError)):
+                state["gone"] = True
+            raise Gone("no usable answer from the completion's process") from None
+        kind = getattr(builtins, name, None) if type(name) is str else None
+        if not (isinstance(kind, type) and issubclass(kind, Exception)):
+            kind = Exception
+        try:
+            error = kind("raised by the completion")
+        except Base:
+            error = Exception("raised by the completion: " + str(name))
+        raise error
+
+    ns = {"__name__": "__tests__", "__builtins__": builtins}
+    try:
+        for name, value in loaded["names"].items():
+            ns[name] = _decode(value, Remote)
+    except Base:
+        finish("load_error")
+    del loaded
     passed = []
     best = None
     for round_ in range_(repeats if repeats > 1 else 1):
@@ -247,8 +490,9 @@ def _harness(payload):
     finish("passed " + "".join(["1" if ok else "0" for ok in passed]) + " " + repr_(best))
 
 
-_harness(PAYLOAD)
+_harness(PAYLOAD, SERVER)
 """
+)
 
 
 def build_test_program(code: str, units: list[tuple[str, str]], nonce: str, repeats: int = 1) -> str:
@@ -257,10 +501,16 @@ def build_test_program(code: str, units: list[tuple[str, str]], nonce: str, repe
     Its last line on stdout is ``<nonce> passed <bits> <seconds>`` (``bits``: one ``1``/``0`` per test unit;
     ``seconds``: ``time.perf_counter`` time of the test units, the best of ``repeats`` rounds when all pass, not
     counting interpreter start-up or the completion's own top-level code), ``<nonce> syntax_error`` or
-    ``<nonce> load_error`` (the completion raised at top level); nothing if the child died or exited early.
+    ``<nonce> load_error`` (the completion raised or exited at top level); nothing if the harness died.
+
+    The script runs the test units itself and the completion in a second interpreter it starts (the *solution
+    server*); the completion's results cross to it as plain data, see the comment above ``_CODEC``. What the tests
+    can do with the completion's names: call them with plain-data arguments (or values they returned), read
+    attributes of returned objects, and compare, iterate or test the truth of plain results. Arguments are copies:
+    a test that expects the completion to mutate its argument in place fails.
     """
     payload = json.dumps({"nonce": nonce, "code": code, "units": units, "repeats": int(repeats)})
-    return _HARNESS.replace("PAYLOAD", repr(payload))
+    return _HARNESS.replace("_harness(PAYLOAD, SERVER)", f"_harness({payload!r}, {_SERVER!r})")
 
 
 def parse_test_output(result: ExecResult, nonce: str) -> tuple[str, list[bool], float | None]:
