@@ -406,12 +406,14 @@ def _resolve_identity() -> _Plan:
     setpriv = shutil.which("setpriv", path=_TOOL_PATH)
     unshare = shutil.which("unshare", path=_TOOL_PATH)
     reasons: list[str] = []
+    # Without root, ``unshare`` needs a user namespace of its own (mapping the host's user) to make the others.
+    user_maps: list[tuple[str, ...]] = [()] if as_root else [("--map-current-user",), ("--map-root-user",)]
     if as_root and pool is not None and setpriv is None:
         reasons.append("setpriv (util-linux) is missing, so a namespace cannot hand over to a pool uid")
     else:
         for mode, name, variants in (
-            (IsolationMode.BWRAP, "bwrap", [()]),
-            (IsolationMode.UNSHARE, "unshare", [()] if as_root else [("--map-current-user",), ("--map-root-user",)]),
+            (IsolationMode.BWRAP, "bwrap", user_maps),
+            (IsolationMode.UNSHARE, "unshare", user_maps),
         ):
             tool = shutil.which(name, path=_TOOL_PATH)
             if tool is None or unshare is None:
@@ -689,10 +691,10 @@ def _execute(
                 cwd = f"{_SANDBOX_TMP}/grpo-sandbox-{secrets.token_hex(8)}"
                 script_fd = _memfd(code)
                 as_root = os.geteuid() == 0
-                # As root, bwrap runs as PID 1 of an outer PID namespace made by ``unshare --fork`` (which waits for
-                # it): bwrap leaves the init of its own PID namespace unreaped when it exits, and the host's init
-                # (in some containers) never reaps it; an exiting PID 1 reaps everything in its namespace.
-                argv = [plan.unshare, "--pid", "--fork", "--kill-child", "--"] if as_root else []
+                # bwrap runs as PID 1 of an outer PID namespace made by ``unshare --fork`` (which waits for it):
+                # bwrap leaves the init of its own PID namespace unreaped when it exits, and the host's init (in some
+                # containers) never reaps it; an exiting PID 1 reaps everything in its namespace.
+                argv = [plan.unshare, *plan.tool_args, "--pid", "--fork", "--kill-child", "--"]
                 argv += [plan.tool, *_bwrap_args(plan.binds, cwd, script_fd, tmp_mb, as_root), "--"]
                 argv += _setpriv_args(plan.setpriv, uid)
                 argv += [plan.env, "-u", "PWD"]  # bwrap always sets PWD; the environment stays what _base_env says
@@ -809,9 +811,9 @@ def run_python(
     try:
         namespaced = mode in (IsolationMode.BWRAP, IsolationMode.UNSHARE)
         # Without a uid of its own, RLIMIT_NPROC counts all of the user's tasks; the namespace tools add their own
-        # processes (bwrap: itself and its init; unshare: itself) to that count.
+        # processes (bwrap: unshare, bwrap and bwrap's init; unshare: itself) to that count.
         nproc = max_processes if uid is not None else _user_task_count() + max_processes
-        extra = 0 if uid is not None or not namespaced else (2 if mode is IsolationMode.BWRAP else 1)
+        extra = 0 if uid is not None or not namespaced else (3 if mode is IsolationMode.BWRAP else 1)
         cpu = max(int(cpu_s), 1)
         limits = [
             _limit(resource.RLIMIT_CPU, cpu, cpu + 1),  # SIGXCPU at the soft limit, SIGKILL one second later
