@@ -257,10 +257,32 @@ def _decode(v, remote):
     return kinds[tag](items)
 
 
-def _channel(rfd, wfd):
-    import json, os
+def _json_reader():
+    # JSON text -> value with the C scanner of ``json`` but without importing ``json`` (nor ``re``, its cost).
+    import _json
+
+    class Context:
+        strict = True
+        object_hook = object_pairs_hook = None
+        parse_float, parse_int, memo = float, int, {}
+        parse_constant = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}.__getitem__
+
+    scan = _json.make_scanner(Context())
+
+    def loads(text):
+        value, end = scan(text, 0)
+        if text[end:].strip():
+            raise ValueError("extra data after the JSON value")
+        return value
+
+    return loads
+
+
+def _channel(rfd, wfd, dumps, loads):
+    # Length-prefixed messages over two pipes; ``dumps``/``loads`` turn a message into text and back.
+    import os
     # Bound now: the completion may patch builtins and modules of the server before the channel is used.
-    read, write, dumps, loads, min_, len_, from_bytes = os.read, os.write, json.dumps, json.loads, min, len, int.from_bytes
+    read, write, min_, len_, from_bytes = os.read, os.write, min, len, int.from_bytes
 
     def send(message):
         data = dumps(message).encode("utf-8", "surrogatepass")
@@ -287,17 +309,47 @@ def _channel(rfd, wfd):
     return send, receive
 """
 
+# The server speaks JSON to the harness without importing ``json`` (its import, through ``re``, costs more than the
+# rest of the server's start-up): ``_json``'s C string escaper does the only hard part. Requests from the harness
+# (trusted, plain data built by ``_encode``) arrive as Python literals and are read with ``eval`` and no builtins.
+_SERVER_JSON = """\
+def _json_text(x, escape):
+    t = type(x)
+    if x is None:
+        return "null"
+    if t is bool:
+        return "true" if x else "false"
+    if t is int:
+        return int.__repr__(x)
+    if t is float:
+        text = float.__repr__(x)
+        return {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}.get(text, text)
+    if t is str:
+        return escape(x)
+    if t is list:
+        return "[" + ",".join([_json_text(v, escape) for v in x]) + "]"
+    if t is dict:
+        return "{" + ",".join([escape(k) + ":" + _json_text(v, escape) for k, v in x.items()]) + "}"
+    raise TypeError("not JSON: " + t.__name__)
+"""
+
 _SERVER = (
     _CODEC
+    + _SERVER_JSON
     + """
 def _serve():
     import os
+    from _json import encode_basestring_ascii as escape
+
     rfd, wfd = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
-    send, receive = _channel(rfd, wfd)
-    exec_, compile_, Base = exec, compile, BaseException
+    eval_, literals = eval, {"__builtins__": {}, "nan": float("nan"), "inf": float("inf")}
+    send, receive = _channel(rfd, wfd, lambda m: _json_text(m, escape), lambda text: eval_(text, literals))
+    import time
+
+    exec_, compile_, Base, perf_counter, min_, range_ = exec, compile, BaseException, time.perf_counter, min, range
     refs = []
 
     def keep(x):
@@ -327,6 +379,25 @@ def _serve():
     send({"load": "ok", "names": names})
     while True:
         request = receive()
+        if request["op"] == "time":  # after the verdict: time the test units here, on the real objects
+            units = []
+            for source in request["units"]:
+                try:
+                    units.append(compile_(source, "<test>", "exec"))
+                except Base:
+                    pass
+            best = None
+            for _ in range_(request["rounds"]):
+                start = perf_counter()
+                for unit in units:
+                    try:
+                        exec_(unit, ns)
+                    except Base:
+                        pass
+                elapsed = perf_counter() - start
+                best = elapsed if best is None else min_(best, elapsed)
+            send({"value": best})
+            continue
         try:
             target = refs[request["ref"]]
             if request["op"] == "call":
@@ -346,36 +417,15 @@ _serve()
 _HARNESS = (
     _CODEC
     + """
-def _harness(payload, server):
-    import builtins, json, os, sys, time
-    try:
-        os.remove(__file__)  # the nonce and the tests live on only in this process's memory
-    except OSError:
-        pass
-    try:  # the server runs under the same uid: it must not read this process through /proc/<pid>/mem or ptrace
-        import ctypes
+def _harness(p, server):
+    import builtins, os, sys, time
 
-        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
-    except Exception:
-        pass
-    p = json.loads(payload)
-    nonce, units, repeats = p["nonce"], p["units"], p["repeats"]
-    write, exit_, perf_counter = os.write, os._exit, time.perf_counter
-    exec_, compile_, repr_, min_, range_, all_ = exec, compile, repr, min, range, all
-    Base = BaseException
-    out = os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 1)
-    os.dup2(null, 2)
-
-    def finish(text):
-        write(out, ("\\n" + nonce + " " + text + "\\n").encode())
-        exit_(0)  # no atexit handlers, no waiting for the server
-
+    # The server starts first (its interpreter boots while this one gets ready): a fresh interpreter holding no
+    # test, no nonce and no descriptor of ours; it runs nothing of the completion before it gets the code below.
     server_in, to_server = os.pipe()  # (read end, write end)
     from_server, server_out = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the completion's process: a fresh interpreter holding no test, no nonce, no descriptor of ours
+    if os.fork() == 0:
         try:
             os.dup2(server_in, 0)
             os.dup2(server_out, 1)
@@ -386,7 +436,31 @@ def _harness(payload, server):
             os._exit(127)
     os.close(server_in)
     os.close(server_out)
-    send, receive = _channel(from_server, to_server)
+    try:
+        os.remove(__file__)  # the nonce and the tests live on only in this process's memory
+    except OSError:
+        pass
+    try:  # the server runs under the same uid: it must not read this process through /proc/<pid>/mem or ptrace
+        import _ctypes
+
+        prctl = _ctypes.dlsym(_ctypes.dlopen(None, 2), "prctl")
+        _ctypes.call_function(prctl, (4, 0, 0, 0, 0))  # PR_SET_DUMPABLE, 0
+    except Exception:
+        pass
+    nonce, units, repeats = p["nonce"], p["units"], p["repeats"]
+    sources = [source for _, source in units]
+    write, exit_, perf_counter = os.write, os._exit, time.perf_counter
+    exec_, compile_, repr_, all_ = exec, compile, repr, all
+    Base = BaseException
+    out = os.dup(1)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+
+    def finish(text):
+        write(out, ("\\n" + nonce + " " + text + "\\n").encode())
+        exit_(0)  # no atexit handlers, no waiting for the server
+
+    send, receive = _channel(from_server, to_server, repr_, _json_reader())
     compiled = []
     for kind, source in units:
         try:
@@ -398,7 +472,7 @@ def _harness(payload, server):
         loaded = receive()
     except Base:
         finish("load_error")
-    del p, payload
+    del p
     if loaded.get("load") != "ok":
         finish("syntax_error" if loaded.get("load") == "syntax_error" else "load_error")
 
@@ -466,27 +540,29 @@ def _harness(payload, server):
     except Base:
         finish("load_error")
     del loaded
+    # One round here decides which tests pass; with ``repeats`` > 0 and all passing, the server then times
+    # ``repeats`` rounds of the units on the real objects (a call through the proxies costs a process round trip,
+    # whose jitter on a busy machine would drown fast code), and the best round counts.
+    start = perf_counter()
     passed = []
-    best = None
-    for round_ in range_(repeats if repeats > 1 else 1):
-        start = perf_counter()
-        results = []
-        for kind, unit in compiled:
-            try:
-                if unit is None:
-                    raise SyntaxError("test does not compile")
-                exec_(unit, ns)
-                ok = True
-            except Base:
-                ok = False
-            if kind == "test":
-                results.append(ok)
-        elapsed = perf_counter() - start
-        best = elapsed if best is None else min_(best, elapsed)
-        if round_ == 0:
-            passed = results
-            if not all_(passed):
-                break
+    for kind, unit in compiled:
+        try:
+            if unit is None:
+                raise SyntaxError("test does not compile")
+            exec_(unit, ns)
+            ok = True
+        except Base:
+            ok = False
+        if kind == "test":
+            passed.append(ok)
+    best = perf_counter() - start
+    if repeats > 0 and all_(passed):
+        try:
+            send({"op": "time", "units": sources, "rounds": repeats})
+            timed = _decode(receive()["value"], Remote)
+            best = timed if type(timed) is float and timed >= 0 else best
+        except Base:
+            pass
     finish("passed " + "".join(["1" if ok else "0" for ok in passed]) + " " + repr_(best))
 
 
@@ -498,18 +574,24 @@ _harness(PAYLOAD, SERVER)
 def build_test_program(code: str, units: list[tuple[str, str]], nonce: str, repeats: int = 1) -> str:
     """The Python script the sandbox runs for one completion.
 
-    Its last line on stdout is ``<nonce> passed <bits> <seconds>`` (``bits``: one ``1``/``0`` per test unit;
-    ``seconds``: ``time.perf_counter`` time of the test units, the best of ``repeats`` rounds when all pass, not
-    counting interpreter start-up or the completion's own top-level code), ``<nonce> syntax_error`` or
-    ``<nonce> load_error`` (the completion raised or exited at top level); nothing if the harness died.
+    Its last line on stdout is ``<nonce> passed <bits> <seconds>`` (``bits``: one ``1``/``0`` per test unit),
+    ``<nonce> syntax_error`` or ``<nonce> load_error`` (the completion raised or exited at top level, or its
+    top-level names could not be carried over); nothing if the harness died.
 
-    The script runs the test units itself and the completion in a second interpreter it starts (the *solution
-    server*); the completion's results cross to it as plain data, see the comment above ``_CODEC``. What the tests
-    can do with the completion's names: call them with plain-data arguments (or values they returned), read
-    attributes of returned objects, and compare, iterate or test the truth of plain results. Arguments are copies:
-    a test that expects the completion to mutate its argument in place fails.
+    The script runs the test units itself, once, for the verdict, and the completion in a second interpreter it
+    starts (the *solution server*); the completion's results cross to it as plain data, see the comment above
+    ``_CODEC``. ``seconds``: with ``repeats`` >= 1 and every test passing, the best ``time.perf_counter`` time of
+    ``repeats`` rounds of the units that the server runs on the real objects after the verdict (interpreter start-up
+    and the completion's top-level code not counted; the server's clock is bound before the completion runs, but a
+    completion that rewrites its own interpreter can fake it); otherwise the harness's time of the verdict round,
+    process round trips included. ``repeats=0``: no timing rounds (``code_tests``).
+
+    What the tests can do with the completion's names: call them with plain-data arguments (or values they
+    returned), read attributes of returned objects, and compare, iterate or test the truth of plain results.
+    Arguments are copies: a test that expects the completion to mutate its argument in place fails.
     """
-    payload = json.dumps({"nonce": nonce, "code": code, "units": units, "repeats": int(repeats)})
+    payload = {"nonce": str(nonce), "code": str(code), "units": [(str(k), str(u)) for k, u in units]}
+    payload["repeats"] = int(repeats)
     return _HARNESS.replace("_harness(PAYLOAD, SERVER)", f"_harness({payload!r}, {_SERVER!r})")
 
 
@@ -607,7 +689,7 @@ class CodeTestsReward:
         todo = [(i, u) for i, u in todo if u]
         codes = [extract_code(completion_text(completions[i])) for i, _ in todo]
         outcomes = _run_tests(
-            codes, [u for _, u in todo], timeout_s=self.timeout_s, repeats=1, max_workers=self.max_workers
+            codes, [u for _, u in todo], timeout_s=self.timeout_s, repeats=0, max_workers=self.max_workers
         )
         for (i, _), (outcome, passed, _seconds) in zip(todo, outcomes, strict=True):
             if outcome == "timeout":

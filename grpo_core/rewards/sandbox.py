@@ -55,6 +55,7 @@ import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 
@@ -349,7 +350,14 @@ def _bwrap_args(binds: tuple[str, ...], cwd: str, script_fd: int, tmp_mb: int, a
     if not as_root:
         args.append("--unshare-user")
     args += ["--die-with-parent"]
+    made: set[str] = set()
     for path in binds:
+        # Folders above a bind (e.g. /root for a pyenv interpreter) would get the umask's mode, 0700 as root: the
+        # pool uid could not reach the interpreter. They are empty folders of the sandbox's own root.
+        for parent in reversed(Path(path).parents[:-1]):
+            if str(parent) not in made:
+                made.add(str(parent))
+                args += ["--perms", "0755", "--dir", str(parent)]
         args += ["--ro-bind", path, path]
     for top in ("/lib", "/lib64", "/lib32", "/bin", "/sbin"):
         if os.path.islink(top):
