@@ -16,13 +16,18 @@ Tests (the ``tests`` column) come in two shapes, see :func:`split_tests`:
   top-level statement of ``check``'s body that contains an ``assert`` is one test; other statements run in order.
 * A list of assert statements, or a string of them (one statement per test; JSON-encoded lists accepted).
 
-How a test program runs (see :func:`build_test_program`): the completion's code is ``exec``-uted in a namespace of
-its own with ``__name__ == "__solution__"`` (so ``if __name__ == "__main__":`` demos do not run), then each test
-unit in that namespace, each guarded by ``try/except BaseException``; the child's stdout and stderr are sent to
-``/dev/null`` and the summary line is written to a private descriptor, prefixed with a random per-run nonce, so
-output printed by the completion cannot fake a result. Exiting early (``sys.exit``, ``os._exit``) yields no summary,
-which scores as failure. This does not stop a completion that deliberately introspects the harness (frames,
-``gc``) or returns objects whose ``__eq__`` always holds; see ``docs/sandbox.md``.
+How a test program runs (see :func:`build_test_program`): the harness (the script the sandbox runs, holding the
+tests and a random per-run nonce) starts a second interpreter, the *solution server*, with ``exec`` (so nothing of
+the harness's memory is in it) and sends it the completion's code, which it ``exec``-utes in a namespace of its own
+with ``__name__ == "__solution__"`` (so ``if __name__ == "__main__":`` demos do not run). The test units then run
+in the harness, each guarded by ``try/except BaseException``; the completion's names there are proxies that send
+each call to the server, whose results come back as plain data (JSON with tags for tuples, sets, bytes...) rebuilt
+from builtin types, so no ``__eq__``, ``__bool__`` or ``__hash__`` of the completion runs where an assertion is
+evaluated. The harness makes itself non-dumpable before the completion runs (the server, same uid, cannot read its
+memory or descriptors through ``/proc`` or ``ptrace``); frames and ``gc`` in the server hold neither tests nor
+nonce. The server's stdout and stderr go to ``/dev/null``; the harness writes its summary line, prefixed with the
+nonce, to a private descriptor, so output printed by the completion cannot fake a result. Exiting early
+(``sys.exit``, ``os._exit``) fails the tests that had yet to run. See ``docs/sandbox.md`` for what remains.
 """
 
 from __future__ import annotations
@@ -461,14 +466,17 @@ def _harness(p, server):
         exit_(0)  # no atexit handlers, no waiting for the server
 
     send, receive = _channel(from_server, to_server, repr_, _json_reader())
-    compiled = []
+    try:
+        send({"code": p["code"]})  # from here on the server runs the completion's code
+    except Base:
+        finish("load_error")
+    compiled = []  # while the server loads the completion
     for kind, source in units:
         try:
             compiled.append((kind, compile_(source, "<test>", "exec")))
         except Base:
             compiled.append((kind, None))
     try:
-        send({"code": p["code"]})
         loaded = receive()
     except Base:
         finish("load_error")

@@ -311,7 +311,8 @@ class _Plan:
 
 
 def _namespace_interpreters() -> list[str]:
-    """Interpreters a namespace may run, their real paths (a venv's ``python`` resolves to its base interpreter).
+    """Interpreters a namespace may run, their real paths (a venv's ``python`` resolves to its base interpreter),
+    the system's own first.
 
     An interpreter whose prefix is the project folder, lies in it, or holds it (a venv inside the project made
     with ``--copies``) is skipped: the read-only view would then show the project.
@@ -323,7 +324,9 @@ def _namespace_interpreters() -> list[str]:
         inside = os.path.commonpath([prefix, _PROJECT_ROOT]) in (prefix, _PROJECT_ROOT)
         if os.path.isfile(real) and os.access(real, os.X_OK) and not inside and real not in found:
             found.append(real)
-    return found
+    # The system's interpreter (under /usr) first: the view then needs no folder besides /usr, and distributions
+    # link it statically, which starts faster than a shared-libpython build such as pyenv's.
+    return sorted(found, key=lambda path: not path.startswith("/usr/"))
 
 
 def _read_only_binds(interpreter: str) -> tuple[str, ...]:
@@ -622,8 +625,12 @@ def _collect(proc: subprocess.Popen, deadline: float, cap: int) -> tuple[bytes, 
     return bytes(bufs["out"]), bytes(bufs["err"]), timed_out, overflow, lingering
 
 
-def _cleanup(proc: subprocess.Popen, uid: int | None) -> bool:
+def _cleanup(proc: subprocess.Popen, uid: int | None, namespaced: bool = False) -> bool:
     """Kill the child's process group and everything it left behind; reap the child.
+
+    ``namespaced``: the child is ``unshare --pid --fork`` (the namespace modes). When it has exited on its own and
+    its group is empty, its PID namespace is gone with every process in it (an exiting PID 1 kills and reaps the
+    rest first), so the scans for leftovers (``kill(-1)`` as the pool uid, the session scan) are skipped.
 
     Returns True if the process group still had members (processes that escaped the group with ``setsid`` are
     killed too, but not counted).
@@ -637,7 +644,9 @@ def _cleanup(proc: subprocess.Popen, uid: int | None) -> bool:
         killed = True
     except (ProcessLookupError, PermissionError):
         pass
-    if uid is not None:
+    if namespaced and not killed and proc.returncode is not None:
+        pass
+    elif uid is not None:
         _kill_uid(uid)
     else:
         killed = _kill_matching(_in_session(pgid)) or killed
@@ -752,7 +761,7 @@ def _execute(
             out, err, timed_out, overflow, lingering = _collect(proc, start + timeout_s, max_output_bytes)
             duration = time.monotonic() - start
         finally:
-            killed = _cleanup(proc, uid)
+            killed = _cleanup(proc, uid, namespaced)
         returncode = _signal_code(proc.returncode) if namespaced else proc.returncode
         return ExecResult(
             status=_status(returncode, timed_out, overflow),
