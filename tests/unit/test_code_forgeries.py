@@ -19,7 +19,7 @@ from grpo_core.rewards.code import (
     parse_test_output,
     split_tests,
 )
-from grpo_core.rewards.sandbox import run_python
+from grpo_core.rewards.sandbox import run_python, sandbox_info
 
 ASSERTS = ["assert f(1) == 2", "assert f(2) == 3", "assert f(0) == 1", "assert f(-1) == 0"]
 TRUTH = ["assert f(3)", "assert not f(4)", "assert f(5) is True", "assert f(6) == False"]
@@ -237,3 +237,12 @@ def test_runtime_is_timed_in_the_harness():
     tests = [f"assert f({n}) == {n * (n - 1) // 2}" for n in (200_000, 300_000)]
     reward = CodeRuntimeReward(repeats=2)([f"```python\n{slow}```"], tests=[tests], reference_solution=[fast])[0]
     assert 0.0 < reward < 0.3
+
+
+@pytest.mark.parametrize("code", [ALWAYS_EQUAL, FRAME_WALK, READ_HARNESS], ids=["eq", "frame_walk", "read_harness"])
+def test_forgeries_score_zero_without_namespaces(code):
+    """The harness does not rely on the namespaces: in the fallback mode (no bwrap) the forgeries fail as well."""
+    plain = "uid" if sandbox_info().switches_user else "none"
+    units = split_tests(ASSERTS, None)
+    result = run_python(build_test_program(code, units, "M" * 32), isolation=plain)
+    assert parse_test_output(result, "M" * 32) == ("passed", [False] * 4, pytest.approx(0.0, abs=1.0))

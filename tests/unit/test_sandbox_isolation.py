@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.rewards.sandbox import ExecStatus, IsolationMode, run_python, sandbox_info
+from grpo_core.rewards import sandbox
+from grpo_core.rewards.sandbox import ExecStatus, IsolationMode, SandboxInfo, run_python, sandbox_info
 from grpo_core.settings import load_settings
 from storage import Store
 
@@ -231,3 +232,39 @@ def test_as_an_unprivileged_user(listener, store_file):
         assert set(json.loads(report["files"])["seen"].values()) == {"FileNotFoundError"}, report
     assert accepted == []
     assert report["eq"] == [0.0]
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux's unshare")
+def test_unshare_fallback_has_no_network(listener):
+    """The ``unshare`` mode (bwrap missing or broken): network and PID namespaces without a file-system view."""
+    plan = sandbox._identity()
+    fallback = sandbox._Plan(
+        SandboxInfo(plan.plain_interpreter, plan.info.switches_user, plan.info.uid_range, IsolationMode.UNSHARE),
+        plan.pool,
+        plan.plain_interpreter,
+        shutil.which("unshare"),
+        () if os.geteuid() == 0 else ("--map-current-user",),
+        shutil.which("setpriv"),
+        (),
+        shutil.which("unshare"),
+    )
+    if sandbox._probe(fallback, plan.pool.uids[0] if plan.pool else None) is not None:
+        pytest.skip("unshare cannot make namespaces here")
+    port, accepted = listener
+    uid = plan.pool.acquire() if plan.pool else None
+    try:
+        code = (
+            NETWORK_PROBE.replace("PORT", str(port))
+            + "import os\nprint(json.dumps([p for p in os.listdir('/proc') if p.isdigit()]))"
+        )
+        result = sandbox._execute(
+            fallback, IsolationMode.UNSHARE, code, uid, timeout_s=20, limits=[], tmp_mb=8, nproc_extra=0
+        )
+    finally:
+        if uid is not None:
+            plan.pool.release(uid)
+    assert result.status is ExecStatus.OK, result.stderr
+    outcomes, pids = result.stdout.splitlines()
+    assert "connected" not in json.loads(outcomes).values()
+    assert accepted == []
+    assert len(json.loads(pids)) <= 2  # its own PID namespace: unshare's child and the interpreter
