@@ -113,10 +113,10 @@ def previous_program(code: str, units: list[tuple[str, str]], nonce: str) -> str
     return PREVIOUS_HARNESS.replace("PAYLOAD", repr(payload))
 
 
-def time_execution(program: str, isolation: str | None, nonce: str | None) -> float:
+def time_execution(program: str, isolation: str | None, nonce: str | None, stdin: bytes | None = None) -> float:
     """Seconds for one ``run_python`` call, as seen by the caller; checks the program really ran."""
     start = time.perf_counter()
-    result = run_python(program, isolation=isolation)
+    result = run_python(program, isolation=isolation, stdin=stdin)
     elapsed = time.perf_counter() - start
     if nonce is None:
         assert result.ok and result.stdout == "1\n", result
@@ -133,14 +133,15 @@ def per_execution(n: int) -> list[tuple[str, float, float]]:
     for i in range(n):
         code = SOLUTIONS[i % len(SOLUTIONS)]
         nonce = secrets.token_hex(16)
+        program = build_test_program(code, units, nonce, repeats=0)
         runs = [
-            ("print(1)", "before", "print(1)", plain, None),
-            ("print(1)", "after", "print(1)", None, None),
-            ("code_tests", "before", previous_program(code, units, nonce), plain, nonce),
-            ("code_tests", "after", build_test_program(code, units, nonce), None, nonce),
+            ("print(1)", "before", "print(1)", plain, None, None),
+            ("print(1)", "after", "print(1)", None, None, None),
+            ("code_tests", "before", previous_program(code, units, nonce), plain, nonce, None),
+            ("code_tests", "after", program.script, None, nonce, program.stdin),
         ]
-        for workload, when, program, isolation, check in runs:
-            times.setdefault((workload, when), []).append(time_execution(program, isolation, check))
+        for workload, when, script, isolation, check, stdin in runs:
+            times.setdefault((workload, when), []).append(time_execution(script, isolation, check, stdin))
     return [
         (w, statistics.median(times[(w, "before")]), statistics.median(times[(w, "after")]))
         for w in ("print(1)", "code_tests")

@@ -41,7 +41,7 @@ import re
 import secrets
 import textwrap
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import pycodestyle
 
@@ -338,18 +338,16 @@ def _json_text(x, escape):
     raise TypeError("not JSON: " + t.__name__)
 """
 
-_SERVER = (
-    _CODEC
-    + _SERVER_JSON
-    + """
-def _serve():
+_SERVER = """
+def _serve(rfd, wfd):
+    # The solution server, forked from the harness before the harness read the tests or the nonce.
     import os
     from _json import encode_basestring_ascii as escape
 
-    rfd, wfd = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
+    for fd in (0, 1, 2):  # stdin held the tests (unread here); stdout and stderr are the sandbox's, not the server's
         os.dup2(null, fd)
+    os.close(null)
     eval_, literals = eval, {"__builtins__": {}, "nan": float("nan"), "inf": float("inf")}
     send, receive = _channel(rfd, wfd, lambda m: _json_text(m, escape), lambda text: eval_(text, literals))
     import time
@@ -413,36 +411,32 @@ def _serve():
         except Base as exc:
             answer = {"raise": type(exc).__name__}
         send(answer)
-
-
-_serve()
 """
-)
 
 _HARNESS = (
     _CODEC
+    + _SERVER_JSON
+    + _SERVER
     + """
-def _harness(p, server):
-    import builtins, os, sys, time
+def _harness():
+    import builtins, os, time
 
     null = os.open(os.devnull, os.O_RDWR)
-    # The server starts first (its interpreter boots while this one gets ready): a fresh interpreter holding no
-    # test, no nonce and no descriptor of ours; it runs nothing of the completion before it gets the code below.
+    # The server is forked first, before anything secret is in this process: the tests and the nonce come on stdin,
+    # read below; the server's copy of stdin is closed before it reads anything but the completion's code.
     server_in, to_server = os.pipe()  # (read end, write end)
     from_server, server_out = os.pipe()
     if os.fork() == 0:
         try:
-            os.dup2(server_in, 0)
-            os.dup2(server_out, 1)
-            os.dup2(null, 2)
-            os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-            os.execv(sys.executable, [sys.executable, "-I", "-S", "-B", "-c", server])
+            os.close(to_server)
+            os.close(from_server)
+            _serve(server_in, server_out)
         finally:
-            os._exit(127)
+            os._exit(0)
     os.close(server_in)
     os.close(server_out)
     try:
-        os.remove(__file__)  # the nonce and the tests live on only in this process's memory
+        os.remove(__file__)
     except OSError:
         pass
     try:  # the server runs under the same uid: it must not read this process through /proc/<pid>/mem or ptrace
@@ -452,6 +446,15 @@ def _harness(p, server):
         _ctypes.call_function(prctl, (4, 0, 0, 0, 0))  # PR_SET_DUMPABLE, 0
     except Exception:
         pass
+    chunks = []
+    while True:
+        chunk = os.read(0, 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.dup2(null, 0)
+    p = _json_reader()(b"".join(chunks).decode("utf-8", "surrogatepass"))
+    del chunks
     nonce, units, repeats = p["nonce"], p["units"], p["repeats"]
     sources = [source for _, source in units]
     write, exit_, perf_counter = os.write, os._exit, time.perf_counter
@@ -574,21 +577,35 @@ def _harness(p, server):
     finish("passed " + "".join(["1" if ok else "0" for ok in passed]) + " " + repr_(best))
 
 
-_harness(PAYLOAD, SERVER)
+_harness()
 """
 )
 
 
-def build_test_program(code: str, units: list[tuple[str, str]], nonce: str, repeats: int = 1) -> str:
-    """The Python script the sandbox runs for one completion.
+class CodeTestProgram(NamedTuple):
+    """What the sandbox runs for one completion: ``run_python(program.script, stdin=program.stdin)``.
+
+    Attributes:
+        script: the harness, the same text for every completion.
+        stdin: the completion's code, the test units, the nonce and ``repeats`` (JSON, ASCII), read by the harness
+            after it forked the solution server.
+    """
+
+    script: str
+    stdin: bytes
+
+
+def build_test_program(code: str, units: list[tuple[str, str]], nonce: str, repeats: int = 1) -> CodeTestProgram:
+    """The program the sandbox runs for one completion (see :class:`CodeTestProgram`).
 
     Its last line on stdout is ``<nonce> passed <bits> <seconds>`` (``bits``: one ``1``/``0`` per test unit),
     ``<nonce> syntax_error`` or ``<nonce> load_error`` (the completion raised or exited at top level, or its
     top-level names could not be carried over); nothing if the harness died.
 
-    The script runs the test units itself, once, for the verdict, and the completion in a second interpreter it
-    starts (the *solution server*); the completion's results cross to it as plain data, see the comment above
-    ``_CODEC``. ``seconds``: with ``repeats`` >= 1 and every test passing, the best ``time.perf_counter`` time of
+    The harness forks the *solution server* before it reads its stdin, so the server's memory never holds the tests
+    or the nonce; the server runs the completion's code and answers calls, and the harness runs the test units,
+    once, for the verdict, with the completion's results carried over as plain data (see the comment above
+    ``_CODEC``). ``seconds``: with ``repeats`` >= 1 and every test passing, the best ``time.perf_counter`` time of
     ``repeats`` rounds of the units that the server runs on the real objects after the verdict (interpreter start-up
     and the completion's top-level code not counted; the server's clock is bound before the completion runs, but a
     completion that rewrites its own interpreter can fake it); otherwise the harness's time of the verdict round,
@@ -598,9 +615,9 @@ def build_test_program(code: str, units: list[tuple[str, str]], nonce: str, repe
     returned), read attributes of returned objects, and compare, iterate or test the truth of plain results.
     Arguments are copies: a test that expects the completion to mutate its argument in place fails.
     """
-    payload = {"nonce": str(nonce), "code": str(code), "units": [(str(k), str(u)) for k, u in units]}
+    payload = {"nonce": str(nonce), "code": str(code), "units": [[str(k), str(u)] for k, u in units]}
     payload["repeats"] = int(repeats)
-    return _HARNESS.replace("_harness(PAYLOAD, SERVER)", f"_harness({payload!r}, {_SERVER!r})")
+    return CodeTestProgram(_HARNESS, json.dumps(payload).encode("ascii"))
 
 
 def parse_test_output(result: ExecResult, nonce: str) -> tuple[str, list[bool], float | None]:
@@ -655,7 +672,13 @@ def _run_tests(
     """Run each ``codes[i]`` against ``units[i]`` in parallel; parsed outcomes in order."""
     nonces = [secrets.token_hex(16) for _ in codes]
     programs = [build_test_program(c, u, n, repeats) for c, u, n in zip(codes, units, nonces, strict=True)]
-    results = run_many(programs, max_workers=max_workers, timeout_s=timeout_s, cpu_s=_cpu_seconds(timeout_s))
+    results = run_many(
+        [program.script for program in programs],
+        stdins=[program.stdin for program in programs],
+        max_workers=max_workers,
+        timeout_s=timeout_s,
+        cpu_s=_cpu_seconds(timeout_s),
+    )
     parsed = []
     for result, nonce in zip(results, nonces, strict=True):
         if result.status is ExecStatus.SETUP_ERROR:

@@ -38,7 +38,6 @@ the sandbox does and does not protect against.
 from __future__ import annotations
 
 import enum
-import functools
 import logging
 import os
 import queue
@@ -689,6 +688,7 @@ def _execute(
     tmp_mb: int,
     nproc_extra: int,
     max_output_bytes: int = 64_000,
+    stdin: bytes | None = None,
 ) -> ExecResult:
     """Start ``code`` the way ``mode`` says (under ``uid`` if not ``None``), collect it, clean up.
 
@@ -702,6 +702,7 @@ def _execute(
     ]
     workdir: str | None = None
     script_fd: int | None = None
+    stdin_fd: int | None = None
     try:
         try:
             if mode is IsolationMode.BWRAP:
@@ -734,13 +735,20 @@ def _execute(
         except OSError as exc:
             return ExecResult(ExecStatus.SETUP_ERROR, None, "", f"cannot write the script: {exc}", 0.0)
         switch = uid is not None and not namespaced  # the namespace modes switch inside, with setpriv
+        if stdin is not None:
+            try:
+                stdin_fd = os.memfd_create("stdin", 0)  # a file, not a pipe: nothing to feed while reading outputs
+                os.write(stdin_fd, stdin)
+                os.lseek(stdin_fd, 0, os.SEEK_SET)
+            except OSError as exc:
+                return ExecResult(ExecStatus.SETUP_ERROR, None, "", f"cannot prepare stdin: {exc}", 0.0)
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
                 argv,
                 cwd=popen_cwd,
                 env=_base_env(cwd),
-                stdin=subprocess.DEVNULL,
+                stdin=stdin_fd if stdin_fd is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
@@ -773,8 +781,9 @@ def _execute(
             truncated=overflow,
         )
     finally:
-        if script_fd is not None:
-            os.close(script_fd)
+        for fd in (script_fd, stdin_fd):
+            if fd is not None:
+                os.close(fd)
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
 
@@ -790,6 +799,7 @@ def run_python(
     max_processes: int = 16,
     max_tmp_mb: int = 64,
     isolation: IsolationMode | str | None = None,
+    stdin: bytes | None = None,
 ) -> ExecResult:
     """Run ``code`` as a Python script in the sandbox and return what happened. Never raises for bad ``code``.
 
@@ -808,6 +818,7 @@ def run_python(
             writes beyond fail with ``ENOSPC``).
         isolation: ``None`` for the host's mode (:func:`sandbox_info`); the no-namespace mode (``"uid"`` as
             root, ``"none"`` otherwise) to force it, e.g. to compare costs.
+        stdin: bytes the child reads on its standard input (a memory file); ``None``: ``/dev/null``.
 
     Returns:
         An :class:`ExecResult`; ``SETUP_ERROR`` when the sandbox itself failed (message in ``stderr``).
@@ -849,6 +860,7 @@ def run_python(
             tmp_mb=max_tmp_mb,
             nproc_extra=extra,
             max_output_bytes=max_output_bytes,
+            stdin=stdin,
         )
         killed = result.killed
         return result
@@ -857,19 +869,36 @@ def run_python(
             pool.release(uid, retire=killed and _uid_has_processes(uid))
 
 
-def run_many(codes: Iterable[str], *, max_workers: int | None = None, **limits) -> list[ExecResult]:
+def run_many(
+    codes: Iterable[str],
+    *,
+    stdins: Iterable[bytes | None] | None = None,
+    max_workers: int | None = None,
+    **limits,
+) -> list[ExecResult]:
     """Run several scripts with :func:`run_python`, in parallel, and return their results in input order.
 
     Args:
         codes: Python sources.
+        stdins: each script's ``stdin`` (same length as ``codes``); ``None``: all read ``/dev/null``.
         max_workers: threads (= concurrent children); default ``os.cpu_count()``. Threads only wait on
             children, so the parallelism is real. ``1`` runs serially in the calling thread.
         **limits: keyword arguments of :func:`run_python` (``timeout_s``, ``memory_mb``...).
+
+    Raises:
+        ValueError: ``stdins`` and ``codes`` differ in length.
     """
     codes = list(codes)
+    inputs = [None] * len(codes) if stdins is None else list(stdins)
+    if len(inputs) != len(codes):
+        raise ValueError(f"{len(inputs)} stdins for {len(codes)} scripts")
     workers = max(1, min(max_workers or os.cpu_count() or 1, len(codes) or 1))
-    run = functools.partial(run_python, **limits)
+
+    def run(job: tuple[str, bytes | None]) -> ExecResult:
+        return run_python(job[0], stdin=job[1], **limits)
+
+    jobs = list(zip(codes, inputs, strict=True))
     if workers == 1:
-        return [run(code) for code in codes]
+        return [run(job) for job in jobs]
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox") as executor:
-        return list(executor.map(run, codes))
+        return list(executor.map(run, jobs))

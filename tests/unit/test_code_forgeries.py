@@ -172,7 +172,8 @@ def test_forgeries_score_zero(code, tests):
 def test_forgery_does_not_reach_the_summary():
     """A forged summary written on every descriptor with the real nonce guessed from the harness is ignored."""
     units = split_tests(ASSERTS[:2], None)
-    result = run_python(build_test_program(FRAME_WALK, units, "N" * 32))
+    program = build_test_program(FRAME_WALK, units, "N" * 32)
+    result = run_python(program.script, stdin=program.stdin)
     outcome, passed, _ = parse_test_output(result, "N" * 32)
     assert (outcome, passed) == ("passed", [False, False])  # found nothing: -999 both times
     assert result.stdout.count("N" * 32) == 1  # only the harness's own line
@@ -244,5 +245,6 @@ def test_forgeries_score_zero_without_namespaces(code):
     """The harness does not rely on the namespaces: in the fallback mode (no bwrap) the forgeries fail as well."""
     plain = "uid" if sandbox_info().switches_user else "none"
     units = split_tests(ASSERTS, None)
-    result = run_python(build_test_program(code, units, "M" * 32), isolation=plain)
+    program = build_test_program(code, units, "M" * 32)
+    result = run_python(program.script, stdin=program.stdin, isolation=plain)
     assert parse_test_output(result, "M" * 32) == ("passed", [False] * 4, pytest.approx(0.0, abs=1.0))
