@@ -16,9 +16,9 @@ Tests (the ``tests`` column) come in two shapes, see :func:`split_tests`:
   top-level statement of ``check``'s body that contains an ``assert`` is one test; other statements run in order.
 * A list of assert statements, or a string of them (one statement per test; JSON-encoded lists accepted).
 
-How a test program runs (see :func:`build_test_program`): the harness (the script the sandbox runs, holding the
-tests and a random per-run nonce) starts a second interpreter, the *solution server*, with ``exec`` (so nothing of
-the harness's memory is in it) and sends it the completion's code, which it ``exec``-utes in a namespace of its own
+How a test program runs (see :func:`build_test_program`): the harness (the script the sandbox runs) forks the
+*solution server* first, then reads the tests and a random per-run nonce from its stdin (so no copy of them is ever
+in the server's memory), and sends the server the completion's code, which it ``exec``-utes in a namespace of its own
 with ``__name__ == "__solution__"`` (so ``if __name__ == "__main__":`` demos do not run). The test units then run
 in the harness, each guarded by ``try/except BaseException``; the completion's names there are proxies that send
 each call to the server, whose results come back as plain data (JSON with tags for tuples, sets, bytes...) rebuilt
@@ -191,8 +191,8 @@ def split_tests(tests: Any, entry_point: str | None = None) -> list[tuple[str, s
 # The test program run in the sandbox
 #
 # Two processes: the *harness* (the script the sandbox runs; it holds the nonce and the tests) and the *solution
-# server*, a fresh interpreter it starts with ``exec`` (so no copy of the tests or the nonce is in its memory) that
-# runs the completion's code and answers calls. The test units run in the harness; every name they use from the
+# server*, which the harness forks before it reads the nonce and the tests from its stdin (so no copy of them is in
+# the server's memory), and which runs the completion's code and answers calls. The test units run in the harness; every name they use from the
 # completion is a proxy that sends the call to the server and gets its result back as plain data (JSON with tags for
 # tuples, sets, bytes...), rebuilt in the harness from builtin types only. A result's own ``__eq__``, ``__bool__``
 # or ``__hash__`` therefore never runs where the assertion is evaluated, and frame or ``gc`` introspection in the

@@ -345,8 +345,8 @@ def _read_only_binds(interpreter: str) -> tuple[str, ...]:
 
 
 def _bwrap_args(binds: tuple[str, ...], cwd: str, script_fd: int, tmp_mb: int, as_root: bool) -> list[str]:
-    """bwrap flags: new namespaces, read-only ``binds``, private ``/proc``/``/dev``, a tmpfs ``/tmp`` of ``tmp_mb``
-    MiB holding the working folder ``cwd`` (mode 0777 as root: it is root's, the child a pool uid) with the script
+    """bwrap flags: new namespaces, read-only ``binds``, private ``/proc``/``/dev``, tmpfs ``/dev/shm`` and ``/tmp`` of
+    ``tmp_mb`` MiB each, the latter holding the working folder ``cwd`` (mode 0777 as root: it is root's, the child a pool uid) with the script
     copied from ``script_fd`` into ``cwd/main.py``."""
     args = ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not as_root:
@@ -365,6 +365,7 @@ def _bwrap_args(binds: tuple[str, ...], cwd: str, script_fd: int, tmp_mb: int, a
         if os.path.islink(top):
             args += ["--symlink", os.readlink(top), top]
     args += ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--perms", "1777", "--size", str(int(tmp_mb) * 1024 * 1024), "--tmpfs", "/dev/shm"]  # not /dev's tmpfs
     args += ["--perms", "1777", "--size", str(int(tmp_mb) * 1024 * 1024), "--tmpfs", _SANDBOX_TMP]
     args += ["--perms", "0777" if as_root else "0700", "--dir", cwd]
     args += ["--perms", "0644", "--file", str(script_fd), os.path.join(cwd, "main.py"), "--chdir", cwd]

@@ -167,8 +167,9 @@ def test_nothing_is_left_in_the_hosts_tmp():
 
 
 @needs_bwrap
-def test_private_tmp_is_size_limited():
-    code = "import os\ntry:\n    open('/tmp/big', 'wb').write(b'0' * (12 * 1024 * 1024))\nexcept OSError as e:\n"
+@pytest.mark.parametrize("folder", ["/tmp", "/dev/shm", "."])
+def test_private_tmp_is_size_limited(folder):
+    code = f"import os\ntry:\n    open('{folder}/big', 'wb').write(b'0' * (12 * 1024 * 1024))\nexcept OSError as e:\n"
     code += "    print(e.errno == 28)\n"
     result = run_python(code, max_tmp_mb=4, max_file_mb=64)
     assert result.stdout.strip() == "True", result  # ENOSPC at the tmpfs size, before the 64 MiB file limit
