@@ -8,10 +8,12 @@ into the harness (``gc``, ``/proc/<parent>``, patched builtins).
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
 
+from grpo_core.humaneval import write_humaneval_jsonl
 from grpo_core.rewards.code import (
     CodeRuntimeReward,
     CodeTestsReward,
@@ -248,3 +250,21 @@ def test_forgeries_score_zero_without_namespaces(code):
     program = build_test_program(code, units, "M" * 32)
     result = run_python(program.script, stdin=program.stdin, isolation=plain)
     assert parse_test_output(result, "M" * 32) == ("passed", [False] * 4, pytest.approx(0.0, abs=1.0))
+
+
+def test_every_humaneval_canonical_solution_still_passes(tmp_path):
+    """The plain-data boundary keeps real test suites working: HumanEval's 164 canonical solutions all score 1.0."""
+    path = tmp_path / "humaneval.jsonl"
+    try:
+        write_humaneval_jsonl(path)
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    rewards = CodeTestsReward(timeout_s=10.0)(
+        [row["canonical_solution"] for row in rows],
+        tests=[row["tests"] for row in rows],
+        entry_point=[row["entry_point"] for row in rows],
+    )
+    failing = [row["task_id"] for row, reward in zip(rows, rewards, strict=True) if reward != 1.0]
+    assert failing == []
+    assert len(rows) == 164
