@@ -344,13 +344,18 @@ def _read_only_binds(interpreter: str) -> tuple[str, ...]:
     return tuple(binds)
 
 
-def _bwrap_args(binds: tuple[str, ...], cwd: str, script_fd: int, tmp_mb: int, as_root: bool) -> list[str]:
-    """bwrap flags: new namespaces, read-only ``binds``, private ``/proc``/``/dev``, tmpfs ``/dev/shm`` and ``/tmp`` of
-    ``tmp_mb`` MiB each, the latter holding the working folder ``cwd`` (mode 0777 as root: it is root's, the child a pool uid) with the script
-    copied from ``script_fd`` into ``cwd/main.py``."""
+def _bwrap_args(
+    binds: tuple[str, ...], cwd: str, script_fd: int, tmp_mb: int, as_root: bool, drop_caps: bool
+) -> list[str]:
+    """bwrap flags: new namespaces, read-only ``binds``, private ``/proc`` and ``/dev``, tmpfs ``/dev/shm`` and
+    ``/tmp`` of ``tmp_mb`` MiB each, the latter holding the working folder ``cwd`` (mode 0777 as root: the folder is
+    root's, the child a pool uid) with the script copied from ``script_fd`` into ``cwd/main.py``. ``drop_caps``: a
+    root child that no ``setpriv`` hands over (no pool uid) keeps no capability."""
     args = ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not as_root:
         args.append("--unshare-user")
+    if drop_caps:
+        args += ["--cap-drop", "ALL"]
     args += ["--die-with-parent"]
     made: set[str] = set()
     for path in binds:
@@ -714,7 +719,8 @@ def _execute(
                 # bwrap leaves the init of its own PID namespace unreaped when it exits, and the host's init (in some
                 # containers) never reaps it; an exiting PID 1 reaps everything in its namespace.
                 argv = [plan.unshare, *plan.tool_args, "--pid", "--fork", "--kill-child", "--"]
-                argv += [plan.tool, *_bwrap_args(plan.binds, cwd, script_fd, tmp_mb, as_root), "--"]
+                argv += [plan.tool, *_bwrap_args(plan.binds, cwd, script_fd, tmp_mb, as_root, as_root and uid is None)]
+                argv.append("--")
                 argv += _setpriv_args(plan.setpriv, uid)
                 argv += [plan.env, "-u", "PWD"]  # bwrap always sets PWD; the environment stays what _base_env says
                 argv += [plan.info.interpreter, "-I", "-S", "-B", "main.py"]
