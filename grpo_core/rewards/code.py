@@ -547,7 +547,8 @@ def _harness():
     ns = {"__name__": "__tests__", "__builtins__": builtins}
     try:
         for name, value in loaded["names"].items():
-            ns[name] = _decode(value, Remote)
+            if not hasattr(builtins, name):  # a completion's ``abs`` or ``len`` would judge the tests' own checks
+                ns[name] = _decode(value, Remote)
     except Base:
         finish("load_error")
     del loaded
@@ -613,7 +614,8 @@ def build_test_program(code: str, units: list[tuple[str, str]], nonce: str, repe
 
     What the tests can do with the completion's names: call them with plain-data arguments (or values they
     returned), read attributes of returned objects, and compare, iterate or test the truth of plain results.
-    Arguments are copies: a test that expects the completion to mutate its argument in place fails.
+    Arguments are copies: a test that expects the completion to mutate its argument in place fails. Top-level names
+    of the completion that shadow a builtin (``abs``, ``len``...) are not carried over to the tests.
     """
     payload = {"nonce": str(nonce), "code": str(code), "units": [[str(k), str(u)] for k, u in units]}
     payload["repeats"] = int(repeats)

@@ -130,6 +130,20 @@ def f(x):
     return -999
 """
 
+SHADOW_BUILTINS = """
+def abs(x):
+    return 0
+
+def len(x):
+    return 3
+
+def isinstance(x, t):
+    return True
+
+def f(x):
+    return None
+"""
+
 PATCH_AND_EXIT = """
 import builtins, os, sys
 builtins.AssertionError = type("Never", (Exception,), {})
@@ -155,6 +169,10 @@ def code_tests(code: str, tests=ASSERTS) -> float:
         (GC_SCAN, ASSERTS[:2] + ["assert f(10) == 12"]),
         (READ_HARNESS, ASSERTS),
         (PATCH_AND_EXIT, ASSERTS),
+        (
+            SHADOW_BUILTINS,
+            ["assert abs(f(1.0) - 2.0) < 1e-6", "assert len(f([1, 2, 3])) == 3", "assert isinstance(f(1), int)"],
+        ),
     ],
     ids=[
         "eq_always_true",
@@ -165,6 +183,7 @@ def code_tests(code: str, tests=ASSERTS) -> float:
         "gc_scan",
         "read_harness_via_proc",
         "patch_builtins_and_exit",
+        "shadow_builtins",
     ],
 )
 def test_forgeries_score_zero(code, tests):
