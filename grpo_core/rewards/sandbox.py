@@ -9,8 +9,8 @@ returns.
 Where the host allows it, the child also runs in namespaces of its own, made by a well-kept tool rather than by
 code of ours (the *isolation mode*, resolved once per process and reported by :func:`sandbox_info`):
 
-* ``bwrap`` (Debian's ``bubblewrap``): new network namespace (no network at all, not even the host's loopback),
-  new PID namespace (``/proc`` shows only the sandbox's own processes), IPC and UTS namespaces; the file system
+* ``bwrap`` (Debian's ``bubblewrap``): new network namespace (no network at all, not even the host's loopback;
+  a seccomp filter refuses ``socket()`` of every family but ``AF_UNIX``), new PID namespace (``/proc`` shows only the sandbox's own processes), IPC and UTS namespaces; the file system
   is an empty root holding read-only ``/usr`` (shared libraries, the system's Python) and the interpreter's own
   prefix, ``/dev``'s null devices, and a private, size-limited ``/tmp`` (a tmpfs) in which the working folder
   lives. The project, the data directory, ``/etc``, ``/home``, ``/root`` and the host's ``/tmp`` are not there.
@@ -46,6 +46,7 @@ import secrets
 import selectors
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -345,17 +346,26 @@ def _read_only_binds(interpreter: str) -> tuple[str, ...]:
 
 
 def _bwrap_args(
-    binds: tuple[str, ...], cwd: str, script_fd: int, tmp_mb: int, as_root: bool, drop_caps: bool
+    binds: tuple[str, ...],
+    cwd: str,
+    script_fd: int,
+    tmp_mb: int,
+    as_root: bool,
+    drop_caps: bool,
+    seccomp_fd: int | None = None,
 ) -> list[str]:
     """bwrap flags: new namespaces, read-only ``binds``, private ``/proc`` and ``/dev``, tmpfs ``/dev/shm`` and
     ``/tmp`` of ``tmp_mb`` MiB each, the latter holding the working folder ``cwd`` (mode 0777 as root: the folder is
     root's, the child a pool uid) with the script copied from ``script_fd`` into ``cwd/main.py``. ``drop_caps``: a
-    root child that no ``setpriv`` hands over (no pool uid) keeps no capability."""
+    root child that no ``setpriv`` hands over (no pool uid) keeps no capability. ``seccomp_fd``: a filter to load
+    (:func:`_seccomp_program`)."""
     args = ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not as_root:
         args.append("--unshare-user")
     if drop_caps:
         args += ["--cap-drop", "ALL"]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     args += ["--die-with-parent"]
     made: set[str] = set()
     for path in binds:
@@ -377,6 +387,42 @@ def _bwrap_args(
     return args
 
 
+# seccomp filter for the bwrap mode: socket() of any family but AF_UNIX fails with EACCES, and so do io_uring (which
+# can open sockets without socket()) and syscalls of another ABI (x32, 32-bit). The network namespace already leaves
+# nothing to reach; this makes "no network" visible at the first call. Classic BPF over struct seccomp_data
+# (nr at offset 0, arch at 4, args[0] at 16), as in the kernel's Documentation/userspace-api/seccomp_filter.rst.
+_SECCOMP_ARCH = {  # machine -> (AUDIT_ARCH_*, __NR_socket, __NR_io_uring_setup)
+    "x86_64": (0xC000003E, 41, 425),
+    "aarch64": (0xC00000B7, 198, 425),
+}
+
+
+def _seccomp_program() -> bytes | None:
+    """The filter as bwrap's ``--seccomp`` reads it (packed ``struct sock_filter``), ``None`` on other machines."""
+    arch = _SECCOMP_ARCH.get(os.uname().machine)
+    if arch is None:
+        return None
+    audit_arch, nr_socket, nr_io_uring_setup = arch
+    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
+    deny, allow = 0x00050000 | 13, 0x7FFF0000  # SECCOMP_RET_ERRNO | EACCES, SECCOMP_RET_ALLOW
+    program = [  # (code, jump if true, jump if false, k); jumps are relative to the next instruction
+        (load, 0, 0, 4),  # 0: A = arch
+        (jeq, 1, 0, audit_arch),  # 1: our ABI -> 3
+        (ret, 0, 0, deny),  # 2
+        (load, 0, 0, 0),  # 3: A = syscall number
+        (jge, 0, 1, 0x40000000),  # 4: x32 syscall -> 5, else 6
+        (ret, 0, 0, deny),  # 5
+        (jeq, 0, 1, nr_io_uring_setup),  # 6: -> 7, else 8
+        (ret, 0, 0, deny),  # 7
+        (jeq, 0, 3, nr_socket),  # 8: socket -> 9, else 12
+        (load, 0, 0, 16),  # 9: A = family (args[0])
+        (jeq, 1, 0, 1),  # 10: AF_UNIX -> 12, else 11
+        (ret, 0, 0, deny),  # 11
+        (ret, 0, 0, allow),  # 12
+    ]
+    return b"".join(struct.pack("=HBBI", *instruction) for instruction in program)
+
+
 def _setpriv_args(setpriv: str | None, uid: int | None) -> list[str]:
     """``setpriv`` prefix that drops a root namespace tool's child to ``uid`` (no groups, no new privileges)."""
     if uid is None or setpriv is None:
@@ -386,8 +432,13 @@ def _setpriv_args(setpriv: str | None, uid: int | None) -> list[str]:
 
 def _memfd(text: str) -> int:
     """A memory file holding ``text`` (UTF-8, lone surrogates kept), positioned at its start."""
-    fd = os.memfd_create("main.py", 0)
-    os.write(fd, text.encode("utf-8", errors="surrogatepass"))
+    return _memfd_bytes("main.py", text.encode("utf-8", errors="surrogatepass"))
+
+
+def _memfd_bytes(name: str, data: bytes) -> int:
+    """A memory file named ``name`` holding ``data``, positioned at its start."""
+    fd = os.memfd_create(name, 0)
+    os.write(fd, data)
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
 
@@ -709,6 +760,7 @@ def _execute(
     workdir: str | None = None
     script_fd: int | None = None
     stdin_fd: int | None = None
+    seccomp_fd: int | None = None
     try:
         try:
             if mode is IsolationMode.BWRAP:
@@ -719,7 +771,13 @@ def _execute(
                 # bwrap leaves the init of its own PID namespace unreaped when it exits, and the host's init (in some
                 # containers) never reaps it; an exiting PID 1 reaps everything in its namespace.
                 argv = [plan.unshare, *plan.tool_args, "--pid", "--fork", "--kill-child", "--"]
-                argv += [plan.tool, *_bwrap_args(plan.binds, cwd, script_fd, tmp_mb, as_root, as_root and uid is None)]
+                seccomp = _seccomp_program()
+                if seccomp is not None:
+                    seccomp_fd = _memfd_bytes("seccomp", seccomp)
+                bwrap_args = _bwrap_args(
+                    plan.binds, cwd, script_fd, tmp_mb, as_root, as_root and uid is None, seccomp_fd
+                )
+                argv += [plan.tool, *bwrap_args]
                 argv.append("--")
                 argv += _setpriv_args(plan.setpriv, uid)
                 argv += [plan.env, "-u", "PWD"]  # bwrap always sets PWD; the environment stays what _base_env says
@@ -760,7 +818,7 @@ def _execute(
                 stderr=subprocess.PIPE,
                 start_new_session=True,
                 close_fds=True,
-                pass_fds=(script_fd,) if script_fd is not None else (),
+                pass_fds=tuple(fd for fd in (script_fd, seccomp_fd) if fd is not None),
                 preexec_fn=_ChildLimits(limits),
                 user=uid if switch else None,
                 group=uid if switch else None,
@@ -769,9 +827,10 @@ def _execute(
             )
         except (OSError, subprocess.SubprocessError) as exc:
             return ExecResult(ExecStatus.SETUP_ERROR, None, "", f"cannot start the sandbox child: {exc}", 0.0)
-        if script_fd is not None:
-            os.close(script_fd)
-            script_fd = None
+        for fd in (script_fd, seccomp_fd):
+            if fd is not None:
+                os.close(fd)
+        script_fd = seccomp_fd = None
         try:
             out, err, timed_out, overflow, lingering = _collect(proc, start + timeout_s, max_output_bytes)
             duration = time.monotonic() - start
@@ -788,7 +847,7 @@ def _execute(
             truncated=overflow,
         )
     finally:
-        for fd in (script_fd, stdin_fd):
+        for fd in (script_fd, stdin_fd, seccomp_fd):
             if fd is not None:
                 os.close(fd)
         if workdir is not None:

@@ -105,6 +105,34 @@ def test_no_network_not_even_the_hosts_loopback(listener):
         pass
 
 
+@needs_bwrap
+@pytest.mark.skipif(os.uname().machine not in ("x86_64", "aarch64"), reason="seccomp filter for x86_64 and aarch64")
+def test_no_network_socket_can_even_be_opened():
+    code = textwrap.dedent(
+        """
+        import socket
+        for family in (socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK, socket.AF_PACKET):
+            try:
+                socket.socket(family, socket.SOCK_DGRAM if family == socket.AF_NETLINK else socket.SOCK_STREAM)
+                print(family.name, "opened")
+            except OSError as exc:
+                print(family.name, type(exc).__name__)
+        a, b = socket.socketpair()  # AF_UNIX stays (multiprocessing needs it); abstract names are per netns
+        a.sendall(b"x")
+        print("AF_UNIX", b.recv(1).decode())
+        """
+    )
+    result = run_python(code)
+    assert result.status is ExecStatus.OK, result.stderr
+    assert result.stdout.split("\n")[:5] == [
+        "AF_INET PermissionError",
+        "AF_INET6 PermissionError",
+        "AF_NETLINK PermissionError",
+        "AF_PACKET PermissionError",
+        "AF_UNIX x",
+    ]
+
+
 FILE_PROBE = """
 import json, os, sys
 seen = {}
