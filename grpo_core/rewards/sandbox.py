@@ -94,7 +94,8 @@ class ExecResult:
         stdout: decoded (UTF-8, invalid bytes replaced) standard output, at most ``max_output_bytes`` bytes.
         stderr: decoded standard error, same cap; the setup error message for ``SETUP_ERROR``.
         duration_s: wall-clock seconds from start to exit (or kill), interpreter start-up included.
-        killed: the sandbox had to kill something (timeout, output overflow, or processes left behind).
+        killed: the sandbox had to kill something (timeout, output overflow, or processes left behind; in the
+            namespace modes, processes the child left behind die with its PID namespace when it exits, uncounted).
         truncated: stdout or stderr was cut at the cap.
     """
 
@@ -437,7 +438,7 @@ def _memfd(text: str) -> int:
 
 def _memfd_bytes(name: str, data: bytes) -> int:
     """A memory file named ``name`` holding ``data``, positioned at its start."""
-    fd = os.memfd_create(name, 0)
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)  # inherited only where passed
     os.write(fd, data)
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
@@ -802,7 +803,7 @@ def _execute(
         switch = uid is not None and not namespaced  # the namespace modes switch inside, with setpriv
         if stdin is not None:
             try:
-                stdin_fd = os.memfd_create("stdin", 0)  # a file, not a pipe: nothing to feed while reading outputs
+                stdin_fd = os.memfd_create("stdin", os.MFD_CLOEXEC)  # a file, not a pipe: nothing to feed while reading outputs
                 os.write(stdin_fd, stdin)
                 os.lseek(stdin_fd, 0, os.SEEK_SET)
             except OSError as exc:
