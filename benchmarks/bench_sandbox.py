@@ -1,17 +1,28 @@
-"""Throughput of the ``code_tests`` reward: serial (one sandbox child at a time) versus the thread pool.
+"""Cost of one sandboxed execution before and after the namespace sandbox, side by side in one run.
 
-Scores N completions (default 16), each against 4 assert tests, with ``max_workers=1`` and with the default pool
-(``os.cpu_count()`` threads), alternating the two for a few rounds and reporting the median of each, side by side.
-What it leaves out: the cost of forking a large parent (a trainer holding GBs of memory forks more slowly than
-this small script), and contention with a training process for the same CPU cores.
+Two workloads, each run ``--n`` times per configuration (alternating, serially, median reported):
 
-Usage: ``python benchmarks/bench_sandbox.py [--n 16] [--rounds 3]``
+* ``print(1)``: interpreter start-up plus the sandbox's own set-up and clean-up;
+* ``code_tests``: one completion against 4 assert tests, the way the reward rule runs it.
+
+*Before* is the sandbox of earlier versions: no namespaces (the ``uid`` mode: a pool uid as root, else the host's
+user) and the one-interpreter test harness (kept below as ``PREVIOUS_HARNESS``, only as this baseline). *After* is
+the host's mode (:func:`~grpo_core.rewards.sandbox.sandbox_info`: ``bwrap`` where bubblewrap works) and the
+two-process harness of :func:`~grpo_core.rewards.code.build_test_program`. Then the throughput of a batch of
+``code_tests`` with one worker and with the thread pool, in the host's mode.
+
+What it leaves out: the cost of forking a large parent (a trainer holding GBs of memory forks more slowly than this
+small script), and contention with a training process for the same CPU cores.
+
+Usage: ``python benchmarks/bench_sandbox.py [--n 30] [--batch 16]``
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import secrets
 import statistics
 import sys
 import time
@@ -19,8 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from grpo_core.rewards.code import CodeTestsReward  # noqa: E402
-from grpo_core.rewards.sandbox import sandbox_info  # noqa: E402
+from grpo_core.rewards.code import CodeTestsReward, build_test_program, parse_test_output, split_tests  # noqa: E402
+from grpo_core.rewards.sandbox import run_python, sandbox_info  # noqa: E402
 
 TESTS = ["assert f(1) == 2", "assert f(2) == 3", "assert f(10) == 11", "assert f(-1) == 0"]
 SOLUTIONS = [
@@ -30,45 +41,153 @@ SOLUTIONS = [
     "def f(x):\n    return x\n",
 ]
 
+PREVIOUS_HARNESS = """\
+def _harness(payload):
+    import json, os, time
+    try:
+        os.remove(__file__)  # the nonce and the tests live on only in this process's memory
+    except OSError:
+        pass
+    p = json.loads(payload)
+    nonce, units, repeats = p["nonce"], p["units"], p["repeats"]
+    # Everything the harness uses after the completion ran is bound now: the completion may patch builtins/modules.
+    write, exit_, perf_counter = os.write, os._exit, time.perf_counter
+    exec_, compile_, repr_, min_, range_, all_ = exec, compile, repr, min, range, all
+    Base = BaseException
+    out = os.dup(1)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
 
-def completions(n: int) -> list[str]:
-    return [f"```python\n{SOLUTIONS[i % len(SOLUTIONS)]}```" for i in range(n)]
+    def finish(text):
+        write(out, ("\\n" + nonce + " " + text + "\\n").encode())
+        exit_(0)  # no atexit handlers, no waiting for threads the completion left running
+
+    try:
+        code = compile_(p["code"], "<completion>", "exec")
+    except Base:
+        finish("syntax_error")
+    compiled = []
+    for kind, source in units:
+        try:
+            compiled.append((kind, compile_(source, "<test>", "exec")))
+        except Base:
+            compiled.append((kind, None))
+    del p, payload
+    ns = {"__name__": "__solution__", "__builtins__": __builtins__}
+    try:
+        exec_(code, ns)
+    except Base:
+        finish("load_error")
+    passed = []
+    best = None
+    for round_ in range_(repeats if repeats > 1 else 1):
+        start = perf_counter()
+        results = []
+        for kind, unit in compiled:
+            try:
+                if unit is None:
+                    raise SyntaxError("test does not compile")
+                exec_(unit, ns)
+                ok = True
+            except Base:
+                ok = False
+            if kind == "test":
+                results.append(ok)
+        elapsed = perf_counter() - start
+        best = elapsed if best is None else min_(best, elapsed)
+        if round_ == 0:
+            passed = results
+            if not all_(passed):
+                break
+    finish("passed " + "".join(["1" if ok else "0" for ok in passed]) + " " + repr_(best))
 
 
-def time_once(rule: CodeTestsReward, batch: list[str]) -> float:
+_harness(PAYLOAD)
+"""
+
+
+def previous_program(code: str, units: list[tuple[str, str]], nonce: str) -> str:
+    """The test program of earlier versions (tests and completion in one interpreter)."""
+    payload = json.dumps({"nonce": nonce, "code": code, "units": units, "repeats": 1})
+    return PREVIOUS_HARNESS.replace("PAYLOAD", repr(payload))
+
+
+def time_execution(program: str, isolation: str | None, nonce: str | None, stdin: bytes | None = None) -> float:
+    """Seconds for one ``run_python`` call, as seen by the caller; checks the program really ran."""
     start = time.perf_counter()
-    rewards = rule(batch, tests=[TESTS] * len(batch))
+    result = run_python(program, isolation=isolation, stdin=stdin)
     elapsed = time.perf_counter() - start
-    assert all(r is not None for r in rewards), rewards
+    if nonce is None:
+        assert result.ok and result.stdout == "1\n", result
+    else:
+        assert parse_test_output(result, nonce)[0] == "passed", result
     return elapsed
+
+
+def per_execution(n: int) -> list[tuple[str, float, float]]:
+    """``(workload, before median s, after median s)`` rows."""
+    plain = "uid" if sandbox_info().switches_user else "none"
+    units = split_tests(TESTS, None)
+    times: dict[tuple[str, str], list[float]] = {}
+    for i in range(n):
+        code = SOLUTIONS[i % len(SOLUTIONS)]
+        nonce = secrets.token_hex(16)
+        program = build_test_program(code, units, nonce, repeats=0)
+        runs = [
+            ("print(1)", "before", "print(1)", plain, None, None),
+            ("print(1)", "after", "print(1)", None, None, None),
+            ("code_tests", "before", previous_program(code, units, nonce), plain, nonce, None),
+            ("code_tests", "after", program.script, None, nonce, program.stdin),
+        ]
+        for workload, when, script, isolation, check, stdin in runs:
+            times.setdefault((workload, when), []).append(time_execution(script, isolation, check, stdin))
+    return [
+        (w, statistics.median(times[(w, "before")]), statistics.median(times[(w, "after")]))
+        for w in ("print(1)", "code_tests")
+    ]
+
+
+def throughput(batch_size: int, rounds: int = 3) -> dict[str, float]:
+    """Median seconds per batch of ``code_tests`` with one worker (``serial``) and the thread pool (``pooled``)."""
+    batch = [f"```python\n{SOLUTIONS[i % len(SOLUTIONS)]}```" for i in range(batch_size)]
+    modes = {"serial": CodeTestsReward(max_workers=1), "pooled": CodeTestsReward(max_workers=None)}
+    times: dict[str, list[float]] = {name: [] for name in modes}
+    for _ in range(rounds):
+        for name, rule in modes.items():
+            start = time.perf_counter()
+            rewards = rule(batch, tests=[TESTS] * len(batch))
+            times[name].append(time.perf_counter() - start)
+            assert all(r is not None for r in rewards), rewards
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=16, help="completions per batch")
-    parser.add_argument("--rounds", type=int, default=3, help="timed rounds per mode (median reported)")
+    parser.add_argument("--n", type=int, default=30, help="executions per workload and configuration (median)")
+    parser.add_argument("--batch", type=int, default=16, help="completions per code_tests batch (throughput)")
     args = parser.parse_args()
 
-    batch = completions(args.n)
-    workers = os.cpu_count() or 1
-    modes = {"serial": CodeTestsReward(max_workers=1), "pooled": CodeTestsReward(max_workers=None)}
-    time_once(modes["pooled"], batch[:2])  # warm-up: resolves the sandbox set-up once
-    times: dict[str, list[float]] = {name: [] for name in modes}
-    for _ in range(args.rounds):
-        for name, rule in modes.items():
-            times[name].append(time_once(rule, batch))
-
-    info = sandbox_info()
-    print(f"code_tests throughput: {args.n} completions x {len(TESTS)} assert tests, {args.rounds} rounds (median)")
+    info = sandbox_info()  # resolves the set-up (probes) before anything is timed
+    time_execution("print(1)", None, None)
+    plain = "uid" if info.switches_user else "none"
     print(f"host: {os.cpu_count()} CPUs; child interpreter {info.interpreter}; own uid per child: {info.switches_user}")
+    print(f"before: `{plain}` mode, one-interpreter harness; after: `{info.mode.value}` mode, two-process harness")
+    print()
+    print(f"| workload (median of {args.n}, serial) | before, ms | after, ms | after / before |")
+    print("|---|---|---|---|")
+    for workload, before, after in per_execution(args.n):
+        print(f"| {workload} | {before * 1000:.1f} | {after * 1000:.1f} | {after / before:.2f}x |")
+    print()
+    medians = throughput(args.batch)
+    workers = os.cpu_count() or 1
+    print(f"code_tests throughput in the `{info.mode.value}` mode, {args.batch} completions x {len(TESTS)} tests:")
     print()
     print("| mode   | workers | seconds / batch | completions / s |")
     print("|--------|---------|-----------------|-----------------|")
-    medians = {name: statistics.median(values) for name, values in times.items()}
     for name, seconds in medians.items():
-        print(f"| {name:<6} | {1 if name == 'serial' else workers:>7} | {seconds:>15.3f} | {args.n / seconds:>15.1f} |")
-    print()
-    print(f"pooled / serial throughput: {medians['serial'] / medians['pooled']:.2f}x")
+        count = 1 if name == "serial" else workers
+        print(f"| {name:<6} | {count:>7} | {seconds:>15.3f} | {args.batch / seconds:>15.1f} |")
 
 
 if __name__ == "__main__":

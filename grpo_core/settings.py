@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from sqlalchemy.engine import make_url
 
 from grpo_core.access import DEFAULT_MAX_UPLOAD_MB, AccessError, Credentials, load_credentials
 from storage import sqlite_url
@@ -17,6 +21,11 @@ ENV_MAX_CONCURRENT_RUNS = "GRPO_MAX_CONCURRENT_RUNS"
 ENV_AUTH = "GRPO_AUTH"
 ENV_AUTH_FILE = "GRPO_AUTH_FILE"
 ENV_MAX_UPLOAD_MB = "GRPO_MAX_UPLOAD_MB"
+
+OWNER_ONLY_DIR = 0o700
+OWNER_ONLY_FILE = 0o600
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -59,14 +68,48 @@ class Settings:
         """Folder holding models converted from GGUF to safetensors, keyed by the GGUF's hash."""
         return self.data_dir / "models"
 
+    @property
+    def store_file(self) -> Path | None:
+        """The SQLite file of the store (``db_url``), ``None`` for a server database or an in-memory one."""
+        url = make_url(self.db_url)
+        if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+            return None
+        return Path(url.database).expanduser().resolve()
+
     def ensure_dirs(self) -> None:
-        """Create the data folders if missing."""
+        """Create the data folders if missing, and the SQLite store file; both readable by their owner only.
+
+        The data folder gets mode 0700 and the store file (with SQLite's ``-wal``/``-shm`` files, which SQLite
+        creates with the store file's mode) 0600, created so or, when found more open (a data folder made by an
+        earlier version, a permissive umask), restricted with a logged warning. Model-written code run by the code
+        reward rules, and other users of the host, must not read the store.
+
+        Raises:
+            OSError: a folder or the store file cannot be created, or its mode cannot be changed (not its owner).
+        """
         for path in (self.data_dir, self.runs_dir, self.datasets_dir, self.model_cache_dir):
-            path.mkdir(parents=True, exist_ok=True)
+            path.mkdir(parents=True, exist_ok=True, mode=OWNER_ONLY_DIR)
+        _restrict(self.data_dir, OWNER_ONLY_DIR)
+        store = self.store_file
+        if store is None:
+            return
+        store.parent.mkdir(parents=True, exist_ok=True, mode=OWNER_ONLY_DIR)
+        os.close(os.open(store, os.O_CREAT | os.O_RDWR, OWNER_ONLY_FILE))  # an existing file keeps its mode here
+        for path in (store, store.with_name(store.name + "-wal"), store.with_name(store.name + "-shm")):
+            if path.exists():
+                _restrict(path, OWNER_ONLY_FILE)
 
     def with_overrides(self, **changes) -> Settings:
         """A copy with some fields changed."""
         return replace(self, **changes)
+
+
+def _restrict(path: Path, mode: int) -> None:
+    """``chmod`` ``path`` to ``mode`` if its group or others have any permission on it (logged as a warning)."""
+    current = stat.S_IMODE(path.stat().st_mode)
+    if current & 0o077:
+        log.warning("%s was readable beyond its owner (mode %o); restricting it to %o", path, current, mode)
+        path.chmod(mode)
 
 
 def load_settings(

@@ -22,6 +22,7 @@ from grpo_core.config import DEFAULT_MODEL, ConfigError, RunConfig, parse_run_co
 from grpo_core.dataset_library import ARITHMETIC_EXAMPLE
 from grpo_core.preflight_report import DEFAULT_PROMPTS
 from grpo_core.rewards import RewardSpec, all_rules, get_rule, score_group
+from grpo_core.rewards.sandbox import sandbox_info
 from grpo_core.runs import submit_run, validate_run_config
 
 RULE_SLOTS = 4
@@ -44,6 +45,16 @@ HYPERPARAMETERS: list[tuple[str, str, str, dict[str, Any]]] = [
     ("device", "device", "dropdown", {"choices": ["auto", "cpu", "cuda"]}),
     ("use_vllm", "vLLM generation", "checkbox", {}),
 ]
+
+
+def sandbox_line() -> str:
+    """Markdown: how the code reward rules isolate model-written code here (:func:`sandbox_info`'s mode), led by a
+    warning where the host gives less than the ``bwrap`` mode (no namespaces: network and files reachable)."""
+    info = sandbox_info()
+    line = f"Code rules (`code_tests`, `code_runtime`) run model-written Python in the sandbox: {info.describe()}."
+    if info.warning:
+        line = f"⚠️ **The sandbox is weaker on this host.** {info.warning}\n\n{line}"
+    return line
 
 
 def rule_help(rule_name: str) -> str:
@@ -194,6 +205,7 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
         run_name = gr.Textbox(label="run name (optional)", elem_id="launch-name")
 
     gr.Markdown("### Reward rules (weighted sum; TRL's `reward_funcs` and `reward_weights`)")
+    gr.Markdown(sandbox_line(), elem_id="launch-sandbox")
     slot_components: list[tuple[gr.Dropdown, gr.Number, gr.Code]] = []
     help_boxes: list[gr.Markdown] = []
     for index in range(RULE_SLOTS):

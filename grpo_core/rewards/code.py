@@ -16,13 +16,18 @@ Tests (the ``tests`` column) come in two shapes, see :func:`split_tests`:
   top-level statement of ``check``'s body that contains an ``assert`` is one test; other statements run in order.
 * A list of assert statements, or a string of them (one statement per test; JSON-encoded lists accepted).
 
-How a test program runs (see :func:`build_test_program`): the completion's code is ``exec``-uted in a namespace of
-its own with ``__name__ == "__solution__"`` (so ``if __name__ == "__main__":`` demos do not run), then each test
-unit in that namespace, each guarded by ``try/except BaseException``; the child's stdout and stderr are sent to
-``/dev/null`` and the summary line is written to a private descriptor, prefixed with a random per-run nonce, so
-output printed by the completion cannot fake a result. Exiting early (``sys.exit``, ``os._exit``) yields no summary,
-which scores as failure. This does not stop a completion that deliberately introspects the harness (frames,
-``gc``) or returns objects whose ``__eq__`` always holds; see ``docs/sandbox.md``.
+How a test program runs (see :func:`build_test_program`): the harness (the script the sandbox runs) forks the
+*solution server* first, then reads the tests and a random per-run nonce from its stdin (so no copy of them is ever
+in the server's memory), and sends the server the completion's code, which it ``exec``-utes in a namespace of its own
+with ``__name__ == "__solution__"`` (so ``if __name__ == "__main__":`` demos do not run). The test units then run
+in the harness, each guarded by ``try/except BaseException``; the completion's names there are proxies that send
+each call to the server, whose results come back as plain data (JSON with tags for tuples, sets, bytes...) rebuilt
+from builtin types, so no ``__eq__``, ``__bool__`` or ``__hash__`` of the completion runs where an assertion is
+evaluated. The harness makes itself non-dumpable before the completion runs (the server, same uid, cannot read its
+memory or descriptors through ``/proc`` or ``ptrace``); frames and ``gc`` in the server hold neither tests nor
+nonce. The server's stdout and stderr go to ``/dev/null``; the harness writes its summary line, prefixed with the
+nonce, to a private descriptor, so output printed by the completion cannot fake a result. Exiting early
+(``sys.exit``, ``os._exit``) fails the tests that had yet to run. See ``docs/sandbox.md`` for what remains.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import re
 import secrets
 import textwrap
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import pycodestyle
 
@@ -185,83 +190,437 @@ def split_tests(tests: Any, entry_point: str | None = None) -> list[tuple[str, s
 
 # ----------------------------------------------------------------------------------------------------------------
 # The test program run in the sandbox
+#
+# Two processes: the *harness* (the script the sandbox runs; it holds the nonce and the tests) and the *solution
+# server*, which the harness forks before it reads the nonce and the tests from its stdin (so no copy of them is in
+# the server's memory), and which runs the completion's code and answers calls. The test units run in the harness; every name they use from the
+# completion is a proxy that sends the call to the server and gets its result back as plain data (JSON with tags for
+# tuples, sets, bytes...), rebuilt in the harness from builtin types only. A result's own ``__eq__``, ``__bool__``
+# or ``__hash__`` therefore never runs where the assertion is evaluated, and frame or ``gc`` introspection in the
+# server finds neither the tests nor the nonce. The harness makes itself non-dumpable first, so the server cannot
+# read its memory or descriptors through ``/proc`` or ``ptrace`` either (same uid).
 
-_HARNESS = """\
-def _harness(payload):
-    import json, os, time
+_CODEC = """\
+def _encode(x, keep, depth=0):
+    # Plain data as JSON: None, bool, int, float, str natively; lists as lists; other builtins tagged. Subclasses of
+    # builtins become their base value; iterators become their items (at most 100000); anything else a reference.
+    if depth > 200:
+        raise RecursionError("value nested too deeply")
+    t = type(x)
+    if x is None or t is bool or t is int or t is float or t is str:
+        return x
+    if t is list:
+        return [_encode(v, keep, depth + 1) for v in x]
+    if t is tuple:
+        return {"t": [_encode(v, keep, depth + 1) for v in x]}
+    if t is dict:
+        return {"d": [[_encode(k, keep, depth + 1), _encode(v, keep, depth + 1)] for k, v in x.items()]}
+    if t is set or t is frozenset:
+        return {"s" if t is set else "f": [_encode(v, keep, depth + 1) for v in x]}
+    if t is bytes or t is bytearray:
+        return {"b" if t is bytes else "ba": x.hex()}
+    if t is complex:
+        return {"c": [x.real, x.imag]}
+    if t is range:
+        return {"rg": [x.start, x.stop, x.step]}
+    for base in (int, float, str, bytes):
+        if isinstance(x, base):
+            return _encode(getattr(base, "__" + base.__name__ + "__")(x), keep, depth)
+    for base in (list, tuple, dict, set, frozenset):
+        if isinstance(x, base):
+            return _encode(base(dict.items(x) if base is dict else x), keep, depth)
+    if hasattr(t, "__next__") and hasattr(t, "__iter__"):
+        items = []
+        for v in x:
+            items.append(_encode(v, keep, depth + 1))
+            if len(items) > 100000:
+                raise ValueError("iterator too long")
+        return {"i": items}
+    return keep(x)
+
+
+def _decode(v, remote):
+    t = type(v)
+    if v is None or t is bool or t is int or t is float or t is str:
+        return v
+    if t is list:
+        return [_decode(i, remote) for i in v]
+    if t is not dict or len(v) != 1:
+        raise ValueError("not plain data")
+    (tag, body), = v.items()
+    if tag == "d":
+        return {_decode(k, remote): _decode(i, remote) for k, i in body}
+    if tag in ("b", "ba"):
+        return (bytes if tag == "b" else bytearray).fromhex(body)
+    if tag == "c":
+        return complex(float(body[0]), float(body[1]))
+    if tag == "rg":
+        return range(*[int(i) for i in body])
+    if tag == "r":
+        return remote(body)
+    items = [_decode(i, remote) for i in body]
+    kinds = {"t": tuple, "s": set, "f": frozenset, "i": iter}
+    return kinds[tag](items)
+
+
+def _json_reader():
+    # JSON text -> value with the C scanner of ``json`` but without importing ``json`` (nor ``re``, its cost).
+    import _json
+
+    class Context:
+        strict = True
+        object_hook = object_pairs_hook = None
+        parse_float, parse_int, memo = float, int, {}
+        parse_constant = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}.__getitem__
+
+    scan = _json.make_scanner(Context())
+
+    def loads(text):
+        value, end = scan(text, 0)
+        if text[end:].strip():
+            raise ValueError("extra data after the JSON value")
+        return value
+
+    return loads
+
+
+def _channel(rfd, wfd, dumps, loads):
+    # Length-prefixed messages over two pipes; ``dumps``/``loads`` turn a message into text and back.
+    import os
+    # Bound now: the completion may patch builtins and modules of the server before the channel is used.
+    read, write, min_, len_, from_bytes = os.read, os.write, min, len, int.from_bytes
+
+    def send(message):
+        data = dumps(message).encode("utf-8", "surrogatepass")
+        data = len_(data).to_bytes(4, "big") + data
+        while data:
+            data = data[write(wfd, data):]
+
+    def receive():
+        def exact(n):
+            chunks, left = [], n
+            while left:
+                chunk = read(rfd, min_(left, 1 << 20))
+                if not chunk:
+                    raise EOFError("the other process is gone")
+                chunks.append(chunk)
+                left -= len_(chunk)
+            return b"".join(chunks)
+
+        size = from_bytes(exact(4), "big")
+        if size > 32 * 1024 * 1024:
+            raise ValueError("message too large")
+        return loads(exact(size).decode("utf-8", "surrogatepass"))
+
+    return send, receive
+"""
+
+# The server speaks JSON to the harness without importing ``json`` (its import, through ``re``, costs more than the
+# rest of the server's start-up): ``_json``'s C string escaper does the only hard part. Requests from the harness
+# (trusted, plain data built by ``_encode``) arrive as Python literals and are read with ``eval`` and no builtins.
+_SERVER_JSON = """\
+def _json_text(x, escape):
+    t = type(x)
+    if x is None:
+        return "null"
+    if t is bool:
+        return "true" if x else "false"
+    if t is int:
+        return int.__repr__(x)
+    if t is float:
+        text = float.__repr__(x)
+        return {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}.get(text, text)
+    if t is str:
+        return escape(x)
+    if t is list:
+        return "[" + ",".join([_json_text(v, escape) for v in x]) + "]"
+    if t is dict:
+        return "{" + ",".join([escape(k) + ":" + _json_text(v, escape) for k, v in x.items()]) + "}"
+    raise TypeError("not JSON: " + t.__name__)
+"""
+
+_SERVER = """
+def _serve(rfd, wfd):
+    # The solution server, forked from the harness before the harness read the tests or the nonce.
+    import os
+    from _json import encode_basestring_ascii as escape
+
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # stdin held the tests (unread here); stdout and stderr are the sandbox's, not the server's
+        os.dup2(null, fd)
+    os.close(null)
+    eval_, literals = eval, {"__builtins__": {}, "nan": float("nan"), "inf": float("inf")}
+    send, receive = _channel(rfd, wfd, lambda m: _json_text(m, escape), lambda text: eval_(text, literals))
+    import time
+
+    exec_, compile_, Base, perf_counter, min_, range_ = exec, compile, BaseException, time.perf_counter, min, range
+    refs = []
+
+    def keep(x):
+        refs.append(x)
+        return {"r": len(refs) - 1}
+
+    def encode(x):
+        return _encode(x, keep)
+
+    def decode(v):
+        return _decode(v, lambda ref: refs[ref])
+
+    code = receive()["code"]
     try:
-        os.remove(__file__)  # the nonce and the tests live on only in this process's memory
+        compiled = compile_(code, "<completion>", "exec")
+    except Base:
+        send({"load": "syntax_error"})
+        return
+    del code
+    ns = {"__name__": "__solution__", "__builtins__": __builtins__}
+    try:
+        exec_(compiled, ns)
+        names = {name: encode(value) for name, value in list(ns.items()) if not name.startswith("__")}
+    except Base:
+        send({"load": "load_error"})
+        return
+    send({"load": "ok", "names": names})
+    while True:
+        request = receive()
+        if request["op"] == "time":  # after the verdict: time the test units here, on the real objects
+            units = []
+            for source in request["units"]:
+                try:
+                    units.append(compile_(source, "<test>", "exec"))
+                except Base:
+                    pass
+            best = None
+            for _ in range_(request["rounds"]):
+                start = perf_counter()
+                for unit in units:
+                    try:
+                        exec_(unit, ns)
+                    except Base:
+                        pass
+                elapsed = perf_counter() - start
+                best = elapsed if best is None else min_(best, elapsed)
+            send({"value": best})
+            continue
+        try:
+            target = refs[request["ref"]]
+            if request["op"] == "call":
+                value = target(*decode(request["args"]), **decode(request["kwargs"]))
+            else:
+                value = getattr(target, request["name"])
+            answer = {"value": encode(value)}
+        except Base as exc:
+            answer = {"raise": type(exc).__name__}
+        send(answer)
+"""
+
+_HARNESS = (
+    _CODEC
+    + _SERVER_JSON
+    + _SERVER
+    + """
+def _harness():
+    import builtins, os, time
+
+    null = os.open(os.devnull, os.O_RDWR)
+    # The server is forked first, before anything secret is in this process: the tests and the nonce come on stdin,
+    # read below; the server's copy of stdin is closed before it reads anything but the completion's code.
+    server_in, to_server = os.pipe()  # (read end, write end)
+    from_server, server_out = os.pipe()
+    if os.fork() == 0:
+        try:
+            os.close(to_server)
+            os.close(from_server)
+            _serve(server_in, server_out)
+        finally:
+            os._exit(0)
+    os.close(server_in)
+    os.close(server_out)
+    try:
+        os.remove(__file__)
     except OSError:
         pass
-    p = json.loads(payload)
+    try:  # the server runs under the same uid: it must not read this process through /proc/<pid>/mem or ptrace
+        import _ctypes
+
+        prctl = _ctypes.dlsym(_ctypes.dlopen(None, 2), "prctl")
+        _ctypes.call_function(prctl, (4, 0, 0, 0, 0))  # PR_SET_DUMPABLE, 0
+    except Exception:
+        pass
+    chunks = []
+    while True:
+        chunk = os.read(0, 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.dup2(null, 0)
+    p = _json_reader()(b"".join(chunks).decode("utf-8", "surrogatepass"))
+    del chunks
     nonce, units, repeats = p["nonce"], p["units"], p["repeats"]
-    # Everything the harness uses after the completion ran is bound now: the completion may patch builtins/modules.
+    sources = [source for _, source in units]
     write, exit_, perf_counter = os.write, os._exit, time.perf_counter
-    exec_, compile_, repr_, min_, range_, all_ = exec, compile, repr, min, range, all
+    exec_, compile_, repr_, all_ = exec, compile, repr, all
     Base = BaseException
     out = os.dup(1)
-    null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)
     os.dup2(null, 2)
 
     def finish(text):
         write(out, ("\\n" + nonce + " " + text + "\\n").encode())
-        exit_(0)  # no atexit handlers, no waiting for threads the completion left running
+        exit_(0)  # no atexit handlers, no waiting for the server
 
+    send, receive = _channel(from_server, to_server, repr_, _json_reader())
     try:
-        code = compile_(p["code"], "<completion>", "exec")
+        send({"code": p["code"]})  # from here on the server runs the completion's code
     except Base:
-        finish("syntax_error")
-    compiled = []
+        finish("load_error")
+    compiled = []  # while the server loads the completion
     for kind, source in units:
         try:
             compiled.append((kind, compile_(source, "<test>", "exec")))
         except Base:
             compiled.append((kind, None))
-    del p, payload
-    ns = {"__name__": "__solution__", "__builtins__": __builtins__}
     try:
-        exec_(code, ns)
+        loaded = receive()
     except Base:
         finish("load_error")
+    del p
+    if loaded.get("load") != "ok":
+        finish("syntax_error" if loaded.get("load") == "syntax_error" else "load_error")
+
+    class Gone(Exception):
+        pass
+
+    class Remote:
+        # A value of the completion that is not plain data: it can be called and its attributes read (in the
+        # server); it equals only itself and has no truth value here.
+        __slots__ = ("ref",)
+
+        def __init__(self, ref):
+            self.ref = ref
+
+        def __call__(self, *args, **kwargs):
+            return ask({"op": "call", "ref": self.ref, "args": encode(list(args)), "kwargs": encode(kwargs)})
+
+        def __getattr__(self, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return ask({"op": "attr", "ref": self.ref, "name": name})
+
+        def __bool__(self):
+            raise TypeError("a value of the completion that is not plain data has no truth value")
+
+        def __repr__(self):
+            return "<value of the completion>"
+
+    def keep(x):
+        if type(x) is Remote:
+            return {"r": x.ref}
+        raise TypeError("only plain data can be passed to the completion, not " + type(x).__name__)
+
+    def encode(x):
+        return _encode(x, keep)
+
+    state = {"gone": False}
+
+    def ask(request):
+        if state["gone"]:
+            raise Gone("the completion's process is gone")
+        try:
+            send(request)
+            answer = receive()
+            if "value" in answer:
+                return _decode(answer["value"], Remote)
+            name = answer["raise"]
+        except (OSError, EOFError, ValueError, KeyError, TypeError, RecursionError) as exc:
+            if isinstance(exc, (OSError, EOFError)):
+                state["gone"] = True
+            raise Gone("no usable answer from the completion's process") from None
+        kind = getattr(builtins, name, None) if type(name) is str else None
+        if not (isinstance(kind, type) and issubclass(kind, Exception)):
+            kind = Exception
+        try:
+            error = kind("raised by the completion")
+        except Base:
+            error = Exception("raised by the completion: " + str(name))
+        raise error
+
+    ns = {"__name__": "__tests__", "__builtins__": builtins}
+    try:
+        for name, value in loaded["names"].items():
+            if not hasattr(builtins, name):  # a completion's ``abs`` or ``len`` would judge the tests' own checks
+                ns[name] = _decode(value, Remote)
+    except Base:
+        finish("load_error")
+    del loaded
+    # One round here decides which tests pass; with ``repeats`` > 0 and all passing, the server then times
+    # ``repeats`` rounds of the units on the real objects (a call through the proxies costs a process round trip,
+    # whose jitter on a busy machine would drown fast code), and the best round counts.
+    start = perf_counter()
     passed = []
-    best = None
-    for round_ in range_(repeats if repeats > 1 else 1):
-        start = perf_counter()
-        results = []
-        for kind, unit in compiled:
-            try:
-                if unit is None:
-                    raise SyntaxError("test does not compile")
-                exec_(unit, ns)
-                ok = True
-            except Base:
-                ok = False
-            if kind == "test":
-                results.append(ok)
-        elapsed = perf_counter() - start
-        best = elapsed if best is None else min_(best, elapsed)
-        if round_ == 0:
-            passed = results
-            if not all_(passed):
-                break
+    for kind, unit in compiled:
+        try:
+            if unit is None:
+                raise SyntaxError("test does not compile")
+            exec_(unit, ns)
+            ok = True
+        except Base:
+            ok = False
+        if kind == "test":
+            passed.append(ok)
+    best = perf_counter() - start
+    if repeats > 0 and all_(passed):
+        try:
+            send({"op": "time", "units": sources, "rounds": repeats})
+            timed = _decode(receive()["value"], Remote)
+            best = timed if type(timed) is float and timed >= 0 else best
+        except Base:
+            pass
     finish("passed " + "".join(["1" if ok else "0" for ok in passed]) + " " + repr_(best))
 
 
-_harness(PAYLOAD)
+_harness()
 """
+)
 
 
-def build_test_program(code: str, units: list[tuple[str, str]], nonce: str, repeats: int = 1) -> str:
-    """The Python script the sandbox runs for one completion.
+class CodeTestProgram(NamedTuple):
+    """What the sandbox runs for one completion: ``run_python(program.script, stdin=program.stdin)``.
 
-    Its last line on stdout is ``<nonce> passed <bits> <seconds>`` (``bits``: one ``1``/``0`` per test unit;
-    ``seconds``: ``time.perf_counter`` time of the test units, the best of ``repeats`` rounds when all pass, not
-    counting interpreter start-up or the completion's own top-level code), ``<nonce> syntax_error`` or
-    ``<nonce> load_error`` (the completion raised at top level); nothing if the child died or exited early.
+    Attributes:
+        script: the harness, the same text for every completion.
+        stdin: the completion's code, the test units, the nonce and ``repeats`` (JSON, ASCII), read by the harness
+            after it forked the solution server.
     """
-    payload = json.dumps({"nonce": nonce, "code": code, "units": units, "repeats": int(repeats)})
-    return _HARNESS.replace("PAYLOAD", repr(payload))
+
+    script: str
+    stdin: bytes
+
+
+def build_test_program(code: str, units: list[tuple[str, str]], nonce: str, repeats: int = 1) -> CodeTestProgram:
+    """The program the sandbox runs for one completion (see :class:`CodeTestProgram`).
+
+    Its last line on stdout is ``<nonce> passed <bits> <seconds>`` (``bits``: one ``1``/``0`` per test unit),
+    ``<nonce> syntax_error`` or ``<nonce> load_error`` (the completion raised or exited at top level, or its
+    top-level names could not be carried over); nothing if the harness died.
+
+    The harness forks the *solution server* before it reads its stdin, so the server's memory never holds the tests
+    or the nonce; the server runs the completion's code and answers calls, and the harness runs the test units,
+    once, for the verdict, with the completion's results carried over as plain data (see the comment above
+    ``_CODEC``). ``seconds``: with ``repeats`` >= 1 and every test passing, the best ``time.perf_counter`` time of
+    ``repeats`` rounds of the units that the server runs on the real objects after the verdict (interpreter start-up
+    and the completion's top-level code not counted; the server's clock is bound before the completion runs, but a
+    completion that rewrites its own interpreter can fake it); otherwise the harness's time of the verdict round,
+    process round trips included. ``repeats=0``: no timing rounds (``code_tests``).
+
+    What the tests can do with the completion's names: call them with plain-data arguments (or values they
+    returned), read attributes of returned objects, and compare, iterate or test the truth of plain results.
+    Arguments are copies: a test that expects the completion to mutate its argument in place fails. Top-level names
+    of the completion that shadow a builtin (``abs``, ``len``...) are not carried over to the tests.
+    """
+    payload = {"nonce": str(nonce), "code": str(code), "units": [[str(k), str(u)] for k, u in units]}
+    payload["repeats"] = int(repeats)
+    return CodeTestProgram(_HARNESS, json.dumps(payload).encode("ascii"))
 
 
 def parse_test_output(result: ExecResult, nonce: str) -> tuple[str, list[bool], float | None]:
@@ -297,7 +656,13 @@ def _run_tests(
     """Run each ``codes[i]`` against ``units[i]`` in parallel; parsed outcomes in order."""
     nonces = [secrets.token_hex(16) for _ in codes]
     programs = [build_test_program(c, u, n, repeats) for c, u, n in zip(codes, units, nonces, strict=True)]
-    results = run_many(programs, max_workers=max_workers, timeout_s=timeout_s, cpu_s=_cpu_seconds(timeout_s))
+    results = run_many(
+        [program.script for program in programs],
+        stdins=[program.stdin for program in programs],
+        max_workers=max_workers,
+        timeout_s=timeout_s,
+        cpu_s=_cpu_seconds(timeout_s),
+    )
     parsed = []
     for result, nonce in zip(results, nonces, strict=True):
         if result.status is ExecStatus.SETUP_ERROR:
@@ -339,7 +704,7 @@ class CodeTestsReward:
         todo = [(i, u) for i, u in todo if u]
         codes = [extract_code(completion_text(completions[i])) for i, _ in todo]
         outcomes = _run_tests(
-            codes, [u for _, u in todo], timeout_s=self.timeout_s, repeats=1, max_workers=self.max_workers
+            codes, [u for _, u in todo], timeout_s=self.timeout_s, repeats=0, max_workers=self.max_workers
         )
         for (i, _), (outcome, passed, _seconds) in zip(todo, outcomes, strict=True):
             if outcome == "timeout":

@@ -1,37 +1,52 @@
-"""Run untrusted, model-written Python in a throw-away child process with resource limits.
+"""Run untrusted, model-written Python in a throw-away child process with resource limits, in namespaces of its own.
 
-Each call of :func:`run_python` writes the code to a fresh temporary folder and runs
-``python -I -B main.py`` there, in a new session, with an emptied environment and ``resource`` limits on CPU
-time, address space, file size, process count and core dumps. Output is read incrementally through pipes with a
-size cap, a wall-clock deadline kills the whole process group, and every process the child left behind is
-killed before the call returns; the folder is then removed.
+Each call of :func:`run_python` writes the code to ``main.py`` in a fresh folder and runs ``python -I -B main.py``
+there, in a new session, with an emptied environment and ``resource`` limits on CPU time, address space, file
+size, process count and core dumps. Output is read incrementally through pipes with a size cap, a wall-clock
+deadline kills the whole process group, and every process the child left behind is killed before the call
+returns.
+
+Where the host allows it, the child also runs in namespaces of its own, made by a well-kept tool rather than by
+code of ours (the *isolation mode*, resolved once per process and reported by :func:`sandbox_info`):
+
+* ``bwrap`` (Debian's ``bubblewrap``): new network namespace (no network at all, not even the host's loopback;
+  a seccomp filter refuses ``socket()`` of every family but ``AF_UNIX``), new PID namespace (``/proc`` shows only the sandbox's own processes), IPC and UTS namespaces; the file system
+  is an empty root holding read-only ``/usr`` (shared libraries, the system's Python) and the interpreter's own
+  prefix, ``/dev``'s null devices, and a private, size-limited ``/tmp`` (a tmpfs) in which the working folder
+  lives. The project, the data directory, ``/etc``, ``/home``, ``/root`` and the host's ``/tmp`` are not there.
+  The interpreter runs with ``-S`` (standard library only).
+* ``unshare`` (util-linux), when ``bwrap`` is missing or cannot run: network, PID, IPC and UTS namespaces only;
+  the child still sees the host's file system.
+* ``uid`` / ``none``: no namespaces (neither tool works here); a loud warning is logged and shown in the Launch
+  tab.
 
 When the host runs as root (as CI does), the child also runs under a uid/gid of its own, taken from a pool of
-otherwise unused ids (one id per concurrent execution), with no supplementary groups. That is what makes file
-permissions, ``kill`` and ``/proc/<pid>/environ`` protect the host, and what makes ``RLIMIT_NPROC`` (which
-counts the processes of a *user*, and is not enforced for root) bound a fork bomb. Leftover processes are then
-killed with ``kill(-1, SIGKILL)`` issued *as that uid*, which also reaches processes that escaped the process
-group with ``setsid()``. If the interpreter running this module is not reachable by an unprivileged uid (e.g.
-a pyenv build under ``/root``), the sandbox uses the first of ``/usr/local/bin/python3.X``,
+otherwise unused ids (one id per concurrent execution), with no supplementary groups (``bwrap`` and ``unshare``
+run as root and hand over to that uid with ``setpriv``). That is what makes file permissions, ``kill`` and
+``/proc/<pid>/environ`` protect the host, and what makes ``RLIMIT_NPROC`` (which counts the processes of a
+*user*, and is not enforced for root) bound a fork bomb. Leftover processes are then killed with
+``kill(-1, SIGKILL)`` issued *as that uid*, which also reaches processes that escaped the process group with
+``setsid()``. In the ``uid`` mode, if the interpreter running this module is not reachable by an unprivileged uid
+(e.g. a pyenv build under ``/root``), the sandbox uses the first of ``/usr/local/bin/python3.X``,
 ``/usr/bin/python3.X``, ``python3`` that is, so the child then sees only the standard library.
 
-Without root, the child runs as the host's own user: limits, the emptied environment, the process-group kill
-and a session scan still apply, but it can signal the host, read ``/proc/<host pid>/environ`` and write to the
-user's files. See ``docs/sandbox.md`` for what the sandbox does not protect against (network, world-readable
-files, shared world-writable folders such as ``/tmp``, CPU/timing side channels, in-process reward hacking).
+Without root, the child runs as the host's own user (in ``bwrap``/``unshare``, inside a user namespace): limits,
+the emptied environment, the process-group kill and a session scan still apply. See ``docs/sandbox.md`` for what
+the sandbox does and does not protect against.
 """
 
 from __future__ import annotations
 
 import enum
-import functools
 import logging
 import os
 import queue
 import resource
+import secrets
 import selectors
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -40,6 +55,7 @@ import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 
@@ -78,7 +94,8 @@ class ExecResult:
         stdout: decoded (UTF-8, invalid bytes replaced) standard output, at most ``max_output_bytes`` bytes.
         stderr: decoded standard error, same cap; the setup error message for ``SETUP_ERROR``.
         duration_s: wall-clock seconds from start to exit (or kill), interpreter start-up included.
-        killed: the sandbox had to kill something (timeout, output overflow, or processes left behind).
+        killed: the sandbox had to kill something (timeout, output overflow, or processes left behind; in the
+            namespace modes, processes the child left behind die with its PID namespace when it exits, uncounted).
         truncated: stdout or stderr was cut at the cap.
     """
 
@@ -96,6 +113,19 @@ class ExecResult:
         return self.status is ExecStatus.OK
 
 
+class IsolationMode(str, enum.Enum):
+    """Which namespaces an execution runs in (see the module docstring); the first that works on the host wins."""
+
+    BWRAP = "bwrap"
+    """bubblewrap: network, PID, IPC, UTS namespaces and a file system of only the interpreter and a private /tmp."""
+    UNSHARE = "unshare"
+    """util-linux ``unshare``: network, PID, IPC and UTS namespaces; the host's file system stays visible."""
+    UID = "uid"
+    """No namespaces; as root, a uid of its own per execution (the mode of earlier versions)."""
+    NONE = "none"
+    """No namespaces and no uid switch (not root, and neither tool works)."""
+
+
 @dataclass(frozen=True)
 class SandboxInfo:
     """How this host runs sandboxed code (resolved once per process).
@@ -104,11 +134,26 @@ class SandboxInfo:
         interpreter: the Python executable started for each execution.
         switches_user: children run under a pool uid (host is root and such a uid can run ``interpreter``).
         uid_range: ``(first, last)`` pool uids when ``switches_user``, else ``None``.
+        mode: the isolation mode in force (:class:`IsolationMode`).
+        warning: why the host gets less than ``bwrap`` isolation (what is missing), ``None`` with ``bwrap``.
     """
 
     interpreter: str
     switches_user: bool
     uid_range: tuple[int, int] | None
+    mode: IsolationMode = IsolationMode.NONE
+    warning: str | None = None
+
+    def describe(self) -> str:
+        """One line for people: the mode, what it isolates, and whether children get a uid of their own."""
+        what = {
+            IsolationMode.BWRAP: "bubblewrap namespaces: no network, only the interpreter and a private /tmp visible",
+            IsolationMode.UNSHARE: "unshare namespaces: no network, own PIDs; the host's files stay visible",
+            IsolationMode.UID: "no namespaces: network and world-readable files are reachable",
+            IsolationMode.NONE: "no namespaces: network and world-readable files are reachable",
+        }[self.mode]
+        uid = "own uid per execution" if self.switches_user else "runs as the host's user"
+        return f"`{self.mode.value}` ({what}; {uid})"
 
 
 class _UidPool:
@@ -240,11 +285,241 @@ def _runs_as(interpreter: str, uid: int) -> bool:
     return done.returncode == 0 and done.stdout.strip() == str(uid).encode()
 
 
+_PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_TOOL_PATH = "/usr/bin:/bin:/usr/sbin:/sbin:/usr/local/bin"
+_PROBE_CODE = "import os, json, math, re, collections, socket; print(os.getuid())"
+_SANDBOX_TMP = "/tmp"  # where the private tmpfs is mounted inside the bwrap view
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Everything :func:`run_python` needs to start a child on this host (resolved once per process).
+
+    ``info`` is what :func:`sandbox_info` reports; ``plain_interpreter`` is the interpreter of the no-namespace
+    modes (also used when a caller asks for them explicitly); ``tool`` the ``bwrap``/``unshare`` executable and
+    ``tool_args`` the flags the probe found working; ``binds`` the read-only folders of the bwrap view.
+    """
+
+    info: SandboxInfo
+    pool: _UidPool | None
+    plain_interpreter: str
+    tool: str | None = None
+    tool_args: tuple[str, ...] = ()
+    setpriv: str | None = None
+    binds: tuple[str, ...] = ()
+    unshare: str | None = None
+    env: str = "/usr/bin/env"
+
+
+def _namespace_interpreters() -> list[str]:
+    """Interpreters a namespace may run, their real paths (a venv's ``python`` resolves to its base interpreter),
+    the system's own first.
+
+    An interpreter whose prefix is the project folder, lies in it, or holds it (a venv inside the project made
+    with ``--copies``) is skipped: the read-only view would then show the project.
+    """
+    found: list[str] = []
+    for name in [sys.executable, *_interpreter_candidates()]:
+        real = os.path.realpath(name)
+        prefix = os.path.dirname(os.path.dirname(real))
+        inside = os.path.commonpath([prefix, _PROJECT_ROOT]) in (prefix, _PROJECT_ROOT)
+        if os.path.isfile(real) and os.access(real, os.X_OK) and not inside and real not in found:
+            found.append(real)
+    # The system's interpreter (under /usr) first: the view then needs no folder besides /usr, and distributions
+    # link it statically, which starts faster than a shared-libpython build such as pyenv's.
+    return sorted(found, key=lambda path: not path.startswith("/usr/"))
+
+
+def _read_only_binds(interpreter: str) -> tuple[str, ...]:
+    """Folders the bwrap view shows read-only: ``/usr`` and the interpreter's prefix when it lies elsewhere.
+
+    ``/lib``, ``/lib64``, ``/bin``, ``/sbin`` are bound too where they are real folders (on merged-``/usr``
+    systems they are symlinks, recreated as such by :func:`_bwrap_args`).
+    """
+    binds = ["/usr"]
+    for top in ("/lib", "/lib64", "/lib32", "/bin", "/sbin"):
+        if os.path.isdir(top) and not os.path.islink(top):
+            binds.append(top)
+    prefix = os.path.dirname(os.path.dirname(interpreter))
+    if not any(os.path.commonpath([prefix, b]) == b for b in binds):
+        binds.append(prefix)
+    return tuple(binds)
+
+
+def _bwrap_args(
+    binds: tuple[str, ...],
+    cwd: str,
+    script_fd: int,
+    tmp_mb: int,
+    as_root: bool,
+    drop_caps: bool,
+    seccomp_fd: int | None = None,
+) -> list[str]:
+    """bwrap flags: new namespaces, read-only ``binds``, private ``/proc`` and ``/dev``, tmpfs ``/dev/shm`` and
+    ``/tmp`` of ``tmp_mb`` MiB each, the latter holding the working folder ``cwd`` (mode 0777 as root: the folder is
+    root's, the child a pool uid) with the script copied from ``script_fd`` into ``cwd/main.py``. ``drop_caps``: a
+    root child that no ``setpriv`` hands over (no pool uid) keeps no capability. ``seccomp_fd``: a filter to load
+    (:func:`_seccomp_program`)."""
+    args = ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    if not as_root:
+        args.append("--unshare-user")
+    if drop_caps:
+        args += ["--cap-drop", "ALL"]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
+    args += ["--die-with-parent"]
+    made: set[str] = set()
+    for path in binds:
+        # Folders above a bind (e.g. /root for a pyenv interpreter) would get the umask's mode, 0700 as root: the
+        # pool uid could not reach the interpreter. They are empty folders of the sandbox's own root.
+        for parent in reversed(Path(path).parents[:-1]):
+            if str(parent) not in made:
+                made.add(str(parent))
+                args += ["--perms", "0755", "--dir", str(parent)]
+        args += ["--ro-bind", path, path]
+    for top in ("/lib", "/lib64", "/lib32", "/bin", "/sbin"):
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--perms", "1777", "--size", str(int(tmp_mb) * 1024 * 1024), "--tmpfs", "/dev/shm"]  # not /dev's tmpfs
+    args += ["--perms", "1777", "--size", str(int(tmp_mb) * 1024 * 1024), "--tmpfs", _SANDBOX_TMP]
+    args += ["--perms", "0777" if as_root else "0700", "--dir", cwd]
+    args += ["--perms", "0644", "--file", str(script_fd), os.path.join(cwd, "main.py"), "--chdir", cwd]
+    return args
+
+
+# seccomp filter for the bwrap mode: socket() of any family but AF_UNIX fails with EACCES, and so do io_uring (which
+# can open sockets without socket()) and syscalls of another ABI (x32, 32-bit). The network namespace already leaves
+# nothing to reach; this makes "no network" visible at the first call. Classic BPF over struct seccomp_data
+# (nr at offset 0, arch at 4, args[0] at 16), as in the kernel's Documentation/userspace-api/seccomp_filter.rst.
+_SECCOMP_ARCH = {  # machine -> (AUDIT_ARCH_*, __NR_socket, __NR_io_uring_setup)
+    "x86_64": (0xC000003E, 41, 425),
+    "aarch64": (0xC00000B7, 198, 425),
+}
+
+
+def _seccomp_program() -> bytes | None:
+    """The filter as bwrap's ``--seccomp`` reads it (packed ``struct sock_filter``), ``None`` on other machines."""
+    arch = _SECCOMP_ARCH.get(os.uname().machine)
+    if arch is None:
+        return None
+    audit_arch, nr_socket, nr_io_uring_setup = arch
+    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
+    deny, allow = 0x00050000 | 13, 0x7FFF0000  # SECCOMP_RET_ERRNO | EACCES, SECCOMP_RET_ALLOW
+    program = [  # (code, jump if true, jump if false, k); jumps are relative to the next instruction
+        (load, 0, 0, 4),  # 0: A = arch
+        (jeq, 1, 0, audit_arch),  # 1: our ABI -> 3
+        (ret, 0, 0, deny),  # 2
+        (load, 0, 0, 0),  # 3: A = syscall number
+        (jge, 0, 1, 0x40000000),  # 4: x32 syscall -> 5, else 6
+        (ret, 0, 0, deny),  # 5
+        (jeq, 0, 1, nr_io_uring_setup),  # 6: -> 7, else 8
+        (ret, 0, 0, deny),  # 7
+        (jeq, 0, 3, nr_socket),  # 8: socket -> 9, else 12
+        (load, 0, 0, 16),  # 9: A = family (args[0])
+        (jeq, 1, 0, 1),  # 10: AF_UNIX -> 12, else 11
+        (ret, 0, 0, deny),  # 11
+        (ret, 0, 0, allow),  # 12
+    ]
+    return b"".join(struct.pack("=HBBI", *instruction) for instruction in program)
+
+
+def _setpriv_args(setpriv: str | None, uid: int | None) -> list[str]:
+    """``setpriv`` prefix that drops a root namespace tool's child to ``uid`` (no groups, no new privileges)."""
+    if uid is None or setpriv is None:
+        return []
+    return [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--"]
+
+
+def _memfd(text: str) -> int:
+    """A memory file holding ``text`` (UTF-8, lone surrogates kept), positioned at its start."""
+    return _memfd_bytes("main.py", text.encode("utf-8", errors="surrogatepass"))
+
+
+def _memfd_bytes(name: str, data: bytes) -> int:
+    """A memory file named ``name`` holding ``data``, positioned at its start."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)  # inherited only where passed
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _probe(plan: _Plan, uid: int | None) -> str | None:
+    """Run a tiny script the way ``plan`` would; ``None`` if it printed the expected uid, else why not."""
+    expected = str(uid if uid is not None else os.getuid())
+    result = _execute(plan, plan.info.mode, _PROBE_CODE, uid, timeout_s=30.0, limits=[], tmp_mb=8, nproc_extra=0)
+    if result.ok and result.stdout.strip() == expected:
+        return None
+    return (result.stderr.strip().splitlines() or [f"exit {result.returncode}"])[-1][:200]
+
+
+def _resolve_identity() -> _Plan:
+    as_root = os.geteuid() == 0
+    plain = SandboxInfo(sys.executable, False, None, IsolationMode.NONE)
+    pool: _UidPool | None = None
+    if as_root:
+        uids = _pick_uids(UID_POOL_SIZE)
+        for interpreter in _interpreter_candidates() if uids else []:
+            if _runs_as(interpreter, uids[0]):
+                plain = SandboxInfo(interpreter, True, (uids[0], uids[-1]), IsolationMode.UID)
+                lowest = min(start for start, count in _mapped_ranges("/proc/self/uid_map") if start <= uids[0])
+                pool = _UidPool(uids, lowest_fresh=max(lowest, 1000))
+                break
+        else:
+            logger.warning(
+                "sandbox: running as root but no Python interpreter is usable by an unprivileged uid; "
+                "children will run as root with resource limits only"
+            )
+    probe_uid = pool.uids[0] if pool is not None else None
+    setpriv = shutil.which("setpriv", path=_TOOL_PATH)
+    unshare = shutil.which("unshare", path=_TOOL_PATH)
+    reasons: list[str] = []
+    # Without root, ``unshare`` needs a user namespace of its own (mapping the host's user) to make the others.
+    user_maps: list[tuple[str, ...]] = [()] if as_root else [("--map-current-user",), ("--map-root-user",)]
+    if as_root and pool is not None and setpriv is None:
+        reasons.append("setpriv (util-linux) is missing, so a namespace cannot hand over to a pool uid")
+    else:
+        for mode, name, variants in (
+            (IsolationMode.BWRAP, "bwrap", user_maps),
+            (IsolationMode.UNSHARE, "unshare", user_maps),
+        ):
+            tool = shutil.which(name, path=_TOOL_PATH)
+            if tool is None or unshare is None:
+                reasons.append(f"{name if tool is None else 'unshare'} is not installed")
+                continue
+            why = "no usable interpreter"
+            for interpreter in _namespace_interpreters():
+                for extra in variants:
+                    info = SandboxInfo(interpreter, plain.switches_user, plain.uid_range, mode)
+                    binds = _read_only_binds(interpreter) if mode is IsolationMode.BWRAP else ()
+                    plan = _Plan(info, pool, plain.interpreter, tool, extra, setpriv, binds, unshare)
+                    why = _probe(plan, probe_uid)
+                    if why is None:
+                        if reasons:
+                            warning = f"{mode.value} isolation only: " + "; ".join(reasons)
+                            logger.warning("sandbox: %s", warning)
+                            plan = _Plan(
+                                SandboxInfo(interpreter, plain.switches_user, plain.uid_range, mode, warning),
+                                pool, plain.interpreter, tool, extra, setpriv, binds, unshare,
+                            )  # fmt: skip
+                        return plan
+            reasons.append(f"{name} does not work here ({why})")
+    if pool is None and as_root:
+        reasons.append("children run as root")
+    warning = (
+        "NO NAMESPACES: model-written code can reach the network (the dashboard on 127.0.0.1 included) and read "
+        "world-readable files; " + "; ".join(reasons) + ". Install bubblewrap (apt-get install bubblewrap)."
+    )
+    logger.warning("sandbox: %s", warning)
+    info = SandboxInfo(plain.interpreter, plain.switches_user, plain.uid_range, plain.mode, warning)
+    return _Plan(info, pool, plain.interpreter)
+
+
 _identity_lock = threading.Lock()
-_identity_cache: list[tuple[SandboxInfo, _UidPool | None]] = []
+_identity_cache: list[_Plan] = []
 
 
-def _identity() -> tuple[SandboxInfo, _UidPool | None]:
+def _identity() -> _Plan:
     """The sandbox set-up of this process, resolved once (under a lock: two uid pools would share uids)."""
     with _identity_lock:
         if not _identity_cache:
@@ -252,26 +527,12 @@ def _identity() -> tuple[SandboxInfo, _UidPool | None]:
         return _identity_cache[0]
 
 
-def _resolve_identity() -> tuple[SandboxInfo, _UidPool | None]:
-    if os.geteuid() != 0:
-        return SandboxInfo(sys.executable, False, None), None
-    uids = _pick_uids(UID_POOL_SIZE)
-    if uids:
-        for interpreter in _interpreter_candidates():
-            if _runs_as(interpreter, uids[0]):
-                info = SandboxInfo(interpreter, True, (uids[0], uids[-1]))
-                lowest = min(start for start, count in _mapped_ranges("/proc/self/uid_map") if start <= uids[0])
-                return info, _UidPool(uids, lowest_fresh=max(lowest, 1000))
-    logger.warning(
-        "sandbox: running as root but no Python interpreter is usable by an unprivileged uid; "
-        "children will run as root with resource limits only"
-    )
-    return SandboxInfo(sys.executable, False, None), None
-
-
 def sandbox_info() -> SandboxInfo:
-    """How this host runs sandboxed code (interpreter, whether children get their own uid)."""
-    return _identity()[0]
+    """How this host runs sandboxed code: isolation mode (and why not better), interpreter, uid per child.
+
+    Resolved on the first call (it runs a few probe children: about a second) and cached for the process.
+    """
+    return _identity().info
 
 
 def _base_env(home: str) -> dict[str, str]:
@@ -421,8 +682,12 @@ def _collect(proc: subprocess.Popen, deadline: float, cap: int) -> tuple[bytes, 
     return bytes(bufs["out"]), bytes(bufs["err"]), timed_out, overflow, lingering
 
 
-def _cleanup(proc: subprocess.Popen, uid: int | None) -> bool:
+def _cleanup(proc: subprocess.Popen, uid: int | None, namespaced: bool = False) -> bool:
     """Kill the child's process group and everything it left behind; reap the child.
+
+    ``namespaced``: the child is ``unshare --pid --fork`` (the namespace modes). When it has exited on its own and
+    its group is empty, its PID namespace is gone with every process in it (an exiting PID 1 kills and reaps the
+    rest first), so the scans for leftovers (``kill(-1)`` as the pool uid, the session scan) are skipped.
 
     Returns True if the process group still had members (processes that escaped the group with ``setsid`` are
     killed too, but not counted).
@@ -436,7 +701,9 @@ def _cleanup(proc: subprocess.Popen, uid: int | None) -> bool:
         killed = True
     except (ProcessLookupError, PermissionError):
         pass
-    if uid is not None:
+    if namespaced and not killed and proc.returncode is not None:
+        pass
+    elif uid is not None:
         _kill_uid(uid)
     else:
         killed = _kill_matching(_in_session(pgid)) or killed
@@ -458,6 +725,136 @@ def _status(returncode: int | None, timed_out: bool, overflow: bool) -> ExecStat
     return ExecStatus.OK if returncode == 0 else ExecStatus.FAILED
 
 
+def _signal_code(returncode: int | None) -> int | None:
+    """``bwrap`` and ``unshare`` report a child killed by signal N as exit code 128 + N: back to ``-N``.
+
+    (A script that calls ``sys.exit(128 + N)`` itself reads as killed by N in the namespace modes.)
+    """
+    if returncode is not None and 128 < returncode < 128 + signal.NSIG:
+        return -(returncode - 128)
+    return returncode
+
+
+def _execute(
+    plan: _Plan,
+    mode: IsolationMode,
+    code: str,
+    uid: int | None,
+    *,
+    timeout_s: float,
+    limits: list[tuple[int, int, int]],
+    tmp_mb: int,
+    nproc_extra: int,
+    max_output_bytes: int = 64_000,
+    stdin: bytes | None = None,
+) -> ExecResult:
+    """Start ``code`` the way ``mode`` says (under ``uid`` if not ``None``), collect it, clean up.
+
+    ``limits`` are ``_limit`` triples set before exec (RLIMIT_NPROC among them gets ``nproc_extra`` added: the
+    namespace tool's own processes when they count against it).
+    """
+    namespaced = mode in (IsolationMode.BWRAP, IsolationMode.UNSHARE)
+    limits = [
+        (which, soft + nproc_extra, hard + nproc_extra) if which == resource.RLIMIT_NPROC else (which, soft, hard)
+        for which, soft, hard in limits
+    ]
+    workdir: str | None = None
+    script_fd: int | None = None
+    stdin_fd: int | None = None
+    seccomp_fd: int | None = None
+    try:
+        try:
+            if mode is IsolationMode.BWRAP:
+                cwd = f"{_SANDBOX_TMP}/grpo-sandbox-{secrets.token_hex(8)}"
+                script_fd = _memfd(code)
+                as_root = os.geteuid() == 0
+                # bwrap runs as PID 1 of an outer PID namespace made by ``unshare --fork`` (which waits for it):
+                # bwrap leaves the init of its own PID namespace unreaped when it exits, and the host's init (in some
+                # containers) never reaps it; an exiting PID 1 reaps everything in its namespace.
+                argv = [plan.unshare, *plan.tool_args, "--pid", "--fork", "--kill-child", "--"]
+                seccomp = _seccomp_program()
+                if seccomp is not None:
+                    seccomp_fd = _memfd_bytes("seccomp", seccomp)
+                bwrap_args = _bwrap_args(
+                    plan.binds, cwd, script_fd, tmp_mb, as_root, as_root and uid is None, seccomp_fd
+                )
+                argv += [plan.tool, *bwrap_args]
+                argv.append("--")
+                argv += _setpriv_args(plan.setpriv, uid)
+                argv += [plan.env, "-u", "PWD"]  # bwrap always sets PWD; the environment stays what _base_env says
+                argv += [plan.info.interpreter, "-I", "-S", "-B", "main.py"]
+                popen_cwd = "/"
+            else:
+                workdir = cwd = popen_cwd = tempfile.mkdtemp(prefix="grpo-sandbox-")
+                script = os.path.join(workdir, "main.py")
+                with open(script, "w", encoding="utf-8", errors="surrogatepass") as fh:
+                    fh.write(code)
+                if uid is not None:
+                    os.chown(workdir, uid, uid)
+                    os.chown(script, uid, uid)
+                if mode is IsolationMode.UNSHARE:
+                    argv = [plan.tool, "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc"]
+                    argv += [*plan.tool_args, "--", *_setpriv_args(plan.setpriv, uid)]
+                    argv += [plan.info.interpreter, "-I", "-S", "-B", script]
+                else:
+                    argv = [plan.plain_interpreter, "-I", "-B", script]
+        except OSError as exc:
+            return ExecResult(ExecStatus.SETUP_ERROR, None, "", f"cannot write the script: {exc}", 0.0)
+        switch = uid is not None and not namespaced  # the namespace modes switch inside, with setpriv
+        if stdin is not None:
+            try:
+                stdin_fd = os.memfd_create("stdin", os.MFD_CLOEXEC)  # a file, not a pipe: nothing to feed while reading outputs
+                os.write(stdin_fd, stdin)
+                os.lseek(stdin_fd, 0, os.SEEK_SET)
+            except OSError as exc:
+                return ExecResult(ExecStatus.SETUP_ERROR, None, "", f"cannot prepare stdin: {exc}", 0.0)
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=popen_cwd,
+                env=_base_env(cwd),
+                stdin=stdin_fd if stdin_fd is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=tuple(fd for fd in (script_fd, seccomp_fd) if fd is not None),
+                preexec_fn=_ChildLimits(limits),
+                user=uid if switch else None,
+                group=uid if switch else None,
+                extra_groups=[] if switch else None,
+                umask=0o077,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            return ExecResult(ExecStatus.SETUP_ERROR, None, "", f"cannot start the sandbox child: {exc}", 0.0)
+        for fd in (script_fd, seccomp_fd):
+            if fd is not None:
+                os.close(fd)
+        script_fd = seccomp_fd = None
+        try:
+            out, err, timed_out, overflow, lingering = _collect(proc, start + timeout_s, max_output_bytes)
+            duration = time.monotonic() - start
+        finally:
+            killed = _cleanup(proc, uid, namespaced)
+        returncode = _signal_code(proc.returncode) if namespaced else proc.returncode
+        return ExecResult(
+            status=_status(returncode, timed_out, overflow),
+            returncode=returncode,
+            stdout=out.decode("utf-8", errors="replace"),
+            stderr=err.decode("utf-8", errors="replace"),
+            duration_s=duration,
+            killed=killed or timed_out or overflow or lingering,
+            truncated=overflow,
+        )
+    finally:
+        for fd in (script_fd, stdin_fd, seccomp_fd):
+            if fd is not None:
+                os.close(fd)
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
 def run_python(
     code: str,
     *,
@@ -467,11 +864,16 @@ def run_python(
     max_output_bytes: int = 64_000,
     max_file_mb: int = 16,
     max_processes: int = 16,
+    max_tmp_mb: int = 64,
+    isolation: IsolationMode | str | None = None,
+    stdin: bytes | None = None,
 ) -> ExecResult:
     """Run ``code`` as a Python script in the sandbox and return what happened. Never raises for bad ``code``.
 
     Args:
-        code: Python source, run as ``__main__`` from ``main.py`` in a fresh temporary folder (the cwd and HOME).
+        code: Python source, run as ``__main__`` from ``main.py`` in a fresh folder (the cwd and HOME): in the
+            ``bwrap`` mode ``/tmp/grpo-sandbox-<random>`` on the sandbox's private tmpfs (the host never sees it),
+            otherwise a ``tempfile.mkdtemp()`` folder of the host, removed afterwards.
         timeout_s: wall-clock limit in seconds, interpreter start-up included; then the session is SIGKILLed.
         cpu_s: CPU-time limit in seconds per process (RLIMIT_CPU; SIGXCPU, then SIGKILL one second later).
         memory_mb: address-space limit per process in MiB (RLIMIT_AS); big allocations raise MemoryError.
@@ -479,29 +881,34 @@ def run_python(
         max_file_mb: largest file the child may write, MiB (RLIMIT_FSIZE; SIGXFSZ beyond).
         max_processes: RLIMIT_NPROC. As root the child has a uid of its own, so this bounds its processes and
             threads; otherwise it is added to the user's current thread count.
+        max_tmp_mb: size in MiB of the private tmpfs holding ``/tmp`` and the working folder (``bwrap`` mode;
+            writes beyond fail with ``ENOSPC``).
+        isolation: ``None`` for the host's mode (:func:`sandbox_info`); the no-namespace mode (``"uid"`` as
+            root, ``"none"`` otherwise) to force it, e.g. to compare costs.
+        stdin: bytes the child reads on its standard input (a memory file); ``None``: ``/dev/null``.
 
     Returns:
         An :class:`ExecResult`; ``SETUP_ERROR`` when the sandbox itself failed (message in ``stderr``).
+
+    Raises:
+        ValueError: ``isolation`` names a namespace mode other than the host's.
     """
-    info, pool = _identity()
-    start = time.monotonic()
-    try:
-        workdir = tempfile.mkdtemp(prefix="grpo-sandbox-")
-    except OSError as exc:
-        return ExecResult(ExecStatus.SETUP_ERROR, None, "", f"cannot create a temporary folder: {exc}", 0.0)
+    plan = _identity()
+    mode = plan.info.mode if isolation is None else IsolationMode(isolation)
+    plain_mode = IsolationMode.UID if plan.info.switches_user else IsolationMode.NONE
+    if mode in (IsolationMode.UID, IsolationMode.NONE):
+        mode = plain_mode
+    elif mode is not plan.info.mode:
+        raise ValueError(f"isolation {mode.value!r} is not available here (the host's mode: {plan.info.mode.value})")
+    pool = plan.pool
     uid = pool.acquire() if pool is not None else None
     killed = False
     try:
-        script = os.path.join(workdir, "main.py")
-        try:
-            with open(script, "w", encoding="utf-8", errors="surrogatepass") as fh:
-                fh.write(code)
-            if uid is not None:
-                os.chown(workdir, uid, uid)
-                os.chown(script, uid, uid)
-        except OSError as exc:
-            return ExecResult(ExecStatus.SETUP_ERROR, None, "", f"cannot write the script: {exc}", 0.0)
+        namespaced = mode in (IsolationMode.BWRAP, IsolationMode.UNSHARE)
+        # Without a uid of its own, RLIMIT_NPROC counts all of the user's tasks; the namespace tools add their own
+        # processes (bwrap: unshare, bwrap and bwrap's init; unshare: itself) to that count.
         nproc = max_processes if uid is not None else _user_task_count() + max_processes
+        extra = 0 if uid is not None or not namespaced else (3 if mode is IsolationMode.BWRAP else 1)
         cpu = max(int(cpu_s), 1)
         limits = [
             _limit(resource.RLIMIT_CPU, cpu, cpu + 1),  # SIGXCPU at the soft limit, SIGKILL one second later
@@ -510,59 +917,55 @@ def run_python(
             _limit(resource.RLIMIT_CORE, 0),
             _limit(resource.RLIMIT_NPROC, nproc),
         ]
-        start = time.monotonic()
-        try:
-            proc = subprocess.Popen(
-                [info.interpreter, "-I", "-B", script],
-                cwd=workdir,
-                env=_base_env(workdir),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                close_fds=True,
-                preexec_fn=_ChildLimits(limits),
-                user=uid,
-                group=uid,
-                extra_groups=[] if uid is not None else None,
-                umask=0o077,
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
-            return ExecResult(ExecStatus.SETUP_ERROR, None, "", f"cannot start the sandbox child: {exc}", 0.0)
-        try:
-            out, err, timed_out, overflow, lingering = _collect(proc, start + timeout_s, max_output_bytes)
-            duration = time.monotonic() - start
-        finally:
-            killed = _cleanup(proc, uid)
-        killed = killed or timed_out or overflow or lingering
-        return ExecResult(
-            status=_status(proc.returncode, timed_out, overflow),
-            returncode=proc.returncode,
-            stdout=out.decode("utf-8", errors="replace"),
-            stderr=err.decode("utf-8", errors="replace"),
-            duration_s=duration,
-            killed=killed,
-            truncated=overflow,
+        result = _execute(
+            plan,
+            mode,
+            code,
+            uid,
+            timeout_s=timeout_s,
+            limits=limits,
+            tmp_mb=max_tmp_mb,
+            nproc_extra=extra,
+            max_output_bytes=max_output_bytes,
+            stdin=stdin,
         )
+        killed = result.killed
+        return result
     finally:
         if uid is not None:
             pool.release(uid, retire=killed and _uid_has_processes(uid))
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
-def run_many(codes: Iterable[str], *, max_workers: int | None = None, **limits) -> list[ExecResult]:
+def run_many(
+    codes: Iterable[str],
+    *,
+    stdins: Iterable[bytes | None] | None = None,
+    max_workers: int | None = None,
+    **limits,
+) -> list[ExecResult]:
     """Run several scripts with :func:`run_python`, in parallel, and return their results in input order.
 
     Args:
         codes: Python sources.
+        stdins: each script's ``stdin`` (same length as ``codes``); ``None``: all read ``/dev/null``.
         max_workers: threads (= concurrent children); default ``os.cpu_count()``. Threads only wait on
             children, so the parallelism is real. ``1`` runs serially in the calling thread.
         **limits: keyword arguments of :func:`run_python` (``timeout_s``, ``memory_mb``...).
+
+    Raises:
+        ValueError: ``stdins`` and ``codes`` differ in length.
     """
     codes = list(codes)
+    inputs = [None] * len(codes) if stdins is None else list(stdins)
+    if len(inputs) != len(codes):
+        raise ValueError(f"{len(inputs)} stdins for {len(codes)} scripts")
     workers = max(1, min(max_workers or os.cpu_count() or 1, len(codes) or 1))
-    run = functools.partial(run_python, **limits)
+
+    def run(job: tuple[str, bytes | None]) -> ExecResult:
+        return run_python(job[0], stdin=job[1], **limits)
+
+    jobs = list(zip(codes, inputs, strict=True))
     if workers == 1:
-        return [run(code) for code in codes]
+        return [run(job) for job in jobs]
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox") as executor:
-        return list(executor.map(run, codes))
+        return list(executor.map(run, jobs))

@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 
 from grpo_core.config import RunConfig
 from grpo_core.dataset_library import ARITHMETIC_EXAMPLE
+from grpo_core.rewards.sandbox import sandbox_info
 from grpo_core.runs import submit_run
 from storage import Store, sqlite_url
 from tests.e2e import test_dashboard as dashboard
@@ -133,3 +134,11 @@ def test_clone_fills_the_form_from_a_stored_run(page, server, tiny_model_dir):
     page.get_by_text("Run config preview").click()
     expect(page.locator("#config-preview")).to_contain_text("clone-source (clone)")
     expect(page.locator("#config-preview")).to_contain_text("tolerance: 0.5")
+
+
+def test_sandbox_mode_is_shown(page):
+    """The Launch tab says which isolation mode the code rules run in (the server resolves it as this host does)."""
+    page.get_by_role("tab", name="Launch").click()
+    line = page.locator("#launch-sandbox")
+    expect(line).to_contain_text("run model-written Python in the sandbox")
+    expect(line).to_contain_text(sandbox_info().mode.value)

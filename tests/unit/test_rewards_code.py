@@ -139,7 +139,8 @@ def test_test_program_reports_each_test_and_hides_completion_output():
     code = "import sys\nprint('noise')\nsys.stderr.write('more noise')\n" + ADD_ONE.replace(
         "x + 1", "x + 1 if x else 0"
     )
-    result = run_python(build_test_program(code, units, "NONCE123"))
+    program = build_test_program(code, units, "NONCE123")
+    result = run_python(program.script, stdin=program.stdin)
     assert "noise" not in result.stdout and "noise" not in result.stderr
     outcome, passed, seconds = parse_test_output(result, "NONCE123")
     assert outcome == "passed"
@@ -150,7 +151,8 @@ def test_test_program_reports_each_test_and_hides_completion_output():
 def test_test_program_file_is_gone_before_the_completion_runs():
     code = "import os\nLISTING = os.listdir('.')\n\ndef f(x):\n    return len(LISTING) + 1\n"
     units = split_tests(["assert f(0) == 1"], None)  # f(0) == 1 only if the folder is empty
-    result = run_python(build_test_program(code, units, "N"))
+    program = build_test_program(code, units, "N")
+    result = run_python(program.script, stdin=program.stdin)
     assert parse_test_output(result, "N")[:2] == ("passed", [True])
 
 

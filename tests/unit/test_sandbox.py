@@ -1,7 +1,10 @@
 """Tests of the sandbox for model-written code: results, limits, and hostile code that must leave the host unchanged.
 
 The hostile cases that rely on the child running under a uid of its own (writing or deleting the host's files,
-killing the host, reading the host's environment through /proc) run only as root, which is how CI runs.
+killing the host, reading the host's environment through /proc) run only as root, which is how CI runs. Those that
+read host pids or expect a ``PermissionError`` on a host path run in the no-namespace mode (``PLAIN``, the fallback
+where namespaces are unavailable): in the namespace modes the path is not there at all and pids are the sandbox's
+own; ``tests/unit/test_sandbox_isolation.py`` covers those modes.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from grpo_core.rewards import sandbox
 from grpo_core.rewards.sandbox import ExecStatus, run_many, run_python, sandbox_info
 
 AS_ROOT = os.geteuid() == 0
+PLAIN = "uid" if sandbox_info().switches_user else "none"
+"""The no-namespace mode of this host, for the tests that check what the uid switch alone protects."""
 needs_own_uid = pytest.mark.skipif(
     not sandbox_info().switches_user, reason="needs root, so that the child runs under a uid of its own"
 )
@@ -231,7 +236,7 @@ def test_process_count_is_bounded_by_max_processes(host_unchanged):
         print(n, flush=True)
         """
     )
-    result = run_python(code, max_processes=8, timeout_s=3)
+    result = run_python(code, max_processes=8, timeout_s=3, isolation=PLAIN)
     assert result.status is ExecStatus.OK
     assert int(result.stdout) == 7  # the limit counts the child itself
     assert result.killed  # the sleepers were killed, not waited for
@@ -240,7 +245,7 @@ def test_process_count_is_bounded_by_max_processes(host_unchanged):
 
 def test_descendant_holding_the_pipes_does_not_block(host_unchanged):
     code = "import os, time\nif os.fork() == 0:\n    time.sleep(60)\nprint('main done', flush=True)"
-    result = run_python(code, timeout_s=5)
+    result = run_python(code, timeout_s=5, isolation=PLAIN)
     assert result.status is ExecStatus.OK
     assert result.stdout.startswith("main done")
     assert result.killed
@@ -267,7 +272,7 @@ def test_process_escaping_the_session_is_killed(host_unchanged):
         print(os.read(r, 100).decode(), flush=True)
         """
     )
-    result = run_python(code, timeout_s=5)
+    result = run_python(code, timeout_s=5, isolation=PLAIN)
     assert result.status is ExecStatus.OK
     daemon = int(result.stdout)
     time.sleep(0.1)
@@ -314,9 +319,9 @@ def test_writing_outside_its_folder_fails(open_dir, host_unchanged):
     target = open_dir / "pwned.txt"
     victim = open_dir / "keep.txt"
     code = f"open({str(target)!r}, 'w').write('x')"
-    assert run_python(code).status is ExecStatus.FAILED
+    assert run_python(code, isolation=PLAIN).status is ExecStatus.FAILED
     assert not target.exists()
-    result = run_python(f"open({str(victim)!r}, 'a').write('overwritten')")
+    result = run_python(f"open({str(victim)!r}, 'a').write('overwritten')", isolation=PLAIN)
     assert result.status is ExecStatus.FAILED
     assert "PermissionError" in result.stderr
     assert victim.read_text() == "precious"
@@ -324,7 +329,7 @@ def test_writing_outside_its_folder_fails(open_dir, host_unchanged):
 
 @needs_own_uid
 def test_deleting_files_fails(open_dir, host_unchanged):
-    result = run_python(f"import shutil\nshutil.rmtree({str(open_dir)!r})")
+    result = run_python(f"import shutil\nshutil.rmtree({str(open_dir)!r})", isolation=PLAIN)
     assert result.status is ExecStatus.FAILED
     assert "PermissionError" in result.stderr
     assert (open_dir / "keep.txt").read_text() == "precious"

@@ -1,0 +1,299 @@
+"""The namespace modes of the sandbox: no network, no view of the project, the store or the host's /tmp.
+
+These run where the host's mode is ``bwrap`` (CI installs bubblewrap and sets ``GRPO_SANDBOX_REQUIRED=1``, which
+turns a weaker mode into a failure instead of a skip). ``test_as_an_unprivileged_user`` repeats the checks under
+``runuser -u nobody`` with the system's Python, so the non-root path (user namespaces) is exercised as well.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from grpo_core.rewards import sandbox
+from grpo_core.rewards.sandbox import ExecStatus, IsolationMode, SandboxInfo, run_python, sandbox_info
+from grpo_core.settings import load_settings
+from storage import Store
+
+PROJECT = Path(__file__).resolve().parents[2]
+INFO = sandbox_info()
+needs_bwrap = pytest.mark.skipif(INFO.mode is not IsolationMode.BWRAP, reason=f"sandbox mode is {INFO.mode.value}")
+
+
+def test_mode_is_reported():
+    assert isinstance(INFO.mode, IsolationMode)
+    assert INFO.mode.value in INFO.describe()
+    if INFO.mode is IsolationMode.BWRAP:
+        assert INFO.warning is None
+    else:
+        assert INFO.warning  # a weaker mode always says why
+    if os.environ.get("GRPO_SANDBOX_REQUIRED"):
+        assert INFO.mode is IsolationMode.BWRAP, INFO.warning
+
+
+@pytest.fixture
+def listener():
+    """A real TCP server on the host's 127.0.0.1; ``accepted`` lists the connections it got."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(0.2)
+    accepted: list[tuple[str, int]] = []
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                conn, peer = server.accept()
+            except OSError:
+                continue
+            accepted.append(peer)
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], accepted
+    stop.set()
+    thread.join(timeout=5)
+    server.close()
+
+
+NETWORK_PROBE = """
+import json, socket
+results = {}
+for name, family, kind, address in [
+    ("loopback_tcp", socket.AF_INET, socket.SOCK_STREAM, ("127.0.0.1", PORT)),
+    ("localhost_tcp", socket.AF_INET, socket.SOCK_STREAM, ("localhost", PORT)),
+    ("outside_tcp", socket.AF_INET, socket.SOCK_STREAM, ("1.1.1.1", 443)),
+    ("outside_udp", socket.AF_INET, socket.SOCK_DGRAM, ("8.8.8.8", 53)),
+]:
+    try:
+        with socket.socket(family, kind) as s:
+            s.settimeout(2)
+            if kind == socket.SOCK_DGRAM:
+                s.sendto(b"x", address)
+                s.recvfrom(10)
+            else:
+                s.connect(address)
+        results[name] = "connected"
+    except OSError as exc:
+        results[name] = type(exc).__name__
+print(json.dumps(results))
+"""
+
+
+@needs_bwrap
+def test_no_network_not_even_the_hosts_loopback(listener):
+    port, accepted = listener
+    result = run_python(NETWORK_PROBE.replace("PORT", str(port)), timeout_s=20)
+    assert result.status is ExecStatus.OK, result.stderr
+    outcomes = json.loads(result.stdout)
+    assert set(outcomes) == {"loopback_tcp", "localhost_tcp", "outside_tcp", "outside_udp"}
+    assert "connected" not in outcomes.values(), outcomes
+    assert accepted == []  # nothing reached the host's server
+    with socket.create_connection(("127.0.0.1", port), timeout=5):  # while the host itself can
+        pass
+
+
+@needs_bwrap
+@pytest.mark.skipif(os.uname().machine not in ("x86_64", "aarch64"), reason="seccomp filter for x86_64 and aarch64")
+def test_no_network_socket_can_even_be_opened():
+    code = textwrap.dedent(
+        """
+        import socket
+        for family in (socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK, socket.AF_PACKET):
+            try:
+                socket.socket(family, socket.SOCK_DGRAM if family == socket.AF_NETLINK else socket.SOCK_STREAM)
+                print(family.name, "opened")
+            except OSError as exc:
+                print(family.name, type(exc).__name__)
+        a, b = socket.socketpair()  # AF_UNIX stays (multiprocessing needs it); abstract names are per netns
+        a.sendall(b"x")
+        print("AF_UNIX", b.recv(1).decode())
+        """
+    )
+    result = run_python(code)
+    assert result.status is ExecStatus.OK, result.stderr
+    assert result.stdout.split("\n")[:5] == [
+        "AF_INET PermissionError",
+        "AF_INET6 PermissionError",
+        "AF_NETLINK PermissionError",
+        "AF_PACKET PermissionError",
+        "AF_UNIX x",
+    ]
+
+
+FILE_PROBE = """
+import json, os, sys
+seen = {}
+for path in PATHS:
+    try:
+        with open(path, "rb") as fh:
+            seen[path] = "read %d bytes" % len(fh.read(16))
+    except OSError as exc:
+        seen[path] = type(exc).__name__
+print(json.dumps({"seen": seen, "root": sorted(os.listdir("/")), "pids": [p for p in os.listdir("/proc") if p.isdigit()]}))
+"""
+
+
+@pytest.fixture
+def store_file(tmp_path):
+    """A real store: the dashboard's data folder and SQLite file, with one run's worth of tables."""
+    settings = load_settings(data_dir=tmp_path / "data")
+    settings.ensure_dirs()
+    Store(settings.db_url).close()
+    return settings.store_file
+
+
+@needs_bwrap
+def test_store_project_and_host_files_are_not_visible(store_file):
+    paths = [
+        str(store_file),
+        str(PROJECT / "README.md"),
+        str(PROJECT / "grpo_core" / "rewards" / "sandbox.py"),
+        sys.executable,  # the venv's python lies in the project
+        "/etc/passwd",
+        "/root/.bash_history",
+    ]
+    result = run_python(FILE_PROBE.replace("PATHS", repr(paths)))
+    assert result.status is ExecStatus.OK, result.stderr
+    report = json.loads(result.stdout)
+    assert all(outcome == "FileNotFoundError" for outcome in report["seen"].values()), report["seen"]
+    assert set(report["root"]) <= {"usr", "bin", "lib", "lib64", "lib32", "sbin", "dev", "proc", "tmp", "root"}
+    assert len(report["pids"]) <= 3  # bwrap's init and the child (its own PID namespace)
+
+
+@needs_bwrap
+def test_nothing_is_left_in_the_hosts_tmp():
+    marker = f"grpo-leak-{os.getpid()}"
+    code = textwrap.dedent(
+        f"""
+        import os
+        for folder in ("/tmp", "/var/tmp", "/dev/shm", "."):
+            try:
+                open(os.path.join(folder, {marker!r}), "w").write("x")
+                print("wrote", folder)
+            except OSError as exc:
+                print("refused", folder, type(exc).__name__)
+        """
+    )
+    result = run_python(code)
+    assert result.status is ExecStatus.OK, result.stderr
+    assert "wrote /tmp" in result.stdout  # the private /tmp is writable...
+    for folder in (tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"):
+        assert not os.path.exists(os.path.join(folder, marker))  # ...and gone with the sandbox
+
+
+@needs_bwrap
+@pytest.mark.parametrize("folder", ["/tmp", "/dev/shm", "."])
+def test_private_tmp_is_size_limited(folder):
+    code = f"import os\ntry:\n    open('{folder}/big', 'wb').write(b'0' * (12 * 1024 * 1024))\nexcept OSError as e:\n"
+    code += "    print(e.errno == 28)\n"
+    result = run_python(code, max_tmp_mb=4, max_file_mb=64)
+    assert result.stdout.strip() == "True", result  # ENOSPC at the tmpfs size, before the 64 MiB file limit
+
+
+@needs_bwrap
+def test_interpreter_sees_only_the_standard_library():
+    result = run_python("import sys, json\nprint(json.dumps(sys.path))\nimport psutil")
+    assert result.status is ExecStatus.FAILED
+    assert "ModuleNotFoundError" in result.stderr
+    assert not any(str(PROJECT) in entry or "site-packages" in entry for entry in json.loads(result.stdout))
+
+
+NON_ROOT_SCRIPT = """
+import json, sys
+sys.path[:0] = [PROJECT, SITE]
+from grpo_core.rewards.sandbox import run_python, sandbox_info
+from grpo_core.rewards.code import CodeTestsReward
+info = sandbox_info()
+net = run_python(NET, timeout_s=20)
+files = run_python(FILES)
+eq = CodeTestsReward(timeout_s=5)([FORGERY], tests=[["assert f(1) == 2", "assert f(2) == 3"]])
+print(json.dumps({"mode": info.mode.value, "uid_switch": info.switches_user, "net": net.stdout, "net_err": net.stderr,
+                  "files": files.stdout, "files_err": files.stderr, "eq": eq}))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("runuser") is None, reason="needs root to become nobody")
+def test_as_an_unprivileged_user(listener, store_file):
+    """The same checks as a normal user (``nobody``), with the system's Python and the project on ``sys.path``."""
+    python = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+    site = [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
+    if not os.path.exists(python) or not site:
+        pytest.skip(f"needs {python} and a site-packages folder")
+    check = subprocess.run(["runuser", "-u", "nobody", "--", python, "-c", f"import os; os.stat({site[0]!r})"])
+    if check.returncode != 0:
+        pytest.skip("nobody cannot read this virtual environment")
+    port, accepted = listener
+    script = NON_ROOT_SCRIPT
+    for name, value in {
+        "PROJECT": str(PROJECT),
+        "SITE": site[0],
+        "NET": NETWORK_PROBE.replace("PORT", str(port)),
+        "FILES": FILE_PROBE.replace("PATHS", repr([str(store_file), str(PROJECT / "README.md"), "/etc/passwd"])),
+        "FORGERY": "class Any:\n    def __eq__(self, other):\n        return True\n\ndef f(x):\n    return Any()\n",
+    }.items():
+        script = script.replace(name, repr(value))
+    done = subprocess.run(
+        ["runuser", "-u", "nobody", "--", python, "-I", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["mode"] == "bwrap" or not os.environ.get("GRPO_SANDBOX_REQUIRED"), report
+    assert report["uid_switch"] is False
+    if report["mode"] == "bwrap":
+        assert "connected" not in json.loads(report["net"]).values(), report
+        assert set(json.loads(report["files"])["seen"].values()) == {"FileNotFoundError"}, report
+    assert accepted == []
+    assert report["eq"] == [0.0]
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux's unshare")
+def test_unshare_fallback_has_no_network(listener):
+    """The ``unshare`` mode (bwrap missing or broken): network and PID namespaces without a file-system view."""
+    plan = sandbox._identity()
+    fallback = sandbox._Plan(
+        SandboxInfo(plan.plain_interpreter, plan.info.switches_user, plan.info.uid_range, IsolationMode.UNSHARE),
+        plan.pool,
+        plan.plain_interpreter,
+        shutil.which("unshare"),
+        () if os.geteuid() == 0 else ("--map-current-user",),
+        shutil.which("setpriv"),
+        (),
+        shutil.which("unshare"),
+    )
+    if sandbox._probe(fallback, plan.pool.uids[0] if plan.pool else None) is not None:
+        pytest.skip("unshare cannot make namespaces here")
+    port, accepted = listener
+    uid = plan.pool.acquire() if plan.pool else None
+    try:
+        code = (
+            NETWORK_PROBE.replace("PORT", str(port))
+            + "import os\nprint(json.dumps([p for p in os.listdir('/proc') if p.isdigit()]))"
+        )
+        result = sandbox._execute(
+            fallback, IsolationMode.UNSHARE, code, uid, timeout_s=20, limits=[], tmp_mb=8, nproc_extra=0
+        )
+    finally:
+        if uid is not None:
+            plan.pool.release(uid)
+    assert result.status is ExecStatus.OK, result.stderr
+    outcomes, pids = result.stdout.splitlines()
+    assert "connected" not in json.loads(outcomes).values()
+    assert accepted == []
+    assert len(json.loads(pids)) <= 2  # its own PID namespace: unshare's child and the interpreter
