@@ -19,6 +19,7 @@ from grpo_core.config import RunConfig
 from grpo_core.launcher import Launcher
 from grpo_core.runs import submit_run
 from storage import RunStatus
+from tests.integration.gates import Gate
 
 EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "arithmetic.jsonl")
 
@@ -151,10 +152,11 @@ def test_cancel_stops_a_running_run_at_a_step_boundary(store, settings, tiny_mod
 
 
 @pytest.mark.backends("sqlite", "postgres")
-def test_killed_worker_is_marked_failed_with_its_log_tail(store, settings, tiny_model_dir):
-    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=500))
+def test_killed_worker_is_marked_failed_with_its_log_tail(store, settings, tiny_model_dir, tmp_path):
+    gate = Gate.create(tmp_path, at_step=1)  # step 1 wholly recorded, step 2 held before its scoring
+    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=500, rewards=[*REWARDS, gate.rule(0.1)]))
     launcher = Launcher(store, settings)
-    wait_for(lambda: store.get_run(run.id).current_step >= 1, 240, launcher=launcher)
+    gate.wait_reached(240, launcher=launcher)
     pid = store.get_run(run.id).worker_pid
     os.killpg(pid, signal.SIGKILL)
     wait_for(lambda: store.get_run(run.id).status.is_final, 30, launcher=launcher)
