@@ -115,7 +115,7 @@ def create_public_api(ctx: AppContext) -> None:
         ``add_dataset``). Returns {"run": the queued run, "warnings": [text, ...]}."""
         try:
             run_config = parse_run_config_text(config or "", source="config")
-            warnings = validate_run_config(ctx.store, run_config)
+            warnings = validate_run_config(ctx.store, run_config, model_cache_dir=ctx.settings.model_cache_dir)
             run = submit_run(ctx.store, run_config)
         except (ConfigError, ValueError) as exc:
             raise gr.Error(f"launch_run: {exc}") from None
