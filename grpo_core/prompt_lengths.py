@@ -226,6 +226,32 @@ def model_prompt_text(prompt: str | Sequence[Mapping[str, Any]], model_text: Mod
     return prompt if isinstance(prompt, str) else render_chat_prompt(prompt, model_text)
 
 
+def preview_model_prompts(
+    rows: Sequence[Mapping[str, Any]], model: str, model_cache_dir: Path | None, limit: int = 3
+) -> tuple[list[str], str | None]:
+    """The first ``limit`` prompts exactly as ``model`` gets them, and a note when that could not be done (the
+    model's tokenizer is not on disk yet, or it has no chat template): then chat prompts are shown as JSON."""
+    folder = model_text_folder(model, model_cache_dir)
+    model_text = read_model_text(folder) if folder is not None else None
+    shown, note = [], None
+    for row in rows[:limit]:
+        prompt = row.get("prompt")
+        if isinstance(prompt, str):
+            shown.append(prompt)
+            continue
+        if model_text is not None and model_text.chat_template is not None:
+            try:
+                shown.append(render_chat_prompt(prompt, model_text))
+                continue
+            except ValueError as exc:
+                note = str(exc)
+        else:
+            note = (f"{model}'s chat template is not on disk yet (a GGUF is converted at its first run): "
+                    "chat prompts are shown as messages")
+        shown.append(json.dumps(prompt, ensure_ascii=False, indent=1))
+    return shown, note
+
+
 # ------------------------------------------------------------------------------------------------ lengths
 def check_prompt_lengths(
     rows: Sequence[Mapping[str, Any]], model_text: ModelText, max_completion_length: int
