@@ -65,3 +65,25 @@ def test_worker_refuses_too_long_prompts_before_loading_the_model(store, setting
     assert "PromptTooLongError: 1 of 2 prompts are too long for the model: its context is 1,024 tokens" in final.error
     assert "row 1: " in final.error and "max_completion_length = 64 leaves 960 tokens" in final.error
     assert store.metrics_since(run.id) == []
+
+
+def test_preflight_reports_too_long_prompts_naming_rows(tiny_model_dir, tmp_path, capsys):
+    from grpo_core.worker.preflight import preflight_command
+
+    long_question = "Add: " + " + ".join(str(7 + i % 90) for i in range(3000))
+    data = tmp_path / "long.jsonl"
+    data.write_text(json.dumps({"question": long_question, "answer": "0"}) + "\n"
+                    + json.dumps({"question": "1 + 1?", "answer": "2"}) + "\n", encoding="utf-8")
+    config = RunConfig(model=str(tiny_model_dir), dataset_path=data.name, prompt_column="question",
+                       rewards=REWARDS, max_completion_length=64)
+    config_path = tmp_path / "run.yaml"
+    config_path.write_text(config.to_yaml(), encoding="utf-8")
+    report = tmp_path / "report.json"
+
+    status = preflight_command(str(config_path), data_dir=str(tmp_path / "data"), json_out=str(report))
+
+    assert status == 1
+    error = json.loads(report.read_text(encoding="utf-8"))["error"]
+    assert error.startswith("PromptTooLongError: 1 of 2 prompts are too long for the model: its context is 1,024")
+    assert "row 0: " in error and "leaves 960 tokens for a prompt" in error
+    assert "1 of 2 prompts are too long" in capsys.readouterr().err
