@@ -322,3 +322,21 @@ def test_load_upload_checks_without_storing(store, settings, gsm8k_file):
                           mapping=ColumnMapping(prompt_column="question"))
     assert dataset.num_rows == 2
     assert store.list_datasets() == []
+
+
+def test_gguf_model_text_folder_is_the_converted_folder_in_the_cache(tmp_path, tiny_model_dir):
+    import hashlib
+    import shutil
+
+    from grpo_core.prompt_lengths import model_text_folder
+
+    gguf = tmp_path / "Tiny.Q4.gguf"
+    gguf.write_bytes(b"GGUF not really")
+    cache = tmp_path / "models"
+    assert model_text_folder(str(gguf), cache) is None  # not converted yet: nothing to read
+    converted = cache / f"Tiny.Q4-{hashlib.sha256(gguf.read_bytes()).hexdigest()[:16]}"  # convert_gguf's name
+    shutil.copytree(tiny_model_dir, converted)
+
+    assert model_text_folder(str(gguf), cache) == converted
+    assert model_text_folder(str(gguf), None) is None
+    assert model_text_folder("owner/some-hub-model", cache) is None
