@@ -121,7 +121,7 @@ def _train(args: argparse.Namespace) -> int:
         if config.dataset_path:  # relative to the YAML's folder when not found from here
             base = Path(args.config).resolve().parent
             config = config.model_copy(update={"dataset_path": str(resolve_dataset_path(config.dataset_path, base))})
-        run = submit_run(store, config)
+        run = submit_run(store, config, model_cache_dir=settings.model_cache_dir)
     except ConfigError as exc:
         print(f"grpo-dashboard train: {exc}", file=sys.stderr)
         return 2

@@ -31,8 +31,8 @@ import gradio as gr
 
 from app.context import AppContext
 from grpo_core.config import ConfigError, parse_run_config_text
-from grpo_core.dataset_library import import_dataset
-from grpo_core.datasets import DatasetError
+from grpo_core.dataset_library import import_dataset, parse_renames
+from grpo_core.datasets import ColumnMapping, DatasetError
 from grpo_core.export import export_run
 from grpo_core.runs import RunActionError, resume_run, submit_run, validate_run_config
 from storage import DatasetInfo, GroupRecord, MetricPoint, RunInfo, RunStatus, StoreError
@@ -97,16 +97,26 @@ def group_dict(group: GroupRecord) -> dict[str, Any]:
 def create_public_api(ctx: AppContext) -> None:
     """Add the :data:`PUBLIC_ENDPOINTS` to the current ``gr.Blocks`` (API only: their components are hidden)."""
 
-    def add_dataset(file: str | None, name: str | None) -> dict[str, Any]:
-        """Add a prompt file (JSONL, CSV or Parquet, with a ``prompt`` column) as a dataset named ``name`` (default:
-        the file's name). Returns the dataset; fails when the file is invalid (with line and column) or the name is
-        taken."""
+    def add_dataset(
+        file: str | None,
+        name: str | None,
+        prompt_column: str | None = None,
+        system_prompt: str | None = None,
+        column_renames: str | None = None,
+    ) -> dict[str, Any]:
+        """Add a prompt file (JSONL, JSON, CSV, Parquet, or a .zip of a save_to_disk folder) as a dataset named
+        ``name`` (default: the file's name). ``prompt_column`` names the prompt column when it is not ``prompt``
+        (e.g. ``question``), ``system_prompt`` turns text prompts into chat prompts, ``column_renames`` renames
+        others (``"solution=answer"``). Returns the dataset; fails when the file is invalid (with line and column),
+        the mapping names a column the file lacks, or the name is taken."""
         if not file:
             raise gr.Error("add_dataset: give a file")
         try:
+            mapping = ColumnMapping(prompt_column=(prompt_column or "").strip() or None,
+                                    system_prompt=system_prompt or "", renames=parse_renames(column_renames))
             info = import_dataset(ctx.store, ctx.settings, file, source_name=Path(file).name,
-                                  name=name or None)
-        except (DatasetError, StoreError) as exc:
+                                  name=name or None, mapping=mapping)
+        except (DatasetError, StoreError, ValueError) as exc:
             raise gr.Error(f"add_dataset: {exc}") from None
         return dataset_dict(info)
 
@@ -115,7 +125,7 @@ def create_public_api(ctx: AppContext) -> None:
         ``add_dataset``). Returns {"run": the queued run, "warnings": [text, ...]}."""
         try:
             run_config = parse_run_config_text(config or "", source="config")
-            warnings = validate_run_config(ctx.store, run_config)
+            warnings = validate_run_config(ctx.store, run_config, model_cache_dir=ctx.settings.model_cache_dir)
             run = submit_run(ctx.store, run_config)
         except (ConfigError, ValueError) as exc:
             raise gr.Error(f"launch_run: {exc}") from None

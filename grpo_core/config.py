@@ -52,7 +52,16 @@ class RunConfig(BaseModel):
         description="'SmolLM2-135M-Instruct' (shipped offline), a local Hugging Face model folder, or a hub id.",
     )
     dataset_id: int | None = Field(None, description="Id of an uploaded dataset in the store.")
-    dataset_path: str | None = Field(None, description="Path of a JSONL/CSV/Parquet prompt file (headless runs).")
+    dataset_path: str | None = Field(
+        None, description="Path of a JSONL/JSON/CSV/Parquet prompt file or a save_to_disk folder (headless runs)."
+    )
+    prompt_column: str | None = Field(
+        None, description="Dataset column holding the prompt when it is not 'prompt' (e.g. 'question', 'problem')."
+    )
+    system_prompt: str = Field("", description="System prompt that turns text prompts into chat prompts; '' = none.")
+    column_renames: dict[str, str] = Field(
+        default_factory=dict, description="Other dataset columns to rename, {old: new} (e.g. {solution: answer})."
+    )
     rewards: list[RewardSpec] = Field(default_factory=_default_rewards, description="Weighted reward rules.")
 
     # sampling

@@ -2,6 +2,12 @@
 
 * :func:`import_dataset` validates an uploaded file completely, writes its normalised rows to a new file under the
   data directory and registers it; if anything fails, the store and the folder are left as they were.
+* A column mapping (:class:`grpo_core.datasets.ColumnMapping`: prompt column, system prompt, renames) is applied
+  at import, so a file as people have it (GSM8K's ``question``/``answer``) needs no editing; the stored rows are
+  the mapped ones. :func:`parse_renames` reads the renames as typed in the Datasets tab.
+* A ``.zip`` of a folder written by ``datasets.Dataset.save_to_disk`` is unpacked (bounded by the upload limit)
+  and read with pyarrow; :func:`import_hub_dataset` loads a hub dataset with ``datasets`` in a child process
+  (this process never imports it) and imports what it saved.
 * :func:`register_examples` makes the shipped examples (arithmetic, HumanEval) pickable in the Datasets tab.
 
 File formats are :mod:`grpo_core.datasets`'; a run reads its rows through :mod:`grpo_core.run_rows`. Imports no torch.
@@ -9,13 +15,17 @@ File formats are :mod:`grpo_core.datasets`'; a run reads its rows through :mod:`
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import tempfile
 import uuid
+import zipfile
 from pathlib import Path
 
-from grpo_core.access import upload_too_large_message
-from grpo_core.datasets import DatasetError, PromptDataset, load_prompt_dataset, save_normalized
+from grpo_core.access import max_upload_bytes, upload_too_large_message
+from grpo_core.datasets import ColumnMapping, DatasetError, PromptDataset, load_prompt_dataset, save_normalized
 from grpo_core.settings import Settings
 from storage import DatasetInfo, Store, StoreError
 
@@ -23,6 +33,8 @@ EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 ARITHMETIC_EXAMPLE = "arithmetic (example)"
 HUMANEVAL_EXAMPLE = "humaneval (example)"
 _NAME_OK = re.compile(r"^[\w .()\-+]{1,120}$")
+HUB_LOAD_TIMEOUT_S = 1800
+_HUB_ID_OK = re.compile(r"^[\w.\-]+(/[\w.\-]+)?$")
 
 
 class UploadTooLargeError(DatasetError):
@@ -67,18 +79,26 @@ def store_dataset(store: Store, settings: Settings, dataset: PromptDataset, name
 
 
 def import_dataset(
-    store: Store, settings: Settings, upload_path: str | Path, *, source_name: str, name: str | None = None
+    store: Store,
+    settings: Settings,
+    upload_path: str | Path,
+    *,
+    source_name: str,
+    name: str | None = None,
+    mapping: ColumnMapping | None = None,
 ) -> DatasetInfo:
-    """Validate an uploaded prompt file and add it to the store.
+    """Validate an uploaded prompt file (or a ``.zip`` of a ``save_to_disk`` folder), map its columns and add it.
 
     Args:
         upload_path: where the upload lies (a temporary file; its name is never used as a path).
         source_name: the file name the user uploaded (display and format detection only).
         name: dataset name; default the file name's stem.
+        mapping: prompt column, system prompt and renames applied before the rows are checked and stored.
 
     Raises:
         UploadTooLargeError: the file is larger than ``settings.max_upload_mb`` (checked before it is read).
-        DatasetError: the file is invalid or not of a supported type; the message names the file, line and column.
+        DatasetError: the file is invalid or not of a supported type, or the mapping names a column it lacks; the
+            message names the file, line and column.
         StoreError: the name is taken.
     """
     source_name = Path(source_name).name
@@ -89,8 +109,124 @@ def import_dataset(
     too_large = upload_too_large_message(source_name, size, settings.max_upload_mb)
     if too_large:
         raise UploadTooLargeError(source_name, too_large)
-    dataset = load_prompt_dataset(upload_path, source_name=source_name)
+    if source_name.lower().endswith(".zip"):
+        dataset = _load_zipped_folder(Path(upload_path), source_name, settings.max_upload_mb, mapping)
+    else:
+        dataset = load_prompt_dataset(upload_path, source_name=source_name, mapping=mapping)
     return store_dataset(store, settings, dataset, _dataset_name(name, source_name))
+
+
+def load_upload(
+    upload_path: str | Path, *, source_name: str, max_upload_mb: int, mapping: ColumnMapping | None = None
+) -> PromptDataset:
+    """Read and check an upload as :func:`import_dataset` would, without storing it (the tab's preview).
+
+    Raises:
+        UploadTooLargeError, DatasetError: as :func:`import_dataset`.
+    """
+    source_name = Path(source_name).name
+    try:
+        size = Path(upload_path).stat().st_size
+    except OSError:
+        size = 0
+    too_large = upload_too_large_message(source_name, size, max_upload_mb)
+    if too_large:
+        raise UploadTooLargeError(source_name, too_large)
+    if source_name.lower().endswith(".zip"):
+        return _load_zipped_folder(Path(upload_path), source_name, max_upload_mb, mapping)
+    return load_prompt_dataset(upload_path, source_name=source_name, mapping=mapping)
+
+
+def _load_zipped_folder(
+    path: Path, source_name: str, max_upload_mb: int, mapping: ColumnMapping | None
+) -> PromptDataset:
+    """A ``.zip`` holding one ``save_to_disk`` folder (at its top or one level down), unpacked to a temporary
+    folder; its unpacked size is bounded by the upload limit too."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            unpacked = sum(member.file_size for member in archive.infolist())
+            if unpacked > max_upload_bytes(max_upload_mb):
+                message = upload_too_large_message(f"{source_name} unpacked", unpacked, max_upload_mb)
+                raise UploadTooLargeError(source_name, message or "")
+            with tempfile.TemporaryDirectory() as tmp:
+                archive.extractall(tmp)  # member names with ".." or a leading "/" are made safe by zipfile
+                root = Path(tmp)
+                if not any(root.glob("*.arrow")):
+                    inner = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith("__")]
+                    if len(inner) == 1:
+                        root = inner[0]
+                return load_prompt_dataset(root, source_name=source_name, mapping=mapping)
+    except zipfile.BadZipFile as exc:
+        raise DatasetError(source_name, f"not a valid zip file ({exc})") from exc
+
+
+def parse_renames(text: str | None) -> dict[str, str]:
+    """Column renames typed as ``"solution=answer, id=problem_id"`` (or one per line) as ``{old: new}``.
+
+    Raises:
+        ValueError: a part without ``=``, or with an empty side.
+    """
+    renames: dict[str, str] = {}
+    for part in re.split(r"[,\n]", text or ""):
+        if not part.strip():
+            continue
+        old, sep, new = part.partition("=")
+        if not sep or not old.strip() or not new.strip():
+            raise ValueError(f"column renames: write each as old=new, got {part.strip()!r}")
+        renames[old.strip()] = new.strip()
+    return renames
+
+
+_HUB_SCRIPT = """
+import sys
+from datasets import load_dataset
+dataset_id, config, split, target = sys.argv[1:5]
+loaded = load_dataset(dataset_id, config or None, split=split)
+loaded.save_to_disk(target)
+"""
+
+
+def import_hub_dataset(
+    store: Store,
+    settings: Settings,
+    dataset_id: str,
+    *,
+    config: str | None = None,
+    split: str = "train",
+    name: str | None = None,
+    mapping: ColumnMapping | None = None,
+    timeout_s: float = HUB_LOAD_TIMEOUT_S,
+) -> DatasetInfo:
+    """Load a hub dataset (``"openai/gsm8k"``, config ``"main"``, split ``"train"``) with ``datasets`` in a child
+    process, then import what it saved like an upload (mapping applied). Needs a network connection (or the
+    dataset in the local ``datasets`` cache).
+
+    Raises:
+        DatasetError: the id is malformed, the load fails (offline: the message says so), or the rows are invalid.
+        StoreError: the name is taken.
+    """
+    dataset_id = (dataset_id or "").strip()
+    label = f"{dataset_id}:{config}:{split}" if config else f"{dataset_id}:{split}"
+    if not _HUB_ID_OK.match(dataset_id):
+        raise DatasetError(dataset_id or "hub dataset", "write a hub dataset id as owner/name (e.g. openai/gsm8k)")
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(tmp) / "saved"
+        try:
+            result = subprocess.run(
+                [sys.executable, "-c", _HUB_SCRIPT, dataset_id, config or "", split or "train", str(target)],
+                capture_output=True, text=True, timeout=timeout_s, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"},
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise DatasetError(label, f"loading from the hub took over {timeout_s:.0f} s") from exc
+        if result.returncode != 0:
+            lines = [line for line in (result.stderr or "").strip().splitlines() if line.strip()]
+            detail = lines[-1] if lines else f"exit status {result.returncode}"
+            raise DatasetError(
+                label, f"cannot load it from the hub ({detail}); this needs a network connection, or upload a file"
+            )
+        dataset = load_prompt_dataset(target, source_name=label, mapping=mapping)
+    default_name = re.sub(r"[^\w .()\-+]", "-", f"{dataset_id.split('/')[-1]} {split}")
+    return store_dataset(store, settings, dataset, _dataset_name(name or default_name, label))
 
 
 def register_examples(store: Store, settings: Settings) -> list[DatasetInfo]:

@@ -4,7 +4,9 @@ A prompt dataset is a table with a required ``prompt`` column and any number of 
 either text or a chat message list (``[{"role": "system" | "user" | "assistant" | "tool", "content": str}, ...]``);
 every other column (``answer``, ``tests``, ...) is kept as is and reaches the reward rules through TRL's
 ``**columns``. Accepted files: JSON Lines (``.jsonl``, or ``.json`` holding JSON Lines or one JSON array of objects),
-CSV and Parquet. Every problem found is a :class:`DatasetError` that names the file and, where it can, the line,
+CSV, Parquet, and a folder written by ``datasets.Dataset.save_to_disk`` (its Arrow files, read with pyarrow).
+A :class:`ColumnMapping` adapts a file as people have it (GSM8K's ``question``/``answer``): it names the prompt
+column, renames others, and may add a system prompt that turns text prompts into chat prompts. Every problem found is a :class:`DatasetError` that names the file and, where it can, the line,
 row and column, so the message can be shown to the user as is.
 
 Rows come out as plain JSON-serialisable Python (``str``, ``int``, ``float``, ``bool``, ``None``, ``list``,
@@ -21,7 +23,8 @@ import math
 import os
 import re
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -37,7 +40,7 @@ MESSAGE_ROLES = ("system", "user", "assistant", "tool")
 LIKELY_PROMPT_COLUMNS = ("question", "instruction", "input", "problem", "query", "text")
 PREVIEW_MAX_CHARS = 200
 
-DatasetFormat = Literal["jsonl", "json", "csv", "parquet"]
+DatasetFormat = Literal["jsonl", "json", "csv", "parquet", "arrow"]
 PromptKind = Literal["text", "chat"]
 
 
@@ -93,6 +96,29 @@ class DatasetError(ValueError):
 
 
 @dataclass(frozen=True)
+class ColumnMapping:
+    """How a file's columns become a prompt dataset's, applied before the rows are checked.
+
+    Attributes:
+        prompt_column: the column holding the prompt (e.g. ``"question"``, ``"problem"``, ``"instruction"``); it
+            is renamed to ``prompt``. ``None`` or ``"prompt"``: the file has a ``prompt`` column.
+        system_prompt: when not blank, every text prompt becomes the chat prompt
+            ``[{"role": "system", "content": system_prompt}, {"role": "user", "content": text}]``; a chat prompt
+            gets it as a first message unless it starts with a system message of its own (kept as is).
+        renames: other columns to rename, ``{"old name": "new name"}`` (e.g. ``{"solution": "answer"}``).
+    """
+
+    prompt_column: str | None = None
+    system_prompt: str = ""
+    renames: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def is_identity(self) -> bool:
+        """True when the mapping changes nothing."""
+        return self.prompt_column in (None, "", PROMPT_COLUMN) and not self.system_prompt.strip() and not self.renames
+
+
+@dataclass(frozen=True)
 class PromptDataset:
     """A loaded, checked prompt dataset.
 
@@ -100,7 +126,8 @@ class PromptDataset:
         rows: one dict per data row, each with every name in ``columns`` (``None`` where a row lacks it);
             ``row["prompt"]`` is a non-empty ``str`` or a list of ``{"role", "content", ...}`` dicts.
         columns: ``"prompt"`` first, then the other columns in the order they first appear in the file.
-        format: ``"jsonl"``, ``"json"`` (a JSON array), ``"csv"`` or ``"parquet"``.
+        format: ``"jsonl"``, ``"json"`` (a JSON array), ``"csv"``, ``"parquet"`` or ``"arrow"`` (a
+            ``save_to_disk`` folder).
         source_name: the original file name; for display only, never used as a path.
     """
 
@@ -125,22 +152,28 @@ class PromptDataset:
 
 
 def load_prompt_dataset(
-    path: str | Path, *, source_name: str | None = None, max_rows: int | None = None
+    path: str | Path,
+    *,
+    source_name: str | None = None,
+    max_rows: int | None = None,
+    mapping: ColumnMapping | None = None,
 ) -> PromptDataset:
-    """Load a JSON Lines, JSON, CSV or Parquet prompt dataset and check every row.
+    """Load a JSON Lines, JSON, CSV, Parquet or ``save_to_disk`` prompt dataset, map its columns, check every row.
 
     Args:
-        path: the file on disk (e.g. the upload's temporary copy).
+        path: the file on disk (e.g. the upload's temporary copy), or a folder written by
+            ``datasets.Dataset.save_to_disk``.
         source_name: the name shown in messages and kept on the dataset; defaults to the file name of ``path``.
             Its extension is used for format detection when ``path`` has no supported one.
         max_rows: keep at most this many rows (the first ones); ``None`` keeps all.
+        mapping: the prompt column, renames and system prompt to apply (:class:`ColumnMapping`); ``None``: none.
 
     Returns:
         a :class:`PromptDataset` of plain Python rows.
 
     Raises:
-        DatasetError: unsupported extension, unreadable or malformed file, bad UTF-8, no ``prompt`` column, no
-            rows, or a row whose prompt is missing, empty, of the wrong type, a malformed message list, or of a
+        DatasetError: unsupported extension, unreadable or malformed file, bad UTF-8, no ``prompt`` column, a
+            mapping that names a column the file lacks or renames onto an existing column, no rows, or a row whose prompt is missing, empty, of the wrong type, a malformed message list, or of a
             different kind (text / chat) than the first row's.
         ValueError: ``max_rows`` is not a positive integer.
     """
@@ -148,21 +181,24 @@ def load_prompt_dataset(
     name = source_name or path.name
     if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1):
         raise ValueError(f"max_rows must be a positive integer or None, got {max_rows!r}")
+    if path.is_dir():
+        columns, rows = _read_saved_dataset(path, name, max_rows)
+        return _checked_dataset(rows, columns, None, "arrow", name, json_in_cells=False, mapping=mapping)
     suffix = _supported_suffix(path.name) or _supported_suffix(name)
     if suffix is None:
         raise DatasetError(name, f"unsupported file type; use one of {', '.join(SUPPORTED_EXTENSIONS)}")
     if suffix == ".parquet":
         columns, rows = _read_parquet(path, name, max_rows)
-        return _checked_dataset(rows, columns, None, "parquet", name, json_in_cells=False)
+        return _checked_dataset(rows, columns, None, "parquet", name, json_in_cells=False, mapping=mapping)
     text = _read_utf8(path, name)
     if suffix == ".csv":
         columns, rows = _read_csv(text, name, max_rows)
-        return _checked_dataset(rows, columns, None, "csv", name, json_in_cells=True)
+        return _checked_dataset(rows, columns, None, "csv", name, json_in_cells=True, mapping=mapping)
     if suffix == ".json" and text.lstrip().startswith("["):
         columns, rows = _read_json_array(text, name, max_rows)
-        return _checked_dataset(rows, columns, None, "json", name, json_in_cells=False)
+        return _checked_dataset(rows, columns, None, "json", name, json_in_cells=False, mapping=mapping)
     columns, rows, line_numbers = _read_json_lines(text, name, max_rows, whole_json_hint=suffix == ".json")
-    return _checked_dataset(rows, columns, line_numbers, "jsonl", name, json_in_cells=False)
+    return _checked_dataset(rows, columns, line_numbers, "jsonl", name, json_in_cells=False, mapping=mapping)
 
 
 def save_normalized(dataset: PromptDataset, path: Path) -> None:
@@ -359,6 +395,49 @@ def _read_parquet(path: Path, name: str, max_rows: int | None) -> tuple[list[str
     return columns, _frame_rows(columns, [table.column(c).to_pylist() for c in columns])
 
 
+def _read_saved_dataset(folder: Path, name: str, max_rows: int | None) -> tuple[list[str], list[dict[str, Any]]]:
+    """Read a folder written by ``datasets.Dataset.save_to_disk``: the Arrow stream files ``state.json`` lists
+    (``*.arrow`` in name order without it), concatenated. A ``DatasetDict`` folder is refused with its splits."""
+    import pyarrow as pa
+
+    if (folder / "dataset_dict.json").is_file():
+        try:
+            splits = json.loads((folder / "dataset_dict.json").read_text(encoding="utf-8")).get("splits") or []
+        except (OSError, ValueError, AttributeError):
+            splits = []
+        listed = ", ".join(str(s) for s in splits) or "(none listed)"
+        raise DatasetError(name, f"a dataset with several splits ({listed}); choose one: its split's folder")
+    files: list[Path] = []
+    try:
+        state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
+        files = [folder / str(entry["filename"]) for entry in state.get("_data_files", [])]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        files = []
+    if not files:
+        files = sorted(folder.glob("*.arrow"))
+    if not files:
+        raise DatasetError(name, "a folder without Arrow files; expected one written by datasets' save_to_disk")
+    tables = []
+    for file in files:
+        try:
+            with pa.memory_map(str(file)) as source:
+                try:
+                    tables.append(pa.ipc.open_stream(source).read_all())
+                except pa.ArrowInvalid:
+                    source.seek(0)
+                    tables.append(pa.ipc.open_file(source).read_all())
+        except (pa.ArrowException, OSError) as e:
+            raise DatasetError(name, f"cannot read {file.name} as Arrow data: {e}") from e
+    try:
+        table = pa.concat_tables(tables)
+    except pa.ArrowException as e:
+        raise DatasetError(name, f"the Arrow files do not share one schema: {e}") from e
+    if max_rows is not None:
+        table = table.slice(0, max_rows)
+    columns = list(table.column_names)
+    return columns, _frame_rows(columns, [table.column(c).to_pylist() for c in columns])
+
+
 def _frame_rows(columns: list[str], values_by_column: list[list[Any]]) -> list[dict[str, Any]]:
     """Rows from column-wise lists, every value made plain."""
     plain_columns = [[_plain(v) for v in values] for values in values_by_column]
@@ -425,14 +504,18 @@ def _checked_dataset(
     name: str,
     *,
     json_in_cells: bool,
+    mapping: ColumnMapping | None = None,
 ) -> PromptDataset:
-    """Check the prompt of every row and put the columns in order (``prompt`` first, missing values ``None``).
+    """Map the columns (``mapping``), check the prompt of every row and put the columns in order (``prompt``
+    first, missing values ``None``); a system prompt, if any, is added last.
 
     ``line_numbers`` locates rows by file line (JSON Lines); without it rows are located by 1-based row number.
     ``json_in_cells`` parses prompt cells that hold a JSON message list (CSV cannot hold lists).
     """
     if not rows:
         raise DatasetError(name, "no data rows")
+    if mapping is not None and not mapping.is_identity:
+        columns, rows = map_columns(rows, columns, mapping, name)
     if PROMPT_COLUMN not in columns:
         raise DatasetError(name, _missing_prompt_reason(columns))
     ordered = [PROMPT_COLUMN, *(c for c in columns if c != PROMPT_COLUMN)]
@@ -452,8 +535,68 @@ def _checked_dataset(
                 field=PROMPT_COLUMN,
                 **where,
             )
+        if mapping is not None and mapping.system_prompt.strip():
+            prompt = with_system_prompt(prompt, mapping.system_prompt)
         checked.append({PROMPT_COLUMN: prompt, **{c: row.get(c) for c in ordered[1:]}})
     return PromptDataset(rows=checked, columns=ordered, format=fmt, source_name=name)
+
+
+def map_columns(
+    rows: list[dict[str, Any]], columns: list[str], mapping: ColumnMapping, name: str
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """Rename the columns as ``mapping`` says (its prompt column becomes ``prompt``); returns (columns, rows).
+
+    Raises:
+        DatasetError: the mapping names a column the file lacks, two columns would get one name, or a rename
+            lands on a column that is kept (e.g. ``prompt_column: question`` while the file has ``prompt`` too).
+    """
+    renames = {str(old): str(new).strip() for old, new in mapping.renames.items()}
+    if mapping.prompt_column not in (None, "", PROMPT_COLUMN):
+        renames[mapping.prompt_column] = PROMPT_COLUMN
+    for old, new in renames.items():
+        if old not in columns:
+            setting = "prompt_column" if new == PROMPT_COLUMN and old == mapping.prompt_column else "column_renames"
+            raise DatasetError(
+                name,
+                f"the column mapping ({setting}) names column '{old}', which the file lacks; "
+                f"columns are {', '.join(columns) if columns else '(none)'}",
+            )
+        if not new:
+            raise DatasetError(name, f"the column mapping renames '{old}' to an empty name")
+    targets = [renames.get(c, c) for c in columns]
+    for target in set(targets):
+        sources = [c for c in columns if renames.get(c, c) == target]
+        if len(sources) > 1:
+            raise DatasetError(
+                name,
+                f"the column mapping gives {len(sources)} columns the name '{target}' "
+                f"({', '.join(sources)}); rename the others too (column_renames)",
+            )
+    mapped = [{renames.get(k, k): v for k, v in row.items()} for row in rows]
+    return targets, mapped
+
+
+def with_system_prompt(prompt: str | list[dict[str, Any]], system_prompt: str) -> list[dict[str, Any]]:
+    """``prompt`` as a chat prompt that starts with ``system_prompt``: text becomes a user message after it; a
+    message list gets it first unless its first message is a system message already (then it is returned as is)."""
+    system = {"role": "system", "content": system_prompt}
+    if isinstance(prompt, str):
+        return [system, {"role": "user", "content": prompt}]
+    if prompt and prompt[0].get("role") == "system":
+        return prompt
+    return [system, *prompt]
+
+
+def remap_rows(rows: list[dict[str, Any]], mapping: ColumnMapping | None, name: str) -> list[dict[str, Any]]:
+    """Apply ``mapping`` to rows already read (a stored dataset's normalised rows) and check them again.
+
+    Raises:
+        DatasetError: as :func:`map_columns`, or a prompt that is missing or malformed after the mapping.
+    """
+    if mapping is None or mapping.is_identity or not rows:
+        return rows
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    return _checked_dataset(rows, columns, None, "jsonl", name, json_in_cells=False, mapping=mapping).rows
 
 
 def _missing_prompt_reason(columns: list[str]) -> str:
@@ -461,7 +604,10 @@ def _missing_prompt_reason(columns: list[str]) -> str:
     by_folded = {c.strip().lower(): c for c in reversed(columns)}  # reversed: the first of equal names wins
     for candidate in (PROMPT_COLUMN, *LIKELY_PROMPT_COLUMNS):
         if candidate in by_folded:
-            return f"{reason}; rename '{by_folded[candidate]}' to '{PROMPT_COLUMN}'"
+            return (
+                f"{reason}; rename '{by_folded[candidate]}' to '{PROMPT_COLUMN}' "
+                f"(or map it: prompt column '{by_folded[candidate]}')"
+            )
     return reason
 
 

@@ -4,12 +4,13 @@ A run config names its prompts in one of two ways (:class:`grpo_core.config.RunC
 
 * ``dataset_id``: a dataset stored in the data directory (:mod:`grpo_core.dataset_library`); its file is the
   normalised JSON Lines written at import, read back with :func:`grpo_core.datasets.read_normalized`;
-* ``dataset_path``: a prompt file (JSON Lines, JSON, CSV, Parquet) read with
+* ``dataset_path``: a prompt file (JSON Lines, JSON, CSV, Parquet, a ``save_to_disk`` folder) read with
   :func:`grpo_core.datasets.load_prompt_dataset`. A relative path that does not exist from the working directory is
   looked up in ``base_dir`` (the folder of the YAML file it came from), as ``grpo-dashboard train`` and
   ``grpo-dashboard preflight`` do.
 
-Every reader of a run's rows (the worker, the preflight, the export, the Try-the-model tab, the CLI) goes through
+The config's column mapping (``prompt_column``, ``system_prompt``, ``column_renames``; :func:`column_mapping`) is
+applied to the rows either way. Every reader of a run's rows (the worker, the preflight, the export, the Try-the-model tab, the CLI) goes through
 :func:`dataset_file` and :func:`load_rows`. A row's position in that list is its ``row_index`` (0-based), the number
 recorded with each sampled group; the trainer hands it to TRL as the dataset column :data:`ROW_INDEX_COLUMN`.
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_core.config import ConfigError, RunConfig
-from grpo_core.datasets import load_prompt_dataset, read_normalized
+from grpo_core.datasets import ColumnMapping, load_prompt_dataset, read_normalized, remap_rows
 from grpo_core.rewards.registry import completion_text
 
 ROW_INDEX_COLUMN = "_row_index"
@@ -35,6 +36,17 @@ def _dataset_fields(config: RunConfig | Mapping[str, Any]) -> tuple[int | None, 
         return config.dataset_id, config.dataset_path
     dataset_id = config.get("dataset_id")
     return (None if dataset_id is None else int(dataset_id)), (config.get("dataset_path") or None)
+
+
+def column_mapping(config: RunConfig | Mapping[str, Any]) -> ColumnMapping | None:
+    """The column mapping a run config sets (``prompt_column``, ``system_prompt``, ``column_renames``), or ``None``
+    when it sets none."""
+    if isinstance(config, RunConfig):
+        fields = (config.prompt_column, config.system_prompt, config.column_renames)
+    else:
+        fields = (config.get("prompt_column"), config.get("system_prompt") or "", config.get("column_renames") or {})
+    mapping = ColumnMapping(prompt_column=fields[0] or None, system_prompt=fields[1] or "", renames=dict(fields[2]))
+    return None if mapping.is_identity else mapping
 
 
 def resolve_dataset_path(dataset_path: str | Path, base_dir: str | Path | None = None) -> Path:
@@ -71,7 +83,8 @@ def dataset_file(store, config: RunConfig | Mapping[str, Any], *, base_dir: str 
 def load_rows(
     store, config: RunConfig | Mapping[str, Any], *, base_dir: str | Path | None = None
 ) -> list[dict[str, Any]]:
-    """The prompt rows a run config names, in file order (each a dict with ``prompt`` and the other columns).
+    """The prompt rows a run config names, in file order (each a dict with ``prompt`` and the other columns), with
+    the config's column mapping applied.
 
     Args:
         store: the :class:`storage.Store` holding ``dataset_id`` (may be ``None`` when the config names a file).
@@ -80,17 +93,20 @@ def load_rows(
 
     Raises:
         ConfigError: the config names no dataset, or names a stored one and ``store`` is ``None``.
-        grpo_core.datasets.DatasetError: the file is not a valid prompt dataset.
+        grpo_core.datasets.DatasetError: the file is not a valid prompt dataset, or the mapping names a column it
+            lacks.
         storage.StoreError: no stored dataset with that id.
         OSError: the file cannot be read.
     """
     dataset_id, dataset_path = _dataset_fields(config)
+    mapping = column_mapping(config)
     if dataset_id is not None:
         if store is None:
             raise ConfigError("dataset_id needs the store (--db / --data-dir)")
-        return read_normalized(Path(store.get_dataset(dataset_id).path))
+        info = store.get_dataset(dataset_id)
+        return remap_rows(read_normalized(Path(info.path)), mapping, info.name)
     if dataset_path:
-        return load_prompt_dataset(resolve_dataset_path(dataset_path, base_dir)).rows
+        return load_prompt_dataset(resolve_dataset_path(dataset_path, base_dir), mapping=mapping).rows
     raise ConfigError("dataset: the config names no dataset (set dataset_id or dataset_path)")
 
 

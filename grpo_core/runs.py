@@ -22,10 +22,13 @@ from pathlib import Path
 import psutil
 
 from grpo_core.config import ConfigError, RunConfig
+from grpo_core.datasets import DatasetError
 from grpo_core.model_source import ModelSourceError, describe_model
+from grpo_core.prompt_lengths import model_text_folder, require_prompts_fit
 from grpo_core.rewards.compose import build_reward_funcs
 from grpo_core.rewards.registry import get_rule
 from grpo_core.run_files import Checkpoint, last_checkpoint, run_dir
+from grpo_core.run_rows import column_mapping, load_rows
 from grpo_core.settings import Settings
 from storage import RunInfo, RunStatus, Store, StoreError
 
@@ -131,12 +134,18 @@ def parse_tags(text: str | None) -> list[str]:
     return tags
 
 
-def validate_run_config(store: Store, config: RunConfig) -> list[str]:
+def validate_run_config(store: Store, config: RunConfig, *, model_cache_dir: Path | None = None) -> list[str]:
     """Check what a :class:`RunConfig` refers to, without loading a model. Returns warnings (may be empty).
 
+    The dataset's rows are read with the config's column mapping, and, when the model's tokenizer files are on disk
+    (a local folder, or the packaged GGUF once converted into ``model_cache_dir``), every prompt is counted against
+    the model's context (:func:`grpo_core.prompt_lengths.require_prompts_fit`); otherwise a warning says the worker
+    checks the lengths before loading the model.
+
     Raises:
-        ConfigError: the model cannot be found, the dataset does not exist, a reward rule or parameter is invalid,
-            or a rule needs a column the dataset lacks.
+        ConfigError: the model cannot be found, the dataset does not exist or its column mapping names a column it
+            lacks, a reward rule or parameter is invalid, a rule needs a column the dataset lacks, or prompts are
+            longer than the model's context minus ``max_completion_length`` (the message names the rows).
     """
     if config.use_vllm and importlib.util.find_spec("vllm") is None:
         raise ConfigError(
@@ -154,10 +163,16 @@ def validate_run_config(store: Store, config: RunConfig) -> list[str]:
         except StoreError as exc:
             raise ConfigError(f"dataset: {exc}") from None
     elif config.dataset_path:
-        if not Path(config.dataset_path).is_file():
+        if not Path(config.dataset_path).exists():
             raise ConfigError(f"dataset_path: {config.dataset_path} does not exist")
     else:
         raise ConfigError("dataset: choose a dataset")
+    try:
+        rows = load_rows(store, config)
+    except (DatasetError, OSError) as exc:
+        raise ConfigError(f"dataset: {exc}") from None
+    if columns is None or column_mapping(config) is not None:
+        columns = list(dict.fromkeys(key for row in rows for key in row))
     try:
         build_reward_funcs(config.rewards)
     except ValueError as exc:
@@ -174,10 +189,22 @@ def validate_run_config(store: Store, config: RunConfig) -> list[str]:
                 )
     if config.max_completion_length < 16:
         warnings.append("max_completion_length below 16 tokens truncates most completions")
+    folder = model_text_folder(config.model, model_cache_dir)
+    if folder is None:
+        if describe_model(config.model).kind != "folder":
+            warnings.append(
+                "prompt lengths not checked yet: the model's tokenizer is not on disk (a GGUF is converted at its "
+                "first run); the run checks them before loading the model"
+            )
+    else:
+        try:
+            require_prompts_fit(rows, folder, config.max_completion_length)
+        except ValueError as exc:  # PromptTooLongError, or a chat prompt the model's template refuses
+            raise ConfigError(f"dataset: {exc}") from None
     return warnings
 
 
-def submit_run(store: Store, config: RunConfig) -> RunInfo:
+def submit_run(store: Store, config: RunConfig, *, model_cache_dir: Path | None = None) -> RunInfo:
     """Validate ``config`` and queue it as a new run (the launcher starts it).
 
     A local model folder, a ``.gguf`` file and ``dataset_path`` are stored as absolute paths, since the worker runs
@@ -186,7 +213,7 @@ def submit_run(store: Store, config: RunConfig) -> RunInfo:
     Raises:
         ConfigError: as :func:`validate_run_config`.
     """
-    validate_run_config(store, config)
+    validate_run_config(store, config, model_cache_dir=model_cache_dir)
     name = config.name.strip() or f"grpo-{datetime.now():%Y%m%d-%H%M%S}"
     updates: dict[str, str] = {"name": name}
     # The worker runs in the run folder, not in this process's working directory: store local paths absolute.

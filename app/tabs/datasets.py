@@ -1,4 +1,6 @@
-"""The Datasets tab: upload a prompt file (JSONL, CSV, Parquet), see it validated and previewed, list datasets."""
+"""The Datasets tab: upload a prompt file (JSONL, JSON, CSV, Parquet, a zipped save_to_disk folder) or load a hub
+dataset, map its columns (prompt column, system prompt, renames), see the prompts as the model gets them, list
+datasets."""
 
 from __future__ import annotations
 
@@ -10,8 +12,10 @@ import pandas as pd
 
 from app.catalog_sync import CatalogSync, dataset_choices
 from app.context import AppContext
-from grpo_core.dataset_library import import_dataset
-from grpo_core.datasets import SUPPORTED_EXTENSIONS, DatasetError, read_normalized
+from grpo_core.config import DEFAULT_MODEL
+from grpo_core.dataset_library import import_dataset, import_hub_dataset, load_upload, parse_renames
+from grpo_core.datasets import SUPPORTED_EXTENSIONS, ColumnMapping, DatasetError, read_normalized
+from grpo_core.prompt_lengths import preview_model_prompts
 from storage import StoreError
 
 DATASET_HEADERS = ["id", "name", "rows", "columns", "prompt", "file", "added"]
@@ -38,42 +42,118 @@ def preview_frame(rows: list[dict[str, Any]], limit: int = 8) -> pd.DataFrame:
     return pd.DataFrame(shown)
 
 
+def mapping_from_form(prompt_column: str | None, system_prompt: str | None, renames: str | None) -> ColumnMapping:
+    """The column mapping typed in the tab.
+
+    Raises:
+        ValueError: the renames are not written as ``old=new`` (see :func:`parse_renames`).
+    """
+    return ColumnMapping(
+        prompt_column=(prompt_column or "").strip() or None,
+        system_prompt=system_prompt or "",
+        renames=parse_renames(renames),
+    )
+
+
+def model_view_text(ctx: AppContext, rows: list[dict[str, Any]], model: str | None) -> str:
+    """The first prompts exactly as ``model`` gets them (chat template applied), separated by row headers."""
+    shown, note = preview_model_prompts(rows, (model or "").strip() or DEFAULT_MODEL, ctx.settings.model_cache_dir)
+    parts = [f"──── row {index} ────\n{text}" for index, text in enumerate(shown)]
+    if note:
+        parts.insert(0, f"({note})")
+    return "\n".join(parts)
+
+
 def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[str, gr.components.Component]:
     """Build the Datasets tab inside the current ``gr.Blocks``; ``sync`` keeps its table and picker current and
     tells the other tabs of an upload."""
     gr.Markdown(
-        "Upload prompts as **JSONL, CSV or Parquet**. A `prompt` column is required (text, or a list of chat "
-        "messages `{role, content}`); every other column (e.g. `answer`, `tests`) is handed to the reward rules."
+        "Upload prompts as **JSONL, JSON, CSV, Parquet**, or a **.zip** of a `save_to_disk` folder. The prompt "
+        "column (text, or a list of chat messages `{role, content}`) is `prompt` unless you name another below "
+        "(e.g. `question`); every other column (e.g. `answer`, `tests`) is handed to the reward rules."
     )
     with gr.Row():
-        upload = gr.File(label="prompt file", file_types=list(SUPPORTED_EXTENSIONS), elem_id="dataset-file")
+        upload = gr.File(label="prompt file", file_types=[*SUPPORTED_EXTENSIONS, ".zip"], elem_id="dataset-file")
         with gr.Column():
             name = gr.Textbox(label="dataset name (default: file name)", elem_id="dataset-name")
-            add = gr.Button("Add dataset", variant="primary", elem_id="dataset-add")
+            with gr.Row():
+                check = gr.Button("Check", elem_id="dataset-check")
+                add = gr.Button("Add dataset", variant="primary", elem_id="dataset-add")
             status = gr.Markdown(elem_id="dataset-status")
+    with gr.Accordion("Column mapping", open=True):
+        with gr.Row():
+            prompt_column = gr.Textbox(label="prompt column (default: prompt)", placeholder="e.g. question",
+                                       elem_id="dataset-prompt-column")
+            renames = gr.Textbox(label="rename other columns (old=new, comma-separated)",
+                                 placeholder="e.g. solution=answer", elem_id="dataset-renames")
+            preview_model = gr.Textbox(label="model for the prompt view", value=DEFAULT_MODEL,
+                                       elem_id="dataset-preview-model")
+        system_prompt = gr.Textbox(label="system prompt (turns text prompts into chat prompts; empty: none)",
+                                   lines=2, elem_id="dataset-system-prompt")
+    with gr.Accordion("Load from the hub (needs a network connection)", open=False):
+        with gr.Row():
+            hub_id = gr.Textbox(label="hub dataset id", placeholder="openai/gsm8k", elem_id="dataset-hub-id")
+            hub_config = gr.Textbox(label="config", placeholder="main", elem_id="dataset-hub-config")
+            hub_split = gr.Textbox(label="split", value="train", elem_id="dataset-hub-split")
+            hub_add = gr.Button("Add from the hub", elem_id="dataset-hub-add")
     preview = gr.Dataframe(label="preview", interactive=False, elem_id="dataset-preview", wrap=True)
+    model_view = gr.Textbox(label="prompts as the model gets them", lines=8, interactive=False,
+                            elem_id="dataset-model-view")
     table = gr.Dataframe(
         value=lambda: datasets_frame(ctx), label="datasets", interactive=False, elem_id="datasets-table"
     )
     selected = gr.Dropdown(label="preview a stored dataset", choices=dataset_choices(ctx), elem_id="dataset-pick")
 
-    def on_add(file_path: str | None, dataset_name: str):
-        """Inputs: uploaded temp path, name. Outputs: status, preview, table, dropdown."""
+    def on_check(file_path: str | None, column: str, system: str, renamed: str, model: str):
+        """Inputs: uploaded temp path, mapping, model. Outputs: status, preview, model view."""
         if not file_path:
-            return "**Choose a file first.**", gr.skip(), gr.skip(), gr.skip()
-        source_name = Path(file_path).name
+            return "**Choose a file first.**", gr.skip(), gr.skip()
         try:
-            info = import_dataset(ctx.store, ctx.settings, file_path, source_name=source_name, name=dataset_name)
-        except (DatasetError, StoreError) as exc:
-            return f"❌ **Not added.** {exc}", gr.skip(), gr.skip(), gr.skip()
+            mapping = mapping_from_form(column, system, renamed)
+            dataset = load_upload(file_path, source_name=Path(file_path).name,
+                                  max_upload_mb=ctx.settings.max_upload_mb, mapping=mapping)
+        except (DatasetError, ValueError) as exc:
+            return f"❌ **Not valid.** {exc}", gr.skip(), gr.skip()
+        message = (f"✅ Valid: {dataset.num_rows} rows, columns {', '.join(dataset.columns)}, "
+                   f"{dataset.prompt_kind} prompts. Not added yet.")
+        return message, preview_frame(dataset.rows), model_view_text(ctx, dataset.rows, model)
+
+    def added_outputs(info, model: str):
         rows = read_normalized(Path(info.path))
         message = f"✅ Added **{info.name}**: {info.num_rows} rows, columns {', '.join(info.columns)}."
         return (
             message,
             preview_frame(rows),
+            model_view_text(ctx, rows, model),
             datasets_frame(ctx),
             gr.update(choices=dataset_choices(ctx), value=info.id),
         )
+
+    def on_add(file_path: str | None, dataset_name: str, column: str, system: str, renamed: str, model: str):
+        """Inputs: uploaded temp path, name, mapping, model. Outputs: status, preview, model view, table,
+        dropdown."""
+        if not file_path:
+            return "**Choose a file first.**", gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        source_name = Path(file_path).name
+        try:
+            mapping = mapping_from_form(column, system, renamed)
+            info = import_dataset(ctx.store, ctx.settings, file_path, source_name=source_name, name=dataset_name,
+                                  mapping=mapping)
+        except (DatasetError, StoreError, ValueError) as exc:
+            return f"❌ **Not added.** {exc}", gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        return added_outputs(info, model)
+
+    def on_hub_add(dataset_id: str, config: str, split: str, dataset_name: str, column: str, system: str,
+                   renamed: str, model: str):
+        """Inputs: hub id, config, split, name, mapping, model. Outputs: as :func:`on_add`."""
+        try:
+            mapping = mapping_from_form(column, system, renamed)
+            info = import_hub_dataset(ctx.store, ctx.settings, dataset_id, config=(config or "").strip() or None,
+                                      split=(split or "").strip() or "train", name=dataset_name or None,
+                                      mapping=mapping)
+        except (DatasetError, StoreError, ValueError) as exc:
+            return f"❌ **Not added.** {exc}", gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        return added_outputs(info, model)
 
     def on_pick(dataset_id: int | None):
         """Inputs: dataset id. Outputs: preview."""
@@ -85,11 +165,18 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
             return gr.skip()
         return preview_frame(read_normalized(Path(info.path)))
 
-    added = add.click(on_add, inputs=[upload, name], outputs=[status, preview, table, selected])
+    mapping_inputs = [prompt_column, system_prompt, renames, preview_model]
+    check.click(on_check, inputs=[upload, *mapping_inputs], outputs=[status, preview, model_view])
+    added = add.click(on_add, inputs=[upload, name, *mapping_inputs],
+                      outputs=[status, preview, model_view, table, selected])
+    hub_added = hub_add.click(on_hub_add, inputs=[hub_id, hub_config, hub_split, name, *mapping_inputs],
+                              outputs=[status, preview, model_view, table, selected])
     if sync is not None:
         sync.follow_datasets(table, lambda: datasets_frame(ctx))
         sync.follow_datasets(selected)
         sync.after(added)
+        sync.after(hub_added)
     selected.change(on_pick, inputs=selected, outputs=preview)
-    return {"upload": upload, "name": name, "add": add, "status": status, "preview": preview, "table": table,
-            "selected": selected}
+    return {"upload": upload, "name": name, "add": add, "check": check, "status": status, "preview": preview,
+            "model_view": model_view, "prompt_column": prompt_column, "system_prompt": system_prompt,
+            "renames": renames, "table": table, "selected": selected}

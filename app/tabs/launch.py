@@ -307,7 +307,7 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
         """Inputs: the whole form. Outputs: status message."""
         try:
             config = _config_from(values)
-            warnings = validate_run_config(ctx.store, config)
+            warnings = validate_run_config(ctx.store, config, model_cache_dir=ctx.settings.model_cache_dir)
             run = submit_run(ctx.store, config)
         except (ConfigError, ValueError) as exc:
             return f"❌ **Not launched.** {exc}"
@@ -364,7 +364,7 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
         """Inputs: prompts to sample, the whole form. Outputs: verdict (Markdown), per-rule table; streamed."""
         try:
             config = _config_from(values)
-            validate_run_config(ctx.store, config)
+            validate_run_config(ctx.store, config, model_cache_dir=ctx.settings.model_cache_dir)
         except (ConfigError, ValueError) as exc:
             yield f"❌ **Preflight not started.** {exc}", gr.skip()
             return

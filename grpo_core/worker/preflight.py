@@ -31,6 +31,7 @@ from typing import Any
 
 from grpo_core.config import ConfigError, RunConfig, load_run_config
 from grpo_core.preflight_report import DEFAULT_PROMPTS, PreflightReport, SampledGroup, format_report, judge, summarize
+from grpo_core.prompt_lengths import require_prompts_fit
 from grpo_core.rewards.compose import build_reward_funcs, score_group
 from grpo_core.run_rows import load_rows, prompt_text
 from grpo_core.worker.models import end_of_sequence_ids, load_policy, pick_device, prepare_model
@@ -164,6 +165,8 @@ def run_preflight(
     """
     started = time.monotonic()
     model_path = prepare_model(config.model, model_cache_dir, progress)
+    if (Path(model_path) / "tokenizer.json").is_file():  # the run would refuse these prompts: so does the preflight
+        require_prompts_fit(rows, model_path, config.max_completion_length)
     groups = sample_groups(config, rows, model_path, num_prompts=num_prompts, progress=progress)
     report = summarize(groups, config=config, seconds=time.monotonic() - started)
     report.verdict = judge(report)

@@ -28,6 +28,7 @@ from typing import Any
 
 from grpo_core.config import parse_run_config
 from grpo_core.failures import failure_text
+from grpo_core.prompt_lengths import require_prompts_fit
 from grpo_core.provenance import collect_provenance
 from grpo_core.run_files import CONFIG_FILE_NAME, adapter_dir, output_dir, run_dir
 from grpo_core.run_rows import dataset_file, load_rows
@@ -141,6 +142,9 @@ def train_run(store: Store, settings: Settings, run_id: int) -> RunStatus:
         rows = load_rows(store, run.config)
         progress("preparing model")
         model_path = prepare_model(config.model, settings.model_cache_dir, progress)
+        if (Path(model_path) / "tokenizer.json").is_file():  # before the model is loaded: the tokenizer only
+            progress("checking prompt lengths")
+            require_prompts_fit(rows, model_path, config.max_completion_length)
 
         from grpo_core.worker.models import describe_device
         from grpo_core.worker.trainer import build_trainer
