@@ -191,10 +191,11 @@ def _fmt(value: float | None) -> str:
 
 
 def describe(results: Sequence[ProbeResult]) -> list[str]:
-    """One plain-words line per flagged (probe, rule), e.g. ``the probe 'empty' ("") scores 1 on row 3, at or above
-    the best real completion (0.4): rule `length` rewards it``; empty when nothing is flagged."""
+    """One plain-words line per flagged (probe, rule), e.g. ``the probe 'empty' scores 1 on row 3, at or above the
+    best real completion (0.4): rule `length` rewards it``; empty when nothing is flagged. The probe's text is left
+    out (a bare code fence would break Markdown); see :func:`probe_completions`."""
     return [
-        f"the probe '{r.probe}' ({r.text[:30]!r}) scores {_fmt(r.total)} on row {r.row_index}, at or above the best "
+        f"the probe '{r.probe}' scores {_fmt(r.total)} on row {r.row_index}, at or above the best "
         f"real completion ({_fmt(r.best_real)}): rule `{r.rule}` rewards it"
         for r in flagged(results)
     ]

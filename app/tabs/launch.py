@@ -22,7 +22,7 @@ from app.tabs.launch_tools import clone_drift_notes, dataset_row_for_bench, stre
 from grpo_core.config import DEFAULT_MODEL, ConfigError, RunConfig, parse_run_config
 from grpo_core.dataset_library import ARITHMETIC_EXAMPLE
 from grpo_core.preflight_report import DEFAULT_PROMPTS
-from grpo_core.reward_probe import describe, probe_row
+from grpo_core.reward_probe import flagged, probe_row
 from grpo_core.rewards import RewardGate, RewardSpec, all_rules, get_rule, score_group
 from grpo_core.runs import submit_run, validate_run_config
 
@@ -291,7 +291,7 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
             probe_button = gr.Button("Probe for reward hacking (degenerate completions against these)",
                                      elem_id="probe-button")
         bench_table = gr.Dataframe(interactive=False, elem_id="bench-table")
-        bench_status = gr.Markdown()
+        bench_status = gr.Markdown(elem_id="bench-status")
 
     with gr.Accordion("Preflight: will this run learn?", open=False):
         gr.Markdown(
@@ -397,8 +397,12 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
             "wins": ["⚠️ yes" if r.flagged else "" for r in results],
             "rule responsible": [r.rule or "" for r in results],
         })
-        lines = describe(results)
-        status = ("⚠️ **Reward hacking:** " + "; ".join(lines) + ". Gate or reweight that rule." if lines else
+        wins = flagged(results)
+        lines = [f"- **{r.probe}** scores {r.total:.3g}, the best of these completions {r.best_real:.3g}: rule "
+                 f"`{r.rule}` rewards it" if r.best_real is not None else f"- **{r.probe}**: rule `{r.rule}`"
+                 for r in wins]
+        status = ("⚠️ **Reward hacking:** degenerate completions score at or above the best real one (gate or "
+                  "reweight the rule):\n" + "\n".join(lines) if lines else
                   f"✅ No degenerate completion scores at or above the best of these {len(completions)} completions.")
         return table, status
 

@@ -60,7 +60,7 @@ def test_empty_completion_is_described_with_its_rule():
     results = probe_row([{"rule": "length", "params": {"min_tokens": 0, "max_tokens": 8}}], ARITHMETIC_ROW,
                         ["Forty plus two makes forty-two, so the answer is 42."])
     lines = describe(results)
-    assert lines[0].startswith("the probe 'empty' ('') scores 1 on row 0, at or above the best real completion (0")
+    assert lines[0].startswith("the probe 'empty' scores 1 on row 0, at or above the best real completion (0")
     assert lines[0].endswith("rule `length` rewards it")
 
 
