@@ -179,7 +179,9 @@ def build_reward_funcs(
     Returns:
         ``(funcs, weights, names)``, one entry per spec: picklable reward functions whose ``__name__`` is set to
         their unique metric name, the weights (pass as ``GRPOConfig.reward_weights``) and the names. A name used
-        twice gets ``_2``, ``_3``... on its later uses (``numeric_answer``, ``numeric_answer_2``).
+        twice gets ``_2``, ``_3``... on its later uses (``numeric_answer``, ``numeric_answer_2``). A gated spec's
+        function is a :class:`GatedReward` (its own reward where the gate holds, else 0.0); the gating rule's function
+        then remembers its last call, so it runs once per batch however many rules it gates.
 
     Raises:
         ValueError: ``specs`` is empty, or a spec names an unknown rule, has a bad parameter or a gate that names no
