@@ -251,3 +251,25 @@ def ema(values: Sequence[float | None], weight: float) -> list[float | None]:
         count += 1
         out.append(last / (1 - weight**count))
     return out
+
+
+def step_groups_figure(totals: Sequence[float], steps: Sequence[int], pass_shares: Sequence[float | None],
+                       *, step: int, threshold: float) -> go.Figure:
+    """Inspect's chart of groups: the histogram of the completion totals at ``step`` (left) and pass@G per step
+    (right: the share of groups, 0..1, with at least one completion whose total is above ``threshold``).
+
+    Args:
+        totals: the completion totals of ``step``; ``steps`` and ``pass_shares``: one share per recorded step.
+    """
+    figure = make_subplots(rows=1, cols=2, subplot_titles=(
+        f"total reward at step {step} ({len(totals)} completions)", f"pass@G: share of groups with a total > "
+        f"{threshold:g}"))
+    figure.add_trace(go.Histogram(x=list(totals), nbinsx=20, name="completions", marker_color="#4c78a8"), row=1, col=1)
+    figure.add_trace(go.Scatter(x=list(steps), y=_clean(pass_shares), mode="lines+markers", name="pass@G",
+                                marker_color="#f58518"), row=1, col=2)
+    figure.update_xaxes(title_text="total reward", row=1, col=1)
+    figure.update_yaxes(title_text="completions", row=1, col=1)
+    figure.update_xaxes(title_text="step", row=1, col=2)
+    figure.update_yaxes(title_text="share of groups", range=[0, 1.05], row=1, col=2)
+    figure.update_layout(height=ROW_PX + TITLE_PX, showlegend=False, margin={"t": 50, "b": 40, "l": 50, "r": 20})
+    return figure

@@ -255,3 +255,26 @@ def prompt_history_html(groups: Sequence[GroupRecord]) -> str:
         f'<div class="grpo-prompt" style="margin:8px 0">{html.escape(groups[0].prompt)}</div>'
         f"{groups_html(list(groups))}</div>"
     )
+
+
+def nearest_step(steps: Sequence[int], step: float) -> int | None:
+    """The recorded step closest to ``step`` (a clicked chart point; groups are recorded only at some steps), the
+    earlier one on a tie; ``None`` when no step is recorded."""
+    if not steps:
+        return None
+    return min(steps, key=lambda s: (abs(s - step), s))
+
+
+def step_totals(groups: Sequence[GroupRecord]) -> list[float]:
+    """Every completion's total reward at one step (``None`` left out): the values of the reward histogram."""
+    return [c.total_reward for g in groups for c in g.completions if c.total_reward is not None]
+
+
+def pass_at_g(groups: Sequence[GroupRecord], threshold: float) -> float | None:
+    """pass@G of one step: the share of groups (0..1) with at least one completion whose total reward is above
+    ``threshold`` (a group that can still teach the right answer); ``None`` without groups."""
+    if not groups:
+        return None
+    passed = sum(1 for g in groups if any(c.total_reward is not None and c.total_reward > threshold
+                                          for c in g.completions))
+    return passed / len(groups)

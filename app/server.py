@@ -15,7 +15,7 @@ from app.catalog_sync import CatalogSync
 from app.context import AppContext
 from app.public_api import create_public_api, hide_internal_endpoints
 from app.tabs.datasets import create_datasets_tab
-from app.tabs.inspect import create_inspect_tab
+from app.tabs.inspect import connect_chart_to_inspect, create_inspect_tab
 from app.tabs.launch import create_launch_tab
 from app.tabs.runs import create_runs_tab
 from app.tabs.try_model import create_try_model_tab
@@ -49,17 +49,18 @@ def build_blocks(ctx: AppContext) -> gr.Blocks:
     with gr.Blocks(title=TITLE) as blocks:
         sync = CatalogSync(ctx)
         gr.Markdown(f"## {TITLE}\nLaunch, watch and inspect GRPO fine-tuning runs (TRL engine).")
-        with gr.Tabs():
+        with gr.Tabs() as tabs:
             with gr.Tab("Datasets", id="datasets", elem_id="tab-datasets"):
                 create_datasets_tab(ctx, sync)
             with gr.Tab("Launch", id="launch", elem_id="tab-launch"):
                 create_launch_tab(ctx, sync)
             with gr.Tab("Runs", id="runs", elem_id="tab-runs"):
-                create_runs_tab(ctx, sync)
+                runs_tab = create_runs_tab(ctx, sync)
             with gr.Tab("Inspect", id="inspect", elem_id="tab-inspect") as inspect_tab:
-                create_inspect_tab(ctx, inspect_tab, sync)
+                inspect_parts = create_inspect_tab(ctx, inspect_tab, sync)
             with gr.Tab("Try the model", id="try", elem_id="tab-try"):
                 create_try_model_tab(ctx, sync)
+        connect_chart_to_inspect(ctx, runs_tab, inspect_parts, tabs)
         sync.connect(blocks)
         create_public_api(ctx)
     hide_internal_endpoints(blocks)

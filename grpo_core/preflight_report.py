@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from grpo_core.config import RunConfig
+from grpo_core.reward_probe import ProbeResult, describe, flagged
 from grpo_core.rewards.compose import GroupScore, build_reward_funcs
 from grpo_core.rewards.registry import get_rule
 
@@ -59,6 +60,8 @@ class SampledGroup:
         num_tokens: tokens of each completion (its end-of-sequence token included, as TRL counts).
         truncated: per completion, True when it reached ``max_completion_length`` without ending.
         score: the rewards, totals and advantages of :func:`grpo_core.rewards.compose.score_group`.
+        probes: the reward-hacking probe of this row against these completions (:func:`grpo_core.reward_probe.
+            probe_row`); empty when it was not run.
     """
 
     row_index: int
@@ -67,6 +70,7 @@ class SampledGroup:
     num_tokens: list[int]
     truncated: list[bool]
     score: GroupScore
+    probes: list[ProbeResult] = field(default_factory=list)
 
 
 @dataclass
@@ -144,6 +148,8 @@ class PreflightReport:
         examples: a few completions (best and worst of the first groups).
         seconds: wall time of loading and sampling.
         verdict: see :func:`judge`.
+        probes: the flagged reward-hacking probes (degenerate completions scoring at or above a row's best sampled
+            completion), one per (probe, rule); see :mod:`grpo_core.reward_probe`.
     """
 
     model: str
@@ -162,6 +168,7 @@ class PreflightReport:
     examples: list[ExampleCompletion]
     seconds: float = 0.0
     verdict: Verdict | None = None
+    probes: list[ProbeResult] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (round-trips through :meth:`from_dict`); NaN and infinities become ``None``."""
@@ -177,6 +184,7 @@ class PreflightReport:
         values = dict(data)
         values["rules"] = [RuleStats(**r) for r in values["rules"]]
         values["examples"] = [ExampleCompletion(**e) for e in values["examples"]]
+        values["probes"] = [ProbeResult(**p) for p in values.get("probes") or []]
         verdict = values.get("verdict")
         values["verdict"] = Verdict(**verdict) if verdict else None
         return cls(**values)
@@ -286,6 +294,7 @@ def summarize(
         std_total=_std(flat_totals),
         examples=examples,
         seconds=seconds,
+        probes=flagged([p for g in groups for p in g.probes]),
     )
 
 
@@ -410,7 +419,16 @@ def _unscorable_advice(report: PreflightReport) -> list[tuple[str, str]]:
     return []
 
 
+def _probe_advice(report: PreflightReport) -> list[tuple[str, str]]:
+    """A warning per flagged reward-hacking probe: GRPO would push the policy towards that degenerate output."""
+    return [
+        (LEVEL_WARNING, f"reward hacking: {line}; gate or reweight that rule (e.g. `gate: {{rule: ..., min: ...}}`).")
+        for line in describe(report.probes)
+    ]
+
+
 ADVICE_CHECKS: tuple[Callable[[PreflightReport], list[tuple[str, str]]], ...] = (
+    _probe_advice,
     _signal_advice,
     _truncation_advice,
     _rule_advice,
@@ -487,6 +505,10 @@ def format_report(report: PreflightReport) -> str:
             f"({ex.num_tokens} tokens{cut}; {rewards})"
         )
         lines.append("    " + json.dumps(ex.text[:200], ensure_ascii=False))
+    lines += ["", "Reward-hacking probe (empty, whitespace, prompt echo, bare code fence, answer alone, repeated "
+              "number, padding, wrong answer in format):"]
+    probe_lines = describe(report.probes)
+    lines += [f"  - {line}" for line in probe_lines] or ["  no degenerate completion scores at or above the best sampled one"]
     if report.verdict is not None:
         lines += ["", f"Verdict ({report.verdict.level}): {report.verdict.headline}"]
         lines += [f"  - {a}" for a in report.verdict.advice]

@@ -10,6 +10,7 @@ fills its parameters (JSON, with each parameter's type and help shown) from the 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import gradio as gr
@@ -21,12 +22,16 @@ from app.tabs.launch_tools import clone_drift_notes, dataset_row_for_bench, stre
 from grpo_core.config import DEFAULT_MODEL, ConfigError, RunConfig, parse_run_config
 from grpo_core.dataset_library import ARITHMETIC_EXAMPLE
 from grpo_core.preflight_report import DEFAULT_PROMPTS
-from grpo_core.rewards import RewardSpec, all_rules, get_rule, score_group
+from grpo_core.reward_probe import flagged, probe_row
+from grpo_core.rewards import RewardGate, RewardSpec, all_rules, get_rule, score_group
 from grpo_core.rewards.sandbox import sandbox_info
 from grpo_core.runs import submit_run, validate_run_config
 
 RULE_SLOTS = 4
+SLOT_FIELDS = 4
+"""Components per rule slot: rule, weight, parameters JSON, gate."""
 NO_RULE = "(none)"
+GATE_PATTERN = re.compile(r"^\s*(\S+)\s*>=\s*([-+0-9.eE]+)\s*$")
 DEFAULT_SLOTS = [(spec.rule, spec.weight, spec.params) for spec in RunConfig().rewards]
 
 #: (field, label, component kind, extra kwargs) of the hyperparameters shown in the form.
@@ -92,25 +97,49 @@ def _parse_params(index: int, rule: str, text: str) -> dict[str, Any]:
     return value
 
 
+def parse_gate(index: int, rule: str, text: str | None) -> RewardGate | None:
+    """A slot's gate from its text, ``"code_tests >= 0.01"`` (blank: no gate).
+
+    Raises:
+        ConfigError: the text is not ``<rule metric name> >= <number>``.
+    """
+    if not (text or "").strip():
+        return None
+    match = GATE_PATTERN.match(text or "")
+    try:
+        if match is None:
+            raise ValueError("write it as `<rule> >= <number>`, e.g. `code_tests >= 0.01`")
+        return RewardGate(rule=match.group(1), min=float(match.group(2)))
+    except ValueError as exc:
+        raise ConfigError(f"reward rule {index} ({rule}): gate {text!r}: {exc}") from None
+
+
+def gate_text(gate: RewardGate | None) -> str:
+    """The form's text for ``gate`` (the inverse of :func:`parse_gate`)."""
+    return "" if gate is None else f"{gate.rule} >= {gate.min:g}"
+
+
 def form_to_config(
     dataset_id: int | None, model: str, name: str, slots: list[tuple[str, Any, str]], hyper: dict[str, Any]
 ) -> RunConfig:
     """Build a :class:`RunConfig` from the form's values.
 
     Args:
-        slots: (rule name or ``(none)``, weight, parameters JSON) per rule slot.
+        slots: (rule name or ``(none)``, weight, parameters JSON[, gate text]) per rule slot (see
+            :func:`parse_gate`).
         hyper: hyperparameter field -> value.
 
     Raises:
         ConfigError: a field is invalid; the message names it (and the rule slot).
     """
     rewards = []
-    for index, (rule, weight, params) in enumerate(slots, start=1):
+    for index, (rule, weight, params, *gate) in enumerate(slots, start=1):
         if not rule or rule == NO_RULE:
             continue
         rewards.append(
             RewardSpec(rule=rule, weight=float(weight if weight is not None else 1.0),
-                       params=_parse_params(index, rule, params)).model_dump()
+                       params=_parse_params(index, rule, params),
+                       gate=parse_gate(index, rule, gate[0] if gate else None)).model_dump()
         )
     data: dict[str, Any] = {
         "name": name or "",
@@ -133,8 +162,8 @@ def config_to_form(config: RunConfig) -> dict[str, Any]:
 
     Returns:
         ``{"dataset_id", "model", "name", "slots", "hyper"}``, the keyword arguments of :func:`form_to_config`:
-        ``slots`` has :data:`RULE_SLOTS` entries ``(rule, weight, parameters JSON)`` (the rule's defaults filled in;
-        ``(none)`` for unused slots), ``hyper`` the fields of :data:`HYPERPARAMETERS`. Rules past the
+        ``slots`` has :data:`RULE_SLOTS` entries ``(rule, weight, parameters JSON, gate text)`` (the rule's defaults
+        filled in; ``(none)`` for unused slots), ``hyper`` the fields of :data:`HYPERPARAMETERS`. Rules past the
         :data:`RULE_SLOTS`-th, rule metric names and fields the form does not show are left out; see
         :func:`form_omissions`. ``form_to_config(**config_to_form(c))`` equals ``c`` for any config the form can
         express.
@@ -142,8 +171,8 @@ def config_to_form(config: RunConfig) -> dict[str, Any]:
     slots: list[tuple[str, Any, str]] = []
     for spec in config.rewards[:RULE_SLOTS]:
         params = {**get_rule(spec.rule).defaults(), **spec.params}
-        slots.append((spec.rule, spec.weight, json.dumps(params, indent=1, ensure_ascii=False)))
-    slots += [(NO_RULE, 1.0, "{}")] * (RULE_SLOTS - len(slots))
+        slots.append((spec.rule, spec.weight, json.dumps(params, indent=1, ensure_ascii=False), gate_text(spec.gate)))
+    slots += [(NO_RULE, 1.0, "{}", "")] * (RULE_SLOTS - len(slots))
     return {
         "dataset_id": config.dataset_id,
         "model": config.model,
@@ -206,7 +235,7 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
 
     gr.Markdown("### Reward rules (weighted sum; TRL's `reward_funcs` and `reward_weights`)")
     gr.Markdown(sandbox_line(), elem_id="launch-sandbox")
-    slot_components: list[tuple[gr.Dropdown, gr.Number, gr.Code]] = []
+    slot_components: list[tuple[gr.Dropdown, gr.Number, gr.Code, gr.Textbox]] = []
     help_boxes: list[gr.Markdown] = []
     for index in range(RULE_SLOTS):
         rule, weight, params = DEFAULT_SLOTS[index] if index < len(DEFAULT_SLOTS) else (NO_RULE, 1.0, {})
@@ -219,11 +248,14 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
                                          indent=1, ensure_ascii=False)
                 params_box = gr.Code(label="parameters (JSON)", value=params_text, language="json", scale=3,
                                      lines=3, elem_id=f"params-{index + 1}")
+                gate_box = gr.Textbox(label="gate (optional)", placeholder="code_tests >= 0.01", scale=1,
+                                      elem_id=f"gate-{index + 1}",
+                                      info="counts only where that rule's reward reaches the number, else 0")
             help_box = gr.Markdown(rule_help(rule))
         # .input, not .change: filling the form from a cloned run sets the rule and its parameters together.
         rule_box.input(lambda r: (rule_defaults_json(r), rule_help(r)), inputs=rule_box,
                        outputs=[params_box, help_box])
-        slot_components.append((rule_box, weight_box, params_box))
+        slot_components.append((rule_box, weight_box, params_box, gate_box))
         help_boxes.append(help_box)
 
     gr.Markdown("### Hyperparameters")
@@ -266,9 +298,12 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
                 label="completions of one group", lines=8, elem_id="bench-completions",
                 value="82\n---\nThe answer is 82.\n---\n81\n---\nI don't know",
             )
-        bench_button = gr.Button("Score the group", elem_id="bench-button")
+        with gr.Row():
+            bench_button = gr.Button("Score the group", elem_id="bench-button")
+            probe_button = gr.Button("Probe for reward hacking (degenerate completions against these)",
+                                     elem_id="probe-button")
         bench_table = gr.Dataframe(interactive=False, elem_id="bench-table")
-        bench_status = gr.Markdown()
+        bench_status = gr.Markdown(elem_id="bench-status")
 
     with gr.Accordion("Preflight: will this run learn?", open=False):
         gr.Markdown(
@@ -290,9 +325,9 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
 
     def _config_from(values: tuple) -> RunConfig:
         dataset_id, model_name, name = values[:3]
-        flat = values[3 : 3 + 3 * RULE_SLOTS]
-        slots = [tuple(flat[i : i + 3]) for i in range(0, len(flat), 3)]
-        hyper = dict(zip(hyper_fields, values[3 + 3 * RULE_SLOTS :], strict=True))
+        flat = values[3 : 3 + SLOT_FIELDS * RULE_SLOTS]
+        slots = [tuple(flat[i : i + SLOT_FIELDS]) for i in range(0, len(flat), SLOT_FIELDS)]
+        hyper = dict(zip(hyper_fields, values[3 + SLOT_FIELDS * RULE_SLOTS :], strict=True))
         return form_to_config(dataset_id, model_name, name, slots, hyper)
 
     def on_preview(*values):
@@ -318,29 +353,34 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
             f"{config.num_generations} completions per prompt. Follow it in the **Runs** tab.{note}"
         )
 
-    def on_bench(row_text: str, completions_text: str, *slot_values):
-        """Inputs: row JSON, completions, rule slots. Outputs: score table, status."""
+    def _bench_inputs(row_text: str, completions_text: str, slot_values: tuple) -> tuple[Any, list[str], list]:
+        """(row, completions, specs) from the bench and the rule slots; raises ValueError with the message to show."""
         try:
             row = json.loads(row_text or "{}")
             if not isinstance(row, dict):
                 raise ValueError("the dataset row must be a JSON object")
         except (json.JSONDecodeError, ValueError) as exc:
-            return gr.skip(), f"❌ dataset row: {exc}"
+            raise ValueError(f"dataset row: {exc}") from None
         completions = [c.strip("\n") for c in (completions_text or "").split("\n---\n")]
         specs = []
         for index in range(RULE_SLOTS):
-            rule, weight, params = slot_values[3 * index : 3 * index + 3]
+            rule, weight, params, gate = slot_values[SLOT_FIELDS * index : SLOT_FIELDS * index + SLOT_FIELDS]
             if rule and rule != NO_RULE:
                 if rule == "plugin":
-                    return gr.skip(), "❌ plugin rules run only in the training worker, not in the dashboard"
-                try:
-                    specs.append(RewardSpec(rule=rule, weight=float(weight or 0), params=_parse_params(
-                        index + 1, rule, params)))
-                except (ConfigError, ValueError) as exc:
-                    return gr.skip(), f"❌ {exc}"
+                    raise ValueError("plugin rules run only in the training worker, not in the dashboard")
+                specs.append(RewardSpec(rule=rule, weight=float(weight or 0), params=_parse_params(
+                    index + 1, rule, params), gate=parse_gate(index + 1, rule, gate)))
         if not specs:
-            return gr.skip(), "❌ choose at least one reward rule"
+            raise ValueError("choose at least one reward rule")
         row.setdefault("prompt", "")
+        return row, completions, specs
+
+    def on_bench(row_text: str, completions_text: str, *slot_values):
+        """Inputs: row JSON, completions, rule slots. Outputs: score table, status."""
+        try:
+            row, completions, specs = _bench_inputs(row_text, completions_text, slot_values)
+        except ValueError as exc:
+            return gr.skip(), f"❌ {exc}"
         try:
             score = score_group(specs, completions, row)
         except Exception as exc:  # noqa: BLE001 - any rule error is shown, not raised
@@ -351,6 +391,32 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
         table["total"] = score.total
         table["advantage"] = [round(a, 4) for a in score.advantages]
         return pd.DataFrame(table), f"{len(completions)} completions scored."
+
+    def on_probe(row_text: str, prompt: str, completions_text: str, *slot_values):
+        """Inputs: row JSON, the row's prompt, completions (the real ones), rule slots. Outputs: probe table, status."""
+        try:
+            row, completions, specs = _bench_inputs(row_text, completions_text, slot_values)
+            if prompt and not row.get("prompt"):
+                row["prompt"] = prompt
+            results = probe_row(specs, row, completions)
+        except Exception as exc:  # noqa: BLE001 - any rule error is shown, not raised
+            return gr.skip(), f"❌ {exc}"
+        table = pd.DataFrame({
+            "probe": [r.probe for r in results],
+            "completion": [r.text[:40] for r in results],
+            "total": [r.total for r in results],
+            "best real": [r.best_real for r in results],
+            "wins": ["⚠️ yes" if r.flagged else "" for r in results],
+            "rule responsible": [r.rule or "" for r in results],
+        })
+        wins = flagged(results)
+        lines = [f"- **{r.probe}** scores {r.total:.3g}, the best of these completions {r.best_real:.3g}: rule "
+                 f"`{r.rule}` rewards it" if r.best_real is not None else f"- **{r.probe}**: rule `{r.rule}`"
+                 for r in wins]
+        status = ("⚠️ **Reward hacking:** degenerate completions score at or above the best real one (gate or "
+                  "reweight the rule):\n" + "\n".join(lines) if lines else
+                  f"✅ No degenerate completion scores at or above the best of these {len(completions)} completions.")
+        return table, status
 
     def on_pick_row(dataset_id, number):
         """Inputs: dataset id, row number. Outputs: bench row JSON, the row's prompt, bench status."""
@@ -386,7 +452,7 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
         values = [dataset_value, form["model"], f"{config.name or run.name} (clone)"]
         values += [v for slot in form["slots"] for v in slot]
         values += [form["hyper"][field] for field in hyper_fields]
-        values += [rule_help(rule) for rule, _, _ in form["slots"]]
+        values += [rule_help(rule) for rule, *_ in form["slots"]]
         notes = "".join(f"\n- ⚠️ {n}" for n in form_omissions(config))
         drift = clone_drift_notes(ctx, run)
         notes += "".join(f"\n- ⚠️ {n}" for n in drift)
@@ -403,6 +469,8 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
     )
     launched = launch.click(on_launch, inputs=form_inputs, outputs=launch_status)
     bench_button.click(on_bench, inputs=[bench_row, bench_completions, *slot_inputs],
+                       outputs=[bench_table, bench_status])
+    probe_button.click(on_probe, inputs=[bench_row, bench_prompt, bench_completions, *slot_inputs],
                        outputs=[bench_table, bench_status])
     bench_row_pick.click(on_pick_row, inputs=[dataset, bench_row_number], outputs=[bench_row, bench_prompt,
                                                                                   bench_status])

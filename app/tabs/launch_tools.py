@@ -24,6 +24,7 @@ from grpo_core.datasets import DatasetError, read_normalized_row
 from grpo_core.preflight_job import PREFLIGHT_TIMEOUT_S, PreflightError, start_preflight
 from grpo_core.preflight_report import LEVEL_OK, LEVEL_PROBLEM, PreflightReport
 from grpo_core.provenance import current_environment, describe_differences, provenance_differences
+from grpo_core.reward_probe import describe
 from grpo_core.run_rows import dataset_file
 from storage import RunInfo, StoreError
 
@@ -85,6 +86,11 @@ def verdict_markdown(report: PreflightReport) -> str:
         f"groups with all-equal rewards (TRL's `frac_reward_zero_std`) **{report.zero_std_share:.0%}**, truncated "
         f"**{report.truncation_rate:.0%}**, mean length **{report.mean_completion_tokens:.1f} tokens**.",
     ]
+    probes = describe(report.probes)
+    lines += ["", "**Reward-hacking probe** (empty, whitespace, prompt echo, bare code fence, answer alone, repeated "
+              "number, padding, wrong answer in format): " + ("⚠️ " + "; ".join(probes) + "." if probes else
+                                                               "✅ no degenerate completion scores at or above the best "
+                                                               "sampled one.")]
     if report.examples:
         lines += ["", "<details><summary>example completions (best and worst of a group)</summary>", ""]
         for ex in report.examples:

@@ -28,6 +28,40 @@ from storage import RunStatus, StoreError
 REFRESH_SECONDS = 2.0
 COMPARE_METRICS = list(CHART_KEYS)
 
+#: Browser code run after each chart update: a click on a point of the chart writes ``"<step>@<time>"`` into the hidden
+#: ``#runs-chart-step`` box (the time makes a second click on the same step a change too), which opens Inspect there.
+#: ``gr.Plot`` has no select event of its own (gradio 6: ``EVENTS = [change]``), hence plotly's ``plotly_click``.
+CHART_CLICK_JS = """
+() => {
+  const attach = (tries) => {
+    const div = document.querySelector('#runs-plot .js-plotly-plot');
+    if (!div || !div.on || !div._ev) {
+      if (tries > 0) setTimeout(() => attach(tries - 1), 200);
+      return;
+    }
+    if (div._ev.__grpoClick) return;
+    div._ev.__grpoClick = true;
+    div.on('plotly_click', (data) => {
+      const point = data && data.points && data.points[0];
+      const box = document.querySelector('#runs-chart-step textarea, #runs-chart-step input');
+      if (!point || point.x === undefined || point.x === null || !box) return;
+      box.value = `${point.x}@${Date.now()}`;
+      box.dispatchEvent(new Event('input', {bubbles: true}));
+    });
+  };
+  attach(50);
+}
+"""
+
+
+def parse_chart_click(value: str | None) -> float | None:
+    """The step of a chart click written by :data:`CHART_CLICK_JS` (``"12@1733000000000"`` -> 12.0); ``None`` for
+    anything else."""
+    try:
+        return float((value or "").split("@", 1)[0])
+    except ValueError:
+        return None
+
 
 def runs_frame(ctx: AppContext, status: str | None = None, text: str | None = None) -> pd.DataFrame:
     """The runs table with each run's latest reward, only the runs that pass the filters (see ``filter_runs``)."""
@@ -62,7 +96,8 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[st
     controls = create_run_controls()
     status = gr.HTML(elem_id="runs-status")
     doctor = create_doctor_panel()
-    plot = gr.Plot(label="training metrics", elem_id="runs-plot")
+    plot = gr.Plot(label="training metrics (click a point to see that step's groups in Inspect)", elem_id="runs-plot")
+    chart_click = gr.Textbox(visible="hidden", elem_id="runs-chart-step")
     with gr.Accordion("Log (last lines of train.log)", open=False):
         log_box = gr.Code(language=None, interactive=False, lines=12, elem_id="runs-log")
     with gr.Accordion("Compare runs", open=False, elem_id="compare-panel"):
@@ -118,11 +153,13 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[st
     timer.tick(on_refresh, inputs=[selected, series_state, filters["status"], filters["text"]], outputs=outputs,
                show_progress="hidden")
     selected.input(on_select, inputs=selected, outputs=[status, plot, log_box, series_state])
+    plot.change(None, js=CHART_CLICK_JS)
     cancelled = cancel.click(on_cancel, inputs=selected, outputs=status)
     if sync is not None:
         sync.after(cancelled)
     connect_doctor_panel(ctx, doctor, timer=timer, selected=selected)
     connect_run_controls(ctx, controls, selected=selected, status=status, table=table, filters=filters,
                          table_frame=runs_frame, sync=sync)
-    return {"table": table, "selected": selected, "status": status, "plot": plot, "cancel": cancel,
+    return {"table": table, "selected": selected, "status": status, "plot": plot, "chart_click": chart_click,
+            "cancel": cancel,
             "timer": timer, "compare_runs": compare["runs"], "compare_plot": compare["plot"], "doctor": doctor}

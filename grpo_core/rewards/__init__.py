@@ -3,7 +3,7 @@ weighted composition.
 
 Public API::
 
-    RewardSpec, build_reward_funcs, score_group      # a run's rewards -> TRL reward_funcs / weights; try-out scoring
+    RewardSpec, RewardGate, build_reward_funcs, score_group  # a run's rewards -> TRL reward_funcs / weights; try-out scoring
     RewardRule, RuleParam, all_rules, get_rule       # the registry the Launch form is generated from
     completion_text                                  # the text of a standard or conversational completion
 
@@ -14,11 +14,12 @@ transformers, trl or sympy.
 """
 
 from grpo_core.rewards import answer, code, plugin, text  # noqa: F401  (each registers its rules on import)
-from grpo_core.rewards.compose import GroupScore, RewardSpec, build_reward_funcs, score_group
+from grpo_core.rewards.compose import GroupScore, RewardGate, RewardSpec, build_reward_funcs, score_group
 from grpo_core.rewards.registry import RewardRule, RuleParam, all_rules, completion_text, get_rule
 
 __all__ = [
     "GroupScore",
+    "RewardGate",
     "RewardRule",
     "RewardSpec",
     "RuleParam",

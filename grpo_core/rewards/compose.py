@@ -1,9 +1,14 @@
 """Weighted composition of reward rules, and group scoring that mirrors TRL's GRPOTrainer.
 
-A run's rewards are a list of :class:`RewardSpec` (rule name, weight, parameters, optional metric name).
-:func:`build_reward_funcs` turns them into what ``GRPOTrainer`` takes (``reward_funcs`` and ``GRPOConfig.
-reward_weights``); :func:`score_group` scores one prompt's group of completions the way the trainer would, for the
-dashboard's try-out bench, without torch.
+A run's rewards are a list of :class:`RewardSpec` (rule name, weight, parameters, optional metric name, optional
+:class:`RewardGate`). :func:`build_reward_funcs` turns them into what ``GRPOTrainer`` takes (``reward_funcs`` and
+``GRPOConfig.reward_weights``); :func:`score_group` scores one prompt's group of completions the way the trainer
+would, for the dashboard's try-out bench, without torch.
+
+A *gate* makes a rule count only where another rule's reward reaches a threshold: with ``gate: {rule: code_tests,
+min: 0.01}`` on ``code_style``, style is rewarded only for code that passes at least one test, so a one-line print
+that passes nothing cannot win its group on style and length alone. The gated rule stays its own reward function
+(TRL still logs ``rewards/<name>/mean``); it returns 0.0 where its gate fails, and its own reward elsewhere.
 """
 
 from __future__ import annotations
@@ -18,6 +23,29 @@ import pydantic
 from grpo_core.rewards.registry import RewardFunc, get_rule
 
 
+class RewardGate(pydantic.BaseModel):
+    """A condition on another rule of the same run: the gated rule counts only where it holds.
+
+    Attributes:
+        rule: the metric name of the gating rule in the same run (its ``name``, else its rule name; a rule used
+            twice is ``numeric_answer_2`` on its second use).
+        min: the gate holds for a completion whose gating reward is at least this; a ``None`` gating reward (the
+            rule did not apply) fails the gate.
+    """
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    rule: str = pydantic.Field(min_length=1)
+    min: float = 0.0
+
+    @pydantic.field_validator("min")
+    @classmethod
+    def _finite_min(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError(f"gate min must be a finite number, got {value}")
+        return value
+
+
 class RewardSpec(pydantic.BaseModel):
     """One reward rule of a run, as stored in its config.
 
@@ -28,6 +56,8 @@ class RewardSpec(pydantic.BaseModel):
         params: the rule's parameters; missing ones take their defaults.
         name: metric name (TRL logs ``rewards/<name>/mean``); default the reward function's own name, which is
             the rule name for every built-in rule except ``plugin`` (its ``name`` parameter or function name).
+        gate: when set, the rule's reward counts only where another rule's reward reaches ``gate.min``; elsewhere
+            it is 0.0 (see :class:`RewardGate`).
     """
 
     model_config = pydantic.ConfigDict(extra="forbid")
@@ -36,6 +66,7 @@ class RewardSpec(pydantic.BaseModel):
     weight: float = 1.0
     params: dict[str, Any] = pydantic.Field(default_factory=dict)
     name: str | None = None
+    gate: RewardGate | None = None
 
     @pydantic.field_validator("weight")
     @classmethod
@@ -61,6 +92,82 @@ def _as_spec(index: int, spec: RewardSpec | Mapping[str, Any]) -> RewardSpec:
         raise ValueError(f"reward rule {index} ({rule}): {problems}") from None
 
 
+_NOT_KEYED = ("trainer_state", "log_extra", "log_metric")
+
+
+class _LastCallMemo:
+    """A reward function that remembers its last call, so a gate reading it does not run it twice (picklable).
+
+    TRL calls every reward function of a batch with the same arguments, one after the other; the gating rule and the
+    gates that read it share one instance, so an expensive rule (``code_tests`` runs a sandbox) runs once per batch.
+    The key is the ``repr`` of every argument except the trainer state and the logging callbacks.
+    """
+
+    def __init__(self, func: RewardFunc) -> None:
+        self.func = func
+        self.__name__ = getattr(func, "__name__", type(func).__name__)
+        self._key: str | None = None
+        self._value: list[float | None] = []
+
+    def __call__(self, completions: list[Any], **kwargs: Any) -> list[float | None]:
+        key = repr((completions, sorted((k, v) for k, v in kwargs.items() if k not in _NOT_KEYED)))
+        if key != self._key:
+            self._value = list(self.func(completions=completions, **kwargs))
+            self._key = key
+        return list(self._value)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"func": self.func, "__name__": self.__name__, "_key": None, "_value": []}
+
+
+class GatedReward:
+    """A reward function that returns ``func``'s reward where ``gate``'s reward is at least ``threshold``, else 0.0.
+
+    ``None`` from ``func`` stays ``None`` (the rule did not apply); ``None`` from ``gate`` fails the gate. Picklable.
+    """
+
+    def __init__(self, func: RewardFunc, gate: RewardFunc, threshold: float) -> None:
+        self.func = func
+        self.gate = gate
+        self.threshold = threshold
+        self.__name__ = getattr(func, "__name__", type(func).__name__)
+
+    def __call__(self, completions: list[Any], **kwargs: Any) -> list[float | None]:
+        own = self.func(completions=completions, **kwargs)
+        gate = self.gate(completions=completions, **kwargs)
+        return [
+            None if r is None else (r if g is not None and g >= self.threshold else 0.0)
+            for r, g in zip(own, gate, strict=True)
+        ]
+
+
+def _apply_gates(specs: Sequence[RewardSpec], funcs: list[RewardFunc], names: list[str]) -> list[RewardFunc]:
+    """``funcs`` with each gated spec's function wrapped in a :class:`GatedReward` reading its gating rule.
+
+    Raises:
+        ValueError: a gate names no rule of the run, names its own rule, or names a rule that is itself gated.
+    """
+    gated = list(funcs)
+    memos: dict[int, _LastCallMemo] = {}
+    for index, spec in enumerate(specs):
+        if spec.gate is None:
+            continue
+        where = f"reward rule {index + 1} ({spec.rule})"
+        if spec.gate.rule not in names:
+            raise ValueError(f"{where}: its gate names {spec.gate.rule!r}, which is not a rule of this run "
+                             f"(rules: {', '.join(names)})")
+        target = names.index(spec.gate.rule)
+        if target == index:
+            raise ValueError(f"{where}: a rule cannot gate itself")
+        if specs[target].gate is not None:
+            raise ValueError(f"{where}: its gate {spec.gate.rule!r} is itself gated; gate on an ungated rule")
+        if target not in memos:
+            memos[target] = _LastCallMemo(funcs[target])
+            gated[target] = memos[target]
+        gated[index] = GatedReward(funcs[index], memos[target], spec.gate.min)
+    return gated
+
+
 def build_reward_funcs(
     specs: Sequence[RewardSpec | Mapping[str, Any]],
 ) -> tuple[list[RewardFunc], list[float], list[str]]:
@@ -72,19 +179,22 @@ def build_reward_funcs(
     Returns:
         ``(funcs, weights, names)``, one entry per spec: picklable reward functions whose ``__name__`` is set to
         their unique metric name, the weights (pass as ``GRPOConfig.reward_weights``) and the names. A name used
-        twice gets ``_2``, ``_3``... on its later uses (``numeric_answer``, ``numeric_answer_2``).
+        twice gets ``_2``, ``_3``... on its later uses (``numeric_answer``, ``numeric_answer_2``). A gated spec's
+        function is a :class:`GatedReward` (its own reward where the gate holds, else 0.0); the gating rule's function
+        then remembers its last call, so it runs once per batch however many rules it gates.
 
     Raises:
-        ValueError: ``specs`` is empty, or a spec names an unknown rule or has a bad parameter; the message starts
-            with the 1-based position and the rule, e.g. ``reward rule 2 (format_regex): parameter 'pattern': ...``.
+        ValueError: ``specs`` is empty, or a spec names an unknown rule, has a bad parameter or a gate that names no
+            other ungated rule of the run; the message starts with the 1-based position and the rule, e.g.
+            ``reward rule 2 (format_regex): parameter 'pattern': ...``.
     """
     if not specs:
         raise ValueError("at least one reward rule is needed")
     funcs: list[RewardFunc] = []
     weights: list[float] = []
     names: list[str] = []
-    for index, raw in enumerate(specs, start=1):
-        spec = _as_spec(index, raw)
+    parsed = [_as_spec(index, raw) for index, raw in enumerate(specs, start=1)]
+    for index, spec in enumerate(parsed, start=1):
         try:
             func = get_rule(spec.rule).build(spec.params)
         except ValueError as exc:
@@ -97,7 +207,7 @@ def build_reward_funcs(
         funcs.append(func)
         weights.append(float(spec.weight))
         names.append(name)
-    return funcs, weights, names
+    return _apply_gates(parsed, funcs, names), weights, names
 
 
 @dataclass

@@ -7,7 +7,8 @@ template (``add_generation_prompt``, as TRL does), sample ``num_generations`` co
 ``temperature``, ``top_p`` and ``max_completion_length`` (``top_k`` off, as TRL's default), cut each after its first
 end-of-sequence token (:meth:`~grpo_core.worker.models.EndOfSequence.cut`), and score every group with
 :func:`grpo_core.rewards.compose.score_group` (the trainer's own rule: weighted sum, then group advantages;
-``length`` counts tokens). The report and its verdict come from :mod:`grpo_core.preflight_report`.
+``length`` counts tokens), and run the reward-hacking probe (:func:`grpo_core.reward_probe.probe_row`, degenerate
+completions against each group's best). The report and its verdict come from :mod:`grpo_core.preflight_report`.
 
 What it leaves out: it samples from the model as it is before training (no LoRA update, no reference model),
 one process, no vLLM; with a handful of prompts every share it reports is rough (4 prompts -> steps of 25 %).
@@ -32,6 +33,7 @@ from typing import Any
 from grpo_core.config import ConfigError, RunConfig, load_run_config
 from grpo_core.preflight_report import DEFAULT_PROMPTS, PreflightReport, SampledGroup, format_report, judge, summarize
 from grpo_core.prompt_lengths import require_prompts_fit
+from grpo_core.reward_probe import probe_row
 from grpo_core.rewards.compose import build_reward_funcs, score_group
 from grpo_core.run_rows import load_rows, prompt_text
 from grpo_core.worker.models import end_of_sequence_ids, load_policy, pick_device, prepare_model
@@ -136,6 +138,10 @@ def sample_groups(
         texts = tokenizer.batch_decode(ids, skip_special_tokens=True)
         completions: list[Any] = [[{"role": "assistant", "content": t}] for t in texts] if chat else texts
         score = score_group(config.rewards, completions, row, completion_ids=ids, scale_rewards=config.scale_rewards)
+        probes = probe_row(
+            config.rewards, row, texts, row_index=index, prompt=prompt_text(prompt),
+            tokenize=lambda t: [*tokenizer(t, add_special_tokens=False)["input_ids"], end.ids[0]],
+        )
         groups.append(
             SampledGroup(
                 row_index=index,
@@ -144,6 +150,7 @@ def sample_groups(
                 num_tokens=[len(i) for i in ids],
                 truncated=[c[1] for c in cut],
                 score=score,
+                probes=probes,
             )
         )
     return groups

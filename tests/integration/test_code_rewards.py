@@ -73,3 +73,30 @@ def test_one_step_on_humaneval_records_every_code_rule(store, settings, tiny_mod
     log = (Path(final.run_dir) / "train.log").read_text(encoding="utf-8")
     assert "the sandbox failed" not in log
     assert "children will run as root" not in log
+
+
+def test_gated_code_recipe_trains_with_per_rule_rewards(store, settings, tiny_model_dir, humaneval_path):
+    """The gated recipe (examples/code_gated.yaml) through the worker: TRL still logs every rule's own mean, and a
+    gated rule pays only completions whose code passes a test (random text passes none: the gated rules give 0)."""
+    from grpo_core.config import load_run_config
+
+    recipe = load_run_config(Path(__file__).resolve().parents[2] / "examples" / "code_gated.yaml")
+    config = recipe.model_copy(update={
+        "model": str(tiny_model_dir), "dataset_path": str(humaneval_path), "max_steps": 1,
+        "max_completion_length": 24, "num_generations": 4, "per_device_train_batch_size": 8, "temperature": 1.0,
+    })
+    run = submit_run(store, RunConfig.model_validate(config.model_dump()))
+    launcher = Launcher(store, settings)
+    assert launcher.wait_idle(timeout_s=300), "the run did not finish"
+    final = store.get_run(run.id)
+    assert final.status == RunStatus.COMPLETED, final.error
+    keys = {point.key for point in store.metrics_since(run.id)}
+    for name in RULE_NAMES:
+        assert f"rewards/{name}/mean" in keys, sorted(keys)
+    for group in store.groups_at(run.id, 1):
+        for completion in group.completions:
+            assert set(completion.rewards) == RULE_NAMES
+            passed = (completion.rewards["code_tests"] or 0.0) >= 0.01
+            for gated in ("code_style", "code_runtime", "length"):
+                if not passed:
+                    assert completion.rewards[gated] in (0.0, None), (gated, completion.rewards)

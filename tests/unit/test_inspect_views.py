@@ -308,3 +308,51 @@ def test_compare_figure_by_wall_time_counts_from_each_runs_first_point():
     assert list(compare_figure({"a": first}, "reward").data[0].x) == [1, 2]
     with pytest.raises(ValueError, match="x_axis"):
         compare_figure({"a": first}, "reward", x_axis="time")
+
+
+@pytest.mark.parametrize(
+    ("steps", "clicked", "expected"),
+    [([], 3, None), ([2, 4, 6], 4, 4), ([2, 4, 6], 5, 4), ([2, 4, 6], 5.2, 6), ([6, 2, 4], 100, 6),
+     ([2, 4, 6], -3, 2), ([5], 1, 5)],
+)
+def test_nearest_step(steps, clicked, expected):
+    from app.inspect_views import nearest_step
+
+    assert nearest_step(steps, clicked) == expected
+
+
+@pytest.mark.parametrize(
+    ("groups", "threshold", "expected"),
+    [
+        ([], 0.5, None),
+        ([[0.0, 1.0], [0.0, 0.0]], 0.5, 0.5),
+        ([[0.0, 1.0], [0.6, None]], 0.5, 1.0),
+        ([[0.5, 0.5], [None, None]], 0.5, 0.0),  # "above": a total equal to the threshold does not pass
+        ([[0.5, 0.5]], 0.4, 1.0),
+    ],
+)
+def test_pass_at_g(groups, threshold, expected):
+    from app.inspect_views import pass_at_g
+
+    assert pass_at_g([_group(i, totals) for i, totals in enumerate(groups)], threshold) == expected
+
+
+def test_step_totals_and_the_stats_figure():
+    from app.charts import step_groups_figure
+    from app.inspect_views import step_totals
+
+    totals = step_totals([_group(1, [1.0, None, 0.5]), _group(2, [0.0])])
+    assert totals == [1.0, 0.5, 0.0]
+    figure = step_groups_figure(totals, [2, 4], [0.5, None], step=4, threshold=0.5)
+    histogram, line = figure.data
+    assert list(histogram.x) == [1.0, 0.5, 0.0]
+    assert list(line.x) == [2, 4] and list(line.y) == [0.5, None]
+    assert "step 4 (3 completions)" in figure.layout.annotations[0].text
+
+
+@pytest.mark.parametrize(("value", "expected"), [("12@1733000000000", 12.0), ("3.5@1", 3.5), ("", None),
+                                                  (None, None), ("x@1", None)])
+def test_parse_chart_click(value, expected):
+    from app.tabs.runs import parse_chart_click
+
+    assert parse_chart_click(value) == expected

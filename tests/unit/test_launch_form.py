@@ -98,3 +98,39 @@ def test_form_omissions_name_what_the_form_cannot_hold():
     assert "dataset_path /data/x.jsonl" in notes
     assert "top_p=0.9" in notes and "epsilon=0.3" in notes
     assert len(config_to_form(config)["slots"]) == RULE_SLOTS
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("", None), ("  ", None), ("code_tests >= 0.01", ("code_tests", 0.01)), ("length>=1", ("length", 1.0)),
+     ("numeric_answer_2 >= -0.5", ("numeric_answer_2", -0.5))],
+)
+def test_gate_text_parses(text, expected):
+    from app.tabs.launch import gate_text, parse_gate
+
+    gate = parse_gate(1, "code_style", text)
+    assert (None if gate is None else (gate.rule, gate.min)) == expected
+    assert parse_gate(1, "code_style", gate_text(gate)) == gate
+
+
+@pytest.mark.parametrize("text", ["code_tests > 0.01", "code_tests >= lots", ">= 1"])
+def test_bad_gate_text_names_the_slot(text):
+    from app.tabs.launch import parse_gate
+    from grpo_core.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"reward rule 2 \(code_style\): gate"):
+        parse_gate(2, "code_style", text)
+
+
+def test_gated_code_recipe_round_trips_through_the_form():
+    from pathlib import Path
+
+    from grpo_core.config import load_run_config
+
+    config = load_run_config(Path(__file__).resolve().parents[2] / "examples" / "code_gated.yaml")
+    config = config.model_copy(update={"dataset_id": 1})
+    form = config_to_form(config)
+    assert [s[3] for s in form["slots"]] == ["", "code_tests >= 0.01", "code_tests >= 0.01", "code_tests >= 0.01"]
+    again = form_to_config(**form).rewards
+    assert [(s.rule, s.weight, s.gate) for s in again] == [(s.rule, s.weight, s.gate) for s in config.rewards]
+    assert [s.params for s in again] == [{**get_rule(s.rule).defaults(), **s.params} for s in config.rewards]

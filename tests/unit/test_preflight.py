@@ -388,3 +388,39 @@ def test_cpu_threads_uses_the_idle_cores(monkeypatch, cores, load, omp, default,
     else:
         monkeypatch.setenv("OMP_NUM_THREADS", omp)
     assert preflight.cpu_threads(default) == expected
+
+
+# ------------------------------------------------------------------------------------------------ the probe
+
+
+def test_flagged_probes_reach_the_report_its_json_its_text_and_the_verdict():
+    from grpo_core.reward_probe import probe_row
+
+    config = _config(rewards=[{"rule": "length", "params": {"min_tokens": 0, "max_tokens": 4}}])
+    row = {"prompt": "What is it?", "answer": 42}
+    texts = ["It is 42.", "Forty two, since forty plus two is that."]
+    group = _group(config, texts, 42, row_index=5)
+    group.probes = probe_row(config.rewards, row, texts, row_index=5)
+    report = summarize([group], config=config)
+    report.verdict = judge(report)
+    assert ("empty", "length") in {(p.probe, p.rule) for p in report.probes}
+    assert report.verdict.level == LEVEL_WARNING
+    assert any(a.startswith("reward hacking: the probe 'empty'") for a in report.verdict.advice)
+    again = PreflightReport.from_dict(json.loads(json.dumps(report.to_dict(), allow_nan=False)))
+    assert again.probes == report.probes
+    assert "the probe 'empty' scores 1 on row 5" in format_report(report)
+
+
+def test_default_rules_with_a_right_answer_flag_no_probe():
+    from grpo_core.reward_probe import probe_row
+
+    config = RunConfig.model_validate({"dataset_path": str(EXAMPLE)})
+    row = {"prompt": "What is 40 + 2?", "answer": 42}
+    texts = ["42", "41", "The answer is 42."]
+    group = _group(config, texts, 42)
+    group.probes = probe_row(config.rewards, row, texts)
+    report = summarize([group], config=config)
+    report.verdict = judge(report)
+    assert report.probes == []
+    assert not any("reward hacking" in a for a in report.verdict.advice)
+    assert "no degenerate completion scores at or above the best sampled one" in format_report(report)

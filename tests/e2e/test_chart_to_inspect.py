@@ -1,0 +1,89 @@
+"""From a chart to the groups, in headless Chromium: a click on a point of the Runs chart opens the Inspect tab at
+that step, with the step's groups, the histogram of its total rewards and pass@G per step.
+
+Run "chart-demo" is written straight into the served store (no training): 6 steps of metrics, groups recorded at
+steps 2, 4 and 6 with prompts that name their step.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from playwright.sync_api import expect
+
+from grpo_core.config import RunConfig
+from storage import CompletionRecord, GroupRecord, RunStatus, Store, sqlite_url
+from tests.e2e.test_dashboard import browser, page, pick, server  # noqa: F401 - fixtures used by name
+
+pytestmark = pytest.mark.e2e
+
+GROUP_STEPS = (2, 4, 6)
+
+
+def _group(step: int, row: int) -> GroupRecord:
+    totals = [1.0, 0.0, 0.5, 0.0] if row == 0 else [0.0, 0.0, 0.0, 0.0]
+    return GroupRecord(
+        step=step,
+        row_index=row,
+        prompt=f"prompt of step {step}, row {row}",
+        completions=[
+            CompletionRecord(index=i, text=f"answer {i}", rewards={"numeric_answer": t}, total_reward=t,
+                             advantage=t - 0.375, num_tokens=2, truncated=False)
+            for i, t in enumerate(totals)
+        ],
+    )
+
+
+@pytest.fixture(scope="module")
+def chart_run(server):  # noqa: F811 - the imported fixture
+    store = Store(sqlite_url(server["data_dir"] / "grpo.db"))
+    try:
+        config = RunConfig.model_validate({"name": "chart-demo", "model": "/nonexistent/model",
+                                           "dataset_path": "/nonexistent/data.jsonl"}).model_dump(mode="json")
+        run = store.create_run(name="chart-demo", config=config, dataset_id=None, max_steps=6)
+        store.finish_run(run.id, RunStatus.COMPLETED)
+        for step in range(1, 7):
+            store.record_metrics(run.id, step, {"reward": 0.1 * step, "reward_std": 0.2, "kl": 0.001 * step,
+                                                "loss": 0.01, "rewards/numeric_answer/mean": 0.1 * step},
+                                 wall_time=time.time() - 600 + step)
+            if step in GROUP_STEPS:
+                store.record_groups(run.id, step, [_group(step, 0), _group(step, 1)])
+        yield run.id
+    finally:
+        store.close()
+
+
+def test_clicking_a_chart_point_opens_that_steps_groups(page, chart_run):  # noqa: F811
+    page.get_by_role("tab", name="Runs").click()
+    expect(page.locator("#runs-table")).to_contain_text("chart-demo")
+    pick(page, "runs-select", "chart-demo")
+    page.wait_for_function(
+        "() => { const d = document.querySelector('#runs-plot .js-plotly-plot');"
+        " return d && d._fullData && d._fullData.some(t => t.x && t.x.length === 6) && d._ev && d._ev.__grpoClick; }"
+    )
+    # The pixel of the first panel's point at step 4 (plotly's own axis mapping), clicked with the mouse.
+    x, y = page.evaluate(
+        """() => {
+          const d = document.querySelector('#runs-plot .js-plotly-plot');
+          const trace = d._fullData.find(t => t.x && t.x.length === 6);
+          const xa = d._fullLayout[trace.xaxis.replace('x', 'xaxis')];
+          const ya = d._fullLayout[trace.yaxis.replace('y', 'yaxis')];
+          const i = Array.from(trace.x).indexOf(4);
+          const box = d.getBoundingClientRect();
+          return [box.left + xa._offset + xa.l2p(trace.x[i]), box.top + ya._offset + ya.l2p(trace.y[i])];
+        }"""
+    )
+    page.mouse.move(x, y)
+    page.mouse.click(x, y)
+
+    expect(page.get_by_role("tab", name="Inspect")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#inspect-summary")).to_contain_text("step 4")
+    expect(page.locator("#inspect-groups")).to_contain_text("prompt of step 4, row 0")
+    summary = page.locator("#inspect-summary").inner_text()
+    assert "chart-demo" in summary and "2 groups" in summary
+    assert "pass@G (a completion above 0.5): 50% of groups" in summary
+    stats = page.locator("#inspect-stats .js-plotly-plot")
+    stats.wait_for()
+    expect(stats).to_contain_text("total reward at step 4 (8 completions)")
+    expect(stats).to_contain_text("pass@G")

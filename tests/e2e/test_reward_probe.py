@@ -1,0 +1,30 @@
+"""The reward-hacking probe on the Launch tab's bench, in headless Chromium: silent for the default rules against a
+right answer; against a wordy wrong completion the bare answer wins, and the probe names `numeric_answer`."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.e2e.test_dashboard import browser, page, server, set_text  # noqa: F401 - fixtures used by name
+
+pytestmark = pytest.mark.e2e
+
+
+def test_bench_probe_flags_only_winning_degenerate_completions(page):  # noqa: F811
+    page.get_by_role("tab", name="Launch").click()
+    page.get_by_text("Try the rules on sample completions").click()
+    page.locator("#probe-button").click()
+    table = page.locator("#bench-table")
+    expect(table).to_contain_text("long_padding")
+    status = page.locator("#bench-status")
+    expect(status).to_contain_text("No degenerate completion scores at or above the best of these 4 completions")
+    assert "⚠️ yes" not in table.inner_text()
+
+    set_text(page, "bench-completions", "I really do not know the answer to this one.")
+    page.locator("#probe-button").click()
+    expect(status).to_contain_text("Reward hacking:")
+    expect(status).to_contain_text("answer_only scores 1.4, the best of these completions 0.2: rule numeric_answer")
+    assert "empty scores" not in status.inner_text()  # an empty completion scores 0 here: it loses, not listed
+
+    expect(table).to_contain_text("⚠️ yes")

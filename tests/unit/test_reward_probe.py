@@ -1,0 +1,85 @@
+"""The reward-hacking probe: degenerate completions against the best real completion of a row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from grpo_core.config import RunConfig, load_run_config
+from grpo_core.reward_probe import describe, flagged, probe_completions, probe_row
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ARITHMETIC_ROW = {"prompt": "What is 40 + 2?", "answer": 42}
+CODE_ROW = {"prompt": "Write f(x) returning x + 1.", "tests": ["assert f(1) == 2", "assert f(2) == 3"]}
+SEED_CODE = [
+    {"rule": "code_tests", "weight": 0.7, "params": {"timeout_s": 5.0}},
+    {"rule": "code_style", "weight": 0.1},
+    {"rule": "code_runtime", "weight": 0.1},
+    {"rule": "length", "weight": 0.1, "params": {"min_tokens": 1, "max_tokens": 24}},
+]
+# What SmolLM2 wrote on HumanEval before training: a one-line print and a function that fails every test.
+FAILING_CODE = ['print("hello")', "```python\ndef f(x):\n    return x\n```"]
+
+
+def test_probe_completions_cover_every_kind():
+    names = [name for name, _ in probe_completions(ARITHMETIC_ROW, "What is 40 + 2?")]
+    assert names == ["empty", "whitespace", "prompt_echo", "bare_fence", "answer_only", "repeated_number",
+                     "long_padding", "wrong_in_format"]
+    texts = dict(probe_completions(ARITHMETIC_ROW, "What is 40 + 2?"))
+    assert texts["answer_only"] == "42"
+    assert "43" in texts["wrong_in_format"] and "42" not in texts["wrong_in_format"]
+    assert "answer_only" not in dict(probe_completions(CODE_ROW, "p"))
+
+
+PROBE_CASES = [
+    # (rules, row, real completions, probes expected flagged as (probe, rule))
+    ("default rules, a right answer", RunConfig().rewards, ARITHMETIC_ROW, ["42", "The answer is 42.", "41"], set()),
+    ("length alone: the empty completion wins", [{"rule": "length", "params": {"min_tokens": 0, "max_tokens": 8}}],
+     ARITHMETIC_ROW, ["Forty plus two makes forty-two, so the answer is 42."],
+     {(p, "length") for p in ("empty", "whitespace", "prompt_echo", "bare_fence", "answer_only", "long_padding")}),
+    ("seed code recipe, failing real code", SEED_CODE, CODE_ROW, FAILING_CODE, {("prompt_echo", "code_style")}),
+    ("gated code recipe, failing real code", load_run_config(EXAMPLES / "code_gated.yaml").rewards, CODE_ROW,
+     FAILING_CODE, set()),
+    ("gated code recipe, a passing solution", load_run_config(EXAMPLES / "code_gated.yaml").rewards, CODE_ROW,
+     [*FAILING_CODE, "```python\ndef f(x):\n    return x + 1\n```"], set()),
+]
+
+
+@pytest.mark.parametrize(("case", "specs", "row", "real", "expected"), PROBE_CASES, ids=[c[0] for c in PROBE_CASES])
+def test_probe_flags_the_winning_degenerate_completions(case, specs, row, real, expected):
+    results = probe_row(specs, row, real, row_index=3)
+    assert {(r.probe, r.rule) for r in flagged(results)} == expected
+    assert all(r.row_index == 3 for r in results)
+    for result in results:
+        if result.flagged:
+            assert result.total is not None and result.total >= result.best_real - 1e-9
+
+
+def test_empty_completion_is_described_with_its_rule():
+    results = probe_row([{"rule": "length", "params": {"min_tokens": 0, "max_tokens": 8}}], ARITHMETIC_ROW,
+                        ["Forty plus two makes forty-two, so the answer is 42."])
+    lines = describe(results)
+    assert lines[0].startswith("the probe 'empty' scores 1 on row 0, at or above the best real completion (0")
+    assert lines[0].endswith("rule `length` rewards it")
+
+
+def test_answer_only_ties_are_not_flagged_but_wins_are():
+    specs = [{"rule": "numeric_answer"}]
+    assert not flagged(probe_row(specs, ARITHMETIC_ROW, ["42"]))
+    won = flagged(probe_row(specs, ARITHMETIC_ROW, ["41"]))
+    assert [(r.probe, r.rule) for r in won] == [("answer_only", "numeric_answer")]
+
+
+def test_probe_needs_a_real_completion():
+    with pytest.raises(ValueError, match="real completion"):
+        probe_row([{"rule": "length"}], ARITHMETIC_ROW, [])
+
+
+def test_probe_counts_tokens_when_given_a_tokenizer():
+    specs = [{"rule": "length", "params": {"min_tokens": 0, "max_tokens": 2}}]
+    real = ["one two three"]
+    by_words = {r.probe: r.total for r in probe_row(specs, ARITHMETIC_ROW, real)}
+    by_chars = {r.probe: r.total for r in probe_row(specs, ARITHMETIC_ROW, real, tokenize=lambda t: list(t.encode()))}
+    assert by_words["answer_only"] == 1.0
+    assert by_chars["long_padding"] == 0.0
