@@ -23,9 +23,11 @@ import psutil
 
 from grpo_core.config import ConfigError, RunConfig
 from grpo_core.model_source import ModelSourceError, describe_model
+from grpo_core.reward_check import check_plugins, has_plugins
 from grpo_core.rewards.compose import build_reward_funcs
 from grpo_core.rewards.registry import get_rule
 from grpo_core.run_files import Checkpoint, last_checkpoint, run_dir
+from grpo_core.run_rows import load_rows
 from grpo_core.settings import Settings
 from storage import RunInfo, RunStatus, Store, StoreError
 
@@ -134,9 +136,14 @@ def parse_tags(text: str | None) -> list[str]:
 def validate_run_config(store: Store, config: RunConfig) -> list[str]:
     """Check what a :class:`RunConfig` refers to, without loading a model. Returns warnings (may be empty).
 
+    Plugin reward rules are imported and called once on the dataset's first row, in a child process
+    (:func:`grpo_core.reward_check.check_plugins`), so a broken plugin is refused here in seconds rather than after
+    the worker has loaded the model.
+
     Raises:
         ConfigError: the model cannot be found, the dataset does not exist, a reward rule or parameter is invalid,
-            or a rule needs a column the dataset lacks.
+            a rule needs a column the dataset lacks, every rule is a ``reward_model``, or a plugin does not import,
+            does not fit TRL's call or does not return one number (or None) per completion.
     """
     if config.use_vllm and importlib.util.find_spec("vllm") is None:
         raise ConfigError(
@@ -172,6 +179,17 @@ def validate_run_config(store: Store, config: RunConfig) -> list[str]:
                     f"reward rule {index} ({spec.rule}) reads column {missing[0]!r}, which the dataset lacks; "
                     f"its columns are {', '.join(columns)}"
                 )
+    if all(spec.rule == "reward_model" for spec in config.rewards):
+        raise ConfigError("rewards: a reward_model needs at least one other reward rule beside it")
+    if has_plugins(config.rewards):
+        try:
+            rows = load_rows(store, config)
+        except (ValueError, OSError) as exc:
+            raise ConfigError(f"dataset: {exc}") from None
+        try:
+            check_plugins(config.rewards, rows[0] if rows else {})
+        except ValueError as exc:
+            raise ConfigError(f"rewards: {exc}") from None
     if config.max_completion_length < 16:
         warnings.append("max_completion_length below 16 tokens truncates most completions")
     return warnings

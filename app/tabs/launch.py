@@ -21,6 +21,7 @@ from app.tabs.launch_tools import clone_drift_notes, dataset_row_for_bench, stre
 from grpo_core.config import DEFAULT_MODEL, ConfigError, RunConfig, parse_run_config
 from grpo_core.dataset_library import ARITHMETIC_EXAMPLE
 from grpo_core.preflight_report import DEFAULT_PROMPTS
+from grpo_core.reward_check import has_plugins, score_group_isolated
 from grpo_core.rewards import RewardSpec, all_rules, get_rule, score_group
 from grpo_core.runs import submit_run, validate_run_config
 
@@ -319,8 +320,6 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
         for index in range(RULE_SLOTS):
             rule, weight, params = slot_values[3 * index : 3 * index + 3]
             if rule and rule != NO_RULE:
-                if rule == "plugin":
-                    return gr.skip(), "❌ plugin rules run only in the training worker, not in the dashboard"
                 try:
                     specs.append(RewardSpec(rule=rule, weight=float(weight or 0), params=_parse_params(
                         index + 1, rule, params)))
@@ -330,7 +329,8 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
             return gr.skip(), "❌ choose at least one reward rule"
         row.setdefault("prompt", "")
         try:
-            score = score_group(specs, completions, row)
+            # plugins are user code: scored in a child process, never in the web process
+            score = (score_group_isolated if has_plugins(specs) else score_group)(specs, completions, row)
         except Exception as exc:  # noqa: BLE001 - any rule error is shown, not raised
             return gr.skip(), f"❌ {type(exc).__name__}: {exc}"
         table = {"completion": [c[:80] for c in completions]}

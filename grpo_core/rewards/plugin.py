@@ -130,15 +130,16 @@ def select_arguments(fn: Callable[..., Any], arguments: Mapping[str, Any], targe
     except (TypeError, ValueError):  # a builtin without a signature: pass everything, as TRL does
         return dict(arguments)
     label = f"reward plugin {target!r}" if target else "the reward function"
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-        return dict(arguments)
-    accepted: set[str] = set()
     for parameter in parameters:
         if parameter.kind is inspect.Parameter.POSITIONAL_ONLY and parameter.default is inspect.Parameter.empty:
             raise PluginSignatureError(
                 f"{label} has the positional-only parameter {parameter.name!r}; TRL passes every argument by "
                 "keyword (prompts=, completions=, ...), so remove the '/'"
             )
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return dict(arguments)
+    accepted: set[str] = set()
+    for parameter in parameters:
         if parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY):
             if parameter.name not in arguments and parameter.default is inspect.Parameter.empty:
                 columns = sorted(k for k in arguments if k not in TRL_REWARD_ARGUMENTS)
