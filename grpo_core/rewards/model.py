@@ -5,17 +5,28 @@ chat template applied to the prompt and completion messages).
 
 The web process never loads the model: the rule builds a :class:`RewardModelRule`, a picklable description
 (model folder or hub id, optional ``max_length``) that the training worker turns into the model and tokenizer it
-passes to TRL (:func:`grpo_core.worker.trainer.reward_models_for_trl`). Called like a reward function (the try-out
-bench, :func:`grpo_core.rewards.compose.score_group`), it raises: scoring needs the worker.
+passes to TRL (:func:`grpo_core.worker.reward_models.reward_funcs_for_trl`). Called like a reward function
+(:func:`grpo_core.rewards.compose.score_group`), it scores through the scorer a worker process registered
+(:func:`set_model_scorer`: preflight, try the model), and raises anywhere else (the web process's try-out bench).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from grpo_core.rewards.registry import RewardRule, RuleParam, register
+
+#: ``scorer(rule, prompts, completions) -> list[float]``, set by a worker process; ``None`` in the web process.
+_model_scorer: Callable[[RewardModelRule, Sequence[Any], Sequence[Any]], list[float]] | None = None
+
+
+def set_model_scorer(scorer: Callable[[RewardModelRule, Sequence[Any], Sequence[Any]], list[float]] | None) -> None:
+    """Register how this process scores with reward models (see
+    :func:`grpo_core.worker.reward_models.enable_reward_model_scoring`); ``None`` turns it off."""
+    global _model_scorer
+    _model_scorer = scorer
 
 
 class RewardModelRule:
@@ -26,7 +37,8 @@ class RewardModelRule:
         max_length: the longest prompt + completion, in the reward model's tokens, that it reads (longer texts are
             cut at the right); 0 means no limit (TRL's own behaviour).
 
-    Call: raises ``ValueError`` (the model is scored only by the training worker).
+    Call: ``(completions, prompts=..., **kwargs) -> list[float]`` through the registered scorer; raises
+    ``ValueError`` where none is registered (the web process).
     """
 
     def __init__(self, model: str, max_length: int = 0) -> None:
@@ -35,6 +47,8 @@ class RewardModelRule:
         self.__name__ = "reward_model"
 
     def __call__(self, completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+        if _model_scorer is not None:
+            return list(_model_scorer(self, kwargs.get("prompts") or [""] * len(completions), completions))
         raise ValueError(
             f"reward_model {self.model!r} is a model: only the training worker loads and scores it; "
             "try the other rules here, or launch a short run"

@@ -15,11 +15,10 @@ from typing import Any
 
 from grpo_core.config import RunConfig
 from grpo_core.rewards.compose import build_reward_funcs
-from grpo_core.rewards.model import RewardModelRule
-from grpo_core.rewards.plugin import AsyncPluginReward, PluginReward
 from grpo_core.run_rows import ROW_INDEX_COLUMN
 from grpo_core.worker.models import end_of_sequence_ids, load_policy, pick_device, policy_dtype
 from grpo_core.worker.recorder import Heartbeat, RolloutTap, RunRecorder
+from grpo_core.worker.reward_models import reward_funcs_for_trl
 from grpo_core.worker.trl_args import to_grpo_config, to_lora_config
 from storage import Store
 
@@ -38,59 +37,6 @@ def to_hf_dataset(rows: Sequence[dict[str, Any]]):
     from datasets import Dataset
 
     return Dataset.from_list([{**row, ROW_INDEX_COLUMN: i} for i, row in enumerate(rows)])
-
-
-class TruncatingTokenizer:
-    """A reward model's tokenizer that cuts every text to ``max_length`` tokens (TRL tokenizes reward inputs without
-    truncation). Everything else (``pad_token_id``, ``apply_chat_template``...) is the wrapped tokenizer's."""
-
-    def __init__(self, tokenizer: Any, max_length: int) -> None:
-        self.tokenizer = tokenizer
-        self.max_length = max_length
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.tokenizer(*args, **kwargs, truncation=True, max_length=self.max_length)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.tokenizer, name)
-
-
-def reward_funcs_for_trl(funcs: Sequence[Any]) -> tuple[list[Any], list[Any]]:
-    """Turn the built reward functions into TRL's ``reward_funcs`` and ``reward_processing_classes``.
-
-    * a :class:`~grpo_core.rewards.model.RewardModelRule` becomes the ``AutoModelForSequenceClassification``
-      (``num_labels=1``) it names, with its tokenizer (pad token set to the end-of-sequence token when it has none,
-      as TRL does; cut to ``max_length`` when one is set). Its ``config._name_or_path`` is set to the rule's metric
-      name, because TRL names a model reward from that field (``rewards/<name>/mean``);
-    * a plugin whose function is ``async def`` becomes an :class:`~grpo_core.rewards.plugin.AsyncPluginReward`, so
-      TRL awaits it concurrently with the other async reward functions (the first function stays synchronous:
-      the :class:`RolloutTap` wraps it);
-    * anything else is passed as is, with no processing class.
-
-    Raises:
-        ValueError: a plugin cannot be loaded, or only reward models are given (the recorder needs one function).
-        OSError: a reward model or its tokenizer cannot be loaded (from ``from_pretrained``).
-    """
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    out: list[Any] = []
-    processing: list[Any] = []
-    for index, func in enumerate(funcs):
-        if isinstance(func, RewardModelRule):
-            model = AutoModelForSequenceClassification.from_pretrained(func.model, num_labels=1)
-            model.config._name_or_path = func.__name__
-            tokenizer = AutoTokenizer.from_pretrained(func.model)
-            if tokenizer.pad_token_id is None:
-                tokenizer.pad_token = tokenizer.eos_token
-            model.config.pad_token_id = tokenizer.pad_token_id
-            out.append(model)
-            processing.append(TruncatingTokenizer(tokenizer, func.max_length) if func.max_length else tokenizer)
-            continue
-        if isinstance(func, PluginReward) and index > 0 and func.is_async():
-            func = AsyncPluginReward(func)
-        out.append(func)
-        processing.append(None)
-    return out, processing
 
 
 def build_trainer(
