@@ -102,3 +102,28 @@ def test_broken_plugin_is_refused_at_submit_before_any_model_loads(store, tiny_m
         submit_run(store, config)
     assert time.monotonic() - started < 30
     assert store.list_runs() == []
+
+
+def test_preflight_scores_a_reward_model_and_an_async_plugin(settings, tiny_model_dir, tmp_path):
+    from grpo_core.preflight_job import start_preflight
+    from tests.tiny_model import build_tiny_reward_model
+
+    scorer = build_tiny_reward_model(tmp_path / "tiny-reward-model")
+    path = tmp_path / "trl_style.py"
+    path.write_text(TRL_STYLE)
+    rewards = [
+        {"rule": "reward_model", "params": {"model": str(scorer)}},
+        {"rule": "plugin", "params": {"target": f"{path}:judge"}},
+    ]
+    config = tiny_config(tiny_model_dir, rewards=rewards, num_generations=3, per_device_train_batch_size=6)
+    job = start_preflight(settings, config, num_prompts=2)
+    try:
+        deadline = time.monotonic() + 300
+        while not job.poll():
+            assert time.monotonic() < deadline, job.log_tail()
+            time.sleep(0.5)
+        report = job.result()
+    finally:
+        job.stop()
+    assert [r.name for r in report.rules] == ["reward_model", "judge"]
+    assert all(rule.count == 6 and rule.none_share == 0 for rule in report.rules)
