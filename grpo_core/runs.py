@@ -24,7 +24,7 @@ import psutil
 from grpo_core.config import ConfigError, RunConfig
 from grpo_core.model_source import ModelSourceError, describe_model
 from grpo_core.reward_check import check_plugins, has_plugins
-from grpo_core.rewards.compose import build_reward_funcs
+from grpo_core.rewards.compose import RewardSpec, build_reward_funcs
 from grpo_core.rewards.registry import get_rule
 from grpo_core.run_files import Checkpoint, last_checkpoint, run_dir
 from grpo_core.run_rows import load_rows
@@ -195,11 +195,22 @@ def validate_run_config(store: Store, config: RunConfig) -> list[str]:
     return warnings
 
 
+def _absolute_plugin_path(spec: RewardSpec) -> RewardSpec:
+    """``spec`` with a plugin target's relative ``file.py`` made absolute (the plugin check ran from here)."""
+    target = str(spec.params.get("target", "")).strip()
+    if spec.rule != "plugin" or ":" not in target:
+        return spec
+    module, function = target.rsplit(":", 1)
+    if not module.strip().endswith(".py") or Path(module.strip()).is_absolute():
+        return spec
+    return spec.model_copy(update={"params": {**spec.params, "target": f"{Path(module.strip()).resolve()}:{function}"}})
+
+
 def submit_run(store: Store, config: RunConfig) -> RunInfo:
     """Validate ``config`` and queue it as a new run (the launcher starts it).
 
-    A local model folder, a ``.gguf`` file and ``dataset_path`` are stored as absolute paths, since the worker runs
-    in the run folder; the default model and hub ids are stored as given.
+    A local model folder, a ``.gguf`` file, ``dataset_path`` and a plugin's ``file.py`` are stored as absolute paths,
+    since the worker runs in the run folder; the default model and hub ids are stored as given.
 
     Raises:
         ConfigError: as :func:`validate_run_config`.
@@ -213,7 +224,7 @@ def submit_run(store: Store, config: RunConfig) -> RunInfo:
         updates["model"] = source.location
     if config.dataset_id is None and config.dataset_path:
         updates["dataset_path"] = str(Path(config.dataset_path).resolve())
-    config = config.model_copy(update=updates)
+    config = config.model_copy(update={**updates, "rewards": [_absolute_plugin_path(s) for s in config.rewards]})
     return store.create_run(
         name=name, config=config.model_dump(mode="json"), dataset_id=config.dataset_id, max_steps=config.max_steps
     )
