@@ -24,6 +24,7 @@ import sys
 import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from grpo_core.rewards.compose import _ignore_log_extra, _ignore_log_metric, build_reward_funcs, score_group
@@ -40,9 +41,24 @@ def probe_completions(row: Mapping[str, Any]) -> list[Any]:
     return list(PROBE_COMPLETIONS)
 
 
+def initial_trainer_state() -> SimpleNamespace:
+    """A stand-in for ``transformers.TrainerState`` at the first scoring (its defaults, ``global_step`` 0), for a
+    plugin that reads ``trainer_state`` without allowing ``None`` (importing transformers here would cost seconds)."""
+    return SimpleNamespace(
+        epoch=0.0, global_step=0, max_steps=0, logging_steps=500, eval_steps=500, save_steps=500,
+        train_batch_size=None, num_train_epochs=0, num_input_tokens_seen=0, total_flos=0, log_history=[],
+        best_metric=None, best_global_step=None, best_model_checkpoint=None, is_local_process_zero=True,
+        is_world_process_zero=True, is_hyper_param_search=False, trial_name=None, trial_params=None,
+        stateful_callbacks=[],
+    )  # fmt: skip
+
+
 def check_plugin(plugin: PluginReward, row: Mapping[str, Any]) -> str | None:
     """Load ``plugin`` and call it once as TRL would on ``row``; ``None`` when it returned one number (or ``None``)
-    per completion, else what went wrong (the exception's type and message, or the bad result)."""
+    per completion, else what went wrong (the exception's type and message, or the bad result).
+
+    ``trainer_state`` is ``None`` (as on the try-out bench); a plugin that fails on that with an ``AttributeError``
+    is called again with :func:`initial_trainer_state`."""
     completions = probe_completions(row)
     size = len(completions)
     arguments: dict[str, Any] = {
@@ -58,7 +74,14 @@ def check_plugin(plugin: PluginReward, row: Mapping[str, Any]) -> str | None:
     )
     try:
         fn = plugin.load()
-        check_rewards(call_reward_function(fn, arguments, plugin.target), size, plugin.target)
+        try:
+            result = call_reward_function(fn, arguments, plugin.target)
+        except AttributeError as exc:
+            if "'NoneType'" not in str(exc):
+                raise
+            # it reads trainer_state, which TRL always passes: try again with one as it is before the first step
+            result = call_reward_function(fn, {**arguments, "trainer_state": initial_trainer_state()}, plugin.target)
+        check_rewards(result, size, plugin.target)
     except ValueError as exc:  # load, signature and result problems name the target already
         return str(exc)
     except Exception as exc:  # noqa: BLE001 - the user's code may raise anything; report it

@@ -48,6 +48,9 @@ SOURCE = textwrap.dedent(
     def raises(completions, **kwargs):
         raise KeyError("solution")
 
+    def reads_step(completions, trainer_state, **kwargs):
+        return [float(trainer_state.global_step) for _ in completions]
+
     class AsyncScorer:
         async def __call__(self, completions, **kwargs):
             return [0.5 for _ in completions]
@@ -176,6 +179,10 @@ def test_check_refuses_a_plugin_that_does_not_import(tmp_path: Path) -> None:
     broken.write_text("import not_a_module_anywhere\n\ndef reward(completions, **kwargs):\n    return []\n")
     with pytest.raises(ValueError, match="could not be loaded: ModuleNotFoundError: No module named"):
         check_plugins([{"rule": "plugin", "params": {"target": f"{broken}:reward"}}], {"prompt": "P"})
+
+
+def test_check_gives_a_trainer_state_to_a_plugin_that_reads_one(plugins: Path) -> None:
+    check_plugins([{"rule": "plugin", "params": {"target": f"{plugins}:reads_step"}}], {"prompt": "P"})
 
 
 def test_check_without_plugins_starts_no_child(monkeypatch: pytest.MonkeyPatch) -> None:
