@@ -105,7 +105,7 @@ def reward_funcs_for_trl(funcs: Sequence[Any]) -> tuple[list[Any], list[Any]]:
     * anything else is passed as is, with no processing class.
 
     Raises:
-        ValueError: a plugin cannot be loaded, or only reward models are given (the recorder needs one function).
+        ValueError: a plugin (after the first) cannot be loaded.
         OSError: a reward model or its tokenizer cannot be loaded (from ``from_pretrained``).
     """
     out: list[Any] = []

@@ -61,8 +61,14 @@ def build_trainer(
         heartbeat: the worker's heartbeat (its cancel flag stops training at the next step).
         progress: receives one-line status messages.
 
+    A ``reward_model`` rule becomes the model TRL scores with (:func:`grpo_core.worker.reward_models.
+    reward_funcs_for_trl`); when the first rule is one, the first reward function is moved ahead of it (the
+    :class:`RolloutTap` wraps a function), with its weight and name.
+
     Raises:
-        ValueError: a reward rule cannot be built (bad parameter), or the dataset is empty.
+        ValueError: a reward rule cannot be built (bad parameter), every rule is a ``reward_model``, or the dataset
+            is empty.
+        OSError: a reward model cannot be loaded.
     """
     import torch
     from trl import GRPOTrainer
