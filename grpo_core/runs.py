@@ -25,7 +25,8 @@ from grpo_core.config import ConfigError, RunConfig
 from grpo_core.datasets import DatasetError
 from grpo_core.model_source import ModelSourceError, describe_model
 from grpo_core.prompt_lengths import model_text_folder, require_prompts_fit
-from grpo_core.rewards.compose import build_reward_funcs
+from grpo_core.reward_check import check_plugins, has_plugins
+from grpo_core.rewards.compose import RewardSpec, build_reward_funcs
 from grpo_core.rewards.registry import get_rule
 from grpo_core.run_files import Checkpoint, last_checkpoint, run_dir
 from grpo_core.run_rows import column_mapping, load_rows
@@ -142,10 +143,16 @@ def validate_run_config(store: Store, config: RunConfig, *, model_cache_dir: Pat
     the model's context (:func:`grpo_core.prompt_lengths.require_prompts_fit`); otherwise a warning says the worker
     checks the lengths before loading the model.
 
+    Plugin reward rules are imported and called once on the dataset's first row, in a child process
+    (:func:`grpo_core.reward_check.check_plugins`), so a broken plugin is refused here in seconds rather than after
+    the worker has loaded the model.
+
     Raises:
         ConfigError: the model cannot be found, the dataset does not exist or its column mapping names a column it
-            lacks, a reward rule or parameter is invalid, a rule needs a column the dataset lacks, or prompts are
-            longer than the model's context minus ``max_completion_length`` (the message names the rows).
+            lacks, a reward rule or parameter is invalid, a rule needs a column the dataset lacks, prompts are
+            longer than the model's context minus ``max_completion_length`` (the message names the rows), every
+            rule is a ``reward_model``, or a plugin does not import, does not fit TRL's call or does not return one
+            number (or None) per completion.
     """
     if config.use_vllm and importlib.util.find_spec("vllm") is None:
         raise ConfigError(
@@ -187,6 +194,13 @@ def validate_run_config(store: Store, config: RunConfig, *, model_cache_dir: Pat
                     f"reward rule {index} ({spec.rule}) reads column {missing[0]!r}, which the dataset lacks; "
                     f"its columns are {', '.join(columns)}"
                 )
+    if all(spec.rule == "reward_model" for spec in config.rewards):
+        raise ConfigError("rewards: a reward_model needs at least one other reward rule beside it")
+    if has_plugins(config.rewards):
+        try:
+            check_plugins(config.rewards, rows[0] if rows else {})
+        except ValueError as exc:
+            raise ConfigError(f"rewards: {exc}") from None
     if config.max_completion_length < 16:
         warnings.append("max_completion_length below 16 tokens truncates most completions")
     folder = model_text_folder(config.model, model_cache_dir)
@@ -204,11 +218,22 @@ def validate_run_config(store: Store, config: RunConfig, *, model_cache_dir: Pat
     return warnings
 
 
+def _absolute_plugin_path(spec: RewardSpec) -> RewardSpec:
+    """``spec`` with a plugin target's relative ``file.py`` made absolute (the plugin check ran from here)."""
+    target = str(spec.params.get("target", "")).strip()
+    if spec.rule != "plugin" or ":" not in target:
+        return spec
+    module, function = target.rsplit(":", 1)
+    if not module.strip().endswith(".py") or Path(module.strip()).is_absolute():
+        return spec
+    return spec.model_copy(update={"params": {**spec.params, "target": f"{Path(module.strip()).resolve()}:{function}"}})
+
+
 def submit_run(store: Store, config: RunConfig, *, model_cache_dir: Path | None = None) -> RunInfo:
     """Validate ``config`` and queue it as a new run (the launcher starts it).
 
-    A local model folder, a ``.gguf`` file and ``dataset_path`` are stored as absolute paths, since the worker runs
-    in the run folder; the default model and hub ids are stored as given.
+    A local model folder, a ``.gguf`` file, ``dataset_path`` and a plugin's ``file.py`` are stored as absolute paths,
+    since the worker runs in the run folder; the default model and hub ids are stored as given.
 
     Raises:
         ConfigError: as :func:`validate_run_config`.
@@ -222,7 +247,7 @@ def submit_run(store: Store, config: RunConfig, *, model_cache_dir: Path | None 
         updates["model"] = source.location
     if config.dataset_id is None and config.dataset_path:
         updates["dataset_path"] = str(Path(config.dataset_path).resolve())
-    config = config.model_copy(update=updates)
+    config = config.model_copy(update={**updates, "rewards": [_absolute_plugin_path(s) for s in config.rewards]})
     return store.create_run(
         name=name, config=config.model_dump(mode="json"), dataset_id=config.dataset_id, max_steps=config.max_steps
     )

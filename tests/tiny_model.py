@@ -62,3 +62,19 @@ def build_tiny_model(folder: Path, *, hidden_size: int = 32, layers: int = 2, se
     LlamaForCausalLM(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def build_tiny_reward_model(folder: Path, *, seed: int = 1) -> Path:
+    """Write a random-weight ``LlamaForSequenceClassification`` with one label (a reward model, as TRL loads one)
+    and the tiny tokenizer to ``folder``."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForSequenceClassification
+
+    folder = Path(folder)
+    base = build_tiny_model(folder / "base", seed=seed)
+    config = LlamaConfig.from_pretrained(base)
+    config.num_labels = 1
+    torch.manual_seed(seed)
+    LlamaForSequenceClassification(config).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(base).save_pretrained(folder)
+    return folder

@@ -22,6 +22,7 @@ from app.tabs.launch_tools import clone_drift_notes, dataset_row_for_bench, stre
 from grpo_core.config import DEFAULT_MODEL, ConfigError, RunConfig, parse_run_config
 from grpo_core.dataset_library import ARITHMETIC_EXAMPLE
 from grpo_core.preflight_report import DEFAULT_PROMPTS
+from grpo_core.reward_check import has_plugins, score_group_isolated
 from grpo_core.reward_probe import flagged, probe_row
 from grpo_core.rewards import RewardGate, RewardSpec, all_rules, get_rule, score_group
 from grpo_core.rewards.sandbox import sandbox_info
@@ -366,10 +367,11 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
         for index in range(RULE_SLOTS):
             rule, weight, params, gate = slot_values[SLOT_FIELDS * index : SLOT_FIELDS * index + SLOT_FIELDS]
             if rule and rule != NO_RULE:
-                if rule == "plugin":
-                    raise ValueError("plugin rules run only in the training worker, not in the dashboard")
-                specs.append(RewardSpec(rule=rule, weight=float(weight or 0), params=_parse_params(
-                    index + 1, rule, params), gate=parse_gate(index + 1, rule, gate)))
+                try:
+                    specs.append(RewardSpec(rule=rule, weight=float(weight or 0), params=_parse_params(
+                        index + 1, rule, params), gate=parse_gate(index + 1, rule, gate)))
+                except (ConfigError, ValueError) as exc:
+                    return gr.skip(), f"❌ {exc}"
         if not specs:
             raise ValueError("choose at least one reward rule")
         row.setdefault("prompt", "")
@@ -382,7 +384,8 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
         except ValueError as exc:
             return gr.skip(), f"❌ {exc}"
         try:
-            score = score_group(specs, completions, row)
+            # plugins are user code: scored in a child process, never in the web process
+            score = (score_group_isolated if has_plugins(specs) else score_group)(specs, completions, row)
         except Exception as exc:  # noqa: BLE001 - any rule error is shown, not raised
             return gr.skip(), f"❌ {type(exc).__name__}: {exc}"
         table = {"completion": [c[:80] for c in completions]}

@@ -6,7 +6,7 @@ A *reward rule* is a named, parametrised recipe that builds a reward function wi
 
 (``completions`` holds one entry per completion of the batch; each dataset column arrives as a list of the same
 length through ``**columns``, as do TRL's ``prompts``, ``completion_ids`` and ``trainer_state``; ``None`` means "the
-rule does not apply to this completion"). The registry is data: the Launch form of the dashboard is generated from
+rule does not apply to this completion"). TRL passes every argument by keyword (``completions=`` included). The registry is data: the Launch form of the dashboard is generated from
 it, so adding a rule is one factory and one :func:`register` call.
 
 Reward functions built here are picklable (callable class instances, never closures or lambdas), because they

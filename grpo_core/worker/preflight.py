@@ -37,6 +37,7 @@ from grpo_core.reward_probe import probe_row
 from grpo_core.rewards.compose import build_reward_funcs, score_group
 from grpo_core.run_rows import load_rows, prompt_text
 from grpo_core.worker.models import end_of_sequence_ids, load_policy, pick_device, prepare_model
+from grpo_core.worker.reward_models import enable_reward_model_scoring
 
 # ------------------------------------------------------------------------------------------------- sampling
 
@@ -96,6 +97,7 @@ def sample_groups(
     from transformers import GenerationConfig
 
     build_reward_funcs(config.rewards)  # fail on a bad rule before loading the model
+    enable_reward_model_scoring()  # a reward_model rule scores here, as the trainer would
     indices = pick_rows(len(rows), num_prompts, config.seed)
     device = pick_device(config.device)
     if device == "cpu":

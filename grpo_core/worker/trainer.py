@@ -18,6 +18,7 @@ from grpo_core.rewards.compose import build_reward_funcs
 from grpo_core.run_rows import ROW_INDEX_COLUMN
 from grpo_core.worker.models import end_of_sequence_ids, load_policy, pick_device, policy_dtype
 from grpo_core.worker.recorder import Heartbeat, RolloutTap, RunRecorder
+from grpo_core.worker.reward_models import reward_funcs_for_trl
 from grpo_core.worker.trl_args import to_grpo_config, to_lora_config
 from storage import Store
 
@@ -60,19 +61,33 @@ def build_trainer(
         heartbeat: the worker's heartbeat (its cancel flag stops training at the next step).
         progress: receives one-line status messages.
 
+    A ``reward_model`` rule becomes the model TRL scores with (:func:`grpo_core.worker.reward_models.
+    reward_funcs_for_trl`); when the first rule is one, the first reward function is moved ahead of it (the
+    :class:`RolloutTap` wraps a function), with its weight and name.
+
     Raises:
-        ValueError: a reward rule cannot be built (bad parameter), or the dataset is empty.
+        ValueError: a reward rule cannot be built (bad parameter), every rule is a ``reward_model``, or the dataset
+            is empty.
+        OSError: a reward model cannot be loaded.
     """
     import torch
     from trl import GRPOTrainer
 
     if not rows:
         raise ValueError("the dataset has no rows")
+    models = [spec.rule == "reward_model" for spec in config.rewards]
+    if all(models):
+        raise ValueError("rewards: a reward_model needs at least one other reward rule beside it")
+    if models[0]:  # the RolloutTap wraps a function, never a model: put the first function first
+        first = models.index(False)
+        rewards = [config.rewards[first], *config.rewards[:first], *config.rewards[first + 1 :]]
+        config = config.model_copy(update={"rewards": rewards})
     funcs, weights, names = build_reward_funcs(config.rewards)
     device = pick_device(config.device)
     bf16 = policy_dtype(device) == torch.bfloat16
     progress(f"loading model from {model_path} on {device}")
     model, tokenizer = load_policy(model_path, device)
+    funcs, processing = reward_funcs_for_trl(funcs)
     tap = RolloutTap(funcs[0], end_of_sequence_ids(model, tokenizer), config.max_completion_length)
     funcs = [tap, *funcs[1:]]
 
@@ -93,6 +108,7 @@ def build_trainer(
         args=args,
         train_dataset=to_hf_dataset(rows),
         processing_class=tokenizer,
+        reward_processing_classes=processing,
         peft_config=to_lora_config(config),
         callbacks=[recorder],
     )

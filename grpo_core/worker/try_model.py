@@ -79,7 +79,9 @@ def _side(label: str, request: TryRequest, completions: list[dict[str, Any]]) ->
     """One side of the comparison: each completion with its per-rule rewards and weighted total (as the trainer
     would score it), and the mean total (``None`` when no rule applied to any completion)."""
     from grpo_core.rewards.compose import score_group
+    from grpo_core.worker.reward_models import enable_reward_model_scoring
 
+    enable_reward_model_scoring()  # a reward_model rule scores here, as the trainer would
     chat = isinstance(request.prompt, list)
     texts: list[Any] = [[{"role": "assistant", "content": c["text"]}] if chat else c["text"] for c in completions]
     scored = None

@@ -286,3 +286,34 @@ def test_use_vllm_without_vllm_installed_is_refused_with_advice(store, settings)
     with pytest.raises(ConfigError, match="vLLM is not installed"):
         validate_run_config(store, config)
     assert validate_run_config(store, config.model_copy(update={"use_vllm": False})) is not None
+
+
+# ----------------------------------------------------------------------------------------- reward plugins at submit
+
+
+def test_validate_calls_a_plugin_once_on_the_datasets_first_row(store, settings, tmp_path, model_folder):
+    upload = _write_jsonl(tmp_path / "u.jsonl", [{"prompt": "first", "answer": 1}, {"prompt": "second", "answer": 2}])
+    dataset = import_dataset(store, settings, upload, source_name="rows.jsonl")
+    plugin = tmp_path / "row_check.py"
+    plugin.write_text(
+        "def reward(prompts, completions, answer):\n"
+        "    assert prompts == ['first'] * len(completions) and answer == [1] * len(completions), (prompts, answer)\n"
+        "    return [None] * len(completions)\n"
+        "def needs_solution(completions, solution):\n"
+        "    return [0.0] * len(completions)\n"
+    )
+    ok = RunConfig(model=str(model_folder), dataset_id=dataset.id, rewards=[RewardSpec(rule="plugin", params={"target": f"{plugin}:reward"})])
+    assert validate_run_config(store, ok) == []
+    bad = ok.model_copy(update={"rewards": [RewardSpec(rule="plugin", params={"target": f"{plugin}:needs_solution"})]})
+    with pytest.raises(ConfigError, match=r"^rewards: reward rule 1 \(plugin\): .*'solution'.* dataset columns: answer"):
+        validate_run_config(store, bad)
+
+
+def test_submit_stores_a_relative_plugin_file_as_an_absolute_path(store, dataset, model_folder, tmp_path, monkeypatch):
+    (tmp_path / "mine.py").write_text("def reward(completions, **kwargs):\n    return [1.0] * len(completions)\n")
+    monkeypatch.chdir(tmp_path)
+    rewards = [RewardSpec(rule="plugin", params={"target": "mine.py:reward"}), RewardSpec(rule="length")]
+    run = submit_run(store, RunConfig(model=str(model_folder), dataset_id=dataset.id, rewards=rewards))
+    stored = store.get_run(run.id).config["rewards"]
+    assert stored[0]["params"]["target"] == f"{tmp_path.resolve() / 'mine.py'}:reward"
+    assert stored[1] == RewardSpec(rule="length").model_dump(mode="json")

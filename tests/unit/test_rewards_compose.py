@@ -45,8 +45,10 @@ def test_builtin_rules_are_registered() -> None:
 
 
 @pytest.mark.parametrize("rule", all_rules(), ids=lambda rule: rule.name)
-def test_every_rule_pickles_and_is_callable(rule: RewardRule, plugin_target: str) -> None:
-    params = {"target": plugin_target} if rule.name == "plugin" else {}
+def test_every_rule_pickles_and_is_callable(rule: RewardRule, plugin_target: str, tmp_path: Path) -> None:
+    (tmp_path / "scorer").mkdir()
+    (tmp_path / "scorer" / "config.json").write_text("{}")
+    params = {"plugin": {"target": plugin_target}, "reward_model": {"model": str(tmp_path / "scorer")}}.get(rule.name, {})
     func = rule.build(params)
     assert func.__name__ == ("reward" if rule.name == "plugin" else rule.name)
     assert all(isinstance(p, RuleParam) for p in rule.params)
