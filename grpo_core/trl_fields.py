@@ -20,9 +20,7 @@ SNAPSHOT_PATH = Path(__file__).parent / "data" / "trl_fields.json"
 
 OWNED_FIELDS: dict[str, str] = {
     "output_dir": "the dashboard writes checkpoints into the run folder (<run_dir>/output)",
-    "overwrite_output_dir": "the dashboard owns the run folder",
     "report_to": "use the run config's report_to (trackio, tensorboard, wandb)",
-    "logging_dir": "the dashboard owns the run folder",
     "logging_steps": "use the run config's logging_steps (the dashboard records at each logging step)",
     "logging_strategy": "the dashboard records at every logging_steps steps",
     "logging_first_step": "the dashboard records at every logging_steps steps",
@@ -30,7 +28,6 @@ OWNED_FIELDS: dict[str, str] = {
     "save_steps": "use the run config's save_steps",
     "save_total_limit": "the dashboard keeps the checkpoints Resume needs",
     "save_only_model": "Resume needs the optimizer state in each checkpoint",
-    "save_safetensors": "the export reads the adapter format the dashboard writes",
     "eval_strategy": "use the run config's eval_fraction / eval_dataset_id and eval_steps",
     "eval_steps": "use the run config's eval_steps",
     "do_eval": "use the run config's eval_fraction / eval_dataset_id",
@@ -90,8 +87,8 @@ def _type_ok(field: TrlField, value: Any) -> bool:
         return bool({"int", "float"} & set(kinds)) or not ({"bool", "str"} & set(kinds))
     if isinstance(value, float):
         return "float" in kinds or not ({"bool", "int", "str"} & set(kinds))
-    if isinstance(value, str):
-        return "bool" not in kinds or len(kinds) > 1
+    if isinstance(value, str):  # a str, or an enum / Literal TRL parses from one
+        return any(kind not in ("int", "float", "bool", "None") for kind in kinds)
     return True
 
 

@@ -46,7 +46,7 @@ def to_grpo_config(
     from trl import GRPOConfig
 
     eval_batch = max(1, config.per_device_train_batch_size // config.num_generations) * config.num_generations
-    return GRPOConfig(
+    kwargs = dict(
         output_dir=str(output_dir),
         num_generations=config.num_generations,
         per_device_train_batch_size=config.per_device_train_batch_size,
@@ -90,8 +90,11 @@ def to_grpo_config(
         eval_strategy="steps" if evaluate else "no",
         eval_steps=config.eval_steps,
         per_device_eval_batch_size=eval_batch,
-        **config.trl_args,
     )
+    # trl_args never name a field set above that the dashboard owns (grpo_core.trl_fields.OWNED_FIELDS) nor a run
+    # config field; they may replace the worker's other choices (log_completions, per_device_eval_batch_size, ...).
+    kwargs.update(config.trl_args)
+    return GRPOConfig(**kwargs)
 
 
 def to_lora_config(config: RunConfig):
