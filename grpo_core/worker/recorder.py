@@ -147,7 +147,7 @@ def groups_from_trl_logs(
 
 def tail_of_trl_logs(logs: dict[str, Any], count: int) -> dict[str, Any]:
     """The last ``count`` entries of each of TRL's per-completion buffers (``GRPOTrainer._logs``): the completions
-    of the latest evaluation, which TRL appends after the training ones."""
+    of the latest eval batch, which TRL appends after the earlier ones."""
 
     def tail(values) -> list:
         values = list(values)
@@ -263,6 +263,7 @@ class RunRecorder(TrainerCallback):
         self.trainer = None
         self.cancelled = False
         self._recorded_generation = 0
+        self._eval_groups: list[GroupRecord] = []
 
     def attach(self, trainer) -> None:
         """Give the recorder the trainer whose ``_logs`` buffers hold the latest groups (and tell the tap when the
@@ -323,21 +324,25 @@ class RunRecorder(TrainerCallback):
             self.store.record_groups(self.run_id, step, groups)
             self._recorded_generation = generation
 
-    def _record_eval_groups(self, step: int) -> None:
-        """Record the groups of the evaluation that just ended (the last ``tap.eval_completions`` entries)."""
+    def on_prediction_step(self, args, state, control, **kwargs):
+        """After each eval batch: cut its completions off the tail of TRL's buffers (which keep only the latest
+        ``generation_batch_size`` entries) into eval groups, kept until the evaluation's ``on_log``."""
         count = self.tap.eval_completions if self.tap is not None else 0
-        if self.tap is not None:
-            self.tap.eval_completions = 0
-        if self.trainer is None or not count:
+        if not state.is_world_process_zero or self.trainer is None or not count:
             return
-        groups = groups_from_trl_logs(
+        self.tap.eval_completions = 0
+        self._eval_groups += groups_from_trl_logs(
             tail_of_trl_logs(self.trainer._logs, count),
-            step=step,
+            step=state.global_step,
             num_generations=self.num_generations,
             reward_names=self.reward_names,
             reward_weights=self.reward_weights,
             rows=self.eval_rows,
             split="eval",
         )
+
+    def _record_eval_groups(self, step: int) -> None:
+        """Write the groups of the evaluation that just ended (collected by :meth:`on_prediction_step`)."""
+        groups, self._eval_groups = self._eval_groups, []
         if groups:
             self.store.record_groups(self.run_id, step, groups, split="eval")
