@@ -135,8 +135,8 @@ def validate_run_config(store: Store, config: RunConfig) -> list[str]:
     """Check what a :class:`RunConfig` refers to, without loading a model. Returns warnings (may be empty).
 
     Raises:
-        ConfigError: the model cannot be found, the dataset does not exist, a reward rule or parameter is invalid,
-            or a rule needs a column the dataset lacks.
+        ConfigError: the model cannot be found, the dataset (or the eval dataset) does not exist, a reward rule or
+            parameter is invalid, or a rule needs a column the dataset (or the eval dataset) lacks.
     """
     if config.use_vllm and importlib.util.find_spec("vllm") is None:
         raise ConfigError(
@@ -171,6 +171,18 @@ def validate_run_config(store: Store, config: RunConfig) -> list[str]:
                 raise ConfigError(
                     f"reward rule {index} ({spec.rule}) reads column {missing[0]!r}, which the dataset lacks; "
                     f"its columns are {', '.join(columns)}"
+                )
+    if config.eval_dataset_id is not None:
+        try:
+            eval_columns = store.get_dataset(config.eval_dataset_id).columns
+        except StoreError as exc:
+            raise ConfigError(f"eval_dataset_id: {exc}") from None
+        for spec in config.rewards:
+            missing = [c for c in get_rule(spec.rule).columns if c not in eval_columns]
+            if missing:
+                raise ConfigError(
+                    f"eval_dataset_id: reward rule {spec.rule} reads column {missing[0]!r}, which the eval dataset "
+                    f"lacks; its columns are {', '.join(eval_columns)}"
                 )
     if config.max_completion_length < 16:
         warnings.append("max_completion_length below 16 tokens truncates most completions")
