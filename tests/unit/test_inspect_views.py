@@ -308,3 +308,18 @@ def test_compare_figure_by_wall_time_counts_from_each_runs_first_point():
     assert list(compare_figure({"a": first}, "reward").data[0].x) == [1, 2]
     with pytest.raises(ValueError, match="x_axis"):
         compare_figure({"a": first}, "reward", x_axis="time")
+
+
+def test_config_differences_show_trl_args_and_the_knobs_by_field():
+    from grpo_core.config import RunConfig
+
+    plain = RunConfig(dataset_id=1).model_dump(mode="json")
+    tuned = RunConfig(
+        dataset_id=1, epsilon_high=0.28, report_to=["tensorboard"], trl_args={"num_generations_eval": 2}
+    ).model_dump(mode="json")
+    rows = {row[0]: list(row[1:]) for row in config_differences({"a": plain, "b": tuned}).itertuples(index=False)}
+    assert rows == {
+        "epsilon_high": ["None", "0.28"],
+        "report_to": ["[]", '["tensorboard"]'],
+        "trl_args.num_generations_eval": ["(not set)", "2"],
+    }
