@@ -54,11 +54,12 @@ ADVANCED_FIELDS: list[tuple[str, str, str, dict[str, Any]]] = [
     ("multi_objective_aggregation", "multi_objective_aggregation (GDPO)", "dropdown",
      {"choices": ["sum_then_normalize", "normalize_then_sum"]}),
     ("mask_truncated_completions", "mask_truncated_completions", "checkbox", {}),
-    ("epsilon_high", "epsilon_high (DAPO clip-higher)", "number", {"minimum": 0}),
+    ("epsilon_high", "epsilon_high (DAPO clip-higher; 0 = epsilon)", "number", {"minimum": 0}),
     ("importance_sampling_level", "importance_sampling_level (GSPO)", "dropdown", {"choices": ["token", "sequence"]}),
-    ("steps_per_generation", "steps_per_generation", "number", {"precision": 0, "minimum": 1}),
+    ("steps_per_generation", "steps_per_generation (0 = gradient_accumulation_steps)", "number",
+     {"precision": 0, "minimum": 0}),
     ("top_k", "top_k", "number", {"precision": 0, "minimum": 0}),
-    ("min_p", "min_p", "number", {"minimum": 0, "maximum": 1}),
+    ("min_p", "min_p (0 = off)", "number", {"minimum": 0, "maximum": 1}),
     ("repetition_penalty", "repetition_penalty", "number", {"minimum": 0.01}),
     ("lr_scheduler_type", "lr_scheduler_type", "dropdown",
      {"choices": list(RunConfig.model_fields["lr_scheduler_type"].annotation.__args__)}),
@@ -69,6 +70,8 @@ ADVANCED_FIELDS: list[tuple[str, str, str, dict[str, Any]]] = [
     ("report_to", "also report to", "multiselect", {"choices": ["trackio", "tensorboard", "wandb"]}),
     ("trl_args", "other GRPOConfig fields (YAML or JSON mapping)", "mapping", {}),
 ]
+#: Advanced number fields whose default is ``None`` (off): an empty box reaches the server as 0, which means the same.
+ZERO_MEANS_UNSET = ("epsilon_high", "steps_per_generation", "min_p")
 
 
 def trl_args_text(args: dict[str, Any]) -> str:
@@ -179,6 +182,9 @@ def form_to_config(
     advanced = dict(advanced or {})
     if "trl_args" in advanced:
         advanced["trl_args"] = parse_trl_args_text(advanced["trl_args"])
+    for field in ZERO_MEANS_UNSET:
+        if advanced.get(field) == 0:
+            advanced[field] = None
     for field, value in {**hyper, **advanced}.items():
         if value is None or value == "":
             continue

@@ -140,3 +140,6 @@ def test_trl_args_text_is_checked_with_the_closest_field():
     hyper = {field: getattr(RunConfig(), field) for field, *_ in HYPERPARAMETERS}
     config = form_to_config(1, "m", "", slots, hyper, {"trl_args": "mask_truncated_completions: true"})
     assert config.mask_truncated_completions is True and config.trl_args == {}
+    empty = {"epsilon_high": 0, "steps_per_generation": 0, "min_p": 0.0}  # what the browser sends for empty boxes
+    config = form_to_config(1, "m", "", slots, hyper, empty)
+    assert (config.epsilon_high, config.steps_per_generation, config.min_p) == (None, None, None)
