@@ -331,8 +331,10 @@ class RunRecorder(TrainerCallback):
         if not state.is_world_process_zero or self.trainer is None or not count:
             return
         self.tap.eval_completions = 0
+        # the tap counts this process's completions; TRL's buffers hold those gathered from every process
+        gathered = count * max(1, getattr(args, "world_size", 1))
         self._eval_groups += groups_from_trl_logs(
-            tail_of_trl_logs(self.trainer._logs, count),
+            tail_of_trl_logs(self.trainer._logs, gathered),
             step=state.global_step,
             num_generations=self.num_generations,
             reward_names=self.reward_names,
