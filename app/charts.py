@@ -15,7 +15,8 @@ from plotly.subplots import make_subplots
 
 from storage import MetricPoint
 
-#: The panels of the training chart: (title, metric keys drawn in it). ``rewards/*/mean`` joins the first panel.
+#: The panels of the training chart: (title, metric keys drawn in it). ``rewards/*/mean`` joins the first panel, and
+#: so do the eval metrics TRL logs at each evaluation (``eval_reward``, ``eval_rewards/<fn>/mean``), dashed.
 PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("reward (total and per rule)", ("reward",)),
     ("reward_std", ("reward_std",)),
@@ -49,7 +50,7 @@ NO_DATA_TEXT = "no data yet"
 class MetricSeries:
     """The metric points of one run a page has seen: ``key -> (steps, values)``, steps ascending.
 
-    ``last_step`` is the highest step seen (-1 before any), the cursor for ``Store.metrics_since``.
+    ``last_step`` is the highest step seen (-1 before any); :attr:`cursor` is the cursor for ``Store.metrics_since``.
     """
 
     run_id: int | None = None
@@ -71,6 +72,13 @@ class MetricSeries:
             added += 1
         return added
 
+    @property
+    def cursor(self) -> int:
+        """The step to read after: one before :attr:`last_step`, so the last step is read again (TRL logs an
+        evaluation's ``eval_*`` metrics at the same step just after the training ones); :meth:`extend` skips what it
+        has."""
+        return self.last_step - 1 if self.last_step >= 0 else -1
+
     def last(self, key: str) -> float | None:
         """The latest value of ``key`` (None if never logged)."""
         values = self.data.get(key, ([], []))[1]
@@ -79,6 +87,11 @@ class MetricSeries:
     def reward_rule_keys(self) -> list[str]:
         """``rewards/<fn>/mean`` keys, sorted."""
         return sorted(k for k in self.data if k.startswith("rewards/") and k.endswith("/mean"))
+
+    def eval_reward_keys(self) -> list[str]:
+        """The eval split's reward keys TRL logs: ``eval_reward`` then ``eval_rewards/<fn>/mean``, sorted."""
+        rules = sorted(k for k in self.data if k.startswith("eval_rewards/") and k.endswith("/mean"))
+        return (["eval_reward"] if "eval_reward" in self.data else []) + rules
 
 
 def _clean(values: Sequence[float | None]) -> list[float | None]:
@@ -135,13 +148,13 @@ def training_figure(series: MetricSeries, title: str = "", beta: float | None = 
     all_steps: set[int] = set()
     for index, (_title, keys) in enumerate(PANELS):
         row, col = index // COLUMNS + 1, index % COLUMNS + 1
-        keys = list(keys) + (series.reward_rule_keys() if index == 0 else [])
+        keys = list(keys) + (series.reward_rule_keys() + series.eval_reward_keys() if index == 0 else [])
         drawn = False
         for key in keys:
             if key not in series.data:
                 continue
             steps, values = series.data[key]
-            name = key if key != "reward" else "reward (weighted total)"
+            name = {"reward": "reward (weighted total)", "eval_reward": "eval_reward (held-out rows)"}.get(key, key)
             cleaned = _clean(values)
             drawn = drawn or any(v is not None for v in cleaned)
             all_steps.update(steps)
@@ -155,7 +168,10 @@ def training_figure(series: MetricSeries, title: str = "", beta: float | None = 
                     name=name,
                     legendgroup=key,
                     showlegend=index == 0,
-                    line={"width": 3 if key == "reward" else 1.5},
+                    line={
+                        "width": 3 if key in ("reward", "eval_reward") else 1.5,
+                        "dash": "dash" if key.startswith("eval_") else "solid",
+                    },
                     marker={"size": 5},
                 ),
                 row=row,

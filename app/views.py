@@ -221,10 +221,12 @@ def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, ma
         extra = ", ".join(f"{html.escape(k)}={html.escape(_short(v))}" for k, v in group.extra.items())
         out.append(
             f'<div class="grpo-group" data-step="{group.step}" data-row="{group.row_index}" '
-            f'data-group-id="{group.id if group.id is not None else ""}">'
+            f'data-split="{html.escape(group.split)}" data-group-id="{group.id if group.id is not None else ""}">'
         )
+        # an eval group is a held-out prompt scored at an evaluation: no gradient step was taken on it
+        split = ' · <span class="grpo-badge">eval (held out)</span>' if group.split == "eval" else ""
         out.append(
-            f'<div class="grpo-meta">group {number} · dataset row {group.row_index} · step {group.step}'
+            f'<div class="grpo-meta">group {number} · dataset row {group.row_index} · step {group.step}{split}'
             f"{' · ' + extra if extra else ''}{signal}</div>"
         )
         out.append(f'<div class="grpo-prompt">{html.escape(group.prompt)}</div>')

@@ -85,6 +85,59 @@ class RunConfig(BaseModel):
     seed: int = Field(42, description="Random seed.")
     gradient_checkpointing: bool = Field(False, description="Trade compute for memory.")
 
+    # what GRPO users tune today (TRL's GRPOConfig fields of the same names)
+    multi_objective_aggregation: Literal["sum_then_normalize", "normalize_then_sum"] = Field(
+        "sum_then_normalize",
+        description="Several reward rules: sum the weighted rewards then normalise, or normalise each rule within "
+        "its group then sum (GDPO).",
+    )
+    mask_truncated_completions: bool = Field(
+        False, description="Leave completions cut at max_completion_length out of the loss (DAPO)."
+    )
+    epsilon_high: float | None = Field(
+        None, gt=0, description="Upper clipping bound of the importance ratio (DAPO clip-higher); empty = epsilon."
+    )
+    importance_sampling_level: Literal["token", "sequence"] = Field(
+        "token", description="Importance ratio per token, or one per completion (GSPO, arXiv 2507.18071)."
+    )
+    steps_per_generation: int | None = Field(
+        None, ge=1, description="Optimizer steps per generated batch; empty = gradient_accumulation_steps."
+    )
+    top_k: int = Field(0, ge=0, description="Keep the k most likely tokens when sampling; 0 = off.")
+    min_p: float | None = Field(
+        None, ge=0, le=1, description="Drop tokens below min_p × the top token's probability; empty = off."
+    )
+    repetition_penalty: float = Field(1.0, gt=0, description="> 1 discourages repeating tokens; 1 = off.")
+    lr_scheduler_type: Literal[
+        "linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
+        "inverse_sqrt", "cosine_with_min_lr", "warmup_stable_decay",
+    ] = Field("linear", description="Learning-rate schedule after the warm-up.")
+    num_train_epochs: float = Field(
+        0.0,
+        ge=0,
+        description="Passes over the training rows; 0 = max_steps decides. When > 0 training stops after "
+        "ceil(epochs × training rows ÷ prompts per step) × num_iterations steps, or at max_steps if sooner.",
+    )
+
+    # held-out evaluation (TRL's eval_dataset, eval_strategy="steps", eval_steps)
+    eval_fraction: float = Field(
+        0.0, ge=0, lt=1, description="Fraction of the dataset's rows held out for evaluation; 0 = none."
+    )
+    eval_dataset_id: int | None = Field(
+        None, description="A second uploaded dataset to evaluate on (instead of a held-out fraction)."
+    )
+    eval_steps: int = Field(10, ge=1, description="Score the eval rows with the run's rules every N steps.")
+
+    # pass-through to TRL
+    report_to: list[Literal["trackio", "tensorboard", "wandb"]] = Field(
+        default_factory=list,
+        description="Also report metrics to these trackers (the dashboard's store keeps recording).",
+    )
+    trl_args: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Any other GRPOConfig / TrainingArguments field by name (checked against the installed TRL).",
+    )
+
     # LoRA (Hu et al. 2021, arXiv 2106.09685)
     use_lora: bool = Field(True, description="Train a LoRA adapter instead of all weights.")
     lora_r: int = Field(16, ge=1, description="LoRA rank.")
@@ -118,6 +171,43 @@ class RunConfig(BaseModel):
         if not value:
             raise ValueError("at least one reward rule is needed")
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lift_run_config_fields(cls, data: Any) -> Any:
+        """Move a ``trl_args`` entry that names a run config field of TRL's meaning (``mask_truncated_completions``,
+        ``beta``, ...) to that field, so each value has one home; a different value given in both is refused."""
+        if not isinstance(data, dict) or not isinstance(data.get("trl_args"), dict):
+            return data
+        from grpo_core.trl_fields import load_trl_fields
+
+        trl_names = load_trl_fields()[1]
+        data, extra = dict(data), dict(data["trl_args"])
+        for name in [n for n in extra if n in cls.model_fields and n in trl_names and n != "report_to"]:
+            value = extra.pop(name)
+            if name in data and data[name] != value:
+                raise ValueError(f"{name} is given twice ({data[name]!r} and trl_args {value!r})")
+            data[name] = value
+        data["trl_args"] = extra
+        return data
+
+    @field_validator("trl_args")
+    @classmethod
+    def _known_trl_args(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from grpo_core.trl_fields import check_trl_args
+
+        return check_trl_args(value)
+
+    @model_validator(mode="after")
+    def _one_eval_source(self) -> RunConfig:
+        if self.eval_fraction and self.eval_dataset_id is not None:
+            raise ValueError("set eval_fraction or eval_dataset_id, not both")
+        return self
+
+    @property
+    def evaluates(self) -> bool:
+        """Whether the run scores held-out rows every ``eval_steps`` steps."""
+        return bool(self.eval_fraction) or self.eval_dataset_id is not None
 
     @field_validator("gpus")
     @classmethod

@@ -29,6 +29,8 @@ The checks and their thresholds (module constants below):
 - **one rule carries the signal**: one reward rule explains 80% or more of the within-group variance of the
   weighted total reward across the sampled groups while it is not the task rule (:func:`rule_variance_shares`).
 - **beta with zero-std groups**: ``beta > 0`` while more than half the groups had zero std over the last 5 steps.
+- **train up, eval flat**: the training ``reward`` rises (a significant upward trend) between the first and last of
+  3 or more evaluations while ``eval_reward`` (TRL's eval split metric) gains less than a quarter of that.
 
 Left out: trends that need a baseline across runs (is the reward rising fast *enough*), and learning-rate
 schedules.
@@ -108,6 +110,11 @@ RULE_SHARE_MIN_GROUPS = 4
 PASS_RATE_STEPS = 6
 #: The beta check reads the mean ``frac_reward_zero_std`` of this many latest logged steps: it is about now.
 BETA_ZERO_STD_WINDOW = 5
+# Held-out evaluation (runs with an eval split).
+#: Fewest logged ``eval_reward`` points before train and eval are compared.
+EVAL_MIN_POINTS = 3
+#: The eval reward "follows" the train reward when it gains at least this share of the train reward's gain.
+EVAL_GAIN_SHARE = 0.25
 #: Scores closer than this count as equal (rewards are stored as floats).
 SCORE_TOLERANCE = 1e-6
 
@@ -130,7 +137,7 @@ class Finding:
     Attributes:
         code: stable identifier: ``zero_std``, ``clipped``, ``kl``, ``reward_zero``, ``nan``, ``nan_rule``,
             ``loss_zero``, ``reward_flat``, ``reward_falling``, ``reward_plateau``, ``entropy_collapse``,
-            ``length_long``, ``length_short``, ``rule_dominates``, ``beta_zero_std``.
+            ``length_long``, ``length_short``, ``rule_dominates``, ``beta_zero_std``, ``eval_flat``.
         severity: see :class:`Severity`.
         title: one line, with the numbers.
         advice: plain words: what it means and what to change.
@@ -185,6 +192,7 @@ def diagnose(
         _clipped,
         _kl,
         _beta_zero_std,
+        _eval_flat,
         _loss_zero,
     )
     findings: dict[str, Finding] = {}
@@ -900,6 +908,43 @@ def _entropy_collapse(series: Series, groups: Sequence[GroupRecord], config: Map
                 + (", and set beta > 0 (now 0) to hold the policy near the reference model." if beta == 0 else ".")
             ),
             steps=tuple(s for s, _ in window),
+        )
+    ]
+
+
+def _eval_flat(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
+    """Train reward rising while the eval split's reward stays flat: the policy improves on the training prompts
+    only. Compares the train ``reward`` between the first and last of at least :data:`EVAL_MIN_POINTS` evaluations
+    (a significant rising trend, gain from the median of its first to its last values) with the ``eval_reward``
+    gain over the same steps (last minus first evaluation)."""
+    evals = [(s, v) for s, v in _points(series, "eval_reward") if v is not None]
+    if len(evals) < EVAL_MIN_POINTS:
+        return []
+    first, last = evals[0][0], evals[-1][0]
+    train = [(s, v) for s, v in _points(series, "reward") if v is not None and first <= s <= last]
+    if len(train) < TREND_MIN_STEPS or _trend(train).p_rising >= TREND_P_VALUE:
+        return []
+    train_start, train_end = _ends(train)
+    train_gain = train_end - train_start
+    eval_gain = evals[-1][1] - evals[0][1]
+    if train_gain <= 0 or eval_gain >= EVAL_GAIN_SHARE * train_gain:
+        return []
+    return [
+        Finding(
+            code="eval_flat",
+            severity=Severity.WARNING,
+            title=(
+                f"Train reward rises ({train_start:.3g} → {train_end:.3g}) but the eval reward does not "
+                f"({evals[0][1]:.3g} → {evals[-1][1]:.3g}, steps {first}–{last})"
+            ),
+            advice=(
+                "The policy gets better on the training prompts only: it memorises them, or games a rule in a way "
+                "the held-out prompts do not pay for. Compare train and eval groups in Inspect; more distinct "
+                f"training rows, a lower learning rate{_config_value(config, 'learning_rate')}, fewer "
+                f"num_iterations{_config_value(config, 'num_iterations')}, or stopping near the best eval step "
+                "keep what generalises."
+            ),
+            steps=tuple(s for s, _ in evals),
         )
     ]
 

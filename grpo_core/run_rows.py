@@ -18,6 +18,7 @@ recorded with each sampled group; the trainer hands it to TRL as the dataset col
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,18 @@ def load_rows(
     if dataset_path:
         return load_prompt_dataset(resolve_dataset_path(dataset_path, base_dir), mapping=mapping).rows
     raise ConfigError("dataset: the config names no dataset (set dataset_id or dataset_path)")
+
+
+def eval_row_indices(num_rows: int, fraction: float, seed: int) -> list[int]:
+    """The ``row_index`` values held out for evaluation: ``round(fraction × num_rows)`` rows (at least 1 when
+    ``fraction > 0``, at most ``num_rows - 1`` so that training keeps a row), drawn with ``seed``, ascending.
+
+    The same rows for the same ``(num_rows, fraction, seed)``, so a resumed run evaluates the rows it held out.
+    """
+    if fraction <= 0 or num_rows < 2:
+        return []
+    count = min(num_rows - 1, max(1, round(fraction * num_rows)))
+    return sorted(random.Random(seed).sample(range(num_rows), count))
 
 
 # ------------------------------------------------------------------------------------------- prompt <-> text

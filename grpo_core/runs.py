@@ -148,11 +148,11 @@ def validate_run_config(store: Store, config: RunConfig, *, model_cache_dir: Pat
     the worker has loaded the model.
 
     Raises:
-        ConfigError: the model cannot be found, the dataset does not exist or its column mapping names a column it
-            lacks, a reward rule or parameter is invalid, a rule needs a column the dataset lacks, prompts are
-            longer than the model's context minus ``max_completion_length`` (the message names the rows), every
-            rule is a ``reward_model``, or a plugin does not import, does not fit TRL's call or does not return one
-            number (or None) per completion.
+        ConfigError: the model cannot be found, the dataset (or the eval dataset) does not exist or its column
+            mapping names a column it lacks, a reward rule or parameter is invalid, a rule needs a column the dataset
+            (or the eval dataset) lacks, prompts are longer than the model's context minus ``max_completion_length``
+            (the message names the rows), every rule is a ``reward_model``, or a plugin does not import, does not fit
+            TRL's call or does not return one number (or None) per completion.
     """
     if config.use_vllm and importlib.util.find_spec("vllm") is None:
         raise ConfigError(
@@ -193,6 +193,18 @@ def validate_run_config(store: Store, config: RunConfig, *, model_cache_dir: Pat
                 raise ConfigError(
                     f"reward rule {index} ({spec.rule}) reads column {missing[0]!r}, which the dataset lacks; "
                     f"its columns are {', '.join(columns)}"
+                )
+    if config.eval_dataset_id is not None:
+        try:
+            eval_columns = store.get_dataset(config.eval_dataset_id).columns
+        except StoreError as exc:
+            raise ConfigError(f"eval_dataset_id: {exc}") from None
+        for spec in config.rewards:
+            missing = [c for c in get_rule(spec.rule).columns if c not in eval_columns]
+            if missing:
+                raise ConfigError(
+                    f"eval_dataset_id: reward rule {spec.rule} reads column {missing[0]!r}, which the eval dataset "
+                    f"lacks; its columns are {', '.join(eval_columns)}"
                 )
     if all(spec.rule == "reward_model" for spec in config.rewards):
         raise ConfigError("rewards: a reward_model needs at least one other reward rule beside it")

@@ -144,6 +144,7 @@ class GroupRow(Base):
     row_index: Mapped[int] = mapped_column(Integer)
     prompt: Mapped[str] = mapped_column(Text)
     extra: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    split: Mapped[str | None] = mapped_column(String(8), nullable=True)  # "eval"; None (older rows) = "train"
 
     completions: Mapped[list[CompletionRow]] = relationship(
         back_populates="group", cascade="all, delete-orphan", order_by="CompletionRow.index"

@@ -99,7 +99,9 @@ class CompletionRecord:
 class GroupRecord:
     """A sampled group: one prompt and its G completions at one step.
 
-    ``row_index`` is the prompt's 0-based row in the run's dataset (-1 when unknown); ``prompt`` its display text.
+    ``row_index`` is the prompt's 0-based row in the run's dataset (-1 when unknown; in the eval dataset for an eval
+    group of a run with ``eval_dataset_id``); ``prompt`` its display text; ``split`` ``"train"`` for a group TRL
+    trained on, ``"eval"`` for a held-out group scored at an evaluation (no gradient step).
     """
 
     step: int
@@ -108,6 +110,7 @@ class GroupRecord:
     completions: list[CompletionRecord]
     extra: dict[str, Any] = field(default_factory=dict)
     id: int | None = None
+    split: str = "train"
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,7 @@ def _group_record(row: GroupRow) -> GroupRecord:
         row_index=row.row_index,
         prompt=row.prompt,
         extra=dict(row.extra or {}),
+        split=row.split or "train",
         completions=[
             CompletionRecord(
                 index=c.index,
@@ -505,12 +506,14 @@ class Store:
             return sorted(rows)
 
     # ------------------------------------------------------------------------------------------------- groups
-    def record_groups(self, run_id: int, step: int, groups: Sequence[GroupRecord]) -> int:
-        """Store the sampled groups of ``step`` (replacing any already stored for it). Returns how many."""
+    def record_groups(self, run_id: int, step: int, groups: Sequence[GroupRecord], *, split: str = "train") -> int:
+        """Store the sampled groups of ``step`` of one ``split`` (``"train"`` or ``"eval"``), replacing any already
+        stored for that step and split. Returns how many."""
+        same_split = GroupRow.split.is_(None) | (GroupRow.split == "train") if split == "train" else GroupRow.split == split
         with self._session() as session:
-            old = select(GroupRow.id).where(GroupRow.run_id == run_id, GroupRow.step == step)
+            old = select(GroupRow.id).where(GroupRow.run_id == run_id, GroupRow.step == step, same_split)
             session.execute(delete(CompletionRow).where(CompletionRow.group_id.in_(old)))
-            session.execute(delete(GroupRow).where(GroupRow.run_id == run_id, GroupRow.step == step))
+            session.execute(delete(GroupRow).where(GroupRow.run_id == run_id, GroupRow.step == step, same_split))
             for group in groups:
                 row = GroupRow(
                     run_id=run_id,
@@ -518,6 +521,7 @@ class Store:
                     row_index=group.row_index,
                     prompt=group.prompt,
                     extra=group.extra,
+                    split=None if split == "train" else split,
                 )
                 row.completions = [
                     CompletionRow(

@@ -97,7 +97,7 @@ def doctor_report(ctx: AppContext, run_id: int, state: DoctorState | None) -> tu
     run = ctx.store.get_run(run_id)
     if state is None or state.series.run_id != run_id:
         state = DoctorState(series=MetricSeries(run_id=run_id))
-    state.series.extend(ctx.store.metrics_since(run_id, state.series.last_step))
+    state.series.extend(ctx.store.metrics_since(run_id, state.series.cursor))
     groups = ctx.store.recent_groups(run_id, limit=SAMPLE_GROUPS)
     findings = diagnose(state.series.data, groups, run.config)
     return doctor_html(findings, num_steps=len(state.series.wall)), state

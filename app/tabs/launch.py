@@ -15,6 +15,7 @@ from typing import Any
 
 import gradio as gr
 import pandas as pd
+import yaml
 
 from app.catalog_sync import CatalogSync, dataset_choices, run_choices
 from app.context import AppContext
@@ -27,6 +28,7 @@ from grpo_core.reward_probe import flagged, probe_row
 from grpo_core.rewards import RewardGate, RewardSpec, all_rules, get_rule, score_group
 from grpo_core.rewards.sandbox import sandbox_info
 from grpo_core.runs import submit_run, validate_run_config
+from grpo_core.trl_fields import describe_trl_field
 
 RULE_SLOTS = 4
 SLOT_FIELDS = 4
@@ -61,6 +63,69 @@ def sandbox_line() -> str:
     if info.warning:
         line = f"⚠️ **The sandbox is weaker on this host.** {info.warning}\n\n{line}"
     return line
+
+
+#: The "GRPO variants, sampling, eval and trackers" box: (field, label, kind, extra kwargs), as above; ``"multiselect"``
+#: is a checkbox group, ``"dataset"`` a dataset dropdown, ``"mapping"`` YAML/JSON text (``trl_args``).
+ADVANCED_FIELDS: list[tuple[str, str, str, dict[str, Any]]] = [
+    ("multi_objective_aggregation", "multi_objective_aggregation (GDPO)", "dropdown",
+     {"choices": ["sum_then_normalize", "normalize_then_sum"]}),
+    ("mask_truncated_completions", "mask_truncated_completions", "checkbox", {}),
+    ("epsilon_high", "epsilon_high (DAPO clip-higher; 0 = epsilon)", "number", {"minimum": 0}),
+    ("importance_sampling_level", "importance_sampling_level (GSPO)", "dropdown", {"choices": ["token", "sequence"]}),
+    ("steps_per_generation", "steps_per_generation (0 = gradient_accumulation_steps)", "number",
+     {"precision": 0, "minimum": 0}),
+    ("top_k", "top_k", "number", {"precision": 0, "minimum": 0}),
+    ("min_p", "min_p (0 = off)", "number", {"minimum": 0, "maximum": 1}),
+    ("repetition_penalty", "repetition_penalty", "number", {"minimum": 0.01}),
+    ("lr_scheduler_type", "lr_scheduler_type", "dropdown",
+     {"choices": list(RunConfig.model_fields["lr_scheduler_type"].annotation.__args__)}),
+    ("num_train_epochs", "num_train_epochs (0 = max_steps decides)", "number", {"minimum": 0}),
+    ("eval_fraction", "eval_fraction (held-out rows)", "number", {"minimum": 0, "maximum": 0.9}),
+    ("eval_dataset_id", "eval dataset (instead of a fraction)", "dataset", {}),
+    ("eval_steps", "eval_steps", "number", {"precision": 0, "minimum": 1}),
+    ("report_to", "also report to", "multiselect", {"choices": ["trackio", "tensorboard", "wandb"]}),
+    ("trl_args", "other GRPOConfig fields (YAML or JSON mapping)", "mapping", {}),
+]
+#: Advanced number fields whose default is ``None`` (off): an empty box reaches the server as 0, which means the same.
+ZERO_MEANS_UNSET = ("epsilon_high", "steps_per_generation", "min_p")
+
+
+def trl_args_text(args: dict[str, Any]) -> str:
+    """``trl_args`` as the form's YAML text (empty for none)."""
+    return yaml.safe_dump(args, sort_keys=False, allow_unicode=True) if args else ""
+
+
+def parse_trl_args_text(text: str) -> dict[str, Any]:
+    """The form's ``trl_args`` text (YAML or JSON) as a mapping (empty text = none).
+
+    Raises:
+        ConfigError: not YAML (with line and column), or not a mapping of field names.
+    """
+    try:
+        value = yaml.safe_load(text or "") or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise ConfigError(f"other GRPOConfig fields: not valid YAML{where}") from None
+    if not isinstance(value, dict):
+        raise ConfigError("other GRPOConfig fields: write a mapping, one `field: value` a line")
+    return value
+
+
+def trl_args_help(text: str) -> str:
+    """Markdown: the TRL help text of each field named in the form's ``trl_args`` text, or why it is refused."""
+    try:
+        args = parse_trl_args_text(text)
+        if args:
+            parse_run_config({"trl_args": args}, source="other GRPOConfig fields")
+    except ConfigError as exc:
+        return f"❌ {exc}"
+    lines = [describe_trl_field(name) for name in args]
+    return "\n".join(f"- {line}" for line in lines if line) or (
+        "Any `GRPOConfig` / `TrainingArguments` field by name, e.g. `num_generations_eval: 2`; checked against the "
+        "installed TRL."
+    )
 
 
 def rule_help(rule_name: str) -> str:
@@ -121,7 +186,12 @@ def gate_text(gate: RewardGate | None) -> str:
 
 
 def form_to_config(
-    dataset_id: int | None, model: str, name: str, slots: list[tuple[str, Any, str]], hyper: dict[str, Any]
+    dataset_id: int | None,
+    model: str,
+    name: str,
+    slots: list[tuple[str, Any, str]],
+    hyper: dict[str, Any],
+    advanced: dict[str, Any] | None = None,
 ) -> RunConfig:
     """Build a :class:`RunConfig` from the form's values.
 
@@ -129,6 +199,8 @@ def form_to_config(
         slots: (rule name or ``(none)``, weight, parameters JSON[, gate text]) per rule slot (see
             :func:`parse_gate`).
         hyper: hyperparameter field -> value.
+        advanced: :data:`ADVANCED_FIELDS` field -> value (``trl_args`` as YAML/JSON text); empty values keep the
+            defaults.
 
     Raises:
         ConfigError: a field is invalid; the message names it (and the rule slot).
@@ -148,7 +220,13 @@ def form_to_config(
         "dataset_id": int(dataset_id) if dataset_id is not None else None,
         "rewards": rewards,
     }
-    for field, value in hyper.items():
+    advanced = dict(advanced or {})
+    if "trl_args" in advanced:
+        advanced["trl_args"] = parse_trl_args_text(advanced["trl_args"])
+    for field in ZERO_MEANS_UNSET:
+        if advanced.get(field) == 0:
+            advanced[field] = None
+    for field, value in {**hyper, **advanced}.items():
         if value is None or value == "":
             continue
         kind = RunConfig.model_fields[field].annotation
@@ -162,9 +240,10 @@ def config_to_form(config: RunConfig) -> dict[str, Any]:
     """The form's values for ``config``: the inverse of :func:`form_to_config`.
 
     Returns:
-        ``{"dataset_id", "model", "name", "slots", "hyper"}``, the keyword arguments of :func:`form_to_config`:
-        ``slots`` has :data:`RULE_SLOTS` entries ``(rule, weight, parameters JSON, gate text)`` (the rule's defaults
-        filled in; ``(none)`` for unused slots), ``hyper`` the fields of :data:`HYPERPARAMETERS`. Rules past the
+        ``{"dataset_id", "model", "name", "slots", "hyper", "advanced"}``, the keyword arguments of
+        :func:`form_to_config`: ``slots`` has :data:`RULE_SLOTS` entries ``(rule, weight, parameters JSON, gate
+        text)`` (the rule's defaults filled in; ``(none)`` for unused slots), ``hyper`` the fields of
+        :data:`HYPERPARAMETERS`, ``advanced`` those of :data:`ADVANCED_FIELDS` (``trl_args`` as YAML text). Rules past the
         :data:`RULE_SLOTS`-th, rule metric names and fields the form does not show are left out; see
         :func:`form_omissions`. ``form_to_config(**config_to_form(c))`` equals ``c`` for any config the form can
         express.
@@ -180,6 +259,10 @@ def config_to_form(config: RunConfig) -> dict[str, Any]:
         "name": config.name,
         "slots": slots,
         "hyper": {field: getattr(config, field) for field, *_ in HYPERPARAMETERS},
+        "advanced": {
+            field: trl_args_text(config.trl_args) if field == "trl_args" else getattr(config, field)
+            for field, *_ in ADVANCED_FIELDS
+        },
     }
 
 
@@ -194,7 +277,7 @@ def form_omissions(config: RunConfig) -> list[str]:
         notes.append(f"rule metric names are not on the form ({', '.join(named)}): the rule names are used")
     if config.dataset_id is None and config.dataset_path:
         notes.append(f"the run read dataset_path {config.dataset_path}; choose a stored dataset")
-    shown = {field for field, *_ in HYPERPARAMETERS} | {"name", "model", "dataset_id", "dataset_path", "rewards"}
+    shown = {field for field, *_ in HYPERPARAMETERS + ADVANCED_FIELDS} | {"name", "model", "dataset_id", "dataset_path", "rewards"}
     defaults = RunConfig()
     hidden = [
         f"{field}={getattr(config, field)!r}"
@@ -274,6 +357,38 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
                                       **extra)
             hyper_components[field] = component
 
+    advanced_components: dict[str, gr.components.Component] = {}
+    with gr.Accordion("GRPO variants, sampling, eval split, trackers and any other GRPOConfig field", open=False):
+        with gr.Row(equal_height=True):
+            for field, label, kind, extra in ADVANCED_FIELDS:
+                if kind == "mapping":
+                    continue
+                value = getattr(defaults, field)
+                info = RunConfig.model_fields[field].description
+                elem_id = f"hp-{field}"
+                if kind == "checkbox":
+                    component = gr.Checkbox(label=label, value=value, info=info, elem_id=elem_id)
+                elif kind == "dropdown":
+                    component = gr.Dropdown(label=label, value=value, info=info, elem_id=elem_id, **extra)
+                elif kind == "multiselect":
+                    component = gr.CheckboxGroup(label=label, value=value, info=info, elem_id=elem_id, **extra)
+                elif kind == "dataset":
+                    component = gr.Dropdown(label=label, choices=dataset_choices(ctx), value=None, info=info,
+                                            elem_id=elem_id)
+                    if sync is not None:
+                        sync.follow_datasets(component)
+                else:
+                    component = gr.Number(label=label, value=value, info=info, elem_id=elem_id, min_width=180,
+                                          **extra)
+                advanced_components[field] = component
+        advanced_components["trl_args"] = gr.Code(
+            label="other GRPOConfig / TrainingArguments fields (YAML or JSON mapping; fields the dashboard sets are "
+            "refused with the reason)", language="yaml", lines=3, elem_id="hp-trl_args",
+        )
+        trl_args_info = gr.Markdown(trl_args_help(""), elem_id="trl-args-help")
+        advanced_components["trl_args"].change(trl_args_help, inputs=advanced_components["trl_args"],
+                                               outputs=trl_args_info, show_progress="hidden")
+
     with gr.Row():
         launch = gr.Button("Launch", variant="primary", elem_id="launch-button")
     launch_status = gr.Markdown(elem_id="launch-status")
@@ -322,14 +437,18 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
 
     slot_inputs = [c for slot in slot_components for c in slot]
     hyper_fields = list(hyper_components)
-    form_inputs = [dataset, model, run_name, *slot_inputs, *hyper_components.values()]
+    advanced_fields = list(advanced_components)
+    form_inputs = [dataset, model, run_name, *slot_inputs, *hyper_components.values(),
+                   *advanced_components.values()]
 
     def _config_from(values: tuple) -> RunConfig:
         dataset_id, model_name, name = values[:3]
         flat = values[3 : 3 + SLOT_FIELDS * RULE_SLOTS]
         slots = [tuple(flat[i : i + SLOT_FIELDS]) for i in range(0, len(flat), SLOT_FIELDS)]
-        hyper = dict(zip(hyper_fields, values[3 + SLOT_FIELDS * RULE_SLOTS :], strict=True))
-        return form_to_config(dataset_id, model_name, name, slots, hyper)
+        rest = values[3 + SLOT_FIELDS * RULE_SLOTS :]
+        hyper = dict(zip(hyper_fields, rest[: len(hyper_fields)], strict=True))
+        advanced = dict(zip(advanced_fields, rest[len(hyper_fields) :], strict=True))
+        return form_to_config(dataset_id, model_name, name, slots, hyper, advanced)
 
     def on_preview(*values):
         """Inputs: the whole form. Outputs: YAML preview (or the error)."""
@@ -455,6 +574,7 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
         values = [dataset_value, form["model"], f"{config.name or run.name} (clone)"]
         values += [v for slot in form["slots"] for v in slot]
         values += [form["hyper"][field] for field in hyper_fields]
+        values += [form["advanced"][field] for field in advanced_fields]
         values += [rule_help(rule) for rule, *_ in form["slots"]]
         notes = "".join(f"\n- ⚠️ {n}" for n in form_omissions(config))
         drift = clone_drift_notes(ctx, run)

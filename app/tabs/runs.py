@@ -80,7 +80,7 @@ def refresh_series(ctx: AppContext, run_id: int, series: MetricSeries | None) ->
         # First view: the charted keys only, at most ~1,000 steps each; then every new step incrementally.
         series.extend(ctx.store.metrics_overview(run_id, keys=CHART_KEYS, key_patterns=["rewards/%/mean"]))
         return series, True
-    return series, series.extend(ctx.store.metrics_since(run_id, series.last_step)) > 0
+    return series, series.extend(ctx.store.metrics_since(run_id, series.cursor)) > 0
 
 
 def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[str, gr.components.Component]:

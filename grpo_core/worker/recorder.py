@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from transformers import TrainerCallback
@@ -48,6 +48,8 @@ class RolloutTap:
         self.end = end
         self.max_completion_length = max_completion_length
         self.calls = 0
+        self.eval_completions = 0
+        self.in_eval: Callable[[], bool] = lambda: False
 
     def __call__(self, completions, **kwargs) -> list[float | None]:
         log_extra = kwargs.get("log_extra")
@@ -60,7 +62,12 @@ class RolloutTap:
                 _EXTRA_TRUNCATED,
                 [self.end.is_truncated(i) for i in ids],
             )
-        self.calls += 1
+        # ``calls`` counts training generations only; an evaluation's completions are counted apart, so that the
+        # recorder can cut them off the tail of TRL's buffers as eval groups.
+        if self.in_eval():
+            self.eval_completions += len(completions)
+        else:
+            self.calls += 1
         return self.func(completions, **kwargs)
 
 
@@ -80,8 +87,10 @@ def groups_from_trl_logs(
     reward_names: Sequence[str],
     reward_weights: Sequence[float],
     rows: Sequence[dict[str, Any]] | None = None,
+    split: str = "train",
 ) -> list[GroupRecord]:
-    """Cut TRL's latest-generation buffers (``GRPOTrainer._logs``) into groups of ``num_generations``.
+    """Cut TRL's latest-generation buffers (``GRPOTrainer._logs``) into groups of ``num_generations``, each marked
+    with ``split``.
 
     ``logs["prompt"]``, ``logs["completion"]``, ``logs["rewards"][name]`` and ``logs["advantages"]`` hold one entry
     per completion of the gathered generation batch, groups contiguous (TRL's ``RepeatSampler`` repeats each prompt
@@ -130,9 +139,27 @@ def groups_from_trl_logs(
                 prompt=prompt_text(prompts[start]),
                 completions=members,
                 extra=row_extra,
+                split=split,
             )
         )
     return groups
+
+
+def tail_of_trl_logs(logs: dict[str, Any], count: int) -> dict[str, Any]:
+    """The last ``count`` entries of each of TRL's per-completion buffers (``GRPOTrainer._logs``): the completions
+    of the latest eval batch, which TRL appends after the earlier ones."""
+
+    def tail(values) -> list:
+        values = list(values)
+        return values[len(values) - min(count, len(values)):]
+
+    return {
+        "prompt": tail(logs["prompt"]),
+        "completion": tail(logs["completion"]),
+        "advantages": tail(logs["advantages"]),
+        "rewards": {name: tail(values) for name, values in logs["rewards"].items()},
+        "extra": {name: tail(values) for name, values in logs.get("extra", {}).items()},
+    }
 
 
 class Heartbeat:
@@ -204,6 +231,11 @@ class RunRecorder(TrainerCallback):
         heartbeat: the worker's heartbeat (a :class:`SilentHeartbeat` on non-main processes), whose cancel flag
             stops training, with a checkpoint, at the next step.
         tap: the :class:`RolloutTap` around the first reward function (tells when a new generation happened).
+        eval_rows: the rows evaluated on, indexed by the eval groups' ``row_index`` (``rows`` for a held-out
+            fraction, the eval dataset's rows for ``eval_dataset_id``).
+
+    An evaluation (TRL logs its metrics with the ``eval_`` prefix: ``eval_reward``, ``eval_rewards/<fn>/mean``, ...)
+    is recorded under TRL's names, and its groups with ``split="eval"``.
     """
 
     def __init__(
@@ -217,6 +249,7 @@ class RunRecorder(TrainerCallback):
         rows: Sequence[dict[str, Any]] | None = None,
         heartbeat: Heartbeat | None = None,
         tap: RolloutTap | None = None,
+        eval_rows: Sequence[dict[str, Any]] | None = None,
     ) -> None:
         self.store = store
         self.run_id = run_id
@@ -226,13 +259,18 @@ class RunRecorder(TrainerCallback):
         self.rows = rows
         self.heartbeat = heartbeat
         self.tap = tap
+        self.eval_rows = eval_rows
         self.trainer = None
         self.cancelled = False
         self._recorded_generation = 0
+        self._eval_groups: list[GroupRecord] = []
 
     def attach(self, trainer) -> None:
-        """Give the recorder the trainer whose ``_logs`` buffers hold the latest groups."""
+        """Give the recorder the trainer whose ``_logs`` buffers hold the latest groups (and tell the tap when the
+        trainer evaluates: TRL's own test, ``not model.training``)."""
         self.trainer = trainer
+        if self.tap is not None:
+            self.tap.in_eval = lambda: not trainer.model.training
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero and self.heartbeat is not None:
@@ -268,6 +306,9 @@ class RunRecorder(TrainerCallback):
             return
         step = state.global_step
         self.store.record_metrics(self.run_id, step, dict(logs), time.time())
+        if any(key.startswith("eval_") for key in logs):
+            self._record_eval_groups(step)
+            return
         generation = self.tap.calls if self.tap is not None else None
         if self.trainer is None or generation == self._recorded_generation:
             return
@@ -282,3 +323,28 @@ class RunRecorder(TrainerCallback):
         if groups:
             self.store.record_groups(self.run_id, step, groups)
             self._recorded_generation = generation
+
+    def on_prediction_step(self, args, state, control, **kwargs):
+        """After each eval batch: cut its completions off the tail of TRL's buffers (which keep only the latest
+        ``generation_batch_size`` entries) into eval groups, kept until the evaluation's ``on_log``."""
+        count = self.tap.eval_completions if self.tap is not None else 0
+        if not state.is_world_process_zero or self.trainer is None or not count:
+            return
+        self.tap.eval_completions = 0
+        # the tap counts this process's completions; TRL's buffers hold those gathered from every process
+        gathered = count * max(1, getattr(args, "world_size", 1))
+        self._eval_groups += groups_from_trl_logs(
+            tail_of_trl_logs(self.trainer._logs, gathered),
+            step=state.global_step,
+            num_generations=self.num_generations,
+            reward_names=self.reward_names,
+            reward_weights=self.reward_weights,
+            rows=self.eval_rows,
+            split="eval",
+        )
+
+    def _record_eval_groups(self, step: int) -> None:
+        """Write the groups of the evaluation that just ended (collected by :meth:`on_prediction_step`)."""
+        groups, self._eval_groups = self._eval_groups, []
+        if groups:
+            self.store.record_groups(self.run_id, step, groups, split="eval")

@@ -140,6 +140,7 @@ def train_run(store: Store, settings: Settings, run_id: int) -> RunStatus:
             raise FileNotFoundError(f"the checkpoint to resume from, {resume_from}, no longer exists")
         progress("loading dataset")
         rows = load_rows(store, run.config)
+        eval_rows = load_rows(store, {"dataset_id": config.eval_dataset_id}) if config.eval_dataset_id is not None else None
         progress("preparing model")
         model_path = prepare_model(config.model, settings.model_cache_dir, progress)
         if (Path(model_path) / "tokenizer.json").is_file():  # before the model is loaded: the tokenizer only
@@ -158,6 +159,7 @@ def train_run(store: Store, settings: Settings, run_id: int) -> RunStatus:
             run_id=run_id,
             heartbeat=heartbeat,
             progress=progress,
+            eval_rows=eval_rows,
         )
         if main_process:
             store.update_run(run_id, provenance=collect_provenance(

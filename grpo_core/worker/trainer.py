@@ -15,7 +15,7 @@ from typing import Any
 
 from grpo_core.config import RunConfig
 from grpo_core.rewards.compose import build_reward_funcs
-from grpo_core.run_rows import ROW_INDEX_COLUMN
+from grpo_core.run_rows import ROW_INDEX_COLUMN, eval_row_indices
 from grpo_core.worker.models import end_of_sequence_ids, load_policy, pick_device, policy_dtype
 from grpo_core.worker.recorder import Heartbeat, RolloutTap, RunRecorder
 from grpo_core.worker.reward_models import reward_funcs_for_trl
@@ -32,11 +32,31 @@ class BuiltTrainer:
     device: str
 
 
-def to_hf_dataset(rows: Sequence[dict[str, Any]]):
-    """A ``datasets.Dataset`` of the prompt rows plus the :data:`ROW_INDEX_COLUMN` column (0-based ``row_index``)."""
+def to_hf_dataset(rows: Sequence[dict[str, Any]], indices: Sequence[int] | None = None):
+    """A ``datasets.Dataset`` of the prompt rows (those at ``indices``, default all) plus the :data:`ROW_INDEX_COLUMN`
+    column (each row's 0-based ``row_index`` in ``rows``)."""
     from datasets import Dataset
 
-    return Dataset.from_list([{**row, ROW_INDEX_COLUMN: i} for i, row in enumerate(rows)])
+    chosen = range(len(rows)) if indices is None else indices
+    return Dataset.from_list([{**rows[i], ROW_INDEX_COLUMN: i} for i in chosen])
+
+
+def split_rows(
+    config: RunConfig, rows: Sequence[dict[str, Any]], eval_rows: Sequence[dict[str, Any]] | None = None
+) -> tuple[list[int], Sequence[dict[str, Any]] | None, list[int]]:
+    """The training ``row_index`` values, the rows evaluated on and their indices.
+
+    With ``eval_rows`` (the run's ``eval_dataset_id``) all ``rows`` train and every eval row is evaluated; with
+    ``eval_fraction`` the rows of :func:`grpo_core.run_rows.eval_row_indices` are held out of training; otherwise
+    nothing is evaluated (``None``, ``[]``).
+    """
+    if eval_rows:
+        return list(range(len(rows))), eval_rows, list(range(len(eval_rows)))
+    held = eval_row_indices(len(rows), config.eval_fraction, config.seed) if config.eval_fraction else []
+    if not held:
+        return list(range(len(rows))), None, []
+    held_set = set(held)
+    return [i for i in range(len(rows)) if i not in held_set], rows, held
 
 
 def build_trainer(
@@ -49,6 +69,7 @@ def build_trainer(
     run_id: int,
     heartbeat: Heartbeat | None = None,
     progress: Callable[[str], None] = print,
+    eval_rows: Sequence[dict[str, Any]] | None = None,
 ) -> BuiltTrainer:
     """Assemble a ``trl.GRPOTrainer`` that records into ``store`` as run ``run_id``.
 
@@ -60,6 +81,7 @@ def build_trainer(
         store, run_id: where the recorder writes.
         heartbeat: the worker's heartbeat (its cancel flag stops training at the next step).
         progress: receives one-line status messages.
+        eval_rows: the rows of the run's ``eval_dataset_id`` (else the ``eval_fraction`` split of ``rows``, if any).
 
     A ``reward_model`` rule becomes the model TRL scores with (:func:`grpo_core.worker.reward_models.
     reward_funcs_for_trl`); when the first rule is one, the first reward function is moved ahead of it (the
@@ -91,6 +113,9 @@ def build_trainer(
     tap = RolloutTap(funcs[0], end_of_sequence_ids(model, tokenizer), config.max_completion_length)
     funcs = [tap, *funcs[1:]]
 
+    train_ids, eval_source, eval_ids = split_rows(config, rows, eval_rows)
+    if eval_ids:
+        progress(f"holding out {len(eval_ids)} rows for evaluation every {config.eval_steps} steps")
     recorder = RunRecorder(
         store,
         run_id,
@@ -100,13 +125,17 @@ def build_trainer(
         rows=list(rows),
         heartbeat=heartbeat,
         tap=tap,
+        eval_rows=eval_source,
     )
-    args = to_grpo_config(config, output_dir, use_cpu=device == "cpu", bf16=bf16)
+    args = to_grpo_config(
+        config, output_dir, use_cpu=device == "cpu", bf16=bf16, num_train_rows=len(train_ids), evaluate=bool(eval_ids)
+    )
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=funcs,
         args=args,
-        train_dataset=to_hf_dataset(rows),
+        train_dataset=to_hf_dataset(rows, train_ids),
+        eval_dataset=to_hf_dataset(eval_source, eval_ids) if eval_ids else None,
         processing_class=tokenizer,
         reward_processing_classes=processing,
         peft_config=to_lora_config(config),

@@ -4,12 +4,30 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from grpo_core.config import RunConfig
 
 
-def to_grpo_config(config: RunConfig, output_dir: str | Path, *, use_cpu: bool, bf16: bool = False):
+def max_steps_for(config: RunConfig, num_train_rows: int | None) -> int:
+    """Optimizer steps to train: ``max_steps``, or fewer when ``num_train_epochs`` passes over ``num_train_rows``
+    training rows end sooner (``ceil(epochs × rows ÷ prompts_per_step) × num_iterations``, at least 1)."""
+    if not config.num_train_epochs or not num_train_rows:
+        return config.max_steps
+    steps = math.ceil(config.num_train_epochs * num_train_rows / config.prompts_per_step) * config.num_iterations
+    return max(1, min(config.max_steps, steps))
+
+
+def to_grpo_config(
+    config: RunConfig,
+    output_dir: str | Path,
+    *,
+    use_cpu: bool,
+    bf16: bool = False,
+    num_train_rows: int | None = None,
+    evaluate: bool = False,
+):
     """Map a :class:`RunConfig` onto TRL's ``GRPOConfig`` (imports TRL).
 
     Args:
@@ -17,14 +35,18 @@ def to_grpo_config(config: RunConfig, output_dir: str | Path, *, use_cpu: bool, 
         output_dir: where TRL writes checkpoints and the final adapter.
         use_cpu: train on the CPU even where an accelerator exists.
         bf16: mixed precision in bfloat16 (GPU only).
+        num_train_rows: training rows (after any held-out eval split), for ``num_train_epochs``.
+        evaluate: the trainer gets an ``eval_dataset``: evaluate every ``eval_steps`` steps.
 
     Returns:
-        ``trl.GRPOConfig`` with ``reward_weights`` from the rules, logging every ``logging_steps`` steps to no
-        external tracker (the dashboard's recorder is the tracker).
+        ``trl.GRPOConfig`` with ``reward_weights`` from the rules, logging every ``logging_steps`` steps to the
+        trackers of ``report_to`` (none by default: the dashboard's recorder writes the store either way), and the
+        run's ``trl_args`` (checked against TRL's fields by :mod:`grpo_core.trl_fields`) applied last.
     """
     from trl import GRPOConfig
 
-    return GRPOConfig(
+    eval_batch = max(1, config.per_device_train_batch_size // config.num_generations) * config.num_generations
+    kwargs = dict(
         output_dir=str(output_dir),
         num_generations=config.num_generations,
         per_device_train_batch_size=config.per_device_train_batch_size,
@@ -38,7 +60,7 @@ def to_grpo_config(config: RunConfig, output_dir: str | Path, *, use_cpu: bool, 
         num_iterations=config.num_iterations,
         loss_type=config.loss_type,
         scale_rewards=config.scale_rewards,
-        max_steps=config.max_steps,
+        max_steps=max_steps_for(config, num_train_rows),
         warmup_steps=config.warmup_steps,
         max_grad_norm=config.max_grad_norm,
         seed=config.seed,
@@ -47,7 +69,7 @@ def to_grpo_config(config: RunConfig, output_dir: str | Path, *, use_cpu: bool, 
         logging_steps=config.logging_steps,
         save_strategy="steps" if config.save_steps else "no",
         save_steps=config.save_steps or 500,
-        report_to="none",
+        report_to=list(config.report_to) or "none",
         use_cpu=use_cpu,
         bf16=bf16,
         fp16=False,
@@ -56,7 +78,23 @@ def to_grpo_config(config: RunConfig, output_dir: str | Path, *, use_cpu: bool, 
         vllm_mode=config.vllm_mode,
         disable_tqdm=True,
         dataloader_num_workers=0,
+        multi_objective_aggregation=config.multi_objective_aggregation,
+        mask_truncated_completions=config.mask_truncated_completions,
+        epsilon_high=config.epsilon_high,
+        importance_sampling_level=config.importance_sampling_level,
+        steps_per_generation=config.steps_per_generation,
+        top_k=config.top_k,
+        min_p=config.min_p,
+        repetition_penalty=config.repetition_penalty,
+        lr_scheduler_type=config.lr_scheduler_type,
+        eval_strategy="steps" if evaluate else "no",
+        eval_steps=config.eval_steps,
+        per_device_eval_batch_size=eval_batch,
     )
+    # trl_args never name a field set above that the dashboard owns (grpo_core.trl_fields.OWNED_FIELDS) nor a run
+    # config field; they may replace the worker's other choices (log_completions, per_device_eval_batch_size, ...).
+    kwargs.update(config.trl_args)
+    return GRPOConfig(**kwargs)
 
 
 def to_lora_config(config: RunConfig):

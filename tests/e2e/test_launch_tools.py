@@ -142,3 +142,20 @@ def test_sandbox_mode_is_shown(page):
     line = page.locator("#launch-sandbox")
     expect(line).to_contain_text("run model-written Python in the sandbox")
     expect(line).to_contain_text(sandbox_info().mode.value)
+
+
+def test_other_grpo_config_fields_are_checked_as_typed(page):
+    page.get_by_role("tab", name="Launch").click()
+    page.get_by_text("GRPO variants, sampling, eval split, trackers").click()
+    editor = page.locator("#hp-trl_args .cm-content")
+    editor.click()
+    page.keyboard.type("mask_truncated_completion: true")
+    expect(page.locator("#trl-args-help")).to_contain_text("did you mean mask_truncated_completions", timeout=30_000)
+    page.keyboard.press("ControlOrMeta+a")
+    page.keyboard.type("num_generations_eval: 2")
+    expect(page.locator("#trl-args-help")).to_contain_text("Number of generations to sample during evaluation",
+                                                           timeout=30_000)
+    # the advanced boxes' empty values (sent as 0) make a valid config: the preview shows it, not an error
+    page.get_by_text("Run config preview").click()
+    expect(page.locator("#config-preview")).to_contain_text("max_steps: 10", timeout=30_000)
+    expect(page.locator("#config-preview")).not_to_contain_text("invalid")

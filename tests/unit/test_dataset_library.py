@@ -173,6 +173,13 @@ def test_validate_unknown_dataset_id(store, model_folder):
         validate_run_config(store, RunConfig(model=str(model_folder), dataset_id=999))
 
 
+def test_validate_checks_the_eval_dataset(store, dataset, model_folder):
+    config = RunConfig(model=str(model_folder), dataset_id=dataset.id, eval_dataset_id=dataset.id)
+    assert validate_run_config(store, config) == []
+    with pytest.raises(ConfigError, match=r"^eval_dataset_id: no dataset with id 999"):
+        validate_run_config(store, RunConfig(model=str(model_folder), dataset_id=dataset.id, eval_dataset_id=999))
+
+
 def test_validate_without_dataset(store, model_folder):
     with pytest.raises(ConfigError, match="choose a dataset"):
         validate_run_config(store, RunConfig(model=str(model_folder)))

@@ -636,3 +636,33 @@ def test_a_stuck_run_lists_each_problem_once_most_severe_first():
     }
     ranks = [{Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}[f.severity] for f in findings]
     assert ranks == sorted(ranks)
+
+
+def _eval_series(train: list[float], evals: dict[int, float]) -> dict[str, tuple[list[int], list[float | None]]]:
+    """A train ``reward`` at steps 1..n and ``eval_reward`` at the given steps (as TRL logs an eval split)."""
+    series = _series(reward=train)
+    series["eval_reward"] = (sorted(evals), [evals[s] for s in sorted(evals)])
+    return series
+
+
+RISING_TRAIN = [0.1 + 0.03 * i for i in range(20)]
+
+
+@pytest.mark.parametrize(
+    ("name", "series", "fires"),
+    [
+        ("train up, eval flat", _eval_series(RISING_TRAIN, {5: 0.2, 10: 0.21, 15: 0.2, 20: 0.22}), True),
+        ("train up, eval falls", _eval_series(RISING_TRAIN, {5: 0.3, 10: 0.25, 15: 0.2, 20: 0.15}), True),
+        ("eval follows train", _eval_series(RISING_TRAIN, {5: 0.2, 10: 0.35, 15: 0.5, 20: 0.6}), False),
+        ("only two evaluations", _eval_series(RISING_TRAIN, {10: 0.2, 20: 0.2}), False),
+        ("train flat too", _eval_series([0.3, 0.31] * 10, {5: 0.2, 10: 0.2, 15: 0.2, 20: 0.2}), False),
+        ("no eval split", _series(reward=RISING_TRAIN), False),
+    ],
+)
+def test_eval_flat_compares_train_and_eval_reward(name, series, fires):
+    found = [f for f in diagnose(series) if f.code == "eval_flat"]
+    assert bool(found) is fires, name
+    if fires:
+        assert found[0].severity is Severity.WARNING
+        assert found[0].steps == tuple(series["eval_reward"][0])
+        assert "eval reward does not" in found[0].title

@@ -356,3 +356,18 @@ def test_parse_chart_click(value, expected):
     from app.tabs.runs import parse_chart_click
 
     assert parse_chart_click(value) == expected
+
+
+def test_config_differences_show_trl_args_and_the_knobs_by_field():
+    from grpo_core.config import RunConfig
+
+    plain = RunConfig(dataset_id=1).model_dump(mode="json")
+    tuned = RunConfig(
+        dataset_id=1, epsilon_high=0.28, report_to=["tensorboard"], trl_args={"num_generations_eval": 2}
+    ).model_dump(mode="json")
+    rows = {row[0]: list(row[1:]) for row in config_differences({"a": plain, "b": tuned}).itertuples(index=False)}
+    assert rows == {
+        "epsilon_high": ["None", "0.28"],
+        "report_to": ["[]", '["tensorboard"]'],
+        "trl_args.num_generations_eval": ["(not set)", "2"],
+    }

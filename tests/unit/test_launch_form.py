@@ -8,7 +8,7 @@ import json
 import pytest
 
 from app.tabs.launch import HYPERPARAMETERS, NO_RULE, RULE_SLOTS, config_to_form, form_omissions, form_to_config
-from grpo_core.config import RunConfig
+from grpo_core.config import ConfigError, RunConfig
 from grpo_core.rewards import get_rule
 
 
@@ -134,3 +134,48 @@ def test_gated_code_recipe_round_trips_through_the_form():
     again = form_to_config(**form).rewards
     assert [(s.rule, s.weight, s.gate) for s in again] == [(s.rule, s.weight, s.gate) for s in config.rewards]
     assert [s.params for s in again] == [{**get_rule(s.rule).defaults(), **s.params} for s in config.rewards]
+
+
+def test_advanced_fields_round_trip_through_the_form():
+    from app.tabs.launch import ADVANCED_FIELDS
+
+    config = RunConfig.model_validate(
+        {
+            "dataset_id": 2,
+            "rewards": [_full("numeric_answer", 1.0)],
+            "mask_truncated_completions": True,
+            "epsilon_high": 0.28,
+            "importance_sampling_level": "sequence",
+            "lr_scheduler_type": "cosine",
+            "eval_fraction": 0.2,
+            "eval_steps": 5,
+            "report_to": ["tensorboard"],
+            "trl_args": {"num_generations_eval": 2},
+        }
+    )
+    form = config_to_form(config)
+    assert set(form["advanced"]) == {field for field, *_ in ADVANCED_FIELDS}
+    assert form["advanced"]["trl_args"] == "num_generations_eval: 2\n"
+    assert form_to_config(**form) == config
+    assert form_omissions(config) == []
+
+
+def test_trl_args_text_is_checked_with_the_closest_field():
+    from app.tabs.launch import parse_trl_args_text, trl_args_help
+
+    assert parse_trl_args_text("") == {}
+    assert parse_trl_args_text('{"mask_truncated_completions": true}') == {"mask_truncated_completions": True}
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        parse_trl_args_text("a: [")
+    with pytest.raises(ConfigError, match="mapping"):
+        parse_trl_args_text("- a")
+    assert "did you mean num_generations_eval" in trl_args_help("num_generation_eval: 2")
+    assert "set by the dashboard" in trl_args_help("output_dir: /tmp")
+    assert trl_args_help("num_generations_eval: 2").startswith("- num_generations_eval (int | None")
+    slots = [("numeric_answer", 1.0, "{}")] + [(NO_RULE, 1.0, "{}")] * (RULE_SLOTS - 1)
+    hyper = {field: getattr(RunConfig(), field) for field, *_ in HYPERPARAMETERS}
+    config = form_to_config(1, "m", "", slots, hyper, {"trl_args": "mask_truncated_completions: true"})
+    assert config.mask_truncated_completions is True and config.trl_args == {}
+    empty = {"epsilon_high": 0, "steps_per_generation": 0, "min_p": 0.0}  # what the browser sends for empty boxes
+    config = form_to_config(1, "m", "", slots, hyper, empty)
+    assert (config.epsilon_high, config.steps_per_generation, config.min_p) == (None, None, None)

@@ -41,3 +41,15 @@ def test_a_config_without_a_dataset(store):
     assert dataset_file(store, {}) is None
     with pytest.raises(ConfigError, match="names no dataset"):
         load_rows(store, {})
+
+
+def test_eval_row_indices_hold_out_a_seeded_fraction():
+    from grpo_core.run_rows import eval_row_indices
+
+    held = eval_row_indices(20, 0.25, seed=42)
+    assert len(held) == 5 and held == sorted(held) and all(0 <= i < 20 for i in held)
+    assert eval_row_indices(20, 0.25, seed=42) == held
+    assert eval_row_indices(20, 0.25, seed=7) != held
+    assert eval_row_indices(3, 0.01, seed=1) != []  # at least one row
+    assert len(eval_row_indices(3, 0.9, seed=1)) == 2  # training keeps a row
+    assert eval_row_indices(20, 0.0, seed=1) == [] and eval_row_indices(1, 0.5, seed=1) == []

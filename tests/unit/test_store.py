@@ -358,6 +358,20 @@ def test_record_groups_replaces_groups_of_the_same_step(store):
     assert _count(store, "SELECT count(*) FROM completions") == 3 + 2  # the old step-1 completions are gone
 
 
+def test_eval_groups_of_a_step_live_beside_its_train_groups(store):
+    from dataclasses import replace
+
+    run = _create_run(store)
+    store.record_groups(run.id, 2, [_group(2, 0, [1.0, -1.0])])
+    store.record_groups(run.id, 2, [replace(_group(2, 7, [0.5, -0.5]), split="eval")], split="eval")
+    assert [(g.row_index, g.split) for g in store.groups_at(run.id, 2)] == [(0, "train"), (7, "eval")]
+    store.record_groups(run.id, 2, [_group(2, 3, [1.0, -1.0])])  # a train re-record keeps the eval groups
+    assert sorted((g.row_index, g.split) for g in store.groups_at(run.id, 2)) == [(3, "train"), (7, "eval")]
+    store.record_groups(run.id, 2, [], split="eval")
+    assert [(g.row_index, g.split) for g in store.groups_at(run.id, 2)] == [(3, "train")]
+    assert _count(store, "SELECT count(*) FROM groups WHERE split IS NULL") == 1  # train rows as older stores hold them
+
+
 def test_group_steps_are_distinct_and_ascending(store):
     run = _create_run(store)
     other = _create_run(store, "other")

@@ -350,3 +350,30 @@ def test_compare_figure_has_one_trace_per_run():
     figure = compare_figure({"a": first, "b": second, "c": MetricSeries()}, "reward", smoothing=0.5)
     assert [t.name for t in figure.data] == ["a", "b", "c"]
     assert list(figure.data[0].y) == pytest.approx([1.0, 1.75 / 0.75])
+
+
+def test_eval_groups_are_marked_and_eval_reward_is_drawn_dashed_beside_the_train_reward():
+    members = [CompletionRecord(index=i, text=str(i), rewards={}, total_reward=float(i), advantage=0.0) for i in range(2)]
+    html_text = groups_html([GroupRecord(step=2, row_index=5, prompt="p", completions=members, split="eval")])
+    assert 'data-split="eval"' in html_text and "eval (held out)" in html_text
+    assert "eval (held out)" not in groups_html([GroupRecord(step=2, row_index=5, prompt="p", completions=members)])
+
+    series = MetricSeries()
+    series.extend(
+        [MetricPoint(step=s, key="reward", value=0.1 * s, wall_time=float(s)) for s in (1, 2)]
+        + [MetricPoint(step=2, key="rewards/length/mean", value=0.5, wall_time=2.0)]
+    )
+    assert series.cursor == 1  # the last step is read again: its eval metrics come just after the train ones
+    series.extend(
+        [
+            MetricPoint(step=1, key="reward", value=0.1, wall_time=1.0),
+            MetricPoint(step=2, key="eval_reward", value=0.3, wall_time=2.5),
+            MetricPoint(step=2, key="eval_rewards/length/mean", value=0.4, wall_time=2.5),
+        ]
+    )
+    assert series.data["reward"] == ([1, 2], [0.1, 0.2])
+    assert series.eval_reward_keys() == ["eval_reward", "eval_rewards/length/mean"]
+    traces = {t.name: t for t in training_figure(series).data if t.xaxis in (None, "x")}
+    assert traces["eval_reward (held-out rows)"].line.dash == "dash"
+    assert traces["eval_rewards/length/mean"].line.dash == "dash"
+    assert traces["reward (weighted total)"].line.dash == "solid"
