@@ -1,7 +1,7 @@
 """Reward plugins, tried away from the web process: the check before a run is queued, and the try-out bench's
 scoring when it includes plugins. Imports no torch, and never the user's code.
 
-Both run :mod:`grpo_core.worker.reward_probe` as a child process (:func:`grpo_core.processes.start_process`): the
+Both run :mod:`grpo_core.worker.reward_check` as a child process (:func:`grpo_core.processes.start_process`): the
 user's module is imported there, called as TRL's ``GRPOTrainer`` would call it, and the child answers in a JSON file.
 
 * :func:`check_plugins` refuses, in seconds, a plugin that does not import, whose parameters TRL's call cannot fill,
@@ -38,7 +38,7 @@ def has_plugins(specs: Sequence[RewardSpec | Mapping[str, Any]]) -> bool:
 
 
 def run_probe(request: Mapping[str, Any], *, timeout_s: float = REWARD_CHECK_TIMEOUT_S) -> dict[str, Any]:
-    """Answer ``request`` in ``python -m grpo_core.worker.reward_probe`` and return its JSON answer.
+    """Answer ``request`` in ``python -m grpo_core.worker.reward_check`` and return its JSON answer.
 
     Raises:
         ValueError: the child timed out (it is killed with its process group), failed, or wrote no answer; the
@@ -47,7 +47,7 @@ def run_probe(request: Mapping[str, Any], *, timeout_s: float = REWARD_CHECK_TIM
     with tempfile.TemporaryDirectory(prefix="grpo-reward-check-") as tmp:
         request_path, answer_path, log_path = Path(tmp) / "request.json", Path(tmp) / "answer.json", Path(tmp) / "log"
         request_path.write_text(json.dumps(request, default=str), encoding="utf-8")
-        command = [sys.executable, "-m", "grpo_core.worker.reward_probe", str(request_path), "--out", str(answer_path)]
+        command = [sys.executable, "-m", "grpo_core.worker.reward_check", str(request_path), "--out", str(answer_path)]
         process = start_process(command, log_path=log_path, env=dict(os.environ))
         try:
             code = process.wait(timeout=timeout_s)

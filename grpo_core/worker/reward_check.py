@@ -1,4 +1,4 @@
-"""``python -m grpo_core.worker.reward_probe REQUEST --out RESULT``: runs a user's reward plugins once, away from the
+"""``python -m grpo_core.worker.reward_check REQUEST --out RESULT``: runs a user's reward plugins once, away from the
 web process (:mod:`grpo_core.reward_check` starts it and reads its answer).
 
 Two requests, both JSON:
@@ -127,7 +127,7 @@ def answer(request: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grpo_core.worker.reward_probe")
+    parser = argparse.ArgumentParser(prog="python -m grpo_core.worker.reward_check")
     parser.add_argument("request", type=Path)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
