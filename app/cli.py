@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "serve":
         from grpo_core.access import redact_url
-        from grpo_core.settings import load_auth
+        from grpo_core.settings import load_admins, load_auth
 
         try:
             settings = load_settings(
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                 port=args.port,
                 max_concurrent_runs=args.max_concurrent_runs,
                 max_upload_mb=args.max_upload_mb,
-            ).with_overrides(auth=load_auth(args.auth, args.auth_file))
+            ).with_overrides(auth=load_auth(args.auth, args.auth_file), admins=load_admins(args.auth_file))
         except ValueError as exc:
             print(f"grpo-dashboard serve: {exc}", file=sys.stderr)
             return 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from grpo_core.launcher import Launcher
+from grpo_core.ownership import Actor
 from grpo_core.settings import Settings
 from storage import Store
 
@@ -16,3 +17,9 @@ class AppContext:
     store: Store
     settings: Settings
     launcher: Launcher
+
+
+def actor_of(ctx: AppContext, request: object | None) -> Actor:
+    """Who a handler serves: the login Gradio gives it (``gr.Request.username``; ``None`` without a login) and
+    whether the auth file marks it admin."""
+    return Actor.from_login(getattr(request, "username", None), ctx.settings.admins)

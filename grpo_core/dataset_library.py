@@ -40,8 +40,11 @@ def _dataset_name(name: str | None, source_name: str) -> str:
     return candidate
 
 
-def store_dataset(store: Store, settings: Settings, dataset: PromptDataset, name: str) -> DatasetInfo:
-    """Write ``dataset``'s rows under ``datasets_dir`` (a fresh file name, never the uploaded one) and register it.
+def store_dataset(
+    store: Store, settings: Settings, dataset: PromptDataset, name: str, owner: str | None = None
+) -> DatasetInfo:
+    """Write ``dataset``'s rows under ``datasets_dir`` (a fresh file name, never the uploaded one) and register it
+    as added by login ``owner`` (``None``: no login).
 
     Raises:
         StoreError: a dataset called ``name`` exists (the written file is removed again).
@@ -60,6 +63,7 @@ def store_dataset(store: Store, settings: Settings, dataset: PromptDataset, name
             columns=dataset.columns,
             prompt_kind=dataset.prompt_kind,
             path=str(path),
+            owner=owner,
         )
     except BaseException:
         path.unlink(missing_ok=True)
@@ -67,9 +71,15 @@ def store_dataset(store: Store, settings: Settings, dataset: PromptDataset, name
 
 
 def import_dataset(
-    store: Store, settings: Settings, upload_path: str | Path, *, source_name: str, name: str | None = None
+    store: Store,
+    settings: Settings,
+    upload_path: str | Path,
+    *,
+    source_name: str,
+    name: str | None = None,
+    owner: str | None = None,
 ) -> DatasetInfo:
-    """Validate an uploaded prompt file and add it to the store.
+    """Validate an uploaded prompt file and add it to the store, as added by login ``owner``.
 
     Args:
         upload_path: where the upload lies (a temporary file; its name is never used as a path).
@@ -90,7 +100,7 @@ def import_dataset(
     if too_large:
         raise UploadTooLargeError(source_name, too_large)
     dataset = load_prompt_dataset(upload_path, source_name=source_name)
-    return store_dataset(store, settings, dataset, _dataset_name(name, source_name))
+    return store_dataset(store, settings, dataset, _dataset_name(name, source_name), owner=owner)
 
 
 def register_examples(store: Store, settings: Settings) -> list[DatasetInfo]:

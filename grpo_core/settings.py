@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from grpo_core.access import DEFAULT_MAX_UPLOAD_MB, AccessError, Credentials, load_credentials
+from grpo_core.access import DEFAULT_MAX_UPLOAD_MB, AccessError, Credentials, load_credentials, read_auth_admins
 from storage import sqlite_url
 
 ENV_DATA_DIR = "GRPO_DATA_DIR"
@@ -32,6 +32,8 @@ class Settings:
         cancel_grace_s: seconds a cancelled run gets to stop at a step boundary before its process group is killed.
         auth: ``((user, password), ...)`` that Gradio's login accepts; empty: no login (left out of ``repr``).
         max_upload_mb: largest dataset upload accepted, in binary megabytes (Gradio's limit and the importer's).
+        admins: logins that may change anyone's runs (``[admin]`` lines of the auth file; see
+            :mod:`grpo_core.ownership`).
     """
 
     data_dir: Path
@@ -43,6 +45,7 @@ class Settings:
     cancel_grace_s: float = 60.0
     auth: Credentials = field(default=(), repr=False)
     max_upload_mb: int = DEFAULT_MAX_UPLOAD_MB
+    admins: frozenset[str] = frozenset()
 
     @property
     def runs_dir(self) -> Path:
@@ -123,3 +126,13 @@ def load_auth(auth: str | None = None, auth_file: str | Path | None = None) -> C
     """
     env = os.environ
     return load_credentials(auth or env.get(ENV_AUTH) or None, auth_file or env.get(ENV_AUTH_FILE) or None)
+
+
+def load_admins(auth_file: str | Path | None = None) -> frozenset[str]:
+    """The admin logins: the ``[admin]`` lines of ``auth_file`` (else ``GRPO_AUTH_FILE``); empty without a file.
+
+    Raises:
+        grpo_core.access.AccessError: as :func:`load_auth`.
+    """
+    path = auth_file or os.environ.get(ENV_AUTH_FILE) or None
+    return read_auth_admins(path) if path else frozenset()

@@ -90,6 +90,7 @@ def _run_info(row: RunRow) -> RunInfo:
         tags=[str(t) for t in (row.tags or [])],
         gpus=row.gpus,
         provenance=dict(row.provenance) if row.provenance else None,
+        owner=row.owner,
     )
 
 
@@ -104,6 +105,7 @@ def _dataset_info(row: DatasetRow) -> DatasetInfo:
         prompt_kind=row.prompt_kind,
         path=row.path,
         created_at=_utc(row.created_at),
+        owner=row.owner,
     )
 
 
@@ -169,8 +171,9 @@ class Store:
         columns: Sequence[str],
         prompt_kind: str,
         path: str,
+        owner: str | None = None,
     ) -> DatasetInfo:
-        """Register a dataset whose normalised rows were already written to ``path``.
+        """Register a dataset whose normalised rows were already written to ``path``, added by login ``owner``.
 
         Raises:
             StoreError: a dataset named ``name`` exists.
@@ -184,6 +187,7 @@ class Store:
                 columns=list(columns),
                 prompt_kind=prompt_kind,
                 path=path,
+                owner=owner,
             )
             session.add(row)
             try:
@@ -214,8 +218,10 @@ class Store:
             return _dataset_info(row) if row else None
 
     # --------------------------------------------------------------------------------------------------- runs
-    def create_run(self, *, name: str, config: dict[str, Any], dataset_id: int | None, max_steps: int) -> RunInfo:
-        """Insert a run in status ``queued``."""
+    def create_run(
+        self, *, name: str, config: dict[str, Any], dataset_id: int | None, max_steps: int, owner: str | None = None
+    ) -> RunInfo:
+        """Insert a run in status ``queued``, launched by login ``owner`` (``None``: no login)."""
         with self._session() as session:
             row = RunRow(
                 name=name,
@@ -223,6 +229,7 @@ class Store:
                 dataset_id=dataset_id,
                 max_steps=max_steps,
                 status=RunStatus.QUEUED.value,
+                owner=owner,
             )
             session.add(row)
             session.commit()

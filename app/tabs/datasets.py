@@ -57,13 +57,14 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
     )
     selected = gr.Dropdown(label="preview a stored dataset", choices=dataset_choices(ctx), elem_id="dataset-pick")
 
-    def on_add(file_path: str | None, dataset_name: str):
+    def on_add(file_path: str | None, dataset_name: str, request: gr.Request):
         """Inputs: uploaded temp path, name. Outputs: status, preview, table, dropdown."""
         if not file_path:
             return "**Choose a file first.**", gr.skip(), gr.skip(), gr.skip()
         source_name = Path(file_path).name
         try:
-            info = import_dataset(ctx.store, ctx.settings, file_path, source_name=source_name, name=dataset_name)
+            info = import_dataset(ctx.store, ctx.settings, file_path, source_name=source_name, name=dataset_name,
+                                  owner=request.username if request else None)
         except (DatasetError, StoreError) as exc:
             return f"❌ **Not added.** {exc}", gr.skip(), gr.skip(), gr.skip()
         rows = read_normalized(Path(info.path))

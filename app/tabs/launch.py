@@ -291,12 +291,12 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
             return f"# invalid: {exc}"
         return config.to_yaml()
 
-    def on_launch(*values):
-        """Inputs: the whole form. Outputs: status message."""
+    def on_launch(request: gr.Request, *values):
+        """Inputs: the whole form (the login comes first, from Gradio). Outputs: status message."""
         try:
             config = _config_from(values)
             warnings = validate_run_config(ctx.store, config)
-            run = submit_run(ctx.store, config)
+            run = submit_run(ctx.store, config, owner=getattr(request, "username", None))
         except (ConfigError, ValueError) as exc:
             return f"❌ **Not launched.** {exc}"
         ctx.launcher.tick()
