@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from grpo_core.alerts import Notifier
 from grpo_core.launcher import Launcher
 from grpo_core.ownership import Actor
 from grpo_core.settings import Settings
@@ -17,6 +18,7 @@ class AppContext:
     store: Store
     settings: Settings
     launcher: Launcher
+    notifier: Notifier | None = None
 
 
 def actor_of(ctx: AppContext, request: object | None) -> Actor:

@@ -17,6 +17,7 @@ ENV_MAX_CONCURRENT_RUNS = "GRPO_MAX_CONCURRENT_RUNS"
 ENV_AUTH = "GRPO_AUTH"
 ENV_AUTH_FILE = "GRPO_AUTH_FILE"
 ENV_MAX_UPLOAD_MB = "GRPO_MAX_UPLOAD_MB"
+ENV_WEBHOOK_URL = "GRPO_WEBHOOK_URL"
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class Settings:
         cancel_grace_s: seconds a cancelled run gets to stop at a step boundary before its process group is killed.
         auth: ``((user, password), ...)`` that Gradio's login accepts; empty: no login (left out of ``repr``).
         max_upload_mb: largest dataset upload accepted, in binary megabytes (Gradio's limit and the importer's).
+        webhook_url: where run alerts go when a run sets none (:mod:`grpo_core.alerts`); empty: no alerts.
         admins: logins that may change anyone's runs (``[admin]`` lines of the auth file; see
             :mod:`grpo_core.ownership`).
     """
@@ -46,6 +48,7 @@ class Settings:
     auth: Credentials = field(default=(), repr=False)
     max_upload_mb: int = DEFAULT_MAX_UPLOAD_MB
     admins: frozenset[str] = frozenset()
+    webhook_url: str = ""
 
     @property
     def runs_dir(self) -> Path:
@@ -80,6 +83,7 @@ def load_settings(
     port: int | None = None,
     max_concurrent_runs: int | None = None,
     max_upload_mb: int | None = None,
+    webhook_url: str | None = None,
 ) -> Settings:
     """Settings from explicit values, else ``GRPO_*`` environment variables, else defaults.
 
@@ -114,6 +118,7 @@ def load_settings(
         port=_int(port, ENV_PORT, 7860),
         max_concurrent_runs=max(1, _int(max_concurrent_runs, ENV_MAX_CONCURRENT_RUNS, 1)),
         max_upload_mb=upload_mb,
+        webhook_url=(webhook_url or env.get(ENV_WEBHOOK_URL) or "").strip(),
     )
 
 

@@ -108,6 +108,9 @@ class RunRow(Base):
     # What reproduces the run (dataset sha256, model identity, library versions, device): grpo_core.provenance.
     provenance: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     owner: Mapped[str | None] = mapped_column(String(200), nullable=True)  # the login that launched it; None: no login
+    # Webhook alerts (grpo_core.alerts): the keys of the messages delivered or given up on, and the last failure.
+    alerts_sent: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+    alert_error: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class MetricRow(Base):

@@ -41,7 +41,9 @@ class RunInfo:
     checkpoint folder the run's next start loads (see :meth:`Store.requeue_run`); ``tags``
     and ``notes`` are the user's; ``gpus`` is the ``CUDA_VISIBLE_DEVICES`` its worker got (``None``: not set);
     ``provenance`` is what its worker recorded at start (``None`` before that, see :mod:`grpo_core.provenance`);
-    ``owner`` is the login that launched it (``None``: launched without a login, see :mod:`grpo_core.ownership`).
+    ``owner`` is the login that launched it (``None``: launched without a login, see :mod:`grpo_core.ownership`);
+    ``alerts_sent`` the keys of its webhook messages already delivered (or given up on) and ``alert_error`` the last
+    failed delivery (:mod:`grpo_core.alerts`).
     """
 
     id: int
@@ -67,6 +69,8 @@ class RunInfo:
     gpus: str | None = None
     provenance: dict[str, Any] | None = None
     owner: str | None = None
+    alerts_sent: list[str] = field(default_factory=list)
+    alert_error: str | None = None
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,8 @@ def _run_info(row: RunRow) -> RunInfo:
         gpus=row.gpus,
         provenance=dict(row.provenance) if row.provenance else None,
         owner=row.owner,
+        alerts_sent=[str(k) for k in (row.alerts_sent or [])],
+        alert_error=row.alert_error,
     )
 
 
@@ -396,6 +398,19 @@ class Store:
             session.execute(delete(MetricRow).where(MetricRow.run_id == run_id, MetricRow.step > from_step))
             session.commit()
             return _run_info(session.get(RunRow, run_id))
+
+    def record_alert(self, run_id: int, key: str, error: str | None = None) -> None:
+        """Note that the webhook message ``key`` of a run was delivered (``error`` None) or given up on (``error``
+        says why; shown on the run). A run deleted meanwhile is skipped."""
+        with self._session() as session:
+            row = session.get(RunRow, run_id)
+            if row is None:
+                return
+            sent = [str(k) for k in (row.alerts_sent or [])]
+            if key not in sent:
+                row.alerts_sent = [*sent, key]
+            row.alert_error = error
+            session.commit()
 
     def annotate_run(self, run_id: int, *, notes: str | None = None, tags: Sequence[str] | None = None) -> RunInfo:
         """Set a run's notes and/or tags; ``None`` leaves that one as it is. Tags are stored in the order given.
