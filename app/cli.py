@@ -39,6 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--auth-file", metavar="FILE", help="require a login listed in FILE, one user:password a line (env GRPO_AUTH_FILE)"
     )
     serve.add_argument(
+        "--webhook-url", metavar="URL",
+        help="POST a JSON message here when a run completes, fails or is cancelled, or the run doctor warns "
+        "(env GRPO_WEBHOOK_URL; a run's own webhook_url wins)",
+    )
+    serve.add_argument(
         "--max-upload-mb", type=int, metavar="MB", help="largest dataset upload (env GRPO_MAX_UPLOAD_MB; default 200)"
     )
     train = sub.add_parser(
@@ -70,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "serve":
         from grpo_core.access import redact_url
-        from grpo_core.settings import load_auth
+        from grpo_core.settings import load_admins, load_auth
 
         try:
             settings = load_settings(
@@ -80,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
                 port=args.port,
                 max_concurrent_runs=args.max_concurrent_runs,
                 max_upload_mb=args.max_upload_mb,
-            ).with_overrides(auth=load_auth(args.auth, args.auth_file))
+                webhook_url=args.webhook_url,
+            ).with_overrides(auth=load_auth(args.auth, args.auth_file), admins=load_admins(args.auth_file))
         except ValueError as exc:
             print(f"grpo-dashboard serve: {exc}", file=sys.stderr)
             return 2

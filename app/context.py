@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from grpo_core.alerts import Notifier
 from grpo_core.launcher import Launcher
+from grpo_core.ownership import Actor
 from grpo_core.settings import Settings
 from storage import Store
 
@@ -16,3 +18,10 @@ class AppContext:
     store: Store
     settings: Settings
     launcher: Launcher
+    notifier: Notifier | None = None
+
+
+def actor_of(ctx: AppContext, request: object | None) -> Actor:
+    """Who a handler serves: the login Gradio gives it (``gr.Request.username``; ``None`` without a login) and
+    whether the auth file marks it admin."""
+    return Actor.from_login(getattr(request, "username", None), ctx.settings.admins)

@@ -11,10 +11,13 @@ run_groups    ``run_id``, ``after_step`` (-1: all), ``step``,      ``[{"step", "
               ``limit``                                            "completions": [...]}, ...]``
 cancel_run    ``run_id``                                           the run (``cancel_requested`` set)
 resume_run    ``run_id``                                           the run, queued again
+delete_run    ``run_id``                                           ``{"run_id", "deleted": true}``
 export_run    ``run_id``                                           ``{"run_id", "folder", "files", ...}``, the zip
 ============  ===================================================  ==================================================
 
-A ``<run>`` is :func:`run_dict`. Every handler calls the store, the launcher or :mod:`grpo_core` as the tabs do;
+A ``<run>`` is :func:`run_dict` (with ``owner``, the login that launched it). With several logins, ``cancel_run``,
+``resume_run`` and ``delete_run`` are refused (``AppError`` naming the owner) unless the caller's login owns the run or
+is an admin (:mod:`grpo_core.ownership`). Every handler calls the store, the launcher or :mod:`grpo_core` as the tabs do;
 errors come back as ``gradio_client`` ``AppError`` with the store's or the config's message. Every other event of
 the dashboard (the tabs' handlers) is made private by :func:`hide_internal_endpoints`: not listed, not callable by
 name.
@@ -29,12 +32,20 @@ from typing import Any
 
 import gradio as gr
 
-from app.context import AppContext
+from app.context import AppContext, actor_of
 from grpo_core.config import ConfigError, parse_run_config_text
 from grpo_core.dataset_library import import_dataset, parse_renames
 from grpo_core.datasets import ColumnMapping, DatasetError
 from grpo_core.export import export_run
-from grpo_core.runs import RunActionError, resume_run, submit_run, validate_run_config
+from grpo_core.ownership import NotOwnerError
+from grpo_core.runs import (
+    RunActionError,
+    authorize_run_action,
+    delete_run,
+    resume_run,
+    submit_run,
+    validate_run_config,
+)
 from storage import DatasetInfo, GroupRecord, MetricPoint, RunInfo, RunStatus, StoreError
 
 #: The endpoints :func:`create_public_api` adds, in the order the API page lists them.
@@ -47,6 +58,7 @@ PUBLIC_ENDPOINTS = (
     "cancel_run",
     "resume_run",
     "export_run",
+    "delete_run",
 )
 
 #: The most groups one ``run_groups`` call returns.
@@ -103,6 +115,7 @@ def create_public_api(ctx: AppContext) -> None:
         prompt_column: str | None = None,
         system_prompt: str | None = None,
         column_renames: str | None = None,
+        request: gr.Request = None,
     ) -> dict[str, Any]:
         """Add a prompt file (JSONL, JSON, CSV, Parquet, or a .zip of a save_to_disk folder) as a dataset named
         ``name`` (default: the file's name). ``prompt_column`` names the prompt column when it is not ``prompt``
@@ -115,18 +128,19 @@ def create_public_api(ctx: AppContext) -> None:
             mapping = ColumnMapping(prompt_column=(prompt_column or "").strip() or None,
                                     system_prompt=system_prompt or "", renames=parse_renames(column_renames))
             info = import_dataset(ctx.store, ctx.settings, file, source_name=Path(file).name,
-                                  name=name or None, mapping=mapping)
+                                  name=name or None, mapping=mapping, owner=actor_of(ctx, request).user)
         except (DatasetError, StoreError, ValueError) as exc:
             raise gr.Error(f"add_dataset: {exc}") from None
         return dataset_dict(info)
 
-    def launch_run(config: str) -> dict:
+    def launch_run(config: str, request: gr.Request) -> dict:
         """Queue a run from a RunConfig written as YAML or JSON text (the fields of ``run.yaml``; ``dataset_id`` from
         ``add_dataset``). Returns {"run": the queued run, "warnings": [text, ...]}."""
         try:
             run_config = parse_run_config_text(config or "", source="config")
             warnings = validate_run_config(ctx.store, run_config, model_cache_dir=ctx.settings.model_cache_dir)
-            run = submit_run(ctx.store, run_config)
+            run = submit_run(ctx.store, run_config, model_cache_dir=ctx.settings.model_cache_dir,
+                             owner=actor_of(ctx, request).user)
         except (ConfigError, ValueError) as exc:
             raise gr.Error(f"launch_run: {exc}") from None
         ctx.launcher.tick()
@@ -160,21 +174,35 @@ def create_public_api(ctx: AppContext) -> None:
             groups = ctx.store.groups_since(int(run_id), int(after_step), limit=max(1, min(int(limit), MAX_GROUPS)))
         return [group_dict(group) for group in groups]
 
-    def cancel_run(run_id: int) -> dict:
+    def cancel_run(run_id: int, request: gr.Request) -> dict:
         """Ask a run to stop: a queued run is cancelled at once, a running one at the end of its current step.
-        Returns the run."""
+        Returns the run. Refused unless the login owns the run or is an admin."""
         _run(run_id)
+        try:
+            authorize_run_action(ctx.store, actor_of(ctx, request), int(run_id), "cancel")
+        except (NotOwnerError, StoreError) as exc:
+            raise gr.Error(f"cancel_run: {exc}") from None
         ctx.launcher.cancel(int(run_id))
         return run_dict(ctx.store.get_run(int(run_id)))
 
-    def resume_run_endpoint(run_id: int) -> dict:
+    def resume_run_endpoint(run_id: int, request: gr.Request) -> dict:
         """Queue a cancelled or failed run again, from its last checkpoint (or step 0 without one). Returns the
-        run."""
+        run. Refused unless the login owns the run or is an admin."""
         try:
-            run = resume_run(ctx.store, ctx.settings, int(run_id))
-        except (RunActionError, StoreError) as exc:
+            run = resume_run(ctx.store, ctx.settings, int(run_id), actor_of(ctx, request))
+        except (RunActionError, NotOwnerError, StoreError) as exc:
             raise gr.Error(f"resume_run: {exc}") from None
         return run_dict(run)  # the launcher's next pass starts it, as after a resume in the Runs tab
+
+    def delete_run_endpoint(run_id: int, request: gr.Request) -> dict:
+        """Delete a finished run with its folder, metrics and groups. Returns {"run_id", "deleted": true}. Refused
+        while it is queued or running, and unless the login owns the run or is an admin."""
+        _run(run_id)
+        try:
+            delete_run(ctx.store, ctx.settings, int(run_id), actor_of(ctx, request))
+        except (RunActionError, NotOwnerError, StoreError, OSError) as exc:
+            raise gr.Error(f"delete_run: {exc}") from None
+        return {"run_id": int(run_id), "deleted": True}
 
     def export(run_id: int | None) -> tuple[dict[str, Any], str]:
         """Write the run's config YAML (with its dataset), metrics CSV, groups Parquet and adapter zip (when saved)
@@ -214,6 +242,7 @@ def create_public_api(ctx: AppContext) -> None:
     gr.api(cancel_run, api_name="cancel_run")
     gr.api(resume_run_endpoint, api_name="resume_run", api_description=resume_run_endpoint.__doc__)
     gr.on([], export, inputs=export_id, outputs=[export_out, export_zip], api_name="export_run")
+    gr.api(delete_run_endpoint, api_name="delete_run", api_description=delete_run_endpoint.__doc__)
 
 
 def hide_internal_endpoints(blocks: gr.Blocks, public: tuple[str, ...] = PUBLIC_ENDPOINTS) -> list[str]:

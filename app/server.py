@@ -20,6 +20,7 @@ from app.tabs.launch import create_launch_tab
 from app.tabs.runs import create_runs_tab
 from app.tabs.try_model import create_try_model_tab
 from grpo_core.access import exposure_warnings, max_upload_bytes
+from grpo_core.alerts import Notifier
 from grpo_core.dataset_library import register_examples
 from grpo_core.export import exports_dir
 from grpo_core.launcher import Launcher
@@ -39,7 +40,8 @@ def create_context(settings: Settings, *, worker_env: dict[str, str] | None = No
         register_examples(store, settings)
     except Exception:  # noqa: BLE001 - a broken example must not keep the dashboard from starting
         log.exception("could not register the example datasets")
-    return AppContext(store=store, settings=settings, launcher=Launcher(store, settings, env=worker_env))
+    return AppContext(store=store, settings=settings, launcher=Launcher(store, settings, env=worker_env),
+                      notifier=Notifier(store, settings))
 
 
 def build_blocks(ctx: AppContext) -> gr.Blocks:
@@ -81,6 +83,7 @@ def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, 
         print(f"WARNING: {message}", file=sys.stderr, flush=True)
     ctx = create_context(settings)
     ctx.launcher.start()
+    ctx.notifier.start()  # webhook alerts: an APScheduler job of its own, deliveries on a background thread
     blocks = build_blocks(ctx)
     blocks.queue(default_concurrency_limit=8)
     blocks.launch(
@@ -97,4 +100,5 @@ def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, 
     if not block:
         return blocks, ctx
     ctx.launcher.shutdown()
+    ctx.notifier.shutdown()
     return None

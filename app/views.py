@@ -132,6 +132,10 @@ def run_status_html(run: RunInfo, log_tail: str = "", now: datetime | None = Non
         parts.append(f" · {duration(run, now)}")
     if run.gpus:
         parts.append(f" · GPUs {html.escape(run.gpus)}")
+    if run.owner:
+        parts.append(f" · owner {html.escape(run.owner)}")
+    if run.alert_error:
+        parts.append(f' · <span class="grpo-alert-error" style="color:#b45309">⚠ {html.escape(run.alert_error)}</span>')
     if run.status == RunStatus.QUEUED and run.phase:
         parts.append(f" · {html.escape(run.phase)}")
     if run.status == RunStatus.QUEUED and run.resume_from:

@@ -3,7 +3,8 @@
 The dashboard can launch training (which runs plugin reward code) and shows every dataset, so one that others can
 reach needs a login. Credentials come from ``--auth USER:PASSWORD`` / ``GRPO_AUTH`` and from a file of
 ``user:password`` lines (``--auth-file`` / ``GRPO_AUTH_FILE``); Gradio's own login (``launch(auth=...)``) checks
-them. Binding an address other than loopback without any is allowed, with a warning. Pure functions except
+them. A line of the file written ``[admin] user:password`` marks an admin: one who may cancel, resume, delete or
+annotate anyone's run (:mod:`grpo_core.ownership`). Binding an address other than loopback without any is allowed, with a warning. Pure functions except
 :func:`read_auth_file`; no gradio here.
 """
 
@@ -46,14 +47,33 @@ def parse_credential(text: str, source: str) -> tuple[str, str]:
     return user, password
 
 
+ADMIN_MARK = "[admin]"
+"""Written before ``user:password`` (then white space) on a line of the auth file to make that user an admin."""
+
+
 def read_auth_file(path: str | Path) -> list[tuple[str, str]]:
     """The ``user:password`` lines of a file; blank lines and lines starting with ``#`` are skipped.
 
-    A line's trailing newline and carriage return are dropped, nothing else: a password keeps its spaces.
+    A line's trailing newline and carriage return are dropped, nothing else: a password keeps its spaces. The
+    :data:`ADMIN_MARK` of a line is dropped here (see :func:`read_auth_admins`).
 
     Raises:
         AccessError: the file cannot be read, a line is malformed (named by number), or it lists no user.
     """
+    return [(user, password) for user, password, _ in _auth_file_entries(path)]
+
+
+def read_auth_admins(path: str | Path) -> frozenset[str]:
+    """The users of an auth file whose line starts with :data:`ADMIN_MARK` (may be empty).
+
+    Raises:
+        AccessError: as :func:`read_auth_file`.
+    """
+    return frozenset(user for user, _, admin in _auth_file_entries(path) if admin)
+
+
+def _auth_file_entries(path: str | Path) -> list[tuple[str, str, bool]]:
+    """``(user, password, is_admin)`` of each login line of the file, in order."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -63,7 +83,12 @@ def read_auth_file(path: str | Path) -> list[tuple[str, str]]:
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        pairs.append(parse_credential(line.rstrip("\r"), f"auth file {path}, line {number}"))
+        text_line = line.rstrip("\r")
+        admin = text_line.startswith(ADMIN_MARK) and text_line[len(ADMIN_MARK):len(ADMIN_MARK) + 1].isspace()
+        if admin:
+            text_line = text_line[len(ADMIN_MARK):].lstrip()
+        user, password = parse_credential(text_line, f"auth file {path}, line {number}")
+        pairs.append((user, password, admin))
     if not pairs:
         raise AccessError(f"auth file {path}: lists no user:password line")
     return pairs

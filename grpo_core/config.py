@@ -164,6 +164,11 @@ class RunConfig(BaseModel):
         description="CUDA_VISIBLE_DEVICES for the run, e.g. '0,1'; empty = auto (num_processes GPUs no other "
         "running run holds; the run waits queued until they are free).",
     )
+    webhook_url: str = Field(
+        "",
+        description="http(s) URL that receives a JSON message when this run completes, fails or is cancelled, and "
+        "for each new run-doctor warning; empty = the dashboard's --webhook-url (if any).",
+    )
 
     @field_validator("rewards")
     @classmethod

@@ -52,8 +52,11 @@ def _dataset_name(name: str | None, source_name: str) -> str:
     return candidate
 
 
-def store_dataset(store: Store, settings: Settings, dataset: PromptDataset, name: str) -> DatasetInfo:
-    """Write ``dataset``'s rows under ``datasets_dir`` (a fresh file name, never the uploaded one) and register it.
+def store_dataset(
+    store: Store, settings: Settings, dataset: PromptDataset, name: str, owner: str | None = None
+) -> DatasetInfo:
+    """Write ``dataset``'s rows under ``datasets_dir`` (a fresh file name, never the uploaded one) and register it
+    as added by login ``owner`` (``None``: no login).
 
     Raises:
         StoreError: a dataset called ``name`` exists (the written file is removed again).
@@ -72,6 +75,7 @@ def store_dataset(store: Store, settings: Settings, dataset: PromptDataset, name
             columns=dataset.columns,
             prompt_kind=dataset.prompt_kind,
             path=str(path),
+            owner=owner,
         )
     except BaseException:
         path.unlink(missing_ok=True)
@@ -86,8 +90,9 @@ def import_dataset(
     source_name: str,
     name: str | None = None,
     mapping: ColumnMapping | None = None,
+    owner: str | None = None,
 ) -> DatasetInfo:
-    """Validate an uploaded prompt file (or a ``.zip`` of a ``save_to_disk`` folder), map its columns and add it.
+    """Validate an uploaded prompt file (or a ``.zip`` of a ``save_to_disk`` folder), map its columns and add it, as added by login ``owner``.
 
     Args:
         upload_path: where the upload lies (a temporary file; its name is never used as a path).
@@ -113,7 +118,7 @@ def import_dataset(
         dataset = _load_zipped_folder(Path(upload_path), source_name, settings.max_upload_mb, mapping)
     else:
         dataset = load_prompt_dataset(upload_path, source_name=source_name, mapping=mapping)
-    return store_dataset(store, settings, dataset, _dataset_name(name, source_name))
+    return store_dataset(store, settings, dataset, _dataset_name(name, source_name), owner=owner)
 
 
 def load_upload(
@@ -195,6 +200,7 @@ def import_hub_dataset(
     split: str = "train",
     name: str | None = None,
     mapping: ColumnMapping | None = None,
+    owner: str | None = None,
     timeout_s: float = HUB_LOAD_TIMEOUT_S,
 ) -> DatasetInfo:
     """Load a hub dataset (``"openai/gsm8k"``, config ``"main"``, split ``"train"``) with ``datasets`` in a child
@@ -226,7 +232,7 @@ def import_hub_dataset(
             )
         dataset = load_prompt_dataset(target, source_name=label, mapping=mapping)
     default_name = re.sub(r"[^\w .()\-+]", "-", f"{dataset_id.split('/')[-1]} {split}")
-    return store_dataset(store, settings, dataset, _dataset_name(name or default_name, label))
+    return store_dataset(store, settings, dataset, _dataset_name(name or default_name, label), owner=owner)
 
 
 def register_examples(store: Store, settings: Settings) -> list[DatasetInfo]:

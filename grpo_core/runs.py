@@ -10,6 +10,8 @@ the store's calls). Imports no torch.
 * :func:`delete_run` removes a finished run's folder (only a folder under the data directory's ``runs/``) and then
   its rows.
 * :func:`parse_tags` normalises the tags typed in the Runs tab.
+* :func:`authorize_run_action` refuses a cancel, resume, delete or notes edit by a login that neither owns the run
+  nor is an admin (:mod:`grpo_core.ownership`); :func:`resume_run` and :func:`delete_run` call it themselves.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import psutil
 from grpo_core.config import ConfigError, RunConfig
 from grpo_core.datasets import DatasetError
 from grpo_core.model_source import ModelSourceError, describe_model
+from grpo_core.ownership import SINGLE_USER, Actor, check_may_change
 from grpo_core.prompt_lengths import model_text_folder, require_prompts_fit
 from grpo_core.reward_check import check_plugins, has_plugins
 from grpo_core.rewards.compose import RewardSpec, build_reward_funcs
@@ -54,21 +57,34 @@ def _worker_still_exiting(run: RunInfo) -> bool:
         return False
 
 
+def authorize_run_action(store: Store, actor: Actor, run_id: int, action: str) -> RunInfo:
+    """The run, when ``actor`` may ``action`` it (``"cancel"``, ``"resume"``, ``"delete"``, ``"edit the notes of"``).
+
+    Raises:
+        grpo_core.ownership.NotOwnerError: ``actor`` is logged in, not an admin and not the run's owner.
+        storage.StoreError: there is no such run.
+    """
+    run = store.get_run(run_id)
+    check_may_change(actor, run.owner, action, f"run #{run.id} {run.name}")
+    return run
+
+
 def resume_point(settings: Settings, run: RunInfo) -> Checkpoint | None:
     """The checkpoint a resume of ``run`` would continue from (its last complete one), or ``None``."""
     return last_checkpoint(run_dir(settings, run))
 
 
-def resume_run(store: Store, settings: Settings, run_id: int) -> RunInfo:
+def resume_run(store: Store, settings: Settings, run_id: int, actor: Actor = SINGLE_USER) -> RunInfo:
     """Queue a cancelled or failed run again to continue from its last checkpoint (or from step 0 without one).
 
     Returns the queued run; its ``resume_from`` is the checkpoint folder, or ``None`` when it starts over.
 
     Raises:
         RunActionError: the run is not cancelled or failed, or its previous worker is still exiting.
+        grpo_core.ownership.NotOwnerError: ``actor`` may not change this run (:func:`authorize_run_action`).
         storage.StoreError: there is no such run, or its status changed meanwhile.
     """
-    run = store.get_run(run_id)
+    run = authorize_run_action(store, actor, run_id, "resume")
     if run.status not in (RunStatus.CANCELLED, RunStatus.FAILED):
         raise RunActionError(f"run #{run.id} is {run.status.value}: only a cancelled or failed run can be resumed")
     if _worker_still_exiting(run):
@@ -81,7 +97,7 @@ def resume_run(store: Store, settings: Settings, run_id: int) -> RunInfo:
     )
 
 
-def delete_run(store: Store, settings: Settings, run_id: int) -> Path | None:
+def delete_run(store: Store, settings: Settings, run_id: int, actor: Actor = SINGLE_USER) -> Path | None:
     """Delete a finished run: its folder (checkpoints, adapter, log, config), then its rows in the store.
 
     Only a folder strictly inside ``settings.runs_dir`` is removed (symbolic links resolved); a run whose recorded
@@ -90,10 +106,11 @@ def delete_run(store: Store, settings: Settings, run_id: int) -> Path | None:
     Raises:
         RunActionError: the run is queued or running (cancel it first), its worker is still exiting, or its folder
             is outside the runs directory.
+        grpo_core.ownership.NotOwnerError: ``actor`` may not change this run (:func:`authorize_run_action`).
         storage.StoreError: there is no such run.
         OSError: the folder could not be removed entirely (the run stays in the store; deleting again retries).
     """
-    run = store.get_run(run_id)
+    run = authorize_run_action(store, actor, run_id, "delete")
     if not run.status.is_final:
         raise RunActionError(f"run #{run.id} is {run.status.value}; cancel it before deleting it")
     if _worker_still_exiting(run):
@@ -241,8 +258,10 @@ def _absolute_plugin_path(spec: RewardSpec) -> RewardSpec:
     return spec.model_copy(update={"params": {**spec.params, "target": f"{Path(module.strip()).resolve()}:{function}"}})
 
 
-def submit_run(store: Store, config: RunConfig, *, model_cache_dir: Path | None = None) -> RunInfo:
-    """Validate ``config`` and queue it as a new run (the launcher starts it).
+def submit_run(
+    store: Store, config: RunConfig, *, model_cache_dir: Path | None = None, owner: str | None = None
+) -> RunInfo:
+    """Validate ``config`` and queue it as a new run (the launcher starts it), owned by login ``owner``.
 
     A local model folder, a ``.gguf`` file, ``dataset_path`` and a plugin's ``file.py`` are stored as absolute paths,
     since the worker runs in the run folder; the default model and hub ids are stored as given.
@@ -261,5 +280,6 @@ def submit_run(store: Store, config: RunConfig, *, model_cache_dir: Path | None 
         updates["dataset_path"] = str(Path(config.dataset_path).resolve())
     config = config.model_copy(update={**updates, "rewards": [_absolute_plugin_path(s) for s in config.rewards]})
     return store.create_run(
-        name=name, config=config.model_dump(mode="json"), dataset_id=config.dataset_id, max_steps=config.max_steps
+        name=name, config=config.model_dump(mode="json"), dataset_id=config.dataset_id, max_steps=config.max_steps,
+        owner=owner,
     )

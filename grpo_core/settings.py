@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from grpo_core.access import DEFAULT_MAX_UPLOAD_MB, AccessError, Credentials, load_credentials
+from grpo_core.access import DEFAULT_MAX_UPLOAD_MB, AccessError, Credentials, load_credentials, read_auth_admins
 from storage import sqlite_url
 
 ENV_DATA_DIR = "GRPO_DATA_DIR"
@@ -21,6 +21,7 @@ ENV_MAX_CONCURRENT_RUNS = "GRPO_MAX_CONCURRENT_RUNS"
 ENV_AUTH = "GRPO_AUTH"
 ENV_AUTH_FILE = "GRPO_AUTH_FILE"
 ENV_MAX_UPLOAD_MB = "GRPO_MAX_UPLOAD_MB"
+ENV_WEBHOOK_URL = "GRPO_WEBHOOK_URL"
 
 OWNER_ONLY_DIR = 0o700
 OWNER_ONLY_FILE = 0o600
@@ -41,6 +42,9 @@ class Settings:
         cancel_grace_s: seconds a cancelled run gets to stop at a step boundary before its process group is killed.
         auth: ``((user, password), ...)`` that Gradio's login accepts; empty: no login (left out of ``repr``).
         max_upload_mb: largest dataset upload accepted, in binary megabytes (Gradio's limit and the importer's).
+        webhook_url: where run alerts go when a run sets none (:mod:`grpo_core.alerts`); empty: no alerts.
+        admins: logins that may change anyone's runs (``[admin]`` lines of the auth file; see
+            :mod:`grpo_core.ownership`).
     """
 
     data_dir: Path
@@ -52,6 +56,8 @@ class Settings:
     cancel_grace_s: float = 60.0
     auth: Credentials = field(default=(), repr=False)
     max_upload_mb: int = DEFAULT_MAX_UPLOAD_MB
+    admins: frozenset[str] = frozenset()
+    webhook_url: str = ""
 
     @property
     def runs_dir(self) -> Path:
@@ -120,6 +126,7 @@ def load_settings(
     port: int | None = None,
     max_concurrent_runs: int | None = None,
     max_upload_mb: int | None = None,
+    webhook_url: str | None = None,
 ) -> Settings:
     """Settings from explicit values, else ``GRPO_*`` environment variables, else defaults.
 
@@ -154,6 +161,7 @@ def load_settings(
         port=_int(port, ENV_PORT, 7860),
         max_concurrent_runs=max(1, _int(max_concurrent_runs, ENV_MAX_CONCURRENT_RUNS, 1)),
         max_upload_mb=upload_mb,
+        webhook_url=(webhook_url or env.get(ENV_WEBHOOK_URL) or "").strip(),
     )
 
 
@@ -166,3 +174,13 @@ def load_auth(auth: str | None = None, auth_file: str | Path | None = None) -> C
     """
     env = os.environ
     return load_credentials(auth or env.get(ENV_AUTH) or None, auth_file or env.get(ENV_AUTH_FILE) or None)
+
+
+def load_admins(auth_file: str | Path | None = None) -> frozenset[str]:
+    """The admin logins: the ``[admin]`` lines of ``auth_file`` (else ``GRPO_AUTH_FILE``); empty without a file.
+
+    Raises:
+        grpo_core.access.AccessError: as :func:`load_auth`.
+    """
+    path = auth_file or os.environ.get(ENV_AUTH_FILE) or None
+    return read_auth_admins(path) if path else frozenset()

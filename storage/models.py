@@ -74,6 +74,7 @@ class DatasetRow(Base):
     prompt_kind: Mapped[str] = mapped_column(String(16))
     path: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    owner: Mapped[str | None] = mapped_column(String(200), nullable=True)  # the login that added it; None: no login
 
 
 class RunRow(Base):
@@ -106,6 +107,10 @@ class RunRow(Base):
     gpus: Mapped[str | None] = mapped_column(String(200), nullable=True)  # CUDA_VISIBLE_DEVICES the worker got
     # What reproduces the run (dataset sha256, model identity, library versions, device): grpo_core.provenance.
     provenance: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    owner: Mapped[str | None] = mapped_column(String(200), nullable=True)  # the login that launched it; None: no login
+    # Webhook alerts (grpo_core.alerts): the keys of the messages delivered or given up on, and the last failure.
+    alerts_sent: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+    alert_error: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class MetricRow(Base):

@@ -18,7 +18,8 @@ class StoreError(ValueError):
 
 @dataclass(frozen=True)
 class DatasetInfo:
-    """An uploaded dataset. ``path`` is the normalised JSONL file under the data directory."""
+    """An uploaded dataset. ``path`` is the normalised JSONL file under the data directory; ``owner`` the login that
+    added it (``None``: no login)."""
 
     id: int
     name: str
@@ -29,6 +30,7 @@ class DatasetInfo:
     prompt_kind: str
     path: str
     created_at: datetime
+    owner: str | None = None
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,10 @@ class RunInfo:
     ``run_dir`` is the run folder (:mod:`grpo_core.run_files`; ``None`` until the run starts). ``resume_from`` is the
     checkpoint folder the run's next start loads (see :meth:`Store.requeue_run`); ``tags``
     and ``notes`` are the user's; ``gpus`` is the ``CUDA_VISIBLE_DEVICES`` its worker got (``None``: not set);
-    ``provenance`` is what its worker recorded at start (``None`` before that, see :mod:`grpo_core.provenance`).
+    ``provenance`` is what its worker recorded at start (``None`` before that, see :mod:`grpo_core.provenance`);
+    ``owner`` is the login that launched it (``None``: launched without a login, see :mod:`grpo_core.ownership`);
+    ``alerts_sent`` the keys of its webhook messages already delivered (or given up on) and ``alert_error`` the last
+    failed delivery (:mod:`grpo_core.alerts`).
     """
 
     id: int
@@ -63,6 +68,9 @@ class RunInfo:
     tags: list[str] = field(default_factory=list)
     gpus: str | None = None
     provenance: dict[str, Any] | None = None
+    owner: str | None = None
+    alerts_sent: list[str] = field(default_factory=list)
+    alert_error: str | None = None
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,9 @@ def _run_info(row: RunRow) -> RunInfo:
         tags=[str(t) for t in (row.tags or [])],
         gpus=row.gpus,
         provenance=dict(row.provenance) if row.provenance else None,
+        owner=row.owner,
+        alerts_sent=[str(k) for k in (row.alerts_sent or [])],
+        alert_error=row.alert_error,
     )
 
 
@@ -104,6 +107,7 @@ def _dataset_info(row: DatasetRow) -> DatasetInfo:
         prompt_kind=row.prompt_kind,
         path=row.path,
         created_at=_utc(row.created_at),
+        owner=row.owner,
     )
 
 
@@ -170,8 +174,9 @@ class Store:
         columns: Sequence[str],
         prompt_kind: str,
         path: str,
+        owner: str | None = None,
     ) -> DatasetInfo:
-        """Register a dataset whose normalised rows were already written to ``path``.
+        """Register a dataset whose normalised rows were already written to ``path``, added by login ``owner``.
 
         Raises:
             StoreError: a dataset named ``name`` exists.
@@ -185,6 +190,7 @@ class Store:
                 columns=list(columns),
                 prompt_kind=prompt_kind,
                 path=path,
+                owner=owner,
             )
             session.add(row)
             try:
@@ -215,8 +221,10 @@ class Store:
             return _dataset_info(row) if row else None
 
     # --------------------------------------------------------------------------------------------------- runs
-    def create_run(self, *, name: str, config: dict[str, Any], dataset_id: int | None, max_steps: int) -> RunInfo:
-        """Insert a run in status ``queued``."""
+    def create_run(
+        self, *, name: str, config: dict[str, Any], dataset_id: int | None, max_steps: int, owner: str | None = None
+    ) -> RunInfo:
+        """Insert a run in status ``queued``, launched by login ``owner`` (``None``: no login)."""
         with self._session() as session:
             row = RunRow(
                 name=name,
@@ -224,6 +232,7 @@ class Store:
                 dataset_id=dataset_id,
                 max_steps=max_steps,
                 status=RunStatus.QUEUED.value,
+                owner=owner,
             )
             session.add(row)
             session.commit()
@@ -390,6 +399,19 @@ class Store:
             session.execute(delete(MetricRow).where(MetricRow.run_id == run_id, MetricRow.step > from_step))
             session.commit()
             return _run_info(session.get(RunRow, run_id))
+
+    def record_alert(self, run_id: int, key: str, error: str | None = None) -> None:
+        """Note that the webhook message ``key`` of a run was delivered (``error`` None) or given up on (``error``
+        says why; shown on the run). A run deleted meanwhile is skipped."""
+        with self._session() as session:
+            row = session.get(RunRow, run_id)
+            if row is None:
+                return
+            sent = [str(k) for k in (row.alerts_sent or [])]
+            if key not in sent:
+                row.alerts_sent = [*sent, key]
+            row.alert_error = error
+            session.commit()
 
     def annotate_run(self, run_id: int, *, notes: str | None = None, tags: Sequence[str] | None = None) -> RunInfo:
         """Set a run's notes and/or tags; ``None`` leaves that one as it is. Tags are stored in the order given.

@@ -129,7 +129,8 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
             gr.update(choices=dataset_choices(ctx), value=info.id),
         )
 
-    def on_add(file_path: str | None, dataset_name: str, column: str, system: str, renamed: str, model: str):
+    def on_add(file_path: str | None, dataset_name: str, column: str, system: str, renamed: str, model: str,
+               request: gr.Request = None):
         """Inputs: uploaded temp path, name, mapping, model. Outputs: status, preview, model view, table,
         dropdown."""
         if not file_path:
@@ -138,19 +139,19 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
         try:
             mapping = mapping_from_form(column, system, renamed)
             info = import_dataset(ctx.store, ctx.settings, file_path, source_name=source_name, name=dataset_name,
-                                  mapping=mapping)
+                                  mapping=mapping, owner=getattr(request, "username", None))
         except (DatasetError, StoreError, ValueError) as exc:
             return f"❌ **Not added.** {exc}", gr.skip(), gr.skip(), gr.skip(), gr.skip()
         return added_outputs(info, model)
 
     def on_hub_add(dataset_id: str, config: str, split: str, dataset_name: str, column: str, system: str,
-                   renamed: str, model: str):
+                   renamed: str, model: str, request: gr.Request = None):
         """Inputs: hub id, config, split, name, mapping, model. Outputs: as :func:`on_add`."""
         try:
             mapping = mapping_from_form(column, system, renamed)
             info = import_hub_dataset(ctx.store, ctx.settings, dataset_id, config=(config or "").strip() or None,
                                       split=(split or "").strip() or "train", name=dataset_name or None,
-                                      mapping=mapping)
+                                      mapping=mapping, owner=getattr(request, "username", None))
         except (DatasetError, StoreError, ValueError) as exc:
             return f"❌ **Not added.** {exc}", gr.skip(), gr.skip(), gr.skip(), gr.skip()
         return added_outputs(info, model)

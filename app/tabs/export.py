@@ -8,6 +8,7 @@ import gradio as gr
 from app.context import AppContext
 from grpo_core.config import ConfigError
 from grpo_core.export import export_run
+from grpo_core.merge_job import MergeError, merge_run
 from storage import StoreError
 
 EXPORT_HELP = (
@@ -35,6 +36,8 @@ def create_export_panel(ctx: AppContext, run_selector: gr.Dropdown) -> dict[str,
             groups = gr.File(label="groups Parquet", interactive=False, elem_id="export-groups")
             adapter = gr.File(label="adapter zip", interactive=False, elem_id="export-adapter")
             bundle = gr.File(label="everything (zip)", interactive=False, elem_id="export-bundle")
+        merge = gr.Button("Merge the adapter into the base model (a folder to serve)", elem_id="export-merge")
+        merge_status = gr.Markdown(elem_id="export-merge-status")
 
     def on_export(run_id: int | None):
         """Inputs: selected run. Outputs: status, config files, metrics, groups, adapter, bundle."""
@@ -50,8 +53,26 @@ def create_export_panel(ctx: AppContext, run_selector: gr.Dropdown) -> dict[str,
         adapter_file = str(result.adapter) if result.adapter is not None else None
         return text, config_files, str(result.metrics), str(result.groups), adapter_file, str(result.bundle)
 
+    def on_merge(run_id: int | None):
+        """Inputs: selected run. Outputs: merge status (streamed: the worker's progress, then the folder)."""
+        if run_id is None:
+            yield "Choose a run first."
+            return
+        try:
+            run = ctx.store.get_run(int(run_id))
+            steps: list[str] = []
+            for line in merge_run(ctx.settings, run):
+                steps.append(line)
+                yield "Merging… " + " → ".join(steps[-4:])
+        except (StoreError, MergeError, OSError) as exc:
+            yield f"Not merged: {exc}"
+            return
+        yield (f"Merged model of run #{run.id} written to `{steps[-1]}` (safetensors, tokenizer, generation config): "
+               "load it with `AutoModelForCausalLM.from_pretrained(folder)` or serve it with `vllm serve folder`.")
+
+    merge.click(on_merge, inputs=run_selector, outputs=merge_status)
     button.click(
         on_export, inputs=run_selector, outputs=[status, config, metrics, groups, adapter, bundle]
     )
     return {"button": button, "status": status, "config": config, "metrics": metrics, "groups": groups,
-            "adapter": adapter, "bundle": bundle}
+            "adapter": adapter, "bundle": bundle, "merge": merge, "merge_status": merge_status}

@@ -20,6 +20,7 @@ import yaml
 from app.catalog_sync import CatalogSync, dataset_choices, run_choices
 from app.context import AppContext
 from app.tabs.launch_tools import clone_drift_notes, dataset_row_for_bench, stream_preflight
+from app.tabs.memory_panel import create_memory_panel, fit_markdown
 from grpo_core.config import DEFAULT_MODEL, ConfigError, RunConfig, parse_run_config
 from grpo_core.dataset_library import ARITHMETIC_EXAMPLE
 from grpo_core.preflight_report import DEFAULT_PROMPTS
@@ -392,6 +393,7 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
     with gr.Row():
         launch = gr.Button("Launch", variant="primary", elem_id="launch-button")
     launch_status = gr.Markdown(elem_id="launch-status")
+    memory = create_memory_panel()
     with gr.Accordion("Run config preview (YAML; re-run headless with `grpo-dashboard train run.yaml`)", open=False):
         preview = gr.Code(language="yaml", interactive=False, elem_id="config-preview")
 
@@ -458,12 +460,12 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
             return f"# invalid: {exc}"
         return config.to_yaml()
 
-    def on_launch(*values):
-        """Inputs: the whole form. Outputs: status message."""
+    def on_launch(request: gr.Request, *values):
+        """Inputs: the whole form (the login comes first, from Gradio). Outputs: status message."""
         try:
             config = _config_from(values)
             warnings = validate_run_config(ctx.store, config, model_cache_dir=ctx.settings.model_cache_dir)
-            run = submit_run(ctx.store, config)
+            run = submit_run(ctx.store, config, owner=getattr(request, "username", None))
         except (ConfigError, ValueError) as exc:
             return f"❌ **Not launched.** {exc}"
         ctx.launcher.tick()
@@ -591,6 +593,15 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
         show_progress="hidden",
     )
     launched = launch.click(on_launch, inputs=form_inputs, outputs=launch_status)
+
+    def on_estimate(*values):
+        """Inputs: the whole form. Outputs: the memory estimate."""
+        try:
+            return fit_markdown(ctx, _config_from(values))
+        except (ConfigError, ValueError) as exc:
+            return f"**No estimate:** {exc}"
+
+    memory["button"].click(on_estimate, inputs=form_inputs, outputs=memory["result"])
     bench_button.click(on_bench, inputs=[bench_row, bench_completions, *slot_inputs],
                        outputs=[bench_table, bench_status])
     probe_button.click(on_probe, inputs=[bench_row, bench_prompt, bench_completions, *slot_inputs],

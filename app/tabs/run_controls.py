@@ -13,10 +13,11 @@ from pathlib import Path
 import gradio as gr
 
 from app.catalog_sync import CatalogSync
-from app.context import AppContext
+from app.context import AppContext, actor_of
 from app.run_filter import ALL_STATUSES, STATUS_FILTER_CHOICES
 from app.views import run_status_html
-from grpo_core.runs import RunActionError, delete_run, parse_tags, resume_run
+from grpo_core.ownership import NotOwnerError
+from grpo_core.runs import RunActionError, authorize_run_action, delete_run, parse_tags, resume_run
 from storage import StoreError
 
 
@@ -72,39 +73,39 @@ def connect_run_controls(
         """Inputs: status filter, text filter. Outputs: table."""
         return table_frame(ctx, status_filter, text_filter)
 
-    def on_resume(run_id: int | None):
+    def on_resume(run_id: int | None, request: gr.Request):
         """Inputs: run. Outputs: status."""
         if run_id is None:
             return gr.skip()
         try:
-            run = resume_run(ctx.store, ctx.settings, int(run_id))
-        except (RunActionError, StoreError) as exc:
+            run = resume_run(ctx.store, ctx.settings, int(run_id), actor_of(ctx, request))
+        except (RunActionError, NotOwnerError, StoreError) as exc:
             gr.Warning(str(exc))
             return gr.skip()
         where = f"from {Path(run.resume_from).name}" if run.resume_from else "from step 0 (it has no checkpoint)"
         gr.Info(f"Run #{run.id} is queued to resume {where}.")
         return run_status_html(run)
 
-    def on_delete_ask(run_id: int | None):
+    def on_delete_ask(run_id: int | None, request: gr.Request):
         """Inputs: run. Outputs: confirmation row, its question, pending run id."""
         if run_id is None:
             return gr.skip(), gr.skip(), None
         try:
-            run = ctx.store.get_run(int(run_id))
-        except StoreError as exc:
-            gr.Warning(str(exc))
+            run = authorize_run_action(ctx.store, actor_of(ctx, request), int(run_id), "delete")
+        except (NotOwnerError, StoreError) as exc:
+            gr.Warning(f"Not deleted: {exc}")
             return gr.update(visible=False), "", None
         question = (f"Delete run **#{run.id} {run.name}** ({run.status.value}) with its folder, checkpoints, "
                     "adapter, metrics and groups? This cannot be undone.")
         return gr.update(visible=True), question, run.id
 
-    def on_delete_confirm(pending_id: int | None, status_filter: str, text_filter: str):
+    def on_delete_confirm(pending_id: int | None, status_filter: str, text_filter: str, request: gr.Request):
         """Inputs: pending run id, filters. Outputs: confirmation row, pending id, status, selected run, table."""
         if pending_id is None:
             return gr.update(visible=False), None, gr.skip(), gr.skip(), gr.skip()
         try:
-            delete_run(ctx.store, ctx.settings, int(pending_id))
-        except (RunActionError, StoreError, OSError) as exc:
+            delete_run(ctx.store, ctx.settings, int(pending_id), actor_of(ctx, request))
+        except (RunActionError, NotOwnerError, StoreError, OSError) as exc:
             gr.Warning(f"Not deleted: {exc}")
             return gr.update(visible=False), None, gr.skip(), gr.skip(), gr.skip()
         gr.Info(f"Run #{pending_id} deleted.")
@@ -121,14 +122,16 @@ def connect_run_controls(
             return "", ""
         return ", ".join(run.tags), run.notes
 
-    def on_save_notes(run_id: int | None, tags_text: str, notes_text: str, status_filter: str, text_filter: str):
+    def on_save_notes(run_id: int | None, tags_text: str, notes_text: str, status_filter: str, text_filter: str,
+                      request: gr.Request):
         """Inputs: run, tags, notes, filters. Outputs: status, table, tags (normalised)."""
         if run_id is None:
             return gr.skip(), gr.skip(), gr.skip()
         try:
+            authorize_run_action(ctx.store, actor_of(ctx, request), int(run_id), "edit the notes of")
             run = ctx.store.annotate_run(int(run_id), notes=notes_text or "", tags=parse_tags(tags_text))
-        except (RunActionError, StoreError) as exc:
-            gr.Warning(str(exc))
+        except (RunActionError, NotOwnerError, StoreError) as exc:
+            gr.Warning(f"Not saved: {exc}")
             return gr.skip(), gr.skip(), gr.skip()
         return run_status_html(run), table_frame(ctx, status_filter, text_filter), ", ".join(run.tags)
 

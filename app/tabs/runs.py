@@ -15,14 +15,16 @@ import pandas as pd
 
 from app.catalog_sync import CatalogSync, run_choices
 from app.charts import CHART_KEYS, MetricSeries, training_figure
-from app.context import AppContext
+from app.context import AppContext, actor_of
 from app.run_filter import filter_runs
 from app.tabs.compare import create_compare_panel
 from app.tabs.doctor import connect_doctor_panel, create_doctor_panel
 from app.tabs.export import create_export_panel
 from app.tabs.run_controls import connect_run_controls, create_filter_row, create_run_controls
 from app.views import RUNS_TABLE_HEADERS, run_status_html, runs_table
+from grpo_core.ownership import NotOwnerError
 from grpo_core.processes import tail_text
+from grpo_core.runs import authorize_run_action
 from storage import RunStatus, StoreError
 
 REFRESH_SECONDS = 2.0
@@ -140,9 +142,14 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[st
         figure = training_figure(series, f"#{run.id} {run.name}", run.config.get("beta"))
         return run_status_html(run, log_tail), figure, log_tail, series
 
-    def on_cancel(run_id: int | None):
+    def on_cancel(run_id: int | None, request: gr.Request):
         """Inputs: run. Outputs: status."""
         if run_id is None:
+            return gr.skip()
+        try:
+            authorize_run_action(ctx.store, actor_of(ctx, request), int(run_id), "cancel")
+        except (NotOwnerError, StoreError) as exc:
+            gr.Warning(f"Not cancelled: {exc}")
             return gr.skip()
         run = ctx.launcher.cancel(int(run_id))
         if run.status == RunStatus.RUNNING:

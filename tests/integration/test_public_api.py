@@ -26,7 +26,7 @@ from gradio_client.exceptions import AppError
 ROOT = Path(__file__).resolve().parents[2]
 USER, PASSWORD = "user", "pw"
 PUBLIC = {"/add_dataset", "/launch_run", "/list_runs", "/run_metrics", "/run_groups", "/cancel_run", "/resume_run",
-          "/export_run"}
+          "/export_run", "/delete_run"}
 REWARDS = [
     {"rule": "numeric_answer", "weight": 1.0},
     {"rule": "format_regex", "weight": 0.5, "params": {"pattern": r"\d"}},

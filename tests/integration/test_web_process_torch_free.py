@@ -3,7 +3,8 @@
 A fresh interpreter plays the web process: it builds the real dashboard (``app.server.create_context`` and
 ``build_blocks``), then drives every path that starts or touches a child process or a run's files: the launcher's
 tick starts a queued run of the tiny local Llama and watches it to completion, a preflight job and a
-try-the-model job run to their results, the run is exported, a second run is cancelled, resumed, cancelled and
+try-the-model job run to their results, the run is exported and its adapter merged into its base model, its
+memory estimated and the alerts checked, a second run is cancelled, resumed, cancelled and
 deleted. At the end it reports which heavy packages are in its ``sys.modules`` and whether libtorch is mapped into
 its memory (``/proc/self/maps``); both must be empty. Each child (worker, preflight, try) imports torch, as it must.
 """
@@ -27,7 +28,11 @@ DRIVER = textwrap.dedent(
 
     import app.server
     from grpo_core.config import RunConfig
+    from pathlib import Path
+
     from grpo_core.export import export_run
+    from grpo_core.memory_estimate import estimate_peak_memory, free_memory, model_shape
+    from grpo_core.merge_job import merge_run
     from grpo_core.preflight_job import start_preflight
     from grpo_core.runs import delete_run, resume_run, submit_run
     from grpo_core.settings import load_settings
@@ -67,6 +72,11 @@ DRIVER = textwrap.dedent(
     done["try"] = sorted(try_in_subprocess(request, timeout_s=300, env=launcher.env)["sides"])
 
     done["export"] = export_run(store, settings, run.id).bundle.name                    # export
+    done["merge"] = Path(list(merge_run(settings, final))[-1]).is_dir()                  # merged model
+    estimate = estimate_peak_memory(model_shape(model_dir), config.model_dump(), device="cpu",   # will it fit?
+                                    prompt_tokens=60)
+    done["estimate"] = estimate.total > 0 and bool(free_memory("cpu"))
+    done["alerts"] = ctx.notifier.check()                 # alerts: reads the store (no webhook set: nothing due)
 
     second = submit_run(store, config)                    # cancel, resume, cancel, delete (never started)
     launcher.cancel(second.id)
@@ -100,6 +110,7 @@ def test_web_process_paths_load_no_torch(tmp_path, tiny_model_dir):
     assert done["preflight"] == 1
     assert done["try"] == ["base", "trained"]
     assert done["export"].endswith(".zip")
+    assert done["merge"] is True and done["estimate"] is True and done["alerts"] == []
     assert done["resume_delete"] == [1]
     assert report["heavy"] == []
     assert report["libtorch"] == []

