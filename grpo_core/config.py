@@ -201,7 +201,7 @@ class RunConfig(BaseModel):
     def _known_trl_args(cls, value: dict[str, Any]) -> dict[str, Any]:
         from grpo_core.trl_fields import check_trl_args
 
-        return check_trl_args(value)
+        return check_trl_args(value, cls.model_fields)
 
     @model_validator(mode="after")
     def _one_eval_source(self) -> RunConfig:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -69,13 +70,6 @@ def load_trl_fields(path: Path = SNAPSHOT_PATH) -> tuple[str, dict[str, TrlField
     return data["trl_version"], fields
 
 
-def run_config_fields() -> set[str]:
-    """Names of the :class:`~grpo_core.config.RunConfig` fields (set there, not in ``trl_args``)."""
-    from grpo_core.config import RunConfig
-
-    return set(RunConfig.model_fields)
-
-
 def _type_ok(field: TrlField, value: Any) -> bool:
     """A loose check of a YAML value against TRL's annotation (the full check happens in ``GRPOConfig``)."""
     kinds = field.type.replace(" ", "").split("|")
@@ -100,8 +94,9 @@ def describe_trl_field(name: str) -> str:
     return f"{name} ({field.type}, default {field.default!r}): {field.help}"
 
 
-def check_trl_args(args: dict[str, Any]) -> dict[str, Any]:
-    """Check ``trl_args`` against the snapshot and return them unchanged.
+def check_trl_args(args: dict[str, Any], run_config_fields: Collection[str] = ()) -> dict[str, Any]:
+    """Check ``trl_args`` against the snapshot and return them unchanged; ``run_config_fields`` are the names the
+    run config holds itself (:class:`grpo_core.config.RunConfig` passes its own), refused here.
 
     Raises:
         TrlArgsError: a name TRL's ``GRPOConfig`` does not have (with the closest real names, from
@@ -109,7 +104,7 @@ def check_trl_args(args: dict[str, Any]) -> dict[str, Any]:
             a value whose type does not match TRL's annotation.
     """
     version, fields = load_trl_fields()
-    own = run_config_fields()
+    own = set(run_config_fields)
     for name, value in args.items():
         if name in OWNED_FIELDS:
             raise TrlArgsError(f"{name} is set by the dashboard: {OWNED_FIELDS[name]}")
