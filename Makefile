@@ -41,6 +41,7 @@ bench: install-dev
 	$(PY) benchmarks/bench_store_scale.py
 	$(PY) benchmarks/bench_web.py
 	$(PY) benchmarks/bench_watchers.py
+	$(PY) benchmarks/bench_memory.py
 
 lint: install-dev
 	$(VENV)/bin/ruff check .
