@@ -68,9 +68,11 @@ class RewardModelScorer:
             self._loaded[key] = load_reward_model(rule)
         model, tokenizer = self._loaded[key]
         if is_conversational({"prompt": prompts[0]}):
+            # A completion may come as plain text beside a chat prompt (the reward-hacking probe's): one assistant turn.
+            messages = [c if isinstance(c, list) else [{"role": "assistant", "content": str(c)}] for c in completions]
             texts = [
                 apply_chat_template({"messages": p + c}, tokenizer)["text"]
-                for p, c in zip(prompts, completions, strict=True)
+                for p, c in zip(prompts, messages, strict=True)
             ]
         else:
             texts = [p + c for p, c in zip(prompts, completions, strict=True)]

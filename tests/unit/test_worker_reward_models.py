@@ -61,6 +61,15 @@ def test_chat_prompts_use_the_reward_tokenizers_template(tiny_reward_model: Path
     assert score.rewards[0] == pytest.approx([_alone(tiny_reward_model, text)], abs=1e-5)
 
 
+def test_plain_text_completion_beside_a_chat_prompt_is_one_assistant_turn(tiny_reward_model: Path, scoring) -> None:
+    """The reward-hacking probe hands plain text for a chat prompt: scored as the assistant message it stands for."""
+    prompt = [{"role": "user", "content": "What is 40 + 2?"}]
+    spec = [{"rule": "reward_model", "params": {"model": str(tiny_reward_model)}}]
+    as_text = score_group(spec, ["42"], {"prompt": prompt})
+    as_message = score_group(spec, [[{"role": "assistant", "content": "42"}]], {"prompt": prompt})
+    assert as_text.rewards[0] == pytest.approx(as_message.rewards[0], abs=1e-6)
+
+
 def test_max_length_cuts_the_text(tiny_reward_model: Path, scoring) -> None:
     rule = RewardModelRule(str(tiny_reward_model), max_length=4)
     long = " and then some more words to read"
