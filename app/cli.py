@@ -109,12 +109,18 @@ def _preflight(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     from grpo_core.access import redact_url
     from grpo_core.config import ConfigError, load_run_config, parse_run_config
-    from grpo_core.run_rows import resolve_dataset_path
-    from grpo_core.runs import submit_run
+    from grpo_core.runs import resolve_relative_paths, submit_run
     from grpo_core.settings import load_settings
-    from grpo_core.worker.train import train_run
+    from grpo_core.worker.train import apply_resource_limits, train_run
     from storage import RunStatus, Store
 
+    try:  # the same limits as a worker the dashboard starts (GRPO_WORKER_MAX_MEMORY_MB, GRPO_WORKER_MAX_FILE_MB)
+        limits = apply_resource_limits()
+    except ValueError as exc:
+        print(f"grpo-dashboard train: {exc}", file=sys.stderr)
+        return 2
+    if limits:
+        print(f"grpo-dashboard train: worker limits: {', '.join(limits)}", flush=True)
     settings = load_settings(data_dir=args.data_dir, db_url=args.db)
     settings.ensure_dirs()
     store = Store(settings.db_url)
@@ -124,9 +130,8 @@ def _train(args: argparse.Namespace) -> int:
             config = parse_run_config(
                 {**config.model_dump(mode="json"), "max_steps": args.max_steps}, source=f"{args.config} --max-steps"
             )
-        if config.dataset_path:  # relative to the YAML's folder when not found from here
-            base = Path(args.config).resolve().parent
-            config = config.model_copy(update={"dataset_path": str(resolve_dataset_path(config.dataset_path, base))})
+        # a relative dataset_path or plugin file: from here, else from the YAML's folder
+        config = resolve_relative_paths(config, Path(args.config).resolve().parent)
         run = submit_run(store, config, model_cache_dir=settings.model_cache_dir)
     except ConfigError as exc:
         print(f"grpo-dashboard train: {exc}", file=sys.stderr)

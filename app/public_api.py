@@ -3,7 +3,8 @@
 ============  ===================================================  ==================================================
 endpoint      inputs                                               output
 ============  ===================================================  ==================================================
-add_dataset   ``file`` (JSONL, CSV or Parquet upload), ``name``    the dataset: id, name, num_rows, columns, ...
+add_dataset   ``file`` (JSONL/JSON/CSV/Parquet/.zip), ``name``,    the dataset: id, name, num_rows, columns, ...
+              ``prompt_column``, ``system_prompt``, ``column_renames``
 launch_run    ``config`` (a RunConfig as YAML or JSON text)        ``{"run": <run>, "warnings": [...]}``
 list_runs     ``status`` ("" = all, or queued, running, ...)       ``[<run>, ...]`` newest first
 run_metrics   ``run_id``, ``after_step`` (-1: all), ``keys``       ``[{"step", "key", "value", "wall_time"}, ...]``
@@ -228,13 +229,17 @@ def create_public_api(ctx: AppContext) -> None:
             raise gr.Error(f"no run with id {run_id}") from None
 
     with gr.Column(visible=False):
-        upload = gr.File(label="file", type="filepath", file_types=[".jsonl", ".csv", ".parquet"])
+        upload = gr.File(label="file", type="filepath", file_types=[".jsonl", ".json", ".csv", ".parquet", ".zip"])
         dataset_name = gr.Textbox(label="name", value="")
+        prompt_column = gr.Textbox(label="prompt_column", value="")
+        system_prompt = gr.Textbox(label="system_prompt", value="")
+        column_renames = gr.Textbox(label="column_renames", value="")
         dataset_out = gr.JSON(label="dataset")
         export_id = gr.Number(label="run_id", precision=0)
         export_out = gr.JSON(label="export")
         export_zip = gr.File(label="bundle")
-    gr.on([], add_dataset, inputs=[upload, dataset_name], outputs=dataset_out, api_name="add_dataset")
+    gr.on([], add_dataset, inputs=[upload, dataset_name, prompt_column, system_prompt, column_renames],
+          outputs=dataset_out, api_name="add_dataset")
     gr.api(launch_run, api_name="launch_run")
     gr.api(list_runs, api_name="list_runs")
     gr.api(run_metrics, api_name="run_metrics")

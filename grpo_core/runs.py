@@ -20,6 +20,7 @@ import importlib.util
 import shutil
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -32,7 +33,7 @@ from grpo_core.reward_check import check_plugins, has_plugins
 from grpo_core.rewards.compose import RewardSpec, build_reward_funcs
 from grpo_core.rewards.registry import get_rule
 from grpo_core.run_files import Checkpoint, last_checkpoint, run_dir
-from grpo_core.run_rows import column_mapping, load_rows
+from grpo_core.run_rows import column_mapping, load_rows, resolve_dataset_path
 from grpo_core.settings import Settings
 from storage import RunInfo, RunStatus, Store, StoreError
 
@@ -256,6 +257,25 @@ def _absolute_plugin_path(spec: RewardSpec) -> RewardSpec:
     if not module.strip().endswith(".py") or Path(module.strip()).is_absolute():
         return spec
     return spec.model_copy(update={"params": {**spec.params, "target": f"{Path(module.strip()).resolve()}:{function}"}})
+
+
+def resolve_relative_paths(config: RunConfig, base_dir: str | Path) -> RunConfig:
+    """``config`` with a relative ``dataset_path`` and relative plugin ``file.py`` targets that do not exist from the
+    working directory looked up in ``base_dir`` (a run YAML's folder), as ``grpo-dashboard train`` does."""
+    base = Path(base_dir)
+    updates: dict[str, Any] = {}
+    if config.dataset_path:
+        updates["dataset_path"] = str(resolve_dataset_path(config.dataset_path, base))
+    specs = []
+    for spec in config.rewards:
+        target = str(spec.params.get("target", "")).strip()
+        module, _, function = target.rpartition(":")
+        path = Path(module.strip())
+        if spec.rule == "plugin" and module.strip().endswith(".py") and not path.is_absolute() and not path.exists() \
+                and (base / path).exists():
+            spec = spec.model_copy(update={"params": {**spec.params, "target": f"{(base / path).resolve()}:{function}"}})
+        specs.append(spec)
+    return config.model_copy(update={**updates, "rewards": specs})
 
 
 def submit_run(

@@ -154,12 +154,15 @@ def load_settings(
     upload_mb = _int(max_upload_mb, ENV_MAX_UPLOAD_MB, DEFAULT_MAX_UPLOAD_MB)
     if upload_mb < 1:
         raise AccessError(f"the upload limit must be at least 1 MB, got {upload_mb}")
+    concurrent = _int(max_concurrent_runs, ENV_MAX_CONCURRENT_RUNS, 1)
+    if concurrent < 1:
+        raise ValueError(f"max concurrent runs must be at least 1, got {concurrent}")
     return Settings(
         data_dir=root,
         db_url=url,
         host=host or env.get(ENV_HOST) or "127.0.0.1",
         port=_int(port, ENV_PORT, 7860),
-        max_concurrent_runs=max(1, _int(max_concurrent_runs, ENV_MAX_CONCURRENT_RUNS, 1)),
+        max_concurrent_runs=concurrent,
         max_upload_mb=upload_mb,
         webhook_url=(webhook_url or env.get(ENV_WEBHOOK_URL) or "").strip(),
     )

@@ -81,7 +81,11 @@ class RunRow(Base):
     """One training run: its config, status and process bookkeeping."""
 
     __tablename__ = "runs"
-    __table_args__ = (CheckConstraint(f"status IN ({_STATUS_VALUES})", name="ck_runs_status"),)
+    # sqlite_autoincrement: a deleted run's id is never given to a new run (scripts and exports name runs by id).
+    __table_args__ = (
+        CheckConstraint(f"status IN ({_STATUS_VALUES})", name="ck_runs_status"),
+        {"sqlite_autoincrement": True},
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(200))

@@ -503,16 +503,18 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
         try:
             row, completions, specs = _bench_inputs(row_text, completions_text, slot_values)
         except ValueError as exc:
-            return gr.skip(), f"❌ {exc}"
+            return None, f"❌ {exc}"  # no table: the last one scored other rules
         try:
             # plugins are user code: scored in a child process, never in the web process
             score = (score_group_isolated if has_plugins(specs) else score_group)(specs, completions, row)
         except Exception as exc:  # noqa: BLE001 - any rule error is shown, not raised
-            return gr.skip(), f"❌ {type(exc).__name__}: {exc}"
+            message = str(exc)
+            prefix = f"{type(exc).__name__}: "
+            return None, f"❌ {message if message.startswith(prefix) else prefix + message}"
         table = {"completion": [c[:80] for c in completions]}
         for name, rewards in zip(score.names, score.rewards, strict=True):
-            table[name] = rewards
-        table["total"] = score.total
+            table[name] = [None if r is None or r != r else round(r, 6) for r in rewards]
+        table["total"] = [round(t, 6) for t in score.total]
         table["advantage"] = [round(a, 4) for a in score.advantages]
         return pd.DataFrame(table), f"{len(completions)} completions scored."
 

@@ -117,6 +117,14 @@ def test_script_a_run_from_a_notebook(client, tiny_model_dir, tmp_path):
     assert dataset["name"] == "doubles" and dataset["num_rows"] == 12
     assert dataset["columns"] == ["prompt", "answer"]
 
+    gsm8k = tmp_path / "gsm8k.jsonl"
+    gsm8k.write_text(json.dumps({"question": "Natalia sold 48 clips, then half as many. How many?",
+                                 "answer": "48 + 24 = 72\n#### 72"}) + "\n")
+    mapped = client.predict(file=handle_file(str(gsm8k)), name="gsm8k", prompt_column="question",
+                            system_prompt="Solve it.", column_renames="", api_name="/add_dataset")
+    assert mapped["name"] == "gsm8k" and mapped["columns"] == ["prompt", "answer"]
+    assert mapped["prompt_kind"] == "chat"
+
     bad = tmp_path / "broken.jsonl"
     bad.write_text('{"prompt": "fine", "answer": 1}\n{"prompt": "oops" "answer": 2}\n')
     with pytest.raises(AppError, match="line 2"):

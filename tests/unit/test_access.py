@@ -131,6 +131,14 @@ def test_upload_limit_setting_flag_environment_and_default(clean_env, tmp_path):
         load_settings(data_dir=tmp_path, max_upload_mb=0)
 
 
+@pytest.mark.parametrize("value", [0, -2])
+def test_max_concurrent_runs_below_one_is_refused(clean_env, tmp_path, value):
+    clean_env.delenv("GRPO_MAX_CONCURRENT_RUNS", raising=False)
+    assert load_settings(data_dir=tmp_path).max_concurrent_runs == 1
+    with pytest.raises(ValueError, match=f"max concurrent runs must be at least 1, got {value}"):
+        load_settings(data_dir=tmp_path, max_concurrent_runs=value)
+
+
 @pytest.mark.parametrize(
     ("size", "limit", "expected"),
     [

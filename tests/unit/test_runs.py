@@ -359,3 +359,23 @@ def test_a_resumed_run_gets_a_fresh_cancel_grace_period(store, settings):
     store.finish_run(run.id, RunStatus.CANCELLED)  # it stopped by itself
     launcher.tick()
     assert launcher._cancel_seen == {}  # a later cancel of the resumed run is timed from then, not from now
+
+
+def test_relative_paths_of_a_run_yaml_are_found_beside_it(tmp_path, monkeypatch):
+    from grpo_core.config import RunConfig
+    from grpo_core.runs import resolve_relative_paths
+
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "prompts.jsonl").write_text('{"prompt": "hi"}\n')
+    (folder / "my_rewards.py").write_text("def f(completions, **kwargs):\n    return [0.0] * len(completions)\n")
+    monkeypatch.chdir(tmp_path)  # neither file is here
+    config = RunConfig.model_validate({
+        "dataset_path": "prompts.jsonl",
+        "rewards": [{"rule": "plugin", "params": {"target": "my_rewards.py:f"}},
+                    {"rule": "plugin", "params": {"target": "elsewhere.py:g"}}],
+    })
+    resolved = resolve_relative_paths(config, folder)
+    assert resolved.dataset_path == str(folder / "prompts.jsonl")
+    assert resolved.rewards[0].params["target"] == f"{(folder / 'my_rewards.py').resolve()}:f"
+    assert resolved.rewards[1].params["target"] == "elsewhere.py:g"  # not beside the YAML either: left as given

@@ -482,3 +482,12 @@ def test_metrics_overview_strides_long_runs_and_keeps_the_last_step(store):
     assert store.metrics_overview(run.id, keys=["reward"], max_points=10_000)[-1].step == 2500
     empty = store.create_run(name="empty", config={}, dataset_id=None, max_steps=1)
     assert store.metrics_overview(empty.id, keys=["reward"]) == []
+
+
+def test_a_deleted_runs_id_is_never_given_to_a_new_run(store):
+    """Scripts, exports and run folders name runs by id: a new run after a delete gets a fresh one."""
+    first = store.create_run(name="a", config={}, dataset_id=None, max_steps=1)
+    second = store.create_run(name="b", config={}, dataset_id=None, max_steps=1)
+    store.delete_run(second.id)
+    third = store.create_run(name="c", config={}, dataset_id=None, max_steps=1)
+    assert third.id > second.id > first.id
