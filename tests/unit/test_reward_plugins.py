@@ -226,8 +226,13 @@ def test_bench_reports_a_plugin_error(plugins: Path) -> None:
         score_group_isolated([{"rule": "plugin", "params": {"target": f"{plugins}:short"}}], ["a", "b"], {})
 
 
-def test_reward_model_is_never_scored_in_the_web_process(tmp_path: Path) -> None:
+def test_reward_model_is_never_scored_in_the_web_process(tmp_path: Path, monkeypatch) -> None:
+    from grpo_core.rewards import model as reward_model_rule
     from grpo_core.rewards import score_group
+
+    # as in a web process: no worker enabled scoring (a worker-side test of this pytest process, e.g. the real
+    # model's run, may have)
+    monkeypatch.setattr(reward_model_rule, "_model_scorer", None)
 
     (tmp_path / "rm").mkdir()
     (tmp_path / "rm" / "config.json").write_text("{}")
