@@ -9,11 +9,6 @@ One server for the module (it trains one run for real, ~1 min).
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 import zipfile
 from pathlib import Path
@@ -23,7 +18,8 @@ import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.servers import serving
+
 USER, PASSWORD = "user", "pw"
 PUBLIC = {"/add_dataset", "/launch_run", "/list_runs", "/run_metrics", "/run_groups", "/cancel_run", "/resume_run",
           "/export_run", "/delete_run"}
@@ -34,46 +30,11 @@ REWARDS = [
 FINISHED = {"completed", "failed", "cancelled"}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """The base URL of ``python -m app serve --auth user:pw`` on a free port, with its own data directory."""
-    data_dir = tmp_path_factory.mktemp("api-data")
-    port = _free_port()
-    log_path = data_dir / "serve.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GRPO_")}
-    env.update(HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False", PYTHONUNBUFFERED="1")
-    command = [sys.executable, "-m", "app", "serve", "--data-dir", str(data_dir), "--port", str(port),
-               "--auth", f"{USER}:{PASSWORD}"]
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
-    base = f"http://127.0.0.1:{port}/"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"the server exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                httpx.get(f"{base}config", timeout=5)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"the server did not answer within 180 s:\n{log_path.read_text()[-3000:]}")
-                time.sleep(0.5)
-        yield base
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=30)
+    with serving(tmp_path_factory.mktemp("api-data"), "--auth", f"{USER}:{PASSWORD}") as app:
+        yield app.url
 
 
 @pytest.fixture(scope="module")

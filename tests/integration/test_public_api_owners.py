@@ -11,7 +11,8 @@ import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
-from tests.integration.test_public_api import FINISHED, ROOT, _free_port
+from tests.integration.test_public_api import FINISHED
+from tests.servers import serving
 
 USERS = "alice:a-pw\nbob:b-pw\n[admin] carol:c-pw\n"
 
@@ -25,44 +26,9 @@ def auth_file(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, auth_file):
-    import os
-    import signal
-    import subprocess
-    import sys
-
-    import httpx
-
-    data_dir = tmp_path_factory.mktemp("owners-data")
-    port = _free_port()
-    log_path = data_dir / "serve.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GRPO_")}
-    env.update(HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False", PYTHONUNBUFFERED="1")
-    command = [sys.executable, "-m", "app", "serve", "--data-dir", str(data_dir), "--port", str(port),
-               "--auth-file", str(auth_file)]
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
-    base = f"http://127.0.0.1:{port}/"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"the server exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                httpx.get(f"{base}config", timeout=5)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"the server did not answer within 180 s:\n{log_path.read_text()[-3000:]}")
-                time.sleep(0.5)
-        yield base
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=30)
+    """The base URL of the dashboard served with ``--auth-file`` (three logins, one admin)."""
+    with serving(tmp_path_factory.mktemp("owners-data"), "--auth-file", str(auth_file)) as app:
+        yield app.url
 
 
 def _client(base, user, password, tmp_path_factory):

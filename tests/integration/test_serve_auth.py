@@ -9,78 +9,17 @@ the queue depend on ``login_check`` and answer 401. ``POST /login`` sets the ses
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import httpx
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.servers import serving
 
 
 @pytest.fixture
 def served(tmp_path):
     """``(base_url, log_path)`` of ``python -m app serve --auth u:p --max-upload-mb 1`` on a free port."""
-    port = _free_port()
-    log_path = tmp_path / "serve.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GRPO_")}
-    env.update(HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False", PYTHONUNBUFFERED="1")
-    command = [
-        sys.executable,
-        "-m",
-        "app",
-        "serve",
-        "--data-dir",
-        str(tmp_path / "data"),
-        "--port",
-        str(port),
-        "--auth",
-        "u:p",
-        "--max-upload-mb",
-        "1",
-    ]
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            command,
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"the server exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                httpx.get(f"{base}/config", timeout=5)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"the server did not answer within 180 s:\n{log_path.read_text()[-3000:]}")
-                time.sleep(0.5)
-        yield base, log_path
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=30)
+    with serving(tmp_path / "data", "--auth", "u:p", "--max-upload-mb", "1", log_path=tmp_path / "serve.log") as app:
+        yield app.url.rstrip("/"), app.log_path
 
 
 def test_served_app_requires_the_login(served, tmp_path):
