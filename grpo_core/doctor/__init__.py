@@ -1,0 +1,115 @@
+"""The run doctor: why a GRPO run learns or not, read from its metrics and a sample of its groups.
+
+:func:`diagnose` looks at TRL's logged metrics (``frac_reward_zero_std``, ``completions/clipped_ratio``, ``kl``,
+``reward``, ``loss``, ...) and the most recent sampled groups, and returns plain-words findings, each with the
+steps involved and what to change in the run config. Pure: no torch, no gradio, no store access.
+
+The checks and their thresholds (module constants below):
+
+- **no learning signal**: ``frac_reward_zero_std`` above 0.5 for 3 or more logged steps in a row. A group whose
+  completions all score the same has advantage 0 everywhere and teaches nothing (DAPO's "dynamic sampling"
+  motivation, Yu et al. 2025, arXiv 2503.14476).
+- **truncated completions**: ``completions/clipped_ratio`` above 0.3.
+- **KL drifting**: ``kl`` above 0.5, or at least three times its value of 5 steps earlier.
+- **reward flat at zero**: ``reward`` exactly 0 for 3 or more logged steps in a row, with example completions and
+  the rules that gave them 0.
+- **NaN or inf**: a metric that has numbers at some steps and NaN/inf (the store's NULL) at others.
+- **loss exactly 0**: explained; it is expected in GRPO (see :func:`_loss_zero`).
+- **reward not improving**: no upward trend in ``reward`` over the latest 50 logged steps (at least 10), by a
+  one-sided Mann-Kendall test at p < 0.05 (:func:`mann_kendall`); a falling reward, and a reward that rose earlier
+  and has levelled off, are told apart. The advice weighs the run's ``learning_rate`` (with or without LoRA),
+  ``beta``, ``num_generations`` and ``max_steps``.
+- **why groups have zero std**: the flat groups of the sample split into *too easy* (every completion has full
+  marks from the task rule), *too hard* (every completion has 0 from it) and *same partial score*, with the pass
+  rate per step (:func:`completion_outcome`).
+- **entropy collapse**: ``entropy`` falling to a quarter of its start (a significant downward trend) while the
+  reward is not rising.
+- **completion length drift**: ``completions/mean_length`` trending up to 90% of ``max_completion_length``, or down
+  to a quarter of its start.
+- **one rule carries the signal**: one reward rule explains 80% or more of the within-group variance of the
+  weighted total reward across the sampled groups while it is not the task rule (:func:`rule_variance_shares`).
+- **beta with zero-std groups**: ``beta > 0`` while more than half the groups had zero std over the last 5 steps.
+- **train up, eval flat**: the training ``reward`` rises (a significant upward trend) between the first and last of
+  3 or more evaluations while ``eval_reward`` (TRL's eval split metric) gains less than a quarter of that.
+
+Left out: trends that need a baseline across runs (is the reward rising fast *enough*), and learning-rate
+schedules.
+Layout: :mod:`~grpo_core.doctor.findings` (what a finding is, the series read), :mod:`~grpo_core.doctor.thresholds`
+(every threshold with its reason), :mod:`~grpo_core.doctor.trends` (Mann-Kendall), :mod:`~grpo_core.doctor.groups`
+(reading sampled groups), :mod:`~grpo_core.doctor.health` and :mod:`~grpo_core.doctor.learning` (the checks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from grpo_core.doctor.findings import _ORDER, Finding, Series, Severity, series_from_points, step_ranges
+from grpo_core.doctor.groups import completion_outcome, reward_weights, rule_variance_shares, task_rule
+from grpo_core.doctor.health import _clipped, _kl, _loss_zero, _nan, _reward_zero
+from grpo_core.doctor.learning import (
+    _beta_zero_std,
+    _entropy_collapse,
+    _eval_flat,
+    _length_drift,
+    _reward_trend,
+    _rule_dominates,
+    _zero_std,
+)
+from grpo_core.doctor.thresholds import TREND_MIN_STEPS
+from grpo_core.doctor.trends import Trend, mann_kendall
+from storage import GroupRecord
+
+__all__ = [
+    "TREND_MIN_STEPS",
+    "Finding",
+    "Series",
+    "Severity",
+    "Trend",
+    "completion_outcome",
+    "diagnose",
+    "mann_kendall",
+    "reward_weights",
+    "rule_variance_shares",
+    "series_from_points",
+    "step_ranges",
+    "task_rule",
+]
+
+
+def diagnose(
+    series: Series, groups: Sequence[GroupRecord] = (), config: Mapping[str, Any] | None = None
+) -> list[Finding]:
+    """Everything the doctor finds in one run, most severe first.
+
+    Args:
+        series: the run's metrics, ``key -> (steps, values)`` with TRL's key names; ``None`` or a non-finite value
+            is NaN (the store keeps NaN as NULL).
+        groups: a sample of recent groups (``Store.recent_groups``), for example completions; may be empty.
+        config: the run's config (``RunInfo.config``, a ``RunConfig`` dump), for the numbers in the advice
+            (``beta``, ``learning_rate``, ``max_completion_length``, ...); may be missing.
+
+    Returns:
+        The findings; empty when nothing looks wrong (or nothing was logged yet).
+    """
+    config = config or {}
+    checks = (
+        _reward_zero,
+        _nan,
+        _reward_trend,
+        _zero_std,
+        _rule_dominates,
+        _entropy_collapse,
+        _length_drift,
+        _clipped,
+        _kl,
+        _beta_zero_std,
+        _eval_flat,
+        _loss_zero,
+    )
+    findings: dict[str, Finding] = {}
+    for check in checks:
+        for finding in check(series, groups, config):
+            findings.setdefault(finding.code, finding)  # one block per code in the panel
+    # stable: checks keep their order within a severity
+    return sorted(findings.values(), key=lambda f: _ORDER[f.severity])

@@ -1,0 +1,219 @@
+"""The run doctor's checks on numeric health: truncation, KL drift, reward flat at zero, NaN/inf, loss exactly 0.
+
+Each check takes ``(series, groups, config)`` and returns its findings (see :func:`grpo_core.doctor.diagnose`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from grpo_core.doctor.findings import (
+    Finding,
+    Series,
+    Severity,
+    _clip,
+    _config_value,
+    _is_zero,
+    _number,
+    _points,
+    _streaks,
+    step_ranges,
+)
+from grpo_core.doctor.thresholds import (
+    CLIPPED_RATIO_MAX,
+    CORE_KEYS,
+    EXAMPLES,
+    FLAT_REWARD_MIN_STEPS,
+    KL_GROWTH_FACTOR,
+    KL_GROWTH_FLOOR,
+    KL_GROWTH_WINDOW,
+    KL_MAX,
+)
+from storage import GroupRecord
+
+
+def _clipped(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
+    points = _points(series, "completions/clipped_ratio")
+    high = [(s, v) for s, v in points if v is not None and v > CLIPPED_RATIO_MAX]
+    if not high:
+        return []
+    latest = next((v for _, v in reversed(points) if v is not None), None)
+    still = latest is not None and latest > CLIPPED_RATIO_MAX
+    worst = max(v for _, v in high)
+    return [
+        Finding(
+            code="clipped",
+            severity=Severity.WARNING if still else Severity.INFO,
+            title=(
+                f"Many completions are cut at max_completion_length: clipped_ratio up to {worst:.0%} "
+                f"(> {CLIPPED_RATIO_MAX:.0%}){'' if still else ', not at the latest step'}"
+            ),
+            advice=(
+                "A truncated completion never reaches its answer, so it is scored on unfinished text and its "
+                f"length dominates the loss. Raise max_completion_length{_config_value(config, 'max_completion_length')}"
+                ", or reward finishing early (a length rule with an overlong penalty, or a format rule that needs "
+                "the closing tag)."
+            ),
+            steps=tuple(s for s, _ in high),
+        )
+    ]
+
+
+def _kl(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
+    points = [(s, v) for s, v in _points(series, "kl") if v is not None]
+    high = [s for s, v in points if v > KL_MAX]
+    rising = []
+    for i, (step, value) in enumerate(points):
+        earlier = [v for s, v in points[:i] if s <= step - KL_GROWTH_WINDOW]
+        if earlier and earlier[-1] >= KL_GROWTH_FLOOR and value >= KL_GROWTH_FACTOR * earlier[-1]:
+            rising.append(step)
+    if not high and not rising:
+        return []
+    if high and rising:
+        what = f"KL is above {KL_MAX} and rising fast"
+    elif high:
+        what = f"KL is above {KL_MAX} (max {max(v for _, v in points):.3g})"
+    else:
+        what = f"KL is rising fast: ×{KL_GROWTH_FACTOR:g} or more within {KL_GROWTH_WINDOW} steps"
+    return [
+        Finding(
+            code="kl",
+            severity=Severity.WARNING,
+            title=what,
+            advice=(
+                "The policy is moving away from the reference model fast. That can be reward hacking (check the "
+                "completions in Inspect) or a step size too large for the model. Raise beta"
+                f"{_config_value(config, 'beta')} to hold it closer, or lower the learning rate"
+                f"{_config_value(config, 'learning_rate')}."
+            ),
+            steps=tuple(sorted(set(high) | set(rising))),
+        )
+    ]
+
+
+def _zero_rules(rewards: Mapping[str, float | None]) -> str:
+    rules = [name for name, value in rewards.items() if _is_zero(value)]
+    skipped = [name for name, value in rewards.items() if value is None]
+    parts = []
+    if rules:
+        parts.append("0 from " + ", ".join(rules))
+    if skipped:
+        parts.append("no score from " + ", ".join(skipped))
+    return "; ".join(parts) or "total 0"
+
+
+def _reward_zero(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
+    streaks = _streaks(_points(series, "reward"), _is_zero, FLAT_REWARD_MIN_STEPS)
+    if not streaks:
+        return []
+    steps = tuple(s for streak in streaks for s in streak)
+    examples = []
+    for group in groups:  # newest first, as Store.recent_groups returns them
+        for completion in group.completions:
+            if completion.total_reward is None or _is_zero(completion.total_reward):
+                examples.append(
+                    f"step {group.step}, row {group.row_index}, completion #{completion.index}: "
+                    f"“{_clip(completion.text) or '(empty)'}” — {_zero_rules(completion.rewards)}"
+                )
+                break  # one per group: three different prompts say more than three tries at one
+        if len(examples) == EXAMPLES:
+            break
+    return [
+        Finding(
+            code="reward_zero",
+            severity=Severity.ERROR,
+            title=f"Reward is 0 at every step for {max(len(s) for s in streaks)} steps in a row",
+            advice=(
+                "No completion earns anything, so every advantage is 0 and nothing is learned. Compare the "
+                "examples with what the rules expect (answer format, the dataset's answer column, a regex that "
+                "never matches), add a dense term that partial answers can earn (format, length), or start from "
+                "a model that solves some prompts."
+            ),
+            steps=steps,
+            examples=tuple(examples),
+        )
+    ]
+
+
+def _nan(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
+    core: dict[str, list[int]] = {}
+    rules: dict[str, list[int]] = {}
+    for key in sorted(series):
+        points = _points(series, key)
+        if not any(v is not None for _, v in points):
+            continue  # never a number: not a metric this run computes (e.g. kl with beta = 0)
+        bad = [s for s, v in points if v is None]
+        if bad:
+            (core if key in CORE_KEYS else rules)[key] = bad
+    findings = []
+    if core:
+        findings.append(
+            Finding(
+                code="nan",
+                severity=Severity.ERROR,
+                title="NaN or inf in " + ", ".join(f"{k} ({len(s)} steps)" for k, s in core.items()),
+                advice=(
+                    "The optimisation produced non-numbers: the model's weights are likely broken from here on. "
+                    f"Lower the learning rate{_config_value(config, 'learning_rate')}, keep max_grad_norm at 1 or "
+                    "below, and check the reward rules return finite numbers."
+                ),
+                steps=tuple(sorted({s for steps in core.values() for s in steps})),
+            )
+        )
+    if rules:
+        findings.append(
+            Finding(
+                code="nan_rule",
+                severity=Severity.WARNING,
+                title="NaN in " + ", ".join(f"{k} ({len(s)} steps)" for k, s in rules.items()),
+                advice=(
+                    "A rule's mean is NaN when it returned None for every completion of the step (it did not "
+                    "apply, e.g. a code rule on rows without tests) or returned NaN/inf. The total reward then "
+                    "comes from the other rules only; check the rule's parameters and the dataset's columns."
+                ),
+                steps=tuple(sorted({s for steps in rules.values() for s in steps})),
+            )
+        )
+    return findings
+
+
+def _loss_zero(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
+    """Loss exactly 0 is expected in GRPO; say why.
+
+    On-policy (``num_iterations`` 1) the importance ratio is 1, so the policy term's *value* is ``-mean(A)``,
+    which is 0 up to rounding because advantages are centred within each group; its *gradient* is not 0. The KL
+    term adds ``beta * kl``: nothing with ``beta`` 0, and little while the policy is still near the reference.
+    The Trainer rounds the logged loss to 4 decimals. Only when every group has zero std are the gradients 0 too.
+    """
+    zero_steps = [s for s, v in _points(series, "loss") if _is_zero(v)]
+    if not zero_steps:
+        return []
+    frac = dict(_points(series, "frac_reward_zero_std"))
+    dead = [s for s in zero_steps if frac.get(s) is not None and frac[s] >= 1.0 - 1e-9]
+    reasons = []
+    if dead:
+        reasons.append(
+            f"At step{'s' if len(dead) > 1 else ''} {step_ranges(dead)} every group had equal rewards: all "
+            "advantages were 0, so those steps taught nothing."
+        )
+    beta = _number(config.get("beta")) if "beta" in config else None
+    kl_term = (
+        "beta is 0, so there is no KL term"
+        if beta == 0
+        else "the KL term, beta × kl, is below the loss's 4-decimal rounding while the policy is near the "
+        "reference model"
+    )
+    reasons.append(
+        "Otherwise this is normal in GRPO: on-policy the loss's value is minus the mean advantage, which is 0 "
+        f"because advantages are centred within each group, while its gradient is not 0; and {kl_term}. "
+        "Judge progress by reward and reward_std, not by loss."
+    )
+    return [
+        Finding(
+            code="loss_zero",
+            severity=Severity.INFO,
+            title=f"loss is exactly 0 at {len(zero_steps)} step{'s' if len(zero_steps) > 1 else ''} (expected in GRPO)",
+            advice=" ".join(reasons),
+            steps=tuple(zero_steps),
+        )
+    ]
