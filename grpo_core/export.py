@@ -7,7 +7,8 @@ bundling them:
 * ``run-NNNNN-config.yaml``: the :class:`~grpo_core.config.RunConfig`, re-runnable headless with
   ``grpo-dashboard train run-NNNNN-config.yaml``. An uploaded dataset (``dataset_id``, which only means something
   in this store) is copied beside it as ``run-NNNNN-dataset.jsonl`` and the YAML names that file instead, relative
-  to the YAML, so the pair trains anywhere the model is.
+  to the YAML, so the pair trains anywhere the model is. A plugin reward function's ``file.py`` is copied into
+  ``plugins/`` beside it the same way (a dotted module target is left as it is: it must be importable there too).
 * ``run-NNNNN-provenance.json``: what reproduces the run as its worker recorded it (dataset sha256, model
   identity, library versions, device; see :mod:`grpo_core.provenance`), when it has a record; the config YAML
   also carries it as a comment block at its top (``RunConfig`` has no field for it, so ``train`` ignores it).
@@ -27,13 +28,13 @@ import zipfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from grpo_core.config import parse_run_config
+from grpo_core.config import RunConfig, parse_run_config
 from grpo_core.provenance import flatten_provenance
 from grpo_core.run_files import ADAPTER_DIR_NAME, adapter_dir, run_dir
 from grpo_core.run_rows import dataset_file
@@ -64,6 +65,14 @@ class ExportError(ValueError):
     """A run cannot be exported as asked (for instance it has no adapter yet); the message says why."""
 
 
+class ConfigExport(NamedTuple):
+    """What :func:`export_config_yaml` wrote: the YAML, the dataset copy (or ``None``), the plugin file copies."""
+
+    yaml: Path
+    dataset: Path | None
+    plugins: tuple[Path, ...] = ()
+
+
 @dataclass(frozen=True)
 class RunExport:
     """The files :func:`export_run` wrote. ``adapter`` is ``None`` when the run has no final adapter (yet)."""
@@ -77,10 +86,12 @@ class RunExport:
     adapter: Path | None
     bundle: Path
     provenance: Path | None = None
+    plugins: tuple[Path, ...] = ()
 
     def files(self) -> list[Path]:
         """Every written file, bundle last (what the Export panel offers for download)."""
-        parts = [self.config, self.provenance, self.dataset, self.metrics, self.groups, self.adapter, self.bundle]
+        parts = [self.config, *self.plugins, self.provenance, self.dataset, self.metrics, self.groups, self.adapter,
+                 self.bundle]
         return [p for p in parts if p is not None]
 
 
@@ -94,18 +105,48 @@ def _prefix(run_id: int) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------ config
+PLUGINS_DIR_NAME = "plugins"
+
+
+def _copy_plugin_files(config: RunConfig, folder: Path) -> tuple[RunConfig, tuple[Path, ...]]:
+    """``config`` with each plugin target's existing ``file.py`` copied into ``folder/plugins/`` and the target
+    naming the copy relative to ``folder``; a file named by several rules is copied once, and two different files
+    of the same name get ``-2``, ``-3``... A dotted module target, or a file that is gone, is left as stored."""
+    copies: dict[Path, Path] = {}
+    specs = []
+    for spec in config.rewards:
+        target = str(spec.params.get("target", "")).strip()
+        module, _, function = target.rpartition(":")
+        source = Path(module.strip())
+        if spec.rule != "plugin" or not module.strip().endswith(".py") or not source.is_file():
+            specs.append(spec)
+            continue
+        source = source.resolve()
+        if source not in copies:
+            (folder / PLUGINS_DIR_NAME).mkdir(parents=True, exist_ok=True)
+            copy, number = folder / PLUGINS_DIR_NAME / source.name, 2
+            while copy.exists():
+                copy, number = copy.with_name(f"{source.stem}-{number}{source.suffix}"), number + 1
+            shutil.copyfile(source, copy)
+            copies[source] = copy
+        relative = copies[source].relative_to(folder).as_posix()
+        specs.append(spec.model_copy(update={"params": {**spec.params, "target": f"{relative}:{function}"}}))
+    return config.model_copy(update={"rewards": specs}), tuple(copies.values())
+
+
 def export_config_yaml(
     store: Store, run: RunInfo, dest: Path, *, copy_dataset: bool = True
-) -> tuple[Path, Path | None]:
-    """Write the run's config as YAML to ``dest``; copy its dataset beside it when ``copy_dataset``.
+) -> ConfigExport:
+    """Write the run's config as YAML to ``dest``; copy its dataset and plugin files beside it when ``copy_dataset``.
 
     The YAML validates as a :class:`~grpo_core.config.RunConfig` and round-trips through ``load_run_config``. With
     ``copy_dataset`` the dataset file is copied to ``<dest stem minus "-config">-dataset<suffix>`` and the YAML's
-    ``dataset_path`` names it relative to the YAML (``dataset_id`` cleared), which ``grpo-dashboard train`` resolves
-    against the YAML's folder. Without it (or when the file is gone) the config is written as stored.
+    ``dataset_path`` names it relative to the YAML (``dataset_id`` cleared), and each plugin's ``file.py`` is copied
+    into ``plugins/`` with its target made relative, both of which ``grpo-dashboard train`` resolves against the
+    YAML's folder. Without it (or when a file is gone) the config is written as stored.
 
     Returns:
-        ``(yaml path, dataset copy or None)``.
+        ``(yaml path, dataset copy or None, plugin copies)``.
 
     Raises:
         grpo_core.config.ConfigError: the stored config no longer validates (written by an older version).
@@ -121,8 +162,11 @@ def export_config_yaml(
         copied = dest.with_name(f"{stem}-dataset{source.suffix or '.jsonl'}")
         shutil.copyfile(source, copied)
         config = config.model_copy(update={"dataset_id": None, "dataset_path": copied.name})
+    plugins: tuple[Path, ...] = ()
+    if copy_dataset:
+        config, plugins = _copy_plugin_files(config, dest.parent)
     dest.write_text(provenance_comment(run.provenance) + config.to_yaml(), encoding="utf-8")
-    return dest, copied
+    return ConfigExport(dest, copied, plugins)
 
 
 def provenance_comment(provenance: dict[str, Any] | None) -> str:
@@ -299,7 +343,7 @@ def export_run(store: Store, settings: Settings, run_id: int, *, now: datetime |
     prefix = _prefix(run.id)
     stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
     folder = _fresh_folder(exports_dir(settings), f"{prefix}-{stamp}")
-    config, dataset = export_config_yaml(store, run, folder / f"{prefix}-config.yaml")
+    config, dataset, plugins = export_config_yaml(store, run, folder / f"{prefix}-config.yaml")
     provenance = export_provenance_json(run, folder / f"{prefix}-provenance.json")
     metrics = export_metrics_csv(store, run.id, folder / f"{prefix}-metrics.csv")
     groups = export_groups_parquet(store, run.id, folder / f"{prefix}-groups.parquet")
@@ -309,9 +353,9 @@ def export_run(store: Store, settings: Settings, run_id: int, *, now: datetime |
         adapter = None
     bundle = folder.with_suffix(".zip")
     with zipfile.ZipFile(bundle, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
-        for path in (config, provenance, dataset, metrics, groups):
+        for path in (config, *plugins, provenance, dataset, metrics, groups):
             if path is not None:
-                archive.write(path, f"{folder.name}/{path.name}")
+                archive.write(path, f"{folder.name}/{path.relative_to(folder).as_posix()}")
         adapter_source = adapter_dir(run_dir(settings, run))
         if adapter is not None:
             for path in sorted(adapter_source.rglob("*")):
@@ -327,4 +371,5 @@ def export_run(store: Store, settings: Settings, run_id: int, *, now: datetime |
         adapter=adapter,
         bundle=bundle,
         provenance=provenance,
+        plugins=plugins,
     )

@@ -25,6 +25,7 @@ from grpo_core.export import (
 )
 from grpo_core.run_files import ArtifactError, list_checkpoints, resolve_weights, run_dir, weights_choices
 from grpo_core.run_rows import editable_prompt_text, prompt_from_text
+from grpo_core.runs import resolve_relative_paths
 from grpo_core.try_job import build_request
 from storage import CompletionRecord, GroupRecord
 
@@ -123,7 +124,8 @@ def test_groups_parquet_of_a_run_without_groups_is_empty_but_readable(store, tmp
 
 
 def test_config_yaml_names_a_copy_of_the_uploaded_dataset(store, run, tmp_path):
-    path, copied = export_config_yaml(store, run, tmp_path / "out" / "run-00001-config.yaml")
+    path, copied, plugins = export_config_yaml(store, run, tmp_path / "out" / "run-00001-config.yaml")
+    assert plugins == ()
     assert copied == tmp_path / "out" / "run-00001-dataset.jsonl"
     assert copied.read_text() == Path(store.get_dataset(run.dataset_id).path).read_text()
     config = load_run_config(path)
@@ -133,9 +135,39 @@ def test_config_yaml_names_a_copy_of_the_uploaded_dataset(store, run, tmp_path):
 
 
 def test_config_yaml_without_the_dataset_copy_is_the_stored_config(store, run, tmp_path):
-    path, copied = export_config_yaml(store, run, tmp_path / "c.yaml", copy_dataset=False)
+    path, copied, _ = export_config_yaml(store, run, tmp_path / "c.yaml", copy_dataset=False)
     assert copied is None
     assert load_run_config(path).dataset_id == run.config["dataset_id"]
+
+
+def test_export_carries_plugin_files_and_its_yaml_trains_from_anywhere(store, settings, tmp_path, monkeypatch):
+    first, second = tmp_path / "a" / "rules.py", tmp_path / "b" / "rules.py"
+    for path, value in ((first, 1.0), (second, 0.5)):
+        path.parent.mkdir()
+        path.write_text(f"def score(completions, **kwargs):\n    return [{value}] * len(completions)\n")
+    dataset = tmp_path / "d.jsonl"
+    dataset.write_text('{"prompt": "p", "answer": "1"}\n')
+    rewards = [
+        {"rule": "plugin", "weight": 1.0, "params": {"target": f"{first}:score"}},
+        {"rule": "plugin", "weight": 1.0, "name": "again", "params": {"target": f"{first}:score"}},
+        {"rule": "plugin", "weight": 1.0, "name": "other", "params": {"target": f"{second}:score"}},
+        {"rule": "plugin", "weight": 1.0, "name": "dotted", "params": {"target": "math:sqrt"}},
+    ]
+    info = store.create_run(name="p", config={"dataset_path": str(dataset), "rewards": rewards}, dataset_id=None,
+                            max_steps=1)
+    result = export_run(store, settings, info.id)
+    assert [p.relative_to(result.folder).as_posix() for p in result.plugins] == ["plugins/rules.py",
+                                                                               "plugins/rules-2.py"]
+    assert result.plugins[1].read_text() == second.read_text()
+    assert set(result.plugins) <= set(result.files())
+    names = zipfile.ZipFile(result.bundle).namelist()
+    assert f"{result.folder.name}/plugins/rules.py" in names and f"{result.folder.name}/plugins/rules-2.py" in names
+    first.unlink(), second.unlink()  # the export no longer needs the originals
+    monkeypatch.chdir(tmp_path)
+    config = resolve_relative_paths(load_run_config(result.config), result.config.parent)
+    targets = [spec.params["target"] for spec in config.rewards]
+    assert targets[:3] == [f"{result.plugins[0]}:score", f"{result.plugins[0]}:score", f"{result.plugins[1]}:score"]
+    assert targets[3] == "math:sqrt"
 
 
 def test_adapter_zip_holds_the_adapter_folder(settings, run, tmp_path):

@@ -277,7 +277,7 @@ def test_export_writes_provenance_json_and_a_yaml_comment_that_train_ignores(sto
 
 def test_export_of_a_run_without_provenance_writes_no_json(store, tmp_path):
     run = store.create_run(name="r", config={"dataset_path": "/nowhere.jsonl"}, dataset_id=None, max_steps=1)
-    path, _ = export_config_yaml(store, run, tmp_path / "c.yaml")
+    path = export_config_yaml(store, run, tmp_path / "c.yaml").yaml
     assert "provenance" not in path.read_text()
 
 
