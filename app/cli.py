@@ -148,6 +148,11 @@ def _train(args: argparse.Namespace) -> int:
     # The worker is started as the dashboard's launcher starts it; its train.log is copied here as it grows.
     status = train_headless(store, settings, run, gpus, echo=sys.stdout)
     final = store.get_run(run.id)
+    if not status.is_final:  # a dashboard serving this store claimed the queued run first: it trains there
+        print(f"grpo-dashboard train: run #{run.id} was started by a dashboard serving this store; follow it there",
+              flush=True)
+        store.close()
+        return 0
     print(f"grpo-dashboard train: run #{run.id} {status.value}", flush=True)
     if final.error:
         print(final.error, file=sys.stderr)

@@ -35,3 +35,13 @@ def test_gpus_held_by_a_running_run_are_refused_with_the_holder(store):
     with pytest.raises(HeadlessRefusal, match=rf"1 of 2 are free: running runs hold them \(#{other.id} \(GPUs 0\)\)"):
         headless_gpus(store, CONFIG, available=["0", "1"])
     assert headless_gpus(store, {**CONFIG, "gpus": "0,1"}, available=["0", "1"]) == ["0", "1"]  # shared on purpose
+
+
+def test_a_run_another_launcher_claimed_is_not_started_twice(store, settings):
+    from grpo_core.headless import train_headless
+    from storage import RunStatus
+
+    run = store.create_run(name="taken", config={"num_processes": 1}, dataset_id=None, max_steps=1)
+    assert store.claim_run(run.id)  # a dashboard's launcher was first
+    assert train_headless(store, settings, store.get_run(run.id)) == RunStatus.RUNNING
+    assert store.get_run(run.id).worker_pid is None  # no worker started from here
