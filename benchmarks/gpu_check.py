@@ -263,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRPO_")}
     env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
                PYTHONUNBUFFERED="1")
+    # workers run in their run folder: without an installed project (GPU_PYTHON=python3) they find it through this
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
     failed = False
     base = {"dataset_path": str(DATASET), "max_steps": args.steps, **RUN_FIELDS, "device": "cuda"}
     if args.cpu_smoke:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import codecs
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Sequence
 from typing import TextIO
@@ -96,7 +97,8 @@ def train_headless(
     def on_sigterm(*_):
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    in_main_thread = threading.current_thread() is threading.main_thread()  # only there can a handler be set
+    previous = signal.signal(signal.SIGTERM, on_sigterm) if in_main_thread else None
     try:
         while True:
             try:
@@ -116,7 +118,8 @@ def train_headless(
                     store.finish_run(run.id, RunStatus.CANCELLED, error="stopped by force (interrupted twice)")
                     break
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
         follower.copy_new()
     final = store.get_run(run.id)
     if not final.status.is_final:
