@@ -27,6 +27,15 @@ PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("completions/clipped_ratio (truncated)", ("completions/clipped_ratio",)),
     ("frac_reward_zero_std", ("frac_reward_zero_std",)),
 )
+#: Panels added when the run recorded GPU metrics (a CUDA run's worker logs them each step, see
+#: ``grpo_core/worker/models.py``: ``gpu_step_metrics``); a CPU run's chart has none.
+GPU_PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("GPU memory (MiB; allocated, reserved, peak)",
+     ("gpu/memory_allocated_mib", "gpu/memory_reserved_mib", "gpu/memory_peak_mib")),
+    ("GPU utilization (%)", ("gpu/utilization",)),
+)
+#: The SQL LIKE pattern of the GPU metric keys (a chart's first load reads them with the charted keys).
+GPU_KEY_PATTERN = "gpu/%"
 COLUMNS = 2
 #: Every metric key the training chart draws (besides ``rewards/<fn>/mean``).
 CHART_KEYS: tuple[str, ...] = tuple(key for _title, keys in PANELS for key in keys)
@@ -84,6 +93,10 @@ class MetricSeries:
         values = self.data.get(key, ([], []))[1]
         return values[-1] if values else None
 
+    def has_gpu_metrics(self) -> bool:
+        """Whether the run recorded GPU metrics (``gpu/...``: a CUDA run)."""
+        return any(key.startswith("gpu/") for key in self.data)
+
     def reward_rule_keys(self) -> list[str]:
         """``rewards/<fn>/mean`` keys, sorted."""
         return sorted(k for k in self.data if k.startswith("rewards/") and k.endswith("/mean"))
@@ -140,13 +153,15 @@ def training_figure(series: MetricSeries, title: str = "", beta: float | None = 
         title: the figure's title.
         beta: the run's ``beta`` (its config), or ``None`` when unknown.
     """
-    rows = math.ceil(len(PANELS) / COLUMNS)
+    panels = PANELS + (GPU_PANELS if series.has_gpu_metrics() else ())
+    rows = math.ceil(len(panels) / COLUMNS)
     figure = make_subplots(
-        rows=rows, cols=COLUMNS, subplot_titles=[p[0] for p in PANELS], vertical_spacing=0.09, horizontal_spacing=0.08
+        rows=rows, cols=COLUMNS, subplot_titles=[p[0] for p in panels], vertical_spacing=0.09 * 4 / rows,
+        horizontal_spacing=0.08,
     )
     legend_names: list[str] = []
     all_steps: set[int] = set()
-    for index, (_title, keys) in enumerate(PANELS):
+    for index, (_title, keys) in enumerate(panels):
         row, col = index // COLUMNS + 1, index % COLUMNS + 1
         keys = list(keys) + (series.reward_rule_keys() + series.eval_reward_keys() if index == 0 else [])
         drawn = False
@@ -158,7 +173,8 @@ def training_figure(series: MetricSeries, title: str = "", beta: float | None = 
             cleaned = _clean(values)
             drawn = drawn or any(v is not None for v in cleaned)
             all_steps.update(steps)
-            if index == 0:
+            in_legend = index == 0 or len(keys) > 1  # the reward panel's lines, and the GPU memory panel's
+            if in_legend:
                 legend_names.append(name)
             figure.add_trace(
                 go.Scatter(
@@ -167,7 +183,7 @@ def training_figure(series: MetricSeries, title: str = "", beta: float | None = 
                     mode="lines+markers",
                     name=name,
                     legendgroup=key,
-                    showlegend=index == 0,
+                    showlegend=in_legend,
                     line={
                         "width": 3 if key in ("reward", "eval_reward") else 1.5,
                         "dash": "dash" if key.startswith("eval_") else "solid",

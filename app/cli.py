@@ -50,7 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
         "train",
         help="train a run config headless (same worker, same store)",
         description="Train the run described by a YAML config (as written to each run folder), recording into the "
-        "same store the dashboard reads.",
+        "same store the dashboard reads. The worker starts as the dashboard starts it (accelerate launch for "
+        "num_processes > 1); its log goes to the run folder's train.log and to this terminal. Ctrl-C stops the "
+        "run at its next step, a second Ctrl-C kills it.",
     )
     _add_common(train)
     train.add_argument("config", help="run config YAML file")
@@ -109,9 +111,10 @@ def _preflight(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     from grpo_core.access import redact_url
     from grpo_core.config import ConfigError, load_run_config, parse_run_config
+    from grpo_core.headless import HeadlessRefusal, headless_gpus, train_headless
     from grpo_core.runs import resolve_relative_paths, submit_run
     from grpo_core.settings import load_settings
-    from grpo_core.worker.train import apply_resource_limits, train_run
+    from grpo_core.worker.train import apply_resource_limits
     from storage import RunStatus, Store
 
     try:  # the same limits as a worker the dashboard starts (GRPO_WORKER_MAX_MEMORY_MB, GRPO_WORKER_MAX_FILE_MB)
@@ -132,13 +135,24 @@ def _train(args: argparse.Namespace) -> int:
             )
         # a relative dataset_path or plugin file: from here, else from the YAML's folder
         config = resolve_relative_paths(config, Path(args.config).resolve().parent)
+        gpus = headless_gpus(store, config.model_dump(mode="json"))
         run = submit_run(store, config, model_cache_dir=settings.model_cache_dir)
-    except ConfigError as exc:
+    except (ConfigError, HeadlessRefusal) as exc:
         print(f"grpo-dashboard train: {exc}", file=sys.stderr)
+        store.close()
         return 2
-    print(f"grpo-dashboard train: run #{run.id} {run.name} (store {redact_url(settings.db_url)})", flush=True)
-    status = train_run(store, settings, run.id)
+    how = f"{config.num_processes} processes (accelerate launch)" if config.num_processes > 1 else "one process"
+    where = f", GPUs {','.join(gpus)}" if gpus else ""
+    print(f"grpo-dashboard train: run #{run.id} {run.name} (store {redact_url(settings.db_url)}), {how}{where}",
+          flush=True)
+    # The worker is started as the dashboard's launcher starts it; its train.log is copied here as it grows.
+    status = train_headless(store, settings, run, gpus, echo=sys.stdout)
     final = store.get_run(run.id)
+    if not status.is_final:  # a dashboard serving this store claimed the queued run first: it trains there
+        print(f"grpo-dashboard train: run #{run.id} was started by a dashboard serving this store; follow it there",
+              flush=True)
+        store.close()
+        return 0
     print(f"grpo-dashboard train: run #{run.id} {status.value}", flush=True)
     if final.error:
         print(final.error, file=sys.stderr)

@@ -152,6 +152,12 @@ class RunConfig(BaseModel):
     vllm_mode: Literal["colocate", "server"] = Field(
         "colocate", description="vLLM in the training processes (colocate) or a separate `trl vllm-serve` (server)."
     )
+    vllm_gpu_memory_utilization: float = Field(
+        0.3, gt=0, le=1, description="Share of each GPU's memory a colocated vLLM reserves for weights and KV cache."
+    )
+    vllm_tensor_parallel_size: int = Field(
+        1, ge=1, description="GPUs one colocated vLLM engine spans; must divide num_processes."
+    )
     logging_steps: int = Field(1, ge=1, description="Record metrics and groups every N steps.")
     save_steps: int = Field(
         0,
@@ -228,6 +234,25 @@ class RunConfig(BaseModel):
         listed = len([g for g in self.gpus.split(",") if g])
         if listed and self.device != "cpu" and listed < self.num_processes:
             raise ValueError(f"gpus lists {listed} GPU(s) for num_processes = {self.num_processes} (one per process)")
+        return self
+
+    @model_validator(mode="after")
+    def _vllm_options(self) -> RunConfig:
+        """vLLM generates on CUDA GPUs; its memory share and tensor parallelism are set here only for colocate mode
+        (a ``trl vllm-serve`` server takes them as its own flags), and an engine spans whole groups of processes."""
+        if not self.use_vllm:
+            return self
+        if self.device == "cpu":
+            raise ValueError("use_vllm: vLLM generates on a CUDA GPU; set device to auto or cuda, or turn use_vllm off")
+        if self.vllm_mode == "server":
+            for name, flag in (("vllm_gpu_memory_utilization", "--gpu_memory_utilization"),
+                               ("vllm_tensor_parallel_size", "--tensor_parallel_size")):
+                if getattr(self, name) != type(self).model_fields[name].default:
+                    raise ValueError(f"{name} applies to vllm_mode colocate; with a server pass {flag} to "
+                                     "`trl vllm-serve` instead")
+        elif self.num_processes % self.vllm_tensor_parallel_size:
+            raise ValueError(f"vllm_tensor_parallel_size = {self.vllm_tensor_parallel_size} must divide "
+                             f"num_processes = {self.num_processes} (each vLLM engine spans that many processes)")
         return self
 
     @model_validator(mode="after")

@@ -63,6 +63,58 @@ def worker_command(settings: Settings, run: RunInfo, main_process_port: int | No
     return [sys.executable, *worker_args]
 
 
+def start_worker(
+    store: Store, settings: Settings, run: RunInfo, gpus: Sequence[str] = (), env: dict[str, str] | None = None
+) -> subprocess.Popen | None:
+    """Start the worker of a claimed (``running``) run: :func:`worker_command` in the run folder, its output appended
+    to ``train.log`` there, ``CUDA_VISIBLE_DEVICES`` = ``gpus`` when given, a free rendezvous port for several
+    processes. Records the worker's pid, log, run folder and GPUs in the store. The dashboard's launcher and the
+    headless ``grpo-dashboard train`` both start workers here.
+
+    Args:
+        env: extra environment variables for the worker (over this process's; the store URL is always set).
+
+    Returns:
+        The child process, or ``None`` when it could not be started (the run is then ``failed`` with the reason).
+    """
+    folder = run_dir(settings, run.id)
+    folder.mkdir(parents=True, exist_ok=True)
+    log_path = run_log_path(folder)
+    processes = int(run.config.get("num_processes", 1) or 1)
+    command = worker_command(settings, run, main_process_port=free_port() if processes > 1 else None)
+    child_env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        **(env or {}),
+        ENV_DB_URL: settings.db_url,
+    }
+    if gpus:
+        child_env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    try:
+        child = start_process(command, log_path=log_path, cwd=folder, env=child_env)
+    except OSError as exc:
+        store.finish_run(run.id, RunStatus.FAILED, error=f"could not start the worker: {exc}")
+        return None
+    cleared = {"phase": None} if run.phase else {}  # "waiting for GPUs"; the worker reports its own next
+    store.update_run(
+        run.id, worker_pid=child.pid, log_path=str(log_path), run_dir=str(folder), gpus=",".join(gpus) or None,
+        **cleared,
+    )
+    log.info("run %s: started worker pid %s: %s", run.id, child.pid, " ".join(command))
+    return child
+
+
+def fail_vanished_worker(store: Store, run: RunInfo) -> bool:
+    """Mark ``failed`` a running run whose worker exited without setting a final status, with the last 20 lines of
+    its log in the error; returns whether the run changed (False: it had a final status already)."""
+    tail = tail_text(run.log_path, max_lines=20)
+    error = "the worker process exited without reporting a result"
+    if tail:
+        error += "; last lines of its log:\n" + tail
+    return store.finish_run(run.id, RunStatus.FAILED, error=error)
+
+
 class Launcher:
     """Starts and supervises worker processes for the runs in a store.
 
@@ -133,11 +185,7 @@ class Launcher:
                 continue
             if run.worker_pid is None and run.started_at and time.time() - run.started_at.timestamp() < 30:
                 continue  # claimed a moment ago; the pid is being written
-            tail = tail_text(run.log_path, max_lines=20)
-            error = "the worker process exited without reporting a result"
-            if tail:
-                error += "; last lines of its log:\n" + tail
-            if self.store.finish_run(run.id, RunStatus.FAILED, error=error):
+            if fail_vanished_worker(self.store, run):
                 log.warning("run %s: worker %s is gone; marked failed", run.id, run.worker_pid)
 
     def _enforce_cancels(self) -> None:
@@ -186,32 +234,9 @@ class Launcher:
                 running += 1
 
     def _spawn(self, run: RunInfo, gpus: Sequence[str] = ()) -> None:
-        folder = run_dir(self.settings, run.id)
-        folder.mkdir(parents=True, exist_ok=True)
-        log_path = run_log_path(folder)
-        processes = int(run.config.get("num_processes", 1) or 1)
-        command = worker_command(self.settings, run, main_process_port=free_port() if processes > 1 else None)
-        env = {
-            **os.environ,
-            "PYTHONUNBUFFERED": "1",
-            "TOKENIZERS_PARALLELISM": "false",
-            **self.env,
-            ENV_DB_URL: self.settings.db_url,
-        }
-        if gpus:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
-        try:
-            child = start_process(command, log_path=log_path, cwd=folder, env=env)
-        except OSError as exc:
-            self.store.finish_run(run.id, RunStatus.FAILED, error=f"could not start the worker: {exc}")
-            return
-        self._children[run.id] = child
-        cleared = {"phase": None} if run.phase else {}  # "waiting for GPUs"; the worker reports its own next
-        self.store.update_run(
-            run.id, worker_pid=child.pid, log_path=str(log_path), run_dir=str(folder), gpus=",".join(gpus) or None,
-            **cleared,
-        )
-        log.info("run %s: started worker pid %s: %s", run.id, child.pid, " ".join(command))
+        child = start_worker(self.store, self.settings, run, gpus, env=self.env)
+        if child is not None:
+            self._children[run.id] = child
 
     def wait_idle(self, timeout_s: float, run_ids: Sequence[int] | None = None) -> bool:
         """Tick until no run (or none of ``run_ids``) is queued or running; True if that happened in time."""

@@ -30,6 +30,21 @@ def pytest_generate_tests(metafunc) -> None:
         metafunc.parametrize("store_url", names, indirect=True, ids=names)
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """Skip the tests marked ``gpu`` where torch sees no CUDA GPU (torch is imported only when such a test is
+    collected)."""
+    marked = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not marked:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False here)")
+    for item in marked:
+        item.add_marker(skip)
+
+
 @pytest.fixture
 def store_url(request, tmp_path) -> Iterator[str]:
     """SQLAlchemy URL of an empty store: SQLite ``tmp_path/data/grpo.db``, or a new PostgreSQL database."""

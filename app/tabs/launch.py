@@ -23,6 +23,7 @@ from app.tabs.launch_tools import clone_drift_notes, dataset_row_for_bench, stre
 from app.tabs.memory_panel import create_memory_panel, fit_markdown
 from grpo_core.config import DEFAULT_MODEL, ConfigError, RunConfig, parse_run_config
 from grpo_core.dataset_library import ARITHMETIC_EXAMPLE
+from grpo_core.gpus import machine_gpus
 from grpo_core.preflight_report import DEFAULT_PROMPTS
 from grpo_core.reward_check import has_plugins, score_group_isolated
 from grpo_core.reward_probe import flagged, probe_row
@@ -53,7 +54,11 @@ HYPERPARAMETERS: list[tuple[str, str, str, dict[str, Any]]] = [
     ("loss_type", "loss_type", "dropdown", {"choices": ["dapo", "grpo", "dr_grpo", "bnpo"]}),
     ("device", "device", "dropdown", {"choices": ["auto", "cpu", "cuda"]}),
     ("use_vllm", "vLLM generation", "checkbox", {}),
+    ("num_processes", "num_processes (accelerate launch when > 1)", "number", {"precision": 0, "minimum": 1}),
+    ("gpus", "GPUs for the run (CUDA_VISIBLE_DEVICES)", "gpus", {}),
 ]
+"""``gpus`` is a text box shown only on a machine where ``nvidia-smi`` lists GPUs (:func:`grpo_core.gpus.machine_gpus`);
+elsewhere it stays hidden but still carries a cloned run's value."""
 
 
 def sandbox_line() -> str:
@@ -86,6 +91,10 @@ ADVANCED_FIELDS: list[tuple[str, str, str, dict[str, Any]]] = [
     ("eval_dataset_id", "eval dataset (instead of a fraction)", "dataset", {}),
     ("eval_steps", "eval_steps", "number", {"precision": 0, "minimum": 1}),
     ("report_to", "also report to", "multiselect", {"choices": ["trackio", "tensorboard", "wandb"]}),
+    ("vllm_mode", "vllm_mode (with vLLM generation)", "dropdown", {"choices": ["colocate", "server"]}),
+    ("vllm_gpu_memory_utilization", "vllm_gpu_memory_utilization (colocate)", "number",
+     {"minimum": 0.01, "maximum": 1}),
+    ("vllm_tensor_parallel_size", "vllm_tensor_parallel_size (colocate)", "number", {"precision": 0, "minimum": 1}),
     ("trl_args", "other GRPOConfig fields (YAML or JSON mapping)", "mapping", {}),
 ]
 #: Advanced number fields whose default is ``None`` (off): an empty box reaches the server as 0, which means the same.
@@ -345,11 +354,15 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
 
     gr.Markdown("### Hyperparameters")
     hyper_components: dict[str, gr.components.Component] = {}
+    gpus = machine_gpus()
     with gr.Row(equal_height=True):
         for field, label, kind, extra in HYPERPARAMETERS:
             value = getattr(defaults, field)
             info = RunConfig.model_fields[field].description
-            if kind == "checkbox":
+            if kind == "gpus":
+                component = gr.Textbox(label=f"{label}; this machine: {','.join(gpus)}", value=value, info=info,
+                                       placeholder="auto", visible=bool(gpus), elem_id=f"hp-{field}", min_width=180)
+            elif kind == "checkbox":
                 component = gr.Checkbox(label=label, value=value, info=info, elem_id=f"hp-{field}")
             elif kind == "dropdown":
                 component = gr.Dropdown(label=label, value=value, info=info, elem_id=f"hp-{field}", **extra)

@@ -14,7 +14,7 @@ import gradio as gr
 import pandas as pd
 
 from app.catalog_sync import CatalogSync, run_choices
-from app.charts import CHART_KEYS, MetricSeries, training_figure
+from app.charts import CHART_KEYS, GPU_KEY_PATTERN, MetricSeries, training_figure
 from app.context import AppContext, actor_of
 from app.run_filter import filter_runs
 from app.tabs.compare import create_compare_panel
@@ -80,7 +80,8 @@ def refresh_series(ctx: AppContext, run_id: int, series: MetricSeries | None) ->
     if series is None or series.run_id != run_id:
         series = MetricSeries(run_id=run_id)
         # First view: the charted keys only, at most ~1,000 steps each; then every new step incrementally.
-        series.extend(ctx.store.metrics_overview(run_id, keys=CHART_KEYS, key_patterns=["rewards/%/mean"]))
+        series.extend(ctx.store.metrics_overview(run_id, keys=CHART_KEYS,
+                                                  key_patterns=["rewards/%/mean", GPU_KEY_PATTERN]))
         return series, True
     return series, series.extend(ctx.store.metrics_since(run_id, series.cursor)) > 0
 

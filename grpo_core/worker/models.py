@@ -66,6 +66,40 @@ def policy_dtype(device: str):
     return torch.bfloat16 if device == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
 
 
+GPU_METRIC_KEYS = ("gpu/memory_allocated_mib", "gpu/memory_reserved_mib", "gpu/memory_peak_mib", "gpu/utilization")
+"""The per-step GPU metrics a CUDA run records (:func:`gpu_step_metrics`), charted by the Runs tab when present."""
+
+
+def gpu_step_metrics(reset_peak: bool = True) -> dict[str, float]:
+    """This process's GPU at a logged step, as metrics (CUDA only; ``{}`` without a CUDA GPU).
+
+    Returns:
+        ``gpu/memory_allocated_mib``: memory held by tensors now (``torch.cuda.memory_allocated``, MiB);
+        ``gpu/memory_reserved_mib``: held by PyTorch's caching allocator (``memory_reserved``, MiB);
+        ``gpu/memory_peak_mib``: the most allocated since the previous call (``max_memory_allocated``, MiB; the
+        peak counter is reset after reading when ``reset_peak``); ``gpu/utilization``: percent of the last sample
+        period the GPU was busy (``torch.cuda.utilization``, NVML), left out where NVML cannot be read. These are
+        the current device's numbers: under several processes, rank 0's GPU (the process that records).
+    """
+    import torch
+
+    if not torch.cuda.is_available():
+        return {}
+    mib = 1024 * 1024
+    metrics = {
+        "gpu/memory_allocated_mib": torch.cuda.memory_allocated() / mib,
+        "gpu/memory_reserved_mib": torch.cuda.memory_reserved() / mib,
+        "gpu/memory_peak_mib": torch.cuda.max_memory_allocated() / mib,
+    }
+    if reset_peak:
+        torch.cuda.reset_peak_memory_stats()
+    try:
+        metrics["gpu/utilization"] = float(torch.cuda.utilization())
+    except Exception:  # noqa: BLE001 - no NVML (pynvml missing, driver refuses): the other metrics still count
+        pass
+    return metrics
+
+
 def load_policy(model_path: str, device: str) -> tuple[Any, Any]:
     """The policy model and its tokenizer from a folder or hub id (see :func:`prepare_model`), in
     :func:`policy_dtype`; the model stays on the CPU (the caller, or TRL's trainer, moves it).

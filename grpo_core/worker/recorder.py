@@ -233,6 +233,8 @@ class RunRecorder(TrainerCallback):
         tap: the :class:`RolloutTap` around the first reward function (tells when a new generation happened).
         eval_rows: the rows evaluated on, indexed by the eval groups' ``row_index`` (``rows`` for a held-out
             fraction, the eval dataset's rows for ``eval_dataset_id``).
+        device_metrics: called at each training step's log, its metrics recorded beside TRL's (the GPU's memory
+            and utilisation, :func:`grpo_core.worker.models.gpu_step_metrics`, on CUDA); ``None``: none.
 
     An evaluation (TRL logs its metrics with the ``eval_`` prefix: ``eval_reward``, ``eval_rewards/<fn>/mean``, ...)
     is recorded under TRL's names, and its groups with ``split="eval"``.
@@ -250,6 +252,7 @@ class RunRecorder(TrainerCallback):
         heartbeat: Heartbeat | None = None,
         tap: RolloutTap | None = None,
         eval_rows: Sequence[dict[str, Any]] | None = None,
+        device_metrics: Callable[[], dict[str, float]] | None = None,
     ) -> None:
         self.store = store
         self.run_id = run_id
@@ -260,6 +263,7 @@ class RunRecorder(TrainerCallback):
         self.heartbeat = heartbeat
         self.tap = tap
         self.eval_rows = eval_rows
+        self.device_metrics = device_metrics
         self.trainer = None
         self.cancelled = False
         self._recorded_generation = 0
@@ -305,8 +309,13 @@ class RunRecorder(TrainerCallback):
         if not state.is_world_process_zero or not logs:
             return
         step = state.global_step
-        self.store.record_metrics(self.run_id, step, dict(logs), time.time())
-        if any(key.startswith("eval_") for key in logs):
+        evaluation = any(key.startswith("eval_") for key in logs)
+        values = dict(logs)
+        # a training step's log, not an evaluation's nor the closing summary (train_runtime, ...) at the same step
+        if self.device_metrics is not None and not evaluation and "train_runtime" not in logs:
+            values.update(self.device_metrics())
+        self.store.record_metrics(self.run_id, step, values, time.time())
+        if evaluation:
             self._record_eval_groups(step)
             return
         generation = self.tap.calls if self.tap is not None else None

@@ -16,7 +16,13 @@ from typing import Any
 from grpo_core.config import RunConfig
 from grpo_core.rewards.compose import build_reward_funcs
 from grpo_core.run_rows import ROW_INDEX_COLUMN, eval_row_indices
-from grpo_core.worker.models import end_of_sequence_ids, load_policy, pick_device, policy_dtype
+from grpo_core.worker.models import (
+    end_of_sequence_ids,
+    gpu_step_metrics,
+    load_policy,
+    pick_device,
+    policy_dtype,
+)
 from grpo_core.worker.recorder import Heartbeat, RolloutTap, RunRecorder
 from grpo_core.worker.reward_models import reward_funcs_for_trl
 from grpo_core.worker.trl_args import to_grpo_config, to_lora_config
@@ -107,7 +113,7 @@ def build_trainer(
     funcs, weights, names = build_reward_funcs(config.rewards)
     device = pick_device(config.device)
     bf16 = policy_dtype(device) == torch.bfloat16
-    progress(f"loading model from {model_path} on {device}")
+    progress(f"loading model from {model_path} on {device} in {'bfloat16' if bf16 else 'float32'}")
     model, tokenizer = load_policy(model_path, device)
     funcs, processing = reward_funcs_for_trl(funcs)
     tap = RolloutTap(funcs[0], end_of_sequence_ids(model, tokenizer), config.max_completion_length)
@@ -126,6 +132,7 @@ def build_trainer(
         heartbeat=heartbeat,
         tap=tap,
         eval_rows=eval_source,
+        device_metrics=gpu_step_metrics if device == "cuda" else None,
     )
     args = to_grpo_config(
         config, output_dir, use_cpu=device == "cpu", bf16=bf16, num_train_rows=len(train_ids), evaluate=bool(eval_ids)

@@ -76,6 +76,8 @@ def to_grpo_config(
         log_completions=False,
         use_vllm=config.use_vllm,
         vllm_mode=config.vllm_mode,
+        vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+        vllm_tensor_parallel_size=config.vllm_tensor_parallel_size,
         disable_tqdm=True,
         dataloader_num_workers=0,
         multi_objective_aggregation=config.multi_objective_aggregation,

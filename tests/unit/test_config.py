@@ -224,3 +224,39 @@ def test_to_lora_config(targets, expected):
 
 def test_to_lora_config_is_none_without_lora():
     assert to_lora_config(RunConfig(use_lora=False)) is None
+
+
+# ------------------------------------------------------------------------------------------------ vLLM
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"use_vllm": True, "device": "cpu"}, r"use_vllm: vLLM generates on a CUDA GPU; set device to auto or cuda"),
+        ({"use_vllm": True, "vllm_tensor_parallel_size": 2}, r"vllm_tensor_parallel_size = 2 must divide "
+                                                             r"num_processes = 1"),
+        ({"use_vllm": True, "vllm_mode": "server", "vllm_gpu_memory_utilization": 0.5},
+         r"vllm_gpu_memory_utilization applies to vllm_mode colocate; .*--gpu_memory_utilization"),
+        ({"use_vllm": True, "vllm_mode": "server", "vllm_tensor_parallel_size": 2},
+         r"vllm_tensor_parallel_size applies to vllm_mode colocate; .*--tensor_parallel_size"),
+        ({"vllm_gpu_memory_utilization": 0}, r"vllm_gpu_memory_utilization: .*greater than 0"),
+        ({"vllm_gpu_memory_utilization": 1.5}, r"vllm_gpu_memory_utilization: .*less than or equal to 1"),
+        ({"vllm_tensor_parallel_size": 0}, r"vllm_tensor_parallel_size: .*greater than or equal to 1"),
+    ],
+    ids=["cpu", "tp-divides", "server-memory", "server-tp", "memory-0", "memory-1.5", "tp-0"],
+)
+def test_vllm_options_are_refused_with_advice(data, expected):
+    with pytest.raises(ConfigError, match=expected):
+        parse_run_config(data, source="run.yaml")
+
+
+def test_vllm_options_reach_grpo_config(tmp_path):
+    config = RunConfig(use_vllm=True, num_processes=2, vllm_tensor_parallel_size=2, vllm_gpu_memory_utilization=0.5)
+    grpo = to_grpo_config(config, tmp_path, use_cpu=False)
+    assert (grpo.use_vllm, grpo.vllm_mode) == (True, "colocate")
+    assert grpo.vllm_gpu_memory_utilization == 0.5
+    assert grpo.vllm_tensor_parallel_size == 2
+    lifted = parse_run_config({"trl_args": {"vllm_gpu_memory_utilization": 0.7}})  # one home: the run config field
+    assert lifted.vllm_gpu_memory_utilization == 0.7 and lifted.trl_args == {}
+    server = RunConfig(use_vllm=True, vllm_mode="server", device="cuda")  # defaults are fine with a server
+    assert to_grpo_config(server, tmp_path, use_cpu=False).vllm_mode == "server"

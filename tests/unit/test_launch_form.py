@@ -179,3 +179,28 @@ def test_trl_args_text_is_checked_with_the_closest_field():
     empty = {"epsilon_high": 0, "steps_per_generation": 0, "min_p": 0.0}  # what the browser sends for empty boxes
     config = form_to_config(1, "m", "", slots, hyper, empty)
     assert (config.epsilon_high, config.steps_per_generation, config.min_p) == (None, None, None)
+
+
+def test_processes_gpus_and_vllm_options_round_trip_through_the_form():
+    config = RunConfig.model_validate(
+        {
+            "dataset_id": 2,
+            "rewards": [_full("numeric_answer", 1.0)],
+            "num_processes": 2,
+            "gpus": "0,1",
+            "use_vllm": True,
+            "vllm_gpu_memory_utilization": 0.45,
+            "vllm_tensor_parallel_size": 2,
+        }
+    )
+    form = config_to_form(config)
+    assert (form["hyper"]["num_processes"], form["hyper"]["gpus"]) == (2, "0,1")
+    assert form["advanced"]["vllm_tensor_parallel_size"] == 2
+    assert form_to_config(**form) == config
+    assert form_omissions(config) == []
+    # as the browser sends them: a Number's float, the hidden GPU box's empty text (auto)
+    form["hyper"] |= {"num_processes": 2.0, "gpus": ""}
+    assert form_to_config(**form).gpus == "" and form_to_config(**form).num_processes == 2
+    form["hyper"]["num_processes"] = 3.0
+    with pytest.raises(ConfigError, match="vllm_tensor_parallel_size = 2 must divide num_processes = 3"):
+        form_to_config(**form)

@@ -377,3 +377,22 @@ def test_eval_groups_are_marked_and_eval_reward_is_drawn_dashed_beside_the_train
     assert traces["eval_reward (held-out rows)"].line.dash == "dash"
     assert traces["eval_rewards/length/mean"].line.dash == "dash"
     assert traces["reward (weighted total)"].line.dash == "solid"
+
+
+def test_gpu_panels_appear_when_the_run_recorded_gpu_metrics():
+    cpu_run = training_figure(_three_steps())
+    assert not [a for a in cpu_run.layout.annotations if (a.text or "").startswith("GPU")]
+    gpu = {"gpu/memory_allocated_mib": 900.0, "gpu/memory_reserved_mib": 1200.0, "gpu/memory_peak_mib": 1100.0,
+           "gpu/utilization": 87.0}
+    series = _three_steps(**gpu)
+    assert series.has_gpu_metrics() and not _three_steps().has_gpu_metrics()
+    figure = training_figure(series)
+    titles = [a.text for a in figure.layout.annotations if a.yanchor == "bottom"]
+    assert titles[-2:] == ["GPU memory (MiB; allocated, reserved, peak)", "GPU utilization (%)"]
+    memory = {t.name: t for t in figure.data if t.name.startswith("gpu/memory")}
+    assert set(memory) == {"gpu/memory_allocated_mib", "gpu/memory_reserved_mib", "gpu/memory_peak_mib"}
+    assert all(t.showlegend for t in memory.values())  # three lines in one panel: named in the legend
+    assert {t.xaxis for t in memory.values()} == {"x9"}  # the ninth panel
+    [utilization] = [t for t in figure.data if t.name == "gpu/utilization"]
+    assert (utilization.xaxis, list(utilization.y)) == ("x10", [87.0, 87.0, 87.0])
+    assert figure.layout.height - figure.layout.margin.t - figure.layout.margin.b == 260 * 5 - 100
