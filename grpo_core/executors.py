@@ -251,7 +251,8 @@ class RayExecutor:
                 entrypoint=ray_entrypoint(launch.command, launch.folder),
                 submission_id=submission_id,
                 runtime_env={"env_vars": env},
-                metadata={"grpo_run_id": str(run.id), "grpo_run_name": run.name[:200]},
+                metadata={"grpo_run_id": str(run.id), "grpo_run_name": run.name[:200],
+                          "grpo_run_dir": str(launch.folder)},
                 entrypoint_num_cpus=max(1, launch.processes),
                 entrypoint_num_gpus=launch.gpu_count or None,
             )

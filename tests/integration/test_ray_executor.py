@@ -66,8 +66,9 @@ def _assert_steps_recorded_once(store, run_id: int, steps: int) -> None:
         assert len(store.groups_at(run_id, step)) == 2, f"step {step}"
 
 
-def _jobs_of(client, run_id: int) -> list:
-    return [job for job in client.list_jobs() if (job.metadata or {}).get("grpo_run_id") == str(run_id)]
+def _jobs_of(client, run) -> list:
+    """The cluster's jobs of ``run`` (by its folder: every test's store numbers its runs from 1)."""
+    return [job for job in client.list_jobs() if (job.metadata or {}).get("grpo_run_dir") == run.run_dir]
 
 
 def test_a_ray_job_trains_the_run_with_every_step_recorded(store, ray_settings, tiny_model_dir, client):
@@ -153,6 +154,6 @@ def test_a_new_launcher_reattaches_to_the_running_ray_job(store, ray_settings, t
     final = store.get_run(run.id)
     log = second.log_tail(final, max_lines=400)
     assert final.status == RunStatus.COMPLETED, (final.error, log[-2000:])
-    assert [job.submission_id for job in _jobs_of(client, run.id)] == [submission_id]  # submitted once
+    assert [job.submission_id for job in _jobs_of(client, final)] == [submission_id]  # submitted once
     assert log.count("training 4 steps") == 1
     _assert_steps_recorded_once(store, run.id, steps=4)

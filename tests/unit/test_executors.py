@@ -133,7 +133,7 @@ def test_the_launcher_submits_a_queued_run_as_a_ray_job(store, settings):
     assert started.ray_submission_id == job["submission_id"]
     assert started.run_dir == str(settings.data_dir / "shared" / "runs" / f"run-{run.id:05d}")
     assert job["entrypoint_num_cpus"] == 2 and job["entrypoint_num_gpus"] is None
-    assert job["metadata"]["grpo_run_id"] == str(run.id)
+    assert job["metadata"]["grpo_run_id"] == str(run.id) and job["metadata"]["grpo_run_dir"] == started.run_dir
     argv = shlex.split(job["entrypoint"])
     assert argv[:2] == ["cd", started.run_dir]
     assert "accelerate.commands.launch" in argv and argv[argv.index("--shared-dir") + 1] == str(
