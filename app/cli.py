@@ -16,6 +16,11 @@ from grpo_core.preflight_job import add_preflight_arguments
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", help="data directory: store, datasets, runs (env GRPO_DATA_DIR; default ./grpo_data)")
     parser.add_argument("--db", help="SQLAlchemy URL of the store (env GRPO_DB_URL; default SQLite in the data dir)")
+    parser.add_argument(
+        "--shared-dir", metavar="DIR",
+        help="run folders, stored datasets and converted models under DIR, a path every node of a cluster sees "
+        "(env GRPO_SHARED_DIR; default: the data dir)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--max-upload-mb", type=int, metavar="MB", help="largest dataset upload (env GRPO_MAX_UPLOAD_MB; default 200)"
+    )
+    serve.add_argument(
+        "--executor", choices=["local", "ray"],
+        help="where runs train: local child processes, or Ray jobs on a cluster (env GRPO_EXECUTOR; default local)",
+    )
+    serve.add_argument(
+        "--ray-address", metavar="URL",
+        help="the Ray cluster's job submission address, e.g. http://HEAD:8265 (env GRPO_RAY_ADDRESS)",
     )
     train = sub.add_parser(
         "train",
@@ -88,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
                 max_concurrent_runs=args.max_concurrent_runs,
                 max_upload_mb=args.max_upload_mb,
                 webhook_url=args.webhook_url,
+                executor=args.executor,
+                ray_address=args.ray_address,
+                shared_dir=args.shared_dir,
             ).with_overrides(auth=load_auth(args.auth, args.auth_file), admins=load_admins(args.auth_file))
         except ValueError as exc:
             print(f"grpo-dashboard serve: {exc}", file=sys.stderr)
@@ -124,7 +140,7 @@ def _train(args: argparse.Namespace) -> int:
         return 2
     if limits:
         print(f"grpo-dashboard train: worker limits: {', '.join(limits)}", flush=True)
-    settings = load_settings(data_dir=args.data_dir, db_url=args.db)
+    settings = load_settings(data_dir=args.data_dir, db_url=args.db, shared_dir=args.shared_dir)
     settings.ensure_dirs()
     store = Store(settings.db_url)
     try:

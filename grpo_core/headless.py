@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import TextIO
 
+from grpo_core.executors import LocalExecutor
 from grpo_core.gpus import GpuAllocationError, allocate_gpus, gpus_needed, machine_gpus, parse_gpu_list
 from grpo_core.launcher import fail_vanished_worker, start_worker
 from grpo_core.processes import kill_process_group
@@ -88,9 +89,10 @@ def train_headless(
     """
     if not store.claim_run(run.id):
         return store.get_run(run.id).status
-    child = start_worker(store, settings, store.get_run(run.id), gpus, env=env)
-    if child is None:
+    executor = LocalExecutor()
+    if not start_worker(store, settings, store.get_run(run.id), executor, gpus, env=env):
         return store.get_run(run.id).status
+    child = executor.child(run.id)
     follower = _LogFollower(store.get_run(run.id).log_path, echo)
     interrupts = 0
 
@@ -123,7 +125,7 @@ def train_headless(
         follower.copy_new()
     final = store.get_run(run.id)
     if not final.status.is_final:
-        fail_vanished_worker(store, final)
+        fail_vanished_worker(store, final, executor.log_tail(final, max_lines=20))
     return store.get_run(run.id).status
 
 

@@ -22,6 +22,10 @@ ENV_AUTH = "GRPO_AUTH"
 ENV_AUTH_FILE = "GRPO_AUTH_FILE"
 ENV_MAX_UPLOAD_MB = "GRPO_MAX_UPLOAD_MB"
 ENV_WEBHOOK_URL = "GRPO_WEBHOOK_URL"
+ENV_EXECUTOR = "GRPO_EXECUTOR"
+ENV_RAY_ADDRESS = "GRPO_RAY_ADDRESS"
+ENV_SHARED_DIR = "GRPO_SHARED_DIR"
+EXECUTORS = ("local", "ray")
 
 OWNER_ONLY_DIR = 0o700
 OWNER_ONLY_FILE = 0o600
@@ -45,6 +49,11 @@ class Settings:
         webhook_url: where run alerts go when a run sets none (:mod:`grpo_core.alerts`); empty: no alerts.
         admins: logins that may change anyone's runs (``[admin]`` lines of the auth file; see
             :mod:`grpo_core.ownership`).
+        executor: where workers train: ``"local"`` (child processes of the web process) or ``"ray"`` (Ray jobs on
+            the cluster at ``ray_address``; see :mod:`grpo_core.executors`).
+        ray_address: the Ray cluster's job submission address (its dashboard, ``http://HEAD:8265``).
+        shared_dir: a folder every node of the cluster sees at the same path; when set, run folders, stored
+            datasets and the converted-model cache live under it instead of under ``data_dir``.
     """
 
     data_dir: Path
@@ -58,21 +67,29 @@ class Settings:
     max_upload_mb: int = DEFAULT_MAX_UPLOAD_MB
     admins: frozenset[str] = frozenset()
     webhook_url: str = ""
+    executor: str = "local"
+    ray_address: str = ""
+    shared_dir: Path | None = None
+
+    @property
+    def worker_files_dir(self) -> Path:
+        """Root of what a worker reads and writes besides the store: ``shared_dir`` when set, else ``data_dir``."""
+        return self.shared_dir if self.shared_dir is not None else self.data_dir
 
     @property
     def runs_dir(self) -> Path:
         """Folder holding one sub-folder per run (config YAML, log, checkpoints, adapter)."""
-        return self.data_dir / "runs"
+        return self.worker_files_dir / "runs"
 
     @property
     def datasets_dir(self) -> Path:
         """Folder holding the normalised JSONL of each uploaded dataset."""
-        return self.data_dir / "datasets"
+        return self.worker_files_dir / "datasets"
 
     @property
     def model_cache_dir(self) -> Path:
         """Folder holding models converted from GGUF to safetensors, keyed by the GGUF's hash."""
-        return self.data_dir / "models"
+        return self.worker_files_dir / "models"
 
     @property
     def store_file(self) -> Path | None:
@@ -93,7 +110,7 @@ class Settings:
         Raises:
             OSError: a folder or the store file cannot be created, or its mode cannot be changed (not its owner).
         """
-        for path in (self.data_dir, self.runs_dir, self.datasets_dir, self.model_cache_dir):
+        for path in (self.data_dir, self.worker_files_dir, self.runs_dir, self.datasets_dir, self.model_cache_dir):
             path.mkdir(parents=True, exist_ok=True, mode=OWNER_ONLY_DIR)
         _restrict(self.data_dir, OWNER_ONLY_DIR)
         store = self.store_file
@@ -127,6 +144,9 @@ def load_settings(
     max_concurrent_runs: int | None = None,
     max_upload_mb: int | None = None,
     webhook_url: str | None = None,
+    executor: str | None = None,
+    ray_address: str | None = None,
+    shared_dir: str | Path | None = None,
 ) -> Settings:
     """Settings from explicit values, else ``GRPO_*`` environment variables, else defaults.
 
@@ -134,7 +154,8 @@ def load_settings(
 
     Raises:
         ValueError: ``GRPO_PORT``, ``GRPO_MAX_CONCURRENT_RUNS`` or ``GRPO_MAX_UPLOAD_MB`` is not a whole number,
-            or the upload limit is below 1 MB.
+            the upload limit is below 1 MB, the executor is neither ``local`` nor ``ray``, or it is ``ray`` without
+            a Ray address.
     """
     env = os.environ
     root = Path(data_dir or env.get(ENV_DATA_DIR) or "grpo_data").expanduser().resolve()
@@ -157,6 +178,14 @@ def load_settings(
     concurrent = _int(max_concurrent_runs, ENV_MAX_CONCURRENT_RUNS, 1)
     if concurrent < 1:
         raise ValueError(f"max concurrent runs must be at least 1, got {concurrent}")
+    chosen = (executor or env.get(ENV_EXECUTOR) or "local").strip().lower()
+    if chosen not in EXECUTORS:
+        raise ValueError(f"the executor is one of {', '.join(EXECUTORS)}, not {chosen!r}")
+    address = (ray_address or env.get(ENV_RAY_ADDRESS) or "").strip()
+    if chosen == "ray" and not address:
+        raise ValueError("the ray executor needs the cluster's address: --ray-address http://HEAD:8265 "
+                         f"(or {ENV_RAY_ADDRESS})")
+    shared = shared_dir or env.get(ENV_SHARED_DIR) or None
     return Settings(
         data_dir=root,
         db_url=url,
@@ -165,6 +194,9 @@ def load_settings(
         max_concurrent_runs=concurrent,
         max_upload_mb=upload_mb,
         webhook_url=(webhook_url or env.get(ENV_WEBHOOK_URL) or "").strip(),
+        executor=chosen,
+        ray_address=address,
+        shared_dir=Path(shared).expanduser().resolve() if shared else None,
     )
 
 

@@ -115,6 +115,8 @@ class RunRow(Base):
     # Webhook alerts (grpo_core.alerts): the keys of the messages delivered or given up on, and the last failure.
     alerts_sent: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
     alert_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # The Ray job training the run (grpo_core.executors.RayExecutor); None for a local worker process.
+    ray_submission_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
 
 
 class MetricRow(Base):

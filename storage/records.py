@@ -43,7 +43,8 @@ class RunInfo:
     ``provenance`` is what its worker recorded at start (``None`` before that, see :mod:`grpo_core.provenance`);
     ``owner`` is the login that launched it (``None``: launched without a login, see :mod:`grpo_core.ownership`);
     ``alerts_sent`` the keys of its webhook messages already delivered (or given up on) and ``alert_error`` the last
-    failed delivery (:mod:`grpo_core.alerts`).
+    failed delivery (:mod:`grpo_core.alerts`). ``ray_submission_id`` is the Ray job training it (``None``: a local
+    worker process; see :mod:`grpo_core.executors`).
     """
 
     id: int
@@ -71,6 +72,7 @@ class RunInfo:
     owner: str | None = None
     alerts_sent: list[str] = field(default_factory=list)
     alert_error: str | None = None
+    ray_submission_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,7 @@ def _run_info(row: RunRow) -> RunInfo:
         owner=row.owner,
         alerts_sent=[str(k) for k in (row.alerts_sent or [])],
         alert_error=row.alert_error,
+        ray_submission_id=row.ray_submission_id,
     )
 
 
@@ -361,8 +362,8 @@ class Store:
         ``resume_from`` is the checkpoint folder the worker loads (``None``: train again from the start) and
         ``from_step`` the step it holds (0 without one). In the same transaction the metrics and groups of later
         steps are deleted: they were recorded after that checkpoint and will be trained and recorded again, so each
-        step ends up recorded exactly once. The previous attempt's error, cancel flag, pid, phase, GPUs and times
-        are cleared.
+        step ends up recorded exactly once. The previous attempt's error, cancel flag, pid, Ray job, phase, GPUs and
+        times are cleared.
 
         Raises:
             StoreError: there is no such run, or it is not failed or cancelled (a completed run has nothing left to
@@ -380,6 +381,7 @@ class Store:
                     error=None,
                     cancel_requested=False,
                     worker_pid=None,
+                    ray_submission_id=None,
                     phase=None,
                     gpus=None,
                     started_at=None,

@@ -23,7 +23,6 @@ from app.tabs.export import create_export_panel
 from app.tabs.run_controls import connect_run_controls, create_filter_row, create_run_controls
 from app.views import RUNS_TABLE_HEADERS, run_status_html, runs_table
 from grpo_core.ownership import NotOwnerError
-from grpo_core.processes import tail_text
 from grpo_core.runs import authorize_run_action
 from storage import RunStatus, StoreError
 
@@ -126,7 +125,7 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[st
             return runs_frame(ctx, status_filter, text_filter), dropdown, "That run no longer exists.", gr.skip(), "", None
         series, changed = refresh_series(ctx, run.id, series)
         figure = training_figure(series, f"#{run.id} {run.name}", run.config.get("beta")) if changed else gr.skip()
-        log_tail = tail_text(run.log_path, max_lines=60)
+        log_tail = ctx.launcher.log_tail(run, max_lines=60)
         status_html = run_status_html(run, log_tail, now=datetime.now(timezone.utc))
         return runs_frame(ctx, status_filter, text_filter), dropdown, status_html, figure, log_tail, series
 
@@ -139,7 +138,7 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[st
         except StoreError:
             return "That run no longer exists.", gr.skip(), "", None
         series, _ = refresh_series(ctx, run.id, None)
-        log_tail = tail_text(run.log_path, max_lines=60)
+        log_tail = ctx.launcher.log_tail(run, max_lines=60)
         figure = training_figure(series, f"#{run.id} {run.name}", run.config.get("beta"))
         return run_status_html(run, log_tail), figure, log_tail, series
 

@@ -202,11 +202,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_id", type=int, help="id of the run in the store")
     parser.add_argument("--db", help="SQLAlchemy URL of the store (default: $GRPO_DB_URL or the data dir's SQLite)")
     parser.add_argument("--data-dir", help="data directory (default: $GRPO_DATA_DIR or ./grpo_data)")
+    parser.add_argument("--shared-dir", help="folder of run folders, datasets and models that every node sees "
+                        "(default: $GRPO_SHARED_DIR or the data directory)")
     args = parser.parse_args(argv)
     limits = apply_resource_limits()
     if limits:
         _say(f"[run {args.run_id}] worker limits: {', '.join(limits)}")
-    settings = load_settings(data_dir=args.data_dir, db_url=args.db)
+    settings = load_settings(data_dir=args.data_dir, db_url=args.db, shared_dir=args.shared_dir)
     settings.ensure_dirs()
     store = Store(settings.db_url, create=process_rank()[0] == 0)  # other ranks only read
     try:
