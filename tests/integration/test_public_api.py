@@ -21,7 +21,7 @@ from gradio_client.exceptions import AppError
 from tests.servers import serving
 
 USER, PASSWORD = "user", "pw"
-PUBLIC = {"/add_dataset", "/launch_run", "/list_runs", "/run_metrics", "/run_groups", "/cancel_run", "/resume_run",
+PUBLIC = {"/add_dataset", "/launch_run", "/launch_sweep", "/list_runs", "/run_metrics", "/run_groups", "/cancel_run", "/resume_run",
           "/export_run", "/delete_run"}
 REWARDS = [
     {"rule": "numeric_answer", "weight": 1.0},
