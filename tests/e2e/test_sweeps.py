@@ -60,7 +60,7 @@ def test_a_four_point_sweep_from_the_launch_tab(page, server, tiny_model_dir):
 
         # Runs: the sweep's table fills in as its runs complete, two at a time
         page.get_by_role("tab", name="Runs").click()
-        rows = page.locator("#sweep-table tbody tr")
+        rows = page.locator("#sweep-table [role=row].virtual-row")  # the body rows of gradio's virtual table
         expect(rows).to_have_count(4)
         for index in range(4):
             expect(rows.nth(index)).to_contain_text("completed", timeout=480_000)

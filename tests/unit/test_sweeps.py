@@ -241,3 +241,32 @@ def test_an_older_store_gets_the_sweep_column_and_table(settings):
         assert store.get_run(runs[0].id).sweep_id == sweep.id
     finally:
         store.close()
+
+
+# ------------------------------------------------------------------------------------------------ headless
+
+
+def test_headless_sweep_queues_every_point_or_refuses_the_whole_file(settings, tmp_path, capsys):
+    from app.cli import main
+
+    path = tmp_path / "sweep.yaml"
+    common = ["--data-dir", str(settings.data_dir), "--db", settings.db_url]
+    path.write_text(f"dataset_path: {EXAMPLE}\nname: cli\nsweep:\n  beta: [0.0, 0.04]\n  learning_rate: [1e-5, -1]\n")
+    assert main(["sweep", str(path), *common, "--queue-only"]) == 2
+    assert "sweep: learning_rate = -1: Input should be greater than 0" in capsys.readouterr().err
+    path.write_text("dataset_path: arithmetic.jsonl\nname: cli\nsweep:\n  beta: [0.0, 0.04]\n")
+    (tmp_path / "arithmetic.jsonl").write_text(Path(EXAMPLE).read_text())  # found beside the YAML file
+    assert main(["sweep", str(path), *common, "--queue-only", "--max-steps", "3"]) == 0
+    assert "2 runs queued" in capsys.readouterr().out
+    store = Store(settings.db_url)
+    try:
+        (sweep,) = store.list_sweeps()
+        runs = store.sweep_runs(sweep.id)
+        assert [(r.status, r.config["beta"], r.max_steps) for r in runs] == [
+            (RunStatus.QUEUED, 0.0, 3), (RunStatus.QUEUED, 0.04, 3)]
+        assert {r.config["dataset_path"] for r in runs} == {str(tmp_path / "arithmetic.jsonl")}
+    finally:
+        store.close()
+    # the train command points at the sweep command
+    assert main(["train", str(path), *common]) == 2
+    assert "runs with `grpo-dashboard sweep`" in capsys.readouterr().err
