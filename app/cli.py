@@ -154,7 +154,8 @@ def _train(args: argparse.Namespace) -> int:
         config = resolve_relative_paths(config, Path(args.config).resolve().parent)
         run = submit_run(store, config, model_cache_dir=settings.model_cache_dir)
     except ConfigError as exc:
-        hint = "; a config with a sweep: block runs with `grpo-dashboard sweep`" if "sweep: Extra inputs" in str(exc) else ""
+        sweep_file = "sweep: Extra inputs" in str(exc)
+        hint = "; a config with a sweep: block runs with `grpo-dashboard sweep`" if sweep_file else ""
         print(f"grpo-dashboard train: {exc}{hint}", file=sys.stderr)
         return 2
     print(f"grpo-dashboard train: run #{run.id} {run.name} (store {redact_url(settings.db_url)})", flush=True)

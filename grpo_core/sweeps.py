@@ -71,9 +71,9 @@ class SweepError(ConfigError):
 
 @dataclass(frozen=True)
 class SweepPlan:
-    """A checked sweep: ``grid`` with each value as its field holds it (``"1e-5"`` -> ``1e-05``), ``points`` one
-    mapping ``field -> value`` per run (cartesian product, first field slowest) and ``configs`` the run config of
-    each point, named after the sweep and the point's varied values."""
+    """A checked sweep: ``grid`` with each value as its field holds it, in JSON form (``"1e-5"`` -> ``1e-05``),
+    ``points`` one mapping ``field -> value`` per run (cartesian product, first field slowest) and ``configs`` the run
+    config of each point, named after the sweep and the point's varied values."""
 
     name: str
     grid: Grid
@@ -234,11 +234,12 @@ def _closest_fields(field: str) -> str:
 
 
 def _check_value(field: str, value: Any) -> Any:
-    """``value`` as ``field`` holds it, checked against the field's type and bounds alone (the point's whole config
-    is checked next)."""
+    """``value`` as ``field`` holds it, in JSON form (``"1e-5"`` -> ``1e-05``, a reward rule as its mapping), checked
+    against the field's type and bounds alone (the point's whole config is checked next)."""
     info = RunConfig.model_fields[field]
+    adapter = TypeAdapter(Annotated[info.annotation, info])
     try:
-        return TypeAdapter(Annotated[info.annotation, info]).validate_python(value)
+        return adapter.dump_python(adapter.validate_python(value), mode="json")
     except ValidationError as exc:
         reason = "; ".join(item["msg"] for item in exc.errors())
         raise SweepError(f"sweep: {field} = {value!r}: {reason}") from None
@@ -299,8 +300,7 @@ def plan_sweep(base: RunConfig, grid: Mapping[str, Sequence[Any]], *, name: str 
     for values in itertools.product(*checked.values()):
         point = dict(zip(fields, values, strict=True))
         label = point_label(point, varied)
-        data = {**base_data, **{f: (v.model_dump(mode="json") if hasattr(v, "model_dump") else v)
-                                for f, v in point.items()}}
+        data = {**base_data, **point}
         data["name"] = f"{sweep_name} · {label}"[:200]
         try:
             configs.append(parse_run_config(data, source=f"sweep point {label}"))
@@ -308,11 +308,6 @@ def plan_sweep(base: RunConfig, grid: Mapping[str, Sequence[Any]], *, name: str 
             raise SweepError(str(exc)) from None
         points.append(point)
     return SweepPlan(name=sweep_name, grid=checked, points=points, configs=configs)
-
-
-def _json_grid(grid: Grid) -> dict[str, list[Any]]:
-    return {field: [v.model_dump(mode="json") if hasattr(v, "model_dump") else v for v in values]
-            for field, values in grid.items()}
 
 
 def submit_sweep(
@@ -354,7 +349,7 @@ def submit_sweep(
         stored = stored_run_config(config)
         runs.append({"name": stored.name, "config": stored.model_dump(mode="json"), "dataset_id": stored.dataset_id,
                      "max_steps": stored.max_steps})
-    sweep, infos = store.create_sweep(name=plan.name, grid=_json_grid(plan.grid), runs=runs, owner=owner)
+    sweep, infos = store.create_sweep(name=plan.name, grid=plan.grid, runs=runs, owner=owner)
     return LaunchedSweep(sweep=sweep, runs=infos, warnings=warnings)
 
 

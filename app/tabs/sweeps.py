@@ -71,15 +71,17 @@ def create_sweep_launcher(
         """Inputs: grid text, the whole Launch form (the login comes first, from Gradio). Outputs: status."""
         try:
             base = config_from(values)
-            launched = submit_sweep(ctx.store, base, parse_grid_text(text), model_cache_dir=ctx.settings.model_cache_dir,
+            launched = submit_sweep(ctx.store, base, parse_grid_text(text),
+                                    model_cache_dir=ctx.settings.model_cache_dir,
                                     owner=getattr(request, "username", None))
         except (ConfigError, ValueError) as exc:
             return f"❌ **Sweep not launched.** {exc}"
         ctx.launcher.tick()
         note = "".join(f"\n\n⚠️ {w}" for w in launched.warnings)
+        first, last = launched.runs[0].id, launched.runs[-1].id
         return (f"✅ Sweep **{launched.sweep.id} {launched.sweep.name}** queued: {len(launched.runs)} runs "
-                f"(#{launched.runs[0].id}–#{launched.runs[-1].id}, tag `sweep:{launched.sweep.id}`). Follow it in the "
-                f"**Runs** tab's Sweeps view.{note}")
+                f"(#{first}–#{last}, tag `sweep:{launched.sweep.id}`). Follow it in the **Runs** tab's Sweeps "
+                f"view.{note}")
 
     grid.change(on_grid, inputs=grid, outputs=[grid_shape, button], show_progress="hidden")
     launched = button.click(on_launch_sweep, inputs=[grid, *form_inputs], outputs=status)
@@ -89,8 +91,8 @@ def create_sweep_launcher(
 
 
 def sweep_choices(ctx: AppContext) -> list[tuple[str, int]]:
-    """``(label, sweep id)`` of every sweep, newest first: ``sweep 3: name (4 runs)``."""
-    return [(f"sweep {s.id}: {s.name} ({len(s.run_ids)} runs)", s.id) for s in ctx.store.list_sweeps()]
+    """``(label, sweep id)`` of every sweep with a run left, newest first: ``sweep 3: name (4 runs)``."""
+    return [(f"sweep {s.id}: {s.name} ({len(s.run_ids)} runs)", s.id) for s in ctx.store.list_sweeps() if s.run_ids]
 
 
 def sweep_frame(ctx: AppContext, sweep_id: int | None) -> pd.DataFrame:

@@ -131,6 +131,16 @@ def test_a_point_is_checked_as_a_whole_not_each_value_against_the_base():
     assert [(c.num_generations, c.per_device_train_batch_size) for c in plan.configs] == [(16, 16), (16, 32)]
 
 
+def test_a_list_field_is_swept_by_whole_values_stored_as_json(store):
+    grid = {"rewards": [REWARDS, [{"rule": "numeric_answer", "weight": 2.0}]], "report_to": [[], ["tensorboard"]]}
+    plan = plan_sweep(_base(), grid)
+    assert [c.rewards[0].weight for c in plan.configs] == [1.0, 1.0, 2.0, 2.0]
+    assert [c.report_to for c in plan.configs] == [[], ["tensorboard"], [], ["tensorboard"]]
+    sweep = submit_sweep(store, _base(), grid).sweep
+    assert store.get_sweep(sweep.id).grid["rewards"][1] == [
+        {"rule": "numeric_answer", "weight": 2.0, "params": {}, "name": None, "gate": None}]
+
+
 def test_more_points_than_the_cap_are_refused_and_the_cap_itself_is_allowed():
     assert MAX_SWEEP_POINTS == 64
     allowed = {"seed": list(range(16)), "beta": [0.0, 0.01, 0.02, 0.04]}
