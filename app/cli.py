@@ -1,4 +1,5 @@
-"""The ``grpo-dashboard`` command: ``serve`` the dashboard, or ``train`` a run config headless.
+"""The ``grpo-dashboard`` command: ``serve`` the dashboard, ``train`` a run config headless, or ``sweep`` one (a run
+per point of its ``sweep:`` block).
 
 Settings are read here once (flags, then ``GRPO_*`` environment variables, then defaults) and passed down.
 """
@@ -70,6 +71,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(train)
     train.add_argument("config", help="run config YAML file")
     train.add_argument("--max-steps", type=int, help="override max_steps")
+    sweep = sub.add_parser(
+        "sweep",
+        help="launch one run per point of a config's sweep: block and supervise them to the end",
+        description="Queue one run per point of the grid in the config's `sweep:` block (e.g. `sweep: {learning_rate: "
+        "[1e-5, 1e-4], beta: [0.0, 0.04]}`; all of them or none), then start and supervise them as the dashboard "
+        "does, --max-concurrent-runs at a time, until every one has finished; print the sweep's table.",
+    )
+    _add_common(sweep)
+    sweep.add_argument("config", help="run config YAML file with a sweep: block")
+    sweep.add_argument("--max-steps", type=int, help="override max_steps of every run")
+    sweep.add_argument(
+        "--max-concurrent-runs", type=int, help="runs training at once (env GRPO_MAX_CONCURRENT_RUNS; default 1)"
+    )
+    sweep.add_argument(
+        "--queue-only", action="store_true",
+        help="only queue the runs: a dashboard serving the same store starts them (with its executor and limits)",
+    )
     preflight = sub.add_parser(
         "preflight",
         help="will this run learn? sample a few groups with its rules, no training",
@@ -115,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "preflight":
         return _preflight(args)
+    if args.command == "sweep":
+        return _sweep(args)
     return _train(args)
 
 
@@ -154,7 +174,9 @@ def _train(args: argparse.Namespace) -> int:
         gpus = headless_gpus(store, config.model_dump(mode="json"))
         run = submit_run(store, config, model_cache_dir=settings.model_cache_dir)
     except (ConfigError, HeadlessRefusal) as exc:
-        print(f"grpo-dashboard train: {exc}", file=sys.stderr)
+        sweep_file = "sweep: Extra inputs" in str(exc)
+        hint = "; a config with a sweep: block runs with `grpo-dashboard sweep`" if sweep_file else ""
+        print(f"grpo-dashboard train: {exc}{hint}", file=sys.stderr)
         store.close()
         return 2
     how = f"{config.num_processes} processes (accelerate launch)" if config.num_processes > 1 else "one process"
@@ -174,6 +196,69 @@ def _train(args: argparse.Namespace) -> int:
         print(final.error, file=sys.stderr)
     store.close()
     return 0 if status != RunStatus.FAILED else 1
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    import time
+
+    from grpo_core.access import redact_url
+    from grpo_core.config import ConfigError, parse_run_config
+    from grpo_core.launcher import Launcher
+    from grpo_core.runs import resolve_relative_paths
+    from grpo_core.settings import load_settings
+    from grpo_core.sweeps import REWARD_KEY, parse_sweep_config_text, submit_sweep, sweep_table
+    from storage import Store
+
+    try:
+        settings = load_settings(data_dir=args.data_dir, db_url=args.db, max_concurrent_runs=args.max_concurrent_runs)
+    except ValueError as exc:
+        print(f"grpo-dashboard sweep: {exc}", file=sys.stderr)
+        return 2
+    settings.ensure_dirs()
+    store = Store(settings.db_url)
+    try:
+        try:
+            text = Path(args.config).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"{args.config}: cannot read ({exc.strerror})") from None
+        base, grid = parse_sweep_config_text(text, source=args.config)
+        if args.max_steps is not None:  # validated like the file's own value
+            if "max_steps" in grid:
+                raise ConfigError(f"{args.config} --max-steps: the sweep varies max_steps itself")
+            base = parse_run_config({**base.model_dump(mode="json"), "max_steps": args.max_steps},
+                                    source=f"{args.config} --max-steps")
+        base = resolve_relative_paths(base, Path(args.config).resolve().parent)
+        launched = submit_sweep(store, base, grid, model_cache_dir=settings.model_cache_dir)
+    except ConfigError as exc:
+        print(f"grpo-dashboard sweep: {exc}", file=sys.stderr)
+        return 2
+    sweep = launched.sweep
+    print(f"grpo-dashboard sweep: sweep {sweep.id} {sweep.name}: {len(launched.runs)} runs queued "
+          f"(#{launched.runs[0].id}-#{launched.runs[-1].id}, tag sweep:{sweep.id}; store "
+          f"{redact_url(settings.db_url)})", flush=True)
+    for warning in launched.warnings:
+        print(f"grpo-dashboard sweep: warning: {warning}", flush=True)
+    if args.queue_only:
+        return 0
+    launcher = Launcher(store, settings)
+    run_ids = [run.id for run in launched.runs]
+    try:
+        while not launcher.wait_idle(timeout_s=60, run_ids=run_ids):
+            pass
+    except KeyboardInterrupt:
+        print("grpo-dashboard sweep: interrupted; cancelling the sweep's runs", file=sys.stderr, flush=True)
+        for run_id in run_ids:
+            launcher.cancel(run_id)
+        deadline = time.monotonic() + settings.cancel_grace_s + 30
+        while not launcher.wait_idle(timeout_s=5, run_ids=run_ids) and time.monotonic() < deadline:
+            pass
+    runs = store.sweep_runs(sweep.id)
+    headers, rows = sweep_table(sweep, runs, store.metric_summary(run_ids, REWARD_KEY))
+    print("\t".join(headers))
+    for row in rows:
+        print("\t".join("" if value is None else str(value) for value in row))
+    store.close()
+    return 0 if all(run.status.value == "completed" for run in runs) else 1
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ endpoint      inputs                                               output
 add_dataset   ``file`` (JSONL/JSON/CSV/Parquet/.zip), ``name``,    the dataset: id, name, num_rows, columns, ...
               ``prompt_column``, ``system_prompt``, ``column_renames``
 launch_run    ``config`` (a RunConfig as YAML or JSON text)        ``{"run": <run>, "warnings": [...]}``
+launch_sweep  ``config`` (with a ``sweep:`` block), or ``config``    ``{"sweep": <sweep>, "runs": [<run>, ...],
+              and ``grid`` (``field: value, value`` lines)           "warnings": [...]}``
 list_runs     ``status`` ("" = all, or queued, running, ...)       ``[<run>, ...]`` newest first
 run_metrics   ``run_id``, ``after_step`` (-1: all), ``keys``       ``[{"step", "key", "value", "wall_time"}, ...]``
 run_groups    ``run_id``, ``after_step`` (-1: all), ``step``,      ``[{"step", "row_index", "prompt",
@@ -47,12 +49,14 @@ from grpo_core.runs import (
     submit_run,
     validate_run_config,
 )
+from grpo_core.sweeps import parse_sweep_config_text, submit_sweep
 from storage import DatasetInfo, GroupRecord, MetricPoint, RunInfo, RunStatus, StoreError
 
 #: The endpoints :func:`create_public_api` adds, in the order the API page lists them.
 PUBLIC_ENDPOINTS = (
     "add_dataset",
     "launch_run",
+    "launch_sweep",
     "list_runs",
     "run_metrics",
     "run_groups",
@@ -146,6 +150,22 @@ def create_public_api(ctx: AppContext) -> None:
             raise gr.Error(f"launch_run: {exc}") from None
         ctx.launcher.tick()
         return {"run": run_dict(ctx.store.get_run(run.id)), "warnings": warnings}
+
+    def launch_sweep(config: str, grid: str = "", request: gr.Request = None) -> dict:
+        """Queue a sweep: one run per point of a grid of run config fields, all of them or none. ``config`` is a
+        RunConfig as YAML or JSON text, with the grid as its ``sweep:`` block (``sweep: {learning_rate: [1e-5,
+        1e-4], beta: [0.0, 0.04]}``), or the grid in ``grid`` (``learning_rate: 1e-5, 1e-4`` lines); at most 64
+        points. Returns {"sweep": {"id", "name", "grid", "run_ids", ...}, "runs": [the queued runs], "warnings"}."""
+        try:
+            base, sweep_grid = parse_sweep_config_text(config or "", grid or "", source="config")
+            launched = submit_sweep(ctx.store, base, sweep_grid, model_cache_dir=ctx.settings.model_cache_dir,
+                                    owner=actor_of(ctx, request).user)
+        except (ConfigError, ValueError) as exc:
+            raise gr.Error(f"launch_sweep: {exc}") from None
+        ctx.launcher.tick()
+        return {"sweep": _plain(dataclasses.asdict(launched.sweep)),
+                "runs": [run_dict(ctx.store.get_run(run.id)) for run in launched.runs],
+                "warnings": launched.warnings}
 
     def list_runs(status: str = "") -> list:
         """Every run, newest first, or only those with ``status`` (queued, running, completed, failed, cancelled;
@@ -241,6 +261,7 @@ def create_public_api(ctx: AppContext) -> None:
     gr.on([], add_dataset, inputs=[upload, dataset_name, prompt_column, system_prompt, column_renames],
           outputs=dataset_out, api_name="add_dataset")
     gr.api(launch_run, api_name="launch_run")
+    gr.api(launch_sweep, api_name="launch_sweep")
     gr.api(list_runs, api_name="list_runs")
     gr.api(run_metrics, api_name="run_metrics")
     gr.api(run_groups, api_name="run_groups")

@@ -9,6 +9,8 @@ the store's calls). Imports no torch.
   trains again from step 0.
 * :func:`delete_run` removes a finished run's folder (only a folder under the data directory's ``runs/``) and then
   its rows.
+* :func:`stored_run_config` is a config as the store keeps it (named, local paths absolute); sweeps
+  (:mod:`grpo_core.sweeps`) queue theirs in one transaction.
 * :func:`parse_tags` normalises the tags typed in the Runs tab.
 * :func:`authorize_run_action` refuses a cancel, resume, delete or notes edit by a login that neither owns the run
   nor is an admin (:mod:`grpo_core.ownership`); :func:`resume_run` and :func:`delete_run` call it themselves.
@@ -278,18 +280,10 @@ def resolve_relative_paths(config: RunConfig, base_dir: str | Path) -> RunConfig
     return config.model_copy(update={**updates, "rewards": specs})
 
 
-def submit_run(
-    store: Store, config: RunConfig, *, model_cache_dir: Path | None = None, owner: str | None = None
-) -> RunInfo:
-    """Validate ``config`` and queue it as a new run (the launcher starts it), owned by login ``owner``.
-
-    A local model folder, a ``.gguf`` file, ``dataset_path`` and a plugin's ``file.py`` are stored as absolute paths,
-    since the worker runs in the run folder; the default model and hub ids are stored as given.
-
-    Raises:
-        ConfigError: as :func:`validate_run_config`.
-    """
-    validate_run_config(store, config, model_cache_dir=model_cache_dir)
+def stored_run_config(config: RunConfig) -> RunConfig:
+    """``config`` as the store keeps it: named (empty name: ``grpo-<time>``), and a local model folder, a ``.gguf``
+    file, ``dataset_path`` and a plugin's ``file.py`` made absolute, since the worker runs in the run folder; the
+    default model and hub ids stay as given. Pure apart from resolving paths against the working directory."""
     name = config.name.strip() or f"grpo-{datetime.now():%Y%m%d-%H%M%S}"
     updates: dict[str, str] = {"name": name}
     # The worker runs in the run folder, not in this process's working directory: store local paths absolute.
@@ -298,8 +292,22 @@ def submit_run(
         updates["model"] = source.location
     if config.dataset_id is None and config.dataset_path:
         updates["dataset_path"] = str(Path(config.dataset_path).resolve())
-    config = config.model_copy(update={**updates, "rewards": [_absolute_plugin_path(s) for s in config.rewards]})
+    return config.model_copy(update={**updates, "rewards": [_absolute_plugin_path(s) for s in config.rewards]})
+
+
+def submit_run(
+    store: Store, config: RunConfig, *, model_cache_dir: Path | None = None, owner: str | None = None
+) -> RunInfo:
+    """Validate ``config`` and queue it as a new run (the launcher starts it), owned by login ``owner``.
+
+    The stored config is :func:`stored_run_config`'s (named, local paths absolute).
+
+    Raises:
+        ConfigError: as :func:`validate_run_config`.
+    """
+    validate_run_config(store, config, model_cache_dir=model_cache_dir)
+    config = stored_run_config(config)
     return store.create_run(
-        name=name, config=config.model_dump(mode="json"), dataset_id=config.dataset_id, max_steps=config.max_steps,
-        owner=owner,
+        name=config.name, config=config.model_dump(mode="json"), dataset_id=config.dataset_id,
+        max_steps=config.max_steps, owner=owner,
     )

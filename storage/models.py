@@ -117,6 +117,21 @@ class RunRow(Base):
     alert_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     # The Ray job training the run (grpo_core.executors.RayExecutor); None for a local worker process.
     ray_submission_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    # The sweep this run is a point of (sweeps.id; None: launched on its own). No foreign key and no index: a column
+    # added to an existing store by storage.migrations gets neither, so a new store does not either.
+    sweep_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
+class SweepRow(Base):
+    """A sweep: one run per point of a grid of run config fields (grpo_core.sweeps), launched together."""
+
+    __tablename__ = "sweeps"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    grid: Mapped[dict[str, Any]] = mapped_column(JSON)  # field -> list of values, in the order given
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    owner: Mapped[str | None] = mapped_column(String(200), nullable=True)  # the login that launched it
 
 
 class MetricRow(Base):

@@ -44,7 +44,8 @@ class RunInfo:
     ``owner`` is the login that launched it (``None``: launched without a login, see :mod:`grpo_core.ownership`);
     ``alerts_sent`` the keys of its webhook messages already delivered (or given up on) and ``alert_error`` the last
     failed delivery (:mod:`grpo_core.alerts`). ``ray_submission_id`` is the Ray job training it (``None``: a local
-    worker process; see :mod:`grpo_core.executors`).
+    worker process; see :mod:`grpo_core.executors`); ``sweep_id`` the sweep it is a point of (``None``: launched on
+    its own, see :class:`SweepInfo`).
     """
 
     id: int
@@ -73,6 +74,21 @@ class RunInfo:
     alerts_sent: list[str] = field(default_factory=list)
     alert_error: str | None = None
     ray_submission_id: str | None = None
+    sweep_id: int | None = None
+
+
+@dataclass(frozen=True)
+class SweepInfo:
+    """A sweep: the runs launched together, one per point of ``grid`` (run config field -> its values, in the order
+    given; :mod:`grpo_core.sweeps`). ``run_ids`` are its runs still in the store, ascending; ``owner`` the login that
+    launched it (``None``: no login)."""
+
+    id: int
+    name: str
+    grid: dict[str, list[Any]]
+    created_at: datetime
+    owner: str | None = None
+    run_ids: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,26 @@ def config_differences(configs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame
     return pd.DataFrame(rows, columns=["field", *labels])
 
 
+def compare_runs(
+    ctx: AppContext, run_ids: Sequence[int] | None, key: str, weight: float | None, axis: str | None
+) -> tuple[Any, pd.DataFrame]:
+    """The overlay of metric ``key`` for ``run_ids`` (EMA ``weight``, x ``axis`` ``"step"`` or ``"wall"``) and the
+    table of their differing config fields: the Compare button's outputs (runs deleted meanwhile are left out)."""
+    series_by_label, configs = {}, {}
+    for run_id in run_ids or []:
+        try:
+            run = ctx.store.get_run(int(run_id))
+        except StoreError:
+            continue
+        label = f"#{run.id} {run.name}"
+        series = MetricSeries(run_id=run.id)
+        series.extend(ctx.store.metrics_since(run.id, keys=[key]))
+        series_by_label[label] = series
+        configs[label] = run_fields(run.config, run.provenance)
+    figure = compare_figure(series_by_label, key, smoothing=float(weight or 0), x_axis=axis or "step")
+    return figure, config_differences(configs)
+
+
 def create_compare_panel(
     ctx: AppContext,
     choices: Sequence[tuple[str, int]],
@@ -122,19 +142,7 @@ def create_compare_panel(
 
     def on_compare(run_ids: list[int] | None, key: str, weight: float, axis: str):
         """Inputs: runs, metric, smoothing, x axis. Outputs: plot, config differences."""
-        series_by_label, configs = {}, {}
-        for run_id in run_ids or []:
-            try:
-                run = ctx.store.get_run(int(run_id))
-            except StoreError:
-                continue
-            label = f"#{run.id} {run.name}"
-            series = MetricSeries(run_id=run.id)
-            series.extend(ctx.store.metrics_since(run.id, keys=[key]))
-            series_by_label[label] = series
-            configs[label] = run_fields(run.config, run.provenance)
-        figure = compare_figure(series_by_label, key, smoothing=float(weight or 0), x_axis=axis or "step")
-        return figure, config_differences(configs)
+        return compare_runs(ctx, run_ids, key, weight, axis)
 
     button.click(on_compare, inputs=[runs, metric, smoothing, x_axis], outputs=[plot, table])
     if sync is not None:

@@ -21,6 +21,7 @@ from app.catalog_sync import CatalogSync, dataset_choices, run_choices
 from app.context import AppContext
 from app.tabs.launch_tools import clone_drift_notes, dataset_row_for_bench, stream_preflight
 from app.tabs.memory_panel import create_memory_panel, fit_markdown
+from app.tabs.sweeps import create_sweep_launcher
 from grpo_core.config import DEFAULT_MODEL, ConfigError, RunConfig, parse_run_config
 from grpo_core.dataset_library import ARITHMETIC_EXAMPLE
 from grpo_core.gpus import machine_gpus
@@ -407,6 +408,7 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
         launch = gr.Button("Launch", variant="primary", elem_id="launch-button")
     launch_status = gr.Markdown(elem_id="launch-status")
     memory = create_memory_panel()
+    sweep_slot = gr.Column()  # the Sweep accordion, built once the form's inputs exist (app.tabs.sweeps)
     with gr.Accordion("Run config preview (YAML; re-run headless with `grpo-dashboard train run.yaml`)", open=False):
         preview = gr.Code(language="yaml", interactive=False, elem_id="config-preview")
 
@@ -617,6 +619,8 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
             return f"**No estimate:** {exc}"
 
     memory["button"].click(on_estimate, inputs=form_inputs, outputs=memory["result"])
+    with sweep_slot:
+        sweep = create_sweep_launcher(ctx, _config_from, form_inputs, sync)
     bench_button.click(on_bench, inputs=[bench_row, bench_completions, *slot_inputs],
                        outputs=[bench_table, bench_status])
     probe_button.click(on_probe, inputs=[bench_row, bench_prompt, bench_completions, *slot_inputs],
@@ -632,4 +636,4 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
         sync.after(launched)
     return {"dataset": dataset, "model": model, "name": run_name, "launch": launch, "status": launch_status,
             "preview": preview, "bench_table": bench_table, "clone": clone,
-            "preflight_verdict": preflight_verdict, "preflight_table": preflight_table}
+            "preflight_verdict": preflight_verdict, "preflight_table": preflight_table, "sweep_button": sweep["button"]}

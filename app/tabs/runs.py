@@ -1,5 +1,6 @@
-"""The Runs tab: the runs table (filtered by status and name/tag), the selected run's status and live charts, cancel,
-resume, delete, notes and tags (:mod:`app.tabs.run_controls`), and a comparison of runs.
+"""The Runs tab: the runs table (filtered by status and name/tag), the sweeps (:mod:`app.tabs.sweeps`), the selected
+run's status and live charts, cancel, resume, delete, notes and tags (:mod:`app.tabs.run_controls`), and a comparison
+of runs.
 
 A timer refreshes every few seconds. Charts are incremental: the page keeps the metric points it has in a
 ``gr.State`` and asks the store only for steps after the last one seen; when nothing new arrived the figure is not
@@ -21,6 +22,7 @@ from app.tabs.compare import create_compare_panel
 from app.tabs.doctor import connect_doctor_panel, create_doctor_panel
 from app.tabs.export import create_export_panel
 from app.tabs.run_controls import connect_run_controls, create_filter_row, create_run_controls
+from app.tabs.sweeps import create_sweep_view
 from app.views import RUNS_TABLE_HEADERS, run_status_html, runs_table
 from grpo_core.ownership import NotOwnerError
 from grpo_core.runs import authorize_run_action
@@ -90,6 +92,7 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[st
     other tabs of a cancel, resume or delete (the tab's own timer refreshes its table and run picker)."""
     filters = create_filter_row()
     table = gr.Dataframe(value=lambda: runs_frame(ctx), interactive=False, label="runs", elem_id="runs-table")
+    sweep_slot = gr.Column()  # the Sweeps view, built once Compare exists (app.tabs.sweeps)
     with gr.Row():
         choices = run_choices(ctx)
         selected = gr.Dropdown(label="run", choices=choices, value=choices[0][1] if choices else None, scale=3,
@@ -102,11 +105,13 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[st
     chart_click = gr.Textbox(visible="hidden", elem_id="runs-chart-step")
     with gr.Accordion("Log (last lines of train.log)", open=False):
         log_box = gr.Code(language=None, interactive=False, lines=12, elem_id="runs-log")
-    with gr.Accordion("Compare runs", open=False, elem_id="compare-panel"):
+    with gr.Accordion("Compare runs", open=False, elem_id="compare-panel") as compare_panel:
         compare = create_compare_panel(ctx, choices, COMPARE_METRICS, sync)
     create_export_panel(ctx, selected)
     series_state = gr.State(None)
     timer = gr.Timer(REFRESH_SECONDS)
+    with sweep_slot:
+        sweeps = create_sweep_view(ctx, timer, compare, compare_panel)
 
     def on_refresh(run_id: int | None, series: MetricSeries | None, status_filter: str | None = None,
                    text_filter: str | None = None):
@@ -169,4 +174,5 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[st
                          table_frame=runs_frame, sync=sync)
     return {"table": table, "selected": selected, "status": status, "plot": plot, "chart_click": chart_click,
             "cancel": cancel,
-            "timer": timer, "compare_runs": compare["runs"], "compare_plot": compare["plot"], "doctor": doctor}
+            "timer": timer, "compare_runs": compare["runs"], "compare_plot": compare["plot"], "doctor": doctor,
+            "sweep_table": sweeps["table"]}

@@ -21,7 +21,7 @@ from gradio_client.exceptions import AppError
 from tests.servers import serving
 
 USER, PASSWORD = "user", "pw"
-PUBLIC = {"/add_dataset", "/launch_run", "/list_runs", "/run_metrics", "/run_groups", "/cancel_run", "/resume_run",
+PUBLIC = {"/add_dataset", "/launch_run", "/launch_sweep", "/list_runs", "/run_metrics", "/run_groups", "/cancel_run", "/resume_run",
           "/export_run", "/delete_run"}
 REWARDS = [
     {"rule": "numeric_answer", "weight": 1.0},
@@ -107,6 +107,24 @@ def test_script_a_run_from_a_notebook(client, tiny_model_dir, tmp_path):
                           api_name="/launch_run")["run"]
     cancelled = client.predict(run_id=second["id"], api_name="/cancel_run")
     assert cancelled["status"] == "cancelled" or cancelled["cancel_requested"]
+
+    # a sweep: refused whole when one value is bad; else one run per point with the sweep's id and tag (queued behind
+    # the first run, one at a time), cancelled here
+    sweep_config = (f"name: api-sweep\nmodel: {tiny_model_dir}\ndataset_id: {dataset['id']}\nmax_steps: 1\n"
+                    "max_completion_length: 8\n")
+    before = len(client.predict(api_name="/list_runs"))
+    with pytest.raises(AppError, match="sweep: beta = -1"):
+        client.predict(config=sweep_config, grid="beta: 0.0, -1", api_name="/launch_sweep")
+    assert len(client.predict(api_name="/list_runs")) == before
+    swept = client.predict(config=sweep_config + "sweep: {beta: [0.0, 0.04]}\n", api_name="/launch_sweep")
+    sweep_id = swept["sweep"]["id"]
+    assert swept["sweep"]["name"] == "api-sweep" and swept["sweep"]["grid"] == {"beta": [0.0, 0.04]}
+    assert swept["sweep"]["run_ids"] == [r["id"] for r in swept["runs"]]
+    assert [r["config"]["beta"] for r in swept["runs"]] == [0.0, 0.04]
+    assert [(r["sweep_id"], r["tags"]) for r in swept["runs"]] == [(sweep_id, [f"sweep:{sweep_id}"])] * 2
+    for point in swept["runs"]:
+        cancelled = client.predict(run_id=point["id"], api_name="/cancel_run")
+        assert cancelled["status"] == "cancelled" or cancelled["cancel_requested"]
 
     run = _wait(client, run_id, lambda r: r["status"] in FINISHED, timeout_s=300)
     assert run["status"] == "completed", run["error"]

@@ -4,9 +4,10 @@ A fresh interpreter plays the web process: it builds the real dashboard (``app.s
 ``build_blocks``), then drives every path that starts or touches a child process or a run's files: the launcher's
 tick starts a queued run of the tiny local Llama and watches it to completion, a preflight job and a
 try-the-model job run to their results, the run is exported and its adapter merged into its base model, its
-memory estimated and the alerts checked, a second run is cancelled, resumed, cancelled and
-deleted. At the end it reports which heavy packages are in its ``sys.modules`` and whether libtorch is mapped into
-its memory (``/proc/self/maps``); both must be empty. Each child (worker, preflight, try) imports torch, as it must.
+memory estimated and the alerts checked, a second run is cancelled, resumed, cancelled and deleted, and a sweep is
+queued, shown in its table and cancelled. At the end it reports which heavy packages are in its ``sys.modules`` and
+whether libtorch is mapped into its memory (``/proc/self/maps``); both must be empty. Each child (worker, preflight,
+try) imports torch, as it must.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ DRIVER = textwrap.dedent(
     from grpo_core.preflight_job import start_preflight
     from grpo_core.runs import delete_run, resume_run, submit_run
     from grpo_core.settings import load_settings
+    from grpo_core.sweeps import submit_sweep
+    from app.tabs.sweeps import sweep_frame
     from grpo_core.try_job import build_request, try_in_subprocess
     from storage import RunStatus
 
@@ -85,6 +88,11 @@ DRIVER = textwrap.dedent(
     delete_run(store, settings, second.id)
     done["resume_delete"] = [r.id for r in store.list_runs()]
 
+    swept = submit_sweep(store, config, {"beta": [0.0, 0.04]})   # a sweep: validated, queued, shown, cancelled
+    for point in swept.runs:
+        launcher.cancel(point.id)
+    done["sweep"] = [str(status) for status in sweep_frame(ctx, swept.sweep.id)["status"]]
+
     heavy = sorted(m for m in sys.modules if m.split(".")[0] in {"torch", "transformers", "trl", "peft"})
     with open("/proc/self/maps", encoding="utf-8") as maps:
         mapped = sorted({line.split()[-1] for line in maps if "libtorch" in line})
@@ -112,5 +120,6 @@ def test_web_process_paths_load_no_torch(tmp_path, tiny_model_dir):
     assert done["export"].endswith(".zip")
     assert done["merge"] is True and done["estimate"] is True and done["alerts"] == []
     assert done["resume_delete"] == [1]
+    assert done["sweep"] == ["cancelled", "cancelled"]
     assert report["heavy"] == []
     assert report["libtorch"] == []

@@ -1,0 +1,75 @@
+"""A 4-point sweep of the tiny local Llama trains for real through the launcher, two runs at a time
+(``max_concurrent_runs`` 2): every run completes with its steps recorded, carries the sweep's id and tag, and its
+stored config holds its point's values; never more than two train at once. The headless ``grpo-dashboard sweep``
+command does the same from a run config's ``sweep:`` block."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import yaml
+
+from grpo_core.launcher import Launcher
+from grpo_core.sweeps import REWARD_KEY, submit_sweep
+from storage import RunStatus, Store
+from tests.integration.test_worker import tiny_config
+
+GRID = {"learning_rate": [1e-3, 1e-2], "beta": [0.0, 0.04]}
+POINTS = [(1e-3, 0.0), (1e-3, 0.04), (1e-2, 0.0), (1e-2, 0.04)]
+
+
+def test_a_four_point_sweep_completes_two_runs_at_a_time(store, settings, tiny_model_dir):
+    launched = submit_sweep(store, tiny_config(tiny_model_dir, max_steps=1, name="grid"), GRID)
+    sweep, run_ids = launched.sweep, [run.id for run in launched.runs]
+    launcher = Launcher(store, settings.with_overrides(max_concurrent_runs=2))
+
+    launcher.tick()
+    statuses = [store.get_run(run_id).status for run_id in run_ids]
+    assert statuses == [RunStatus.RUNNING] * 2 + [RunStatus.QUEUED] * 2  # oldest first, two at a time
+    most_running = 2
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        launcher.tick()
+        runs = store.sweep_runs(sweep.id)
+        most_running = max(most_running, sum(r.status == RunStatus.RUNNING for r in runs))
+        if all(r.status.is_final for r in runs):
+            break
+        time.sleep(0.5)
+    assert most_running == 2
+
+    runs = store.sweep_runs(sweep.id)
+    assert [r.id for r in runs] == run_ids
+    for run, (learning_rate, beta) in zip(runs, POINTS, strict=True):
+        assert run.status == RunStatus.COMPLETED, run.error
+        assert run.sweep_id == sweep.id and run.tags == [f"sweep:{sweep.id}"]
+        assert (run.config["learning_rate"], run.config["beta"]) == (learning_rate, beta)
+        assert run.name == f"grid · learning_rate={learning_rate:g} beta={beta:g}"
+        assert store.group_steps(run.id) == [1]
+        with open(f"{run.run_dir}/config.yaml", encoding="utf-8") as handle:  # the worker's own copy of the config
+            written = yaml.safe_load(handle)
+        assert (written["learning_rate"], written["beta"]) == (learning_rate, beta)
+    summary = store.metric_summary(run_ids, REWARD_KEY)
+    assert set(summary) == set(run_ids) and all(final is not None for final, _ in summary.values())
+
+
+def test_headless_sweep_command_trains_every_point(settings, tiny_model_dir, tmp_path):
+    config = tiny_config(tiny_model_dir, max_steps=1, name="headless-sweep").model_dump(mode="json")
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump({**config, "sweep": {"seed": [1, 2]}}, sort_keys=False))
+    result = subprocess.run(
+        [sys.executable, "-m", "app", "sweep", str(path), "--data-dir", str(settings.data_dir), "--db",
+         settings.db_url, "--max-concurrent-runs", "2"],
+        capture_output=True, text=True, timeout=400,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    table = [line.split("\t") for line in result.stdout.strip().splitlines()[-3:]]
+    assert table[0] == ["run", "status", "step", "seed", "final reward", "best reward"]
+    assert [(row[1], row[2], row[3]) for row in table[1:]] == [("completed", "1/1", "1"), ("completed", "1/1", "2")]
+    store = Store(settings.db_url)
+    try:
+        (sweep,) = store.list_sweeps()
+        assert [r.config["seed"] for r in store.sweep_runs(sweep.id)] == [1, 2]
+    finally:
+        store.close()
