@@ -14,6 +14,7 @@ from storage.records import (
     SearchHit,
     SearchPage,
     StoreError,
+    TokenStats,
 )
 from storage.store import Store
 
@@ -29,5 +30,6 @@ __all__ = [
     "SearchPage",
     "Store",
     "StoreError",
+    "TokenStats",
     "sqlite_url",
 ]
