@@ -43,6 +43,7 @@ from storage.records import (
     StoreError,
     TokenStats,
 )
+from storage.types import without_nul
 
 
 def _like_pattern(text: str) -> str:
@@ -141,7 +142,7 @@ def _token_stats_row(completion_id: int, stats: TokenStats) -> TokenStatsRow:
     return TokenStatsRow(
         completion_id=completion_id,
         num_tokens=stats.num_tokens,
-        pieces=list(stats.pieces),
+        pieces=[without_nul(p) for p in stats.pieces],  # as every text column: PostgreSQL text holds no NUL
         logprobs=pack_float16(stats.logprobs),
         kl=None if stats.kl is None else pack_float16(stats.kl),
         entropy=None if stats.entropy is None else pack_float16(stats.entropy),

@@ -233,6 +233,8 @@ class RunRecorder(TrainerCallback):
         tap: the :class:`RolloutTap` around the first reward function (tells when a new generation happened).
         eval_rows: the rows evaluated on, indexed by the eval groups' ``row_index`` (``rows`` for a held-out
             fraction, the eval dataset's rows for ``eval_dataset_id``).
+        token_capture: the :class:`~grpo_core.worker.token_stats.TokenCapture` on the trainer, whose per-token
+            log-probability, KL and entropy go with the recorded training groups (``None``: none recorded).
 
     An evaluation (TRL logs its metrics with the ``eval_`` prefix: ``eval_reward``, ``eval_rewards/<fn>/mean``, ...)
     is recorded under TRL's names, and its groups with ``split="eval"``.
@@ -250,6 +252,7 @@ class RunRecorder(TrainerCallback):
         heartbeat: Heartbeat | None = None,
         tap: RolloutTap | None = None,
         eval_rows: Sequence[dict[str, Any]] | None = None,
+        token_capture: Any = None,
     ) -> None:
         self.store = store
         self.run_id = run_id
@@ -260,6 +263,7 @@ class RunRecorder(TrainerCallback):
         self.heartbeat = heartbeat
         self.tap = tap
         self.eval_rows = eval_rows
+        self.token_capture = token_capture
         self.trainer = None
         self.cancelled = False
         self._recorded_generation = 0
@@ -321,6 +325,8 @@ class RunRecorder(TrainerCallback):
             rows=self.rows,
         )
         if groups:
+            if self.token_capture is not None:
+                groups = self.token_capture.attach(groups)
             self.store.record_groups(self.run_id, step, groups)
             self._recorded_generation = generation
 

@@ -156,3 +156,5 @@ def test_pieces_keep_any_text(store):
     store.record_groups(run, 1, [_group(1, [stats])])
     (group,) = store.groups_at(run, 1)
     assert store.token_stats(group.id, 0).pieces == pieces
+    store.record_token_stats(group.id, 0, TokenStats(pieces=["a\x00b"], logprobs=[-1.0]))
+    assert store.token_stats(group.id, 0).pieces == ["a\ufffdb"]  # as the completion's text: no NUL on PostgreSQL
