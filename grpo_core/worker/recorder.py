@@ -19,7 +19,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from transformers import TrainerCallback
 
@@ -27,6 +27,9 @@ from grpo_core.rewards.registry import completion_text
 from grpo_core.run_rows import ROW_INDEX_COLUMN, prompt_text
 from grpo_core.worker.models import EndOfSequence
 from storage import CompletionRecord, GroupRecord, Store
+
+if TYPE_CHECKING:
+    from grpo_core.worker.token_stats import TokenCapture
 
 _EXTRA_TOKENS = "_num_tokens"
 _EXTRA_TRUNCATED = "_truncated"
@@ -252,7 +255,7 @@ class RunRecorder(TrainerCallback):
         heartbeat: Heartbeat | None = None,
         tap: RolloutTap | None = None,
         eval_rows: Sequence[dict[str, Any]] | None = None,
-        token_capture: Any = None,
+        token_capture: TokenCapture | None = None,
     ) -> None:
         self.store = store
         self.run_id = run_id
@@ -325,7 +328,7 @@ class RunRecorder(TrainerCallback):
             rows=self.rows,
         )
         if groups:
-            if self.token_capture is not None:
+            if self.token_capture is not None:  # here, before the next generation resets the capture
                 groups = self.token_capture.attach(groups)
             self.store.record_groups(self.run_id, step, groups)
             self._recorded_generation = generation
