@@ -40,7 +40,7 @@ _MAX_SPLIT_TOKENS = 4
 """How many tokens a character split over several tokens (UTF-8 bytes of byte-level BPE) may span."""
 
 
-def token_pieces(tokenizer: Any, ids: Sequence[int]) -> list[str]:
+def token_pieces(tokenizer: Any, ids: Sequence[int], cache: dict[int, tuple[str, bool]] | None = None) -> list[str]:
     """Each token of ``ids`` as text, special tokens included, so that ``"".join(pieces)`` reads as the completion.
 
     Tokens are decoded one by one; a character whose bytes span several tokens (a byte-level BPE splits é or an
@@ -50,18 +50,34 @@ def token_pieces(tokenizer: Any, ids: Sequence[int]) -> list[str]:
     Args:
         tokenizer: a ``transformers`` tokenizer.
         ids: token ids.
+        cache: each id's decoding alone and whether it is a SentencePiece word start that lost its space, kept
+            across calls (a token decodes alone the same way every time; decoding one by one is most of the cost of a
+            token record).
     """
     ids = [int(i) for i in ids]
-    pieces = tokenizer.batch_decode([[i] for i in ids], skip_special_tokens=False, clean_up_tokenization_spaces=False)
-    tokens = tokenizer.convert_ids_to_tokens(ids)
-    for k, token in enumerate(tokens):
-        if k and isinstance(token, str) and token.startswith("\u2581") and not pieces[k].startswith(" "):
-            pieces[k] = " " + pieces[k]
+    cache = {} if cache is None else cache
+    new = sorted({i for i in ids if i not in cache})
+    if new:
+        decoded = tokenizer.batch_decode([[i] for i in new], skip_special_tokens=False,
+                                         clean_up_tokenization_spaces=False)
+        tokens = tokenizer.convert_ids_to_tokens(new)
+        for i, piece, token in zip(new, decoded, tokens, strict=True):
+            cache[i] = (piece, isinstance(token, str) and token.startswith("\u2581") and not piece.startswith(" "))
+    # the first token keeps no space: a whole decoding drops the first word's
+    pieces = [" " + piece if k and word_start else piece for k, (piece, word_start) in enumerate(cache[i] for i in ids)]
+    backend = getattr(tokenizer, "_tokenizer", None)  # a fast tokenizer's Rust decoder: no Python per-call overhead
+    if backend is not None and hasattr(backend, "decode"):
+        def decode(span: list[int]) -> str:
+            return backend.decode(span, skip_special_tokens=False)
+    else:
+        def decode(span: list[int]) -> str:
+            return tokenizer.decode(span, skip_special_tokens=False, clean_up_tokenization_spaces=False)
     k = 0
-    while k < len(ids):
-        if "\ufffd" in pieces[k]:
+    while k < len(ids) - 1:
+        # a split character: its first byte's token and the next one both decode alone to U+FFFD
+        if "\ufffd" in pieces[k] and "\ufffd" in pieces[k + 1]:
             for end in range(k + 2, min(len(ids), k + _MAX_SPLIT_TOKENS) + 1):
-                joined = tokenizer.decode(ids[k:end], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+                joined = decode(ids[k:end])
                 if "\ufffd" not in joined:
                     pieces[k : end] = [joined] + [""] * (end - k - 1)
                     k = end - 1
@@ -100,6 +116,7 @@ class TokenCapture:
         self.trainer = None
         self.tokenizer = None
         self.captured: dict[int, _Captured] = {}
+        self.pieces: dict[int, tuple[str, bool]] = {}  # each token id decoded alone (token_pieces' cache)
         self._listening = False
         self._returned: tuple[torch.Tensor, torch.Tensor | None] | None = None
 
@@ -222,7 +239,7 @@ class TokenCapture:
             return None if tensor is None else tensor[:count].float().tolist()
 
         return TokenStats(
-            pieces=token_pieces(self.tokenizer, ids),
+            pieces=token_pieces(self.tokenizer, ids, self.pieces),
             logprobs=values(captured.logprobs),
             kl=values(captured.kl),
             entropy=values(captured.entropy),

@@ -43,6 +43,20 @@ def test_token_pieces_keep_a_lone_broken_byte_and_sentencepiece_spaces():
     assert token_pieces(tokenizer, []) == []
 
 
+def test_token_pieces_decode_each_token_id_once_across_calls():
+    calls: list[list[list[int]]] = []
+
+    class Counting(ByteTokenizer):
+        def batch_decode(self, batch, **kwargs):
+            calls.append(batch)
+            return super().batch_decode(batch, **kwargs)
+
+    tokenizer, cache = Counting(), {}
+    assert token_pieces(tokenizer, [0, 1, 0, 6], cache) == ["a", " b", "a", " hi"]
+    assert token_pieces(tokenizer, [6, 1, 1], cache) == ["hi", " b", " b"]  # the first word keeps no space
+    assert calls == [[[0], [1], [6]]]  # the second call decoded nothing new
+
+
 def _capture(rows: dict[int, tuple[list[int], list[float]]], *, kl: bool = True) -> TokenCapture:
     capture = TokenCapture(num_generations=2)
     capture.tokenizer = ByteTokenizer()
