@@ -7,7 +7,10 @@ metrics and groups into a SQLite store, as the worker does) and "bare" (the reco
 reward tap unwrapped), ``--reps`` times, the order swapped every repetition. A step's time is the interval between
 consecutive ``on_step_begin`` calls, so it includes the logging (and recording) of the step before; the first
 interval of each repetition is warm-up and dropped. Reports the median step time of each mode, their ratio (goal
-≤ 1.02), and the time spent inside the recorder's callbacks per step, measured directly.
+≤ 1.02), and the time spent inside the recorder's callbacks per step, measured directly. "Recorded" includes the
+capture of every completion's per-token log-probability, KL and entropy (:mod:`grpo_core.worker.token_stats`; "bare"
+gives the trainer back TRL's own methods) and the bench prints the bytes each completion's token record takes in the
+store (float16 arrays and the token pieces' JSON).
 
 What it leaves out: the GPU (on a GPU a step is shorter, so the same milliseconds weigh more), several processes,
 PostgreSQL, and a browser polling the same store. A tiny model's step is short too, which makes the ratio a
@@ -75,6 +78,34 @@ def timed_recorder(recorder: RunRecorder) -> list[float]:
     return spent
 
 
+def timed_capture(capture, spent: list[float]) -> None:
+    """Wrap the token capture's work inside TRL's loss (keeping a micro-batch's per-token values on the CPU) to
+    add its seconds to ``spent``. Its work at ``on_log`` (decoding, packing) is inside the recorder's callbacks."""
+    original = capture._keep
+
+    def wrapper(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            spent.append(time.perf_counter() - start)
+
+    capture._keep = wrapper
+
+
+def token_record_bytes(store: Store) -> tuple[int, int, int]:
+    """(completions with a token record, their tokens, the bytes of their records: the three float16 arrays plus
+    the token pieces' JSON, UTF-8) in a SQLite store."""
+    from sqlalchemy import text
+
+    with store.engine.connect() as connection:
+        count, tokens, size = connection.execute(text(
+            "SELECT count(*), coalesce(sum(num_tokens), 0), coalesce(sum(length(logprobs) + coalesce(length(kl), 0)"
+            " + coalesce(length(entropy), 0) + length(CAST(pieces AS BLOB))), 0) FROM completion_tokens"
+        )).one()
+    return int(count), int(tokens), int(size)
+
+
 def train_once(config: RunConfig, rows, model_path: str, store: Store, folder: Path, recorded: bool):
     """Train one repetition; returns (step intervals in s, recorder seconds per step or None)."""
     run = store.create_run(name="bench", config=config.model_dump(mode="json"), dataset_id=None,
@@ -87,8 +118,10 @@ def train_once(config: RunConfig, rows, model_path: str, store: Store, folder: P
     spent = None
     if recorded:
         spent = timed_recorder(built.recorder)
+        timed_capture(built.token_capture, spent)
     else:
         trainer.remove_callback(RunRecorder)
+        built.token_capture.uninstall()
         trainer.reward_funcs = [f.func if isinstance(f, RolloutTap) else f for f in trainer.reward_funcs]
     clock = StepClock()
     trainer.add_callback(clock)
@@ -149,6 +182,7 @@ def main() -> None:
                     recorder_s.append(spent)
                 print(f"rep {rep + 1}/{args.reps} {mode:>8}: median step {statistics.median(intervals) * 1000:.0f} ms"
                       f" over {len(intervals)} steps", flush=True)
+        records, tokens, size = token_record_bytes(store)
         store.close()
 
     bare, recorded = statistics.median(times["bare"]), statistics.median(times["recorded"])
@@ -163,8 +197,13 @@ def main() -> None:
         print(f"{mode:<10} {len(values):>6} {statistics.median(values) * 1000:>15.1f} {p90 * 1000:>12.1f}")
     verdict = "ok" if ratio <= GOAL_RATIO else "over the goal"
     print(f"ratio recorded / bare: {ratio:.3f} (goal <= {GOAL_RATIO}): {verdict}")
-    print(f"time inside the recorder's callbacks: {inside:.1f} ms per step "
+    print(f"time inside the recorder's callbacks and the token capture: {inside:.1f} ms per step "
           f"({inside / (bare * 1000) * 100:.1f}% of a bare step)")
+    if records:
+        print(f"token records: {records} completions, {tokens / records:.1f} tokens each, {size / records:.0f} bytes "
+              f"per completion ({size / max(1, tokens):.1f} bytes per token: 3 float16 values + its piece)")
+    else:
+        print("token records: none stored")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from storage.records import (
     SearchPage,
     StoreError,
     SweepInfo,
+    TokenStats,
 )
 from storage.store import Store
 
@@ -31,5 +32,6 @@ __all__ = [
     "Store",
     "StoreError",
     "SweepInfo",
+    "TokenStats",
     "sqlite_url",
 ]

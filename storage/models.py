@@ -19,6 +19,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     UniqueConstraint,
 )
 from sqlalchemy.engine import Engine
@@ -194,6 +195,21 @@ class CompletionRow(Base):
     truncated: Mapped[bool] = mapped_column(Boolean, default=False)
 
     group: Mapped[GroupRow] = relationship(back_populates="completions")
+
+
+class TokenStatsRow(Base):
+    """Per-token values of one completion (:class:`storage.records.TokenStats`): the decoded token pieces and
+    float16 arrays (:mod:`storage.float16`, 2 bytes a token) of the policy's log-probabilities, the KL to the
+    reference (``NULL`` when ``beta`` = 0) and the entropy. Deleted with its completion (``ON DELETE CASCADE``)."""
+
+    __tablename__ = "completion_tokens"
+
+    completion_id: Mapped[int] = mapped_column(ForeignKey("completions.id", ondelete="CASCADE"), primary_key=True)
+    num_tokens: Mapped[int] = mapped_column(Integer)
+    pieces: Mapped[list[Any]] = mapped_column(JSON)
+    logprobs: Mapped[bytes] = mapped_column(LargeBinary)
+    kl: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    entropy: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
 
 
 def create_missing_indexes(engine: Engine) -> None:

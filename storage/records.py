@@ -105,11 +105,50 @@ class MetricPoint:
 
 
 @dataclass(frozen=True)
+class TokenStats:
+    """Per-token values of one completion, from TRL's own loss computation of the step it was trained at.
+
+    ``pieces`` are the completion's tokens decoded one by one (``"".join(pieces)`` is the completion with its special
+    tokens; a character split over several tokens sits on the first of them, the others are ``""``);
+    ``logprobs`` the log-probability of each token under the policy (nats, <= 0); ``kl`` each token's KL to the
+    reference model (TRL's k3 estimator ``exp(ref - logp) - (ref - logp) - 1``, >= 0; ``None`` when ``beta`` = 0: TRL
+    then computes no reference log-probabilities); ``entropy`` the policy's entropy at each position (nats, >= 0;
+    ``None`` where TRL computed none). Every list has one entry per completion token. The store keeps the values as
+    float16 (about three significant digits).
+
+    Raises:
+        ValueError: the lists differ in length.
+    """
+
+    pieces: list[str]
+    logprobs: list[float]
+    kl: list[float] | None = None
+    entropy: list[float] | None = None
+
+    def __post_init__(self) -> None:
+        lengths = {len(self.pieces), len(self.logprobs)}
+        lengths |= {len(values) for values in (self.kl, self.entropy) if values is not None}
+        if len(lengths) > 1:
+            raise ValueError(
+                f"token stats need one value per token: {len(self.pieces)} pieces, {len(self.logprobs)} logprobs, "
+                f"{None if self.kl is None else len(self.kl)} kl, "
+                f"{None if self.entropy is None else len(self.entropy)} entropy"
+            )
+
+    @property
+    def num_tokens(self) -> int:
+        """How many tokens the completion has."""
+        return len(self.pieces)
+
+
+@dataclass(frozen=True)
 class CompletionRecord:
     """One completion of a group, as recorded from TRL.
 
     ``rewards`` maps each reward function name to its reward (``None`` where the rule did not apply);
-    ``total_reward`` is the weighted sum TRL used; ``advantage`` is the advantage TRL computed.
+    ``total_reward`` is the weighted sum TRL used; ``advantage`` is the advantage TRL computed. ``token_stats``, when
+    given to :meth:`Store.record_groups`, is stored with the completion; records read back leave it ``None`` (read
+    it with :meth:`Store.token_stats`).
     """
 
     index: int
@@ -119,6 +158,7 @@ class CompletionRecord:
     advantage: float | None
     num_tokens: int | None = None
     truncated: bool = False
+    token_stats: TokenStats | None = None
 
 
 @dataclass(frozen=True)

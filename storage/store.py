@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload, sessionmaker
 
 from storage.engine import create_schema, make_engine
+from storage.float16 import pack_float16, unpack_float16
 from storage.models import (
     CompletionRow,
     DatasetRow,
@@ -28,6 +29,7 @@ from storage.models import (
     RunRow,
     RunStatus,
     SweepRow,
+    TokenStatsRow,
     utcnow,
 )
 from storage.records import (
@@ -41,7 +43,9 @@ from storage.records import (
     SearchPage,
     StoreError,
     SweepInfo,
+    TokenStats,
 )
+from storage.types import without_nul
 
 
 def _like_pattern(text: str) -> str:
@@ -146,6 +150,26 @@ def _group_record(row: GroupRow) -> GroupRecord:
             )
             for c in row.completions
         ],
+    )
+
+
+def _token_stats_row(completion_id: int, stats: TokenStats) -> TokenStatsRow:
+    return TokenStatsRow(
+        completion_id=completion_id,
+        num_tokens=stats.num_tokens,
+        pieces=[without_nul(p) for p in stats.pieces],  # as every text column: PostgreSQL text holds no NUL
+        logprobs=pack_float16(stats.logprobs),
+        kl=None if stats.kl is None else pack_float16(stats.kl),
+        entropy=None if stats.entropy is None else pack_float16(stats.entropy),
+    )
+
+
+def _token_stats(row: TokenStatsRow) -> TokenStats:
+    return TokenStats(
+        pieces=[str(p) for p in row.pieces or []],
+        logprobs=unpack_float16(row.logprobs),
+        kl=None if row.kl is None else unpack_float16(row.kl),
+        entropy=None if row.entropy is None else unpack_float16(row.entropy),
     )
 
 
@@ -633,12 +657,14 @@ class Store:
     # ------------------------------------------------------------------------------------------------- groups
     def record_groups(self, run_id: int, step: int, groups: Sequence[GroupRecord], *, split: str = "train") -> int:
         """Store the sampled groups of ``step`` of one ``split`` (``"train"`` or ``"eval"``), replacing any already
-        stored for that step and split. Returns how many."""
+        stored for that step and split (with their per-token values). Completions that carry
+        :attr:`CompletionRecord.token_stats` get them stored too (:meth:`token_stats` reads them). Returns how many."""
         same_split = GroupRow.split.is_(None) | (GroupRow.split == "train") if split == "train" else GroupRow.split == split
         with self._session() as session:
             old = select(GroupRow.id).where(GroupRow.run_id == run_id, GroupRow.step == step, same_split)
             session.execute(delete(CompletionRow).where(CompletionRow.group_id.in_(old)))
             session.execute(delete(GroupRow).where(GroupRow.run_id == run_id, GroupRow.step == step, same_split))
+            rows = []
             for group in groups:
                 row = GroupRow(
                     run_id=run_id,
@@ -660,9 +686,60 @@ class Store:
                     )
                     for c in group.completions
                 ]
+                rows.append(row)
                 session.add(row)
+            with_tokens = [
+                (completion_row, c.token_stats)
+                for row, group in zip(rows, groups, strict=True)
+                for completion_row, c in zip(row.completions, group.completions, strict=True)
+                if c.token_stats is not None
+            ]
+            if with_tokens:
+                session.flush()  # the completions' ids
+                session.add_all(_token_stats_row(r.id, stats) for r, stats in with_tokens)
             session.commit()
         return len(groups)
+
+    def record_token_stats(self, group_id: int, index: int, stats: TokenStats) -> None:
+        """Store (or replace) the per-token values of completion ``index`` of group ``group_id``.
+
+        The values are kept as float16 (:mod:`storage.float16`); :meth:`record_groups` does the same for completions
+        that carry :attr:`CompletionRecord.token_stats`.
+
+        Raises:
+            StoreError: there is no such completion.
+        """
+        with self._session() as session:
+            completion_id = session.scalar(
+                select(CompletionRow.id).where(CompletionRow.group_id == group_id, CompletionRow.index == index)
+            )
+            if completion_id is None:
+                raise StoreError(f"no completion {index} in group {group_id}")
+            session.execute(delete(TokenStatsRow).where(TokenStatsRow.completion_id == completion_id))
+            session.add(_token_stats_row(completion_id, stats))
+            session.commit()
+
+    def token_stats(self, group_id: int, index: int) -> TokenStats | None:
+        """The per-token values of completion ``index`` of group ``group_id`` (float16 precision), or ``None`` when
+        none were recorded (or there is no such completion)."""
+        with self._session() as session:
+            row = session.scalar(
+                select(TokenStatsRow)
+                .join(CompletionRow, CompletionRow.id == TokenStatsRow.completion_id)
+                .where(CompletionRow.group_id == group_id, CompletionRow.index == index)
+            )
+            return None if row is None else _token_stats(row)
+
+    def token_stats_indexes(self, group_id: int) -> list[int]:
+        """The indexes of group ``group_id``'s completions that have per-token values, ascending."""
+        with self._session() as session:
+            rows = session.scalars(
+                select(CompletionRow.index)
+                .join(TokenStatsRow, TokenStatsRow.completion_id == CompletionRow.id)
+                .where(CompletionRow.group_id == group_id)
+                .order_by(CompletionRow.index)
+            ).all()
+            return list(rows)
 
     def group_steps(self, run_id: int) -> list[int]:
         """The steps of a run that have recorded groups, ascending."""

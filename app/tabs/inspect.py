@@ -1,6 +1,7 @@
 """The Inspect tab: pick a run and a step (or click a point of a Runs chart), see its sampled groups: the prompt and
 its G completions side by side, sorted by advantage, each with every rule's reward, the total and the advantage TRL
-computed; the histogram of the step's total rewards and pass@G per step."""
+computed; the histogram of the step's total rewards and pass@G per step; one completion's tokens as a heatmap of
+log-probability, KL or entropy (:mod:`app.tabs.inspect_tokens`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from app.catalog_sync import CatalogSync, run_choices
 from app.charts import step_groups_figure
 from app.context import AppContext
 from app.inspect_views import GROUP_FILTERS, filter_groups, nearest_step, pass_at_g, step_totals
+from app.tabs.inspect_tokens import create_token_view
 from app.tabs.inspect_tools import create_inspect_tools
 from app.views import groups_html
 from storage import StoreError
@@ -126,7 +128,7 @@ def create_inspect_tab(
     reload.click(on_reload, inputs=shown_by, outputs=[step, *shown])
     if tab is not None:  # the run dropdown shows a run from the start: fill its steps when the tab opens
         tab.select(on_reload, inputs=shown_by, outputs=[step, *shown])
-    tools = create_inspect_tools(ctx, run, step, reload)
+    tools = {**create_token_view(ctx, run, step), **create_inspect_tools(ctx, run, step, reload)}
     return {"run": run, "step": step, "groups": groups, "summary": summary, "refresh": reload, "filter": show,
             "top_n": top_n, "threshold": threshold, "stats": stats, **tools}
 

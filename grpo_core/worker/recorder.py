@@ -19,7 +19,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from transformers import TrainerCallback
 
@@ -27,6 +27,9 @@ from grpo_core.rewards.registry import completion_text
 from grpo_core.run_rows import ROW_INDEX_COLUMN, prompt_text
 from grpo_core.worker.models import EndOfSequence
 from storage import CompletionRecord, GroupRecord, Store
+
+if TYPE_CHECKING:
+    from grpo_core.worker.token_stats import TokenCapture
 
 _EXTRA_TOKENS = "_num_tokens"
 _EXTRA_TRUNCATED = "_truncated"
@@ -235,6 +238,8 @@ class RunRecorder(TrainerCallback):
             fraction, the eval dataset's rows for ``eval_dataset_id``).
         device_metrics: called at each training step's log, its metrics recorded beside TRL's (the GPU's memory
             and utilisation, :func:`grpo_core.worker.models.gpu_step_metrics`, on CUDA); ``None``: none.
+        token_capture: the :class:`~grpo_core.worker.token_stats.TokenCapture` on the trainer, whose per-token
+            log-probability, KL and entropy go with the recorded training groups (``None``: none recorded).
 
     An evaluation (TRL logs its metrics with the ``eval_`` prefix: ``eval_reward``, ``eval_rewards/<fn>/mean``, ...)
     is recorded under TRL's names, and its groups with ``split="eval"``.
@@ -253,6 +258,7 @@ class RunRecorder(TrainerCallback):
         tap: RolloutTap | None = None,
         eval_rows: Sequence[dict[str, Any]] | None = None,
         device_metrics: Callable[[], dict[str, float]] | None = None,
+        token_capture: TokenCapture | None = None,
     ) -> None:
         self.store = store
         self.run_id = run_id
@@ -264,6 +270,7 @@ class RunRecorder(TrainerCallback):
         self.tap = tap
         self.eval_rows = eval_rows
         self.device_metrics = device_metrics
+        self.token_capture = token_capture
         self.trainer = None
         self.cancelled = False
         self._recorded_generation = 0
@@ -330,6 +337,8 @@ class RunRecorder(TrainerCallback):
             rows=self.rows,
         )
         if groups:
+            if self.token_capture is not None:  # here, before the next generation resets the capture
+                groups = self.token_capture.attach(groups)
             self.store.record_groups(self.run_id, step, groups)
             self._recorded_generation = generation
 

@@ -3,7 +3,8 @@
 TRL is the training engine; this module only assembles its inputs: the dataset (with the
 :data:`~grpo_core.run_rows.ROW_INDEX_COLUMN` column so each recorded group knows its ``row_index``), the policy model
 and tokenizer (:mod:`grpo_core.worker.models`), the reward functions and weights, ``GRPOConfig`` and ``LoraConfig``
-(:mod:`grpo_core.worker.trl_args`), and the :class:`~grpo_core.worker.recorder.RunRecorder` callback.
+(:mod:`grpo_core.worker.trl_args`), the :class:`~grpo_core.worker.recorder.RunRecorder` callback and the
+:class:`~grpo_core.worker.token_stats.TokenCapture` of each recorded completion's per-token values.
 """
 
 from __future__ import annotations
@@ -25,17 +26,19 @@ from grpo_core.worker.models import (
 )
 from grpo_core.worker.recorder import Heartbeat, RolloutTap, RunRecorder
 from grpo_core.worker.reward_models import reward_funcs_for_trl
+from grpo_core.worker.token_stats import TokenCapture
 from grpo_core.worker.trl_args import to_grpo_config, to_lora_config
 from storage import Store
 
 
 @dataclass
 class BuiltTrainer:
-    """A ready ``GRPOTrainer`` and the recorder attached to it."""
+    """A ready ``GRPOTrainer``, the recorder attached to it and the capture of its per-token values."""
 
     trainer: Any
     recorder: RunRecorder
     device: str
+    token_capture: TokenCapture | None = None
 
 
 def to_hf_dataset(rows: Sequence[dict[str, Any]], indices: Sequence[int] | None = None):
@@ -122,6 +125,7 @@ def build_trainer(
     train_ids, eval_source, eval_ids = split_rows(config, rows, eval_rows)
     if eval_ids:
         progress(f"holding out {len(eval_ids)} rows for evaluation every {config.eval_steps} steps")
+    token_capture = TokenCapture(config.num_generations)
     recorder = RunRecorder(
         store,
         run_id,
@@ -133,6 +137,7 @@ def build_trainer(
         tap=tap,
         eval_rows=eval_source,
         device_metrics=gpu_step_metrics if device == "cuda" else None,
+        token_capture=token_capture,
     )
     args = to_grpo_config(
         config, output_dir, use_cpu=device == "cpu", bf16=bf16, num_train_rows=len(train_ids), evaluate=bool(eval_ids)
@@ -149,4 +154,5 @@ def build_trainer(
         callbacks=[recorder],
     )
     recorder.attach(trainer)
-    return BuiltTrainer(trainer=trainer, recorder=recorder, device=device)
+    token_capture.install(trainer)
+    return BuiltTrainer(trainer=trainer, recorder=recorder, device=device, token_capture=token_capture)
