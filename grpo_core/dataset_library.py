@@ -270,8 +270,9 @@ def runs_using_dataset(store: Store, dataset_id: int) -> list[RunInfo]:
     """The runs that train on ``dataset_id`` or evaluate on it (``eval_dataset_id``), newest first."""
     found = []
     for run in store.list_runs():
-        eval_id = (run.config or {}).get("eval_dataset_id")
-        if run.dataset_id == dataset_id or (eval_id is not None and int(eval_id) == dataset_id):
+        config = run.config or {}
+        named = {run.dataset_id, config.get("dataset_id"), config.get("eval_dataset_id")} - {None}
+        if dataset_id in {int(i) for i in named}:
             found.append(run)
     return found
 
