@@ -8,8 +8,9 @@ GGUF (``--smollm2``, ``--smollm2-only`` without the random models). Prompts are 
 
 SmolLM2's GGUF is converted to a float32 safetensors folder once, in a child process of its own whose peak is
 reported apart (a first run of the default model converts inside its worker); its cases then train that folder with
-smaller batches than the random models (batch 4, 16 or 48 completion tokens) so that each takes minutes,
-not tens of minutes, on 2 shared CPU cores: LoRA, LoRA with longer completions, full weights with beta > 0.
+smaller batches than the random models (batch 4, 16 or 48 completion tokens): LoRA, LoRA with longer completions,
+full weights with beta > 0. On 2 CPU cores shared with other work a SmolLM2 step took up to 15 minutes; one step
+(``--max-steps 1``) already holds the peak of a full-weights run (AdamW's state is allocated at the first step).
 
     python benchmarks/bench_memory.py [--smollm2 | --smollm2-only] [--max-steps 2] [--only TEXT]
 
