@@ -1,29 +1,35 @@
 """The dashboard's public API: the endpoints a notebook scripts with ``gradio_client``, under stable names.
 
-============  ===================================================  ==================================================
-endpoint      inputs                                               output
-============  ===================================================  ==================================================
-add_dataset   ``file`` (JSONL/JSON/CSV/Parquet/.zip), ``name``,    the dataset: id, name, num_rows, columns, ...
-              ``prompt_column``, ``system_prompt``, ``column_renames``
-launch_run    ``config`` (a RunConfig as YAML or JSON text)        ``{"run": <run>, "warnings": [...]}``
-launch_sweep  ``config`` (with a ``sweep:`` block), or ``config``    ``{"sweep": <sweep>, "runs": [<run>, ...],
-              and ``grid`` (``field: value, value`` lines)           "warnings": [...]}``
-list_runs     ``status`` ("" = all, or queued, running, ...)       ``[<run>, ...]`` newest first
-run_metrics   ``run_id``, ``after_step`` (-1: all), ``keys``       ``[{"step", "key", "value", "wall_time"}, ...]``
-run_groups    ``run_id``, ``after_step`` (-1: all), ``step``,      ``[{"step", "row_index", "prompt",
-              ``limit``                                            "completions": [...]}, ...]``
-cancel_run    ``run_id``                                           the run (``cancel_requested`` set)
-resume_run    ``run_id``                                           the run, queued again
-delete_run    ``run_id``                                           ``{"run_id", "deleted": true}``
-export_run    ``run_id``                                           ``{"run_id", "folder", "files", ...}``, the zip
-============  ===================================================  ==================================================
+==============  ===================================================  ==================================================
+endpoint        inputs                                               output
+==============  ===================================================  ==================================================
+add_dataset     ``file`` (JSONL/JSON/CSV/Parquet/.zip), ``name``,    the dataset: id, name, num_rows, columns, ...
+                ``prompt_column``, ``system_prompt``, ``column_renames``
+launch_run      ``config`` (a RunConfig as YAML or JSON text)        ``{"run": <run>, "warnings": [...]}``
+launch_sweep    ``config`` (with a ``sweep:`` block), or ``config``  ``{"sweep": <sweep>, "runs": [<run>, ...],
+                and ``grid`` (``field: value, value`` lines)         "warnings": [...]}``
+list_runs       ``status`` ("" = all, or queued, running, ...)       ``[<run>, ...]`` newest first
+run_metrics     ``run_id``, ``after_step`` (-1: all), ``keys``       ``[{"step", "key", "value", "wall_time"}, ...]``
+run_groups      ``run_id``, ``after_step`` (-1: all), ``step``,      ``[{"step", "row_index", "prompt",
+                ``limit``                                            "completions": [...]}, ...]``
+cancel_run      ``run_id``                                           the run (``cancel_requested`` set)
+resume_run      ``run_id``                                           the run, queued again
+delete_run      ``run_id``                                           ``{"run_id", "deleted": true}``
+export_run      ``run_id``                                           ``{"run_id", "folder", "files", ...}``, the zip
+merge_run       ``run_id``, ``download`` (True: also the zip)        ``{"run_id", "folder", "files"}``, the zip or None
+list_datasets   (none)                                               ``[<dataset>, ...]`` newest first
+rename_dataset  ``dataset_id``, ``name``                             the dataset
+delete_dataset  ``dataset_id``                                       ``{"dataset_id", "deleted": true, "kept_for_runs"}``
+==============  ===================================================  ==================================================
 
-A ``<run>`` is :func:`run_dict` (with ``owner``, the login that launched it). With several logins, ``cancel_run``,
-``resume_run`` and ``delete_run`` are refused (``AppError`` naming the owner) unless the caller's login owns the run or
-is an admin (:mod:`grpo_core.ownership`). Every handler calls the store, the launcher or :mod:`grpo_core` as the tabs do;
-errors come back as ``gradio_client`` ``AppError`` with the store's or the config's message. Every other event of
-the dashboard (the tabs' handlers) is made private by :func:`hide_internal_endpoints`: not listed, not callable by
-name.
+A ``<run>`` is :func:`run_dict` (with ``owner``, the login that launched it), a ``<dataset>`` :func:`dataset_dict`.
+With several logins, ``cancel_run``, ``resume_run``, ``delete_run``, ``rename_dataset`` and ``delete_dataset`` are
+refused (``AppError`` naming the owner) unless the caller's login owns the run or dataset or is an admin
+(:mod:`grpo_core.ownership`). ``merge_run``, like ``export_run``, is open to every login: it reads the run and
+writes a new folder under ``exports/``, changing nothing of the run. Every handler calls the store, the launcher
+or :mod:`grpo_core` as the tabs do; errors come back as ``gradio_client`` ``AppError`` with the store's or the
+config's message. Every other event of the dashboard (the tabs' handlers) is made private by
+:func:`hide_internal_endpoints`: not listed, not callable by name.
 
 No ``from __future__ import annotations`` here: ``gr.api`` reads the handlers' return annotations as types.
 """
@@ -37,9 +43,16 @@ import gradio as gr
 
 from app.context import AppContext, actor_of
 from grpo_core.config import ConfigError, parse_run_config_text
-from grpo_core.dataset_library import import_dataset, parse_renames
+from grpo_core.dataset_library import (
+    DatasetInUseError,
+    delete_dataset,
+    import_dataset,
+    parse_renames,
+    rename_dataset,
+)
 from grpo_core.datasets import ColumnMapping, DatasetError
 from grpo_core.export import export_run
+from grpo_core.merge_job import MergeError, merge_run, zip_merged_folder
 from grpo_core.ownership import NotOwnerError
 from grpo_core.runs import (
     RunActionError,
@@ -64,6 +77,10 @@ PUBLIC_ENDPOINTS = (
     "resume_run",
     "export_run",
     "delete_run",
+    "merge_run",
+    "list_datasets",
+    "rename_dataset",
+    "delete_dataset",
 )
 
 #: The most groups one ``run_groups`` call returns.
@@ -242,6 +259,49 @@ def create_public_api(ctx: AppContext) -> None:
         }
         return summary, str(result.bundle)
 
+    def merge(run_id: int | None, download: bool = True) -> tuple[dict[str, Any], str | None]:
+        """Merge a finished run's LoRA adapter into its base model in a worker process (as the Export panel's merge
+        button), writing ``<data dir>/exports/run-NNNNN-merged-<time>/`` (safetensors, tokenizer, generation
+        config). Returns ``{"run_id", "folder", "files"}`` and, with ``download``, a zip of the folder (the size of
+        the model in float32: 0.5 GB for SmolLM2-135M); None without. Fails while the run has no adapter. Open to
+        every login, like ``export_run``."""
+        if run_id is None:
+            raise gr.Error("merge_run: give a run_id")
+        try:
+            run = ctx.store.get_run(int(run_id))
+            *_, folder = merge_run(ctx.settings, run)
+            folder = Path(folder)
+            bundle = zip_merged_folder(folder) if download else None
+        except (StoreError, MergeError, OSError) as exc:
+            raise gr.Error(f"merge_run: {exc}") from None
+        summary = {"run_id": run.id, "folder": str(folder),
+                   "files": sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())}
+        return summary, (str(bundle) if bundle is not None else None)
+
+    def list_datasets() -> list:
+        """Every dataset, newest first (a deleted one is left out: see ``delete_dataset``), with its ``owner``."""
+        return [dataset_dict(info) for info in ctx.store.list_datasets()]
+
+    def rename_dataset_endpoint(dataset_id: int, name: str, request: gr.Request) -> dict:
+        """Give a dataset a new name (letters, digits, spaces and . ( ) - + _); runs refer to it by id. Returns the
+        dataset. Refused when the name is taken, and unless the login owns the dataset or is an admin."""
+        try:
+            info = rename_dataset(ctx.store, int(dataset_id), name, actor_of(ctx, request))
+        except (DatasetError, NotOwnerError, StoreError, TypeError, ValueError) as exc:
+            raise gr.Error(f"rename_dataset: {exc}") from None
+        return dataset_dict(info)
+
+    def delete_dataset_endpoint(dataset_id: int, request: gr.Request) -> dict:
+        """Delete a dataset. Returns {"dataset_id", "deleted": true, "kept_for_runs": [run ids]}: when finished
+        runs used it, it leaves the lists but its rows are kept for them (they still resume and export); else its
+        file is removed too. Refused while a queued or running run uses it, and unless the login owns the dataset
+        or is an admin."""
+        try:
+            done = delete_dataset(ctx.store, ctx.settings, int(dataset_id), actor_of(ctx, request))
+        except (DatasetInUseError, NotOwnerError, StoreError, OSError, TypeError, ValueError) as exc:
+            raise gr.Error(f"delete_dataset: {exc}") from None
+        return {"dataset_id": done.dataset_id, "deleted": True, "kept_for_runs": list(done.kept_for_runs)}
+
     def _run(run_id: int) -> RunInfo:
         try:
             return ctx.store.get_run(int(run_id))
@@ -258,6 +318,10 @@ def create_public_api(ctx: AppContext) -> None:
         export_id = gr.Number(label="run_id", precision=0)
         export_out = gr.JSON(label="export")
         export_zip = gr.File(label="bundle")
+        merge_id = gr.Number(label="run_id", precision=0)
+        merge_download = gr.Checkbox(label="download", value=True)
+        merge_out = gr.JSON(label="merged")
+        merge_zip = gr.File(label="merged zip")
     gr.on([], add_dataset, inputs=[upload, dataset_name, prompt_column, system_prompt, column_renames],
           outputs=dataset_out, api_name="add_dataset")
     gr.api(launch_run, api_name="launch_run")
@@ -269,6 +333,10 @@ def create_public_api(ctx: AppContext) -> None:
     gr.api(resume_run_endpoint, api_name="resume_run", api_description=resume_run_endpoint.__doc__)
     gr.on([], export, inputs=export_id, outputs=[export_out, export_zip], api_name="export_run")
     gr.api(delete_run_endpoint, api_name="delete_run", api_description=delete_run_endpoint.__doc__)
+    gr.on([], merge, inputs=[merge_id, merge_download], outputs=[merge_out, merge_zip], api_name="merge_run")
+    gr.api(list_datasets, api_name="list_datasets")
+    gr.api(rename_dataset_endpoint, api_name="rename_dataset", api_description=rename_dataset_endpoint.__doc__)
+    gr.api(delete_dataset_endpoint, api_name="delete_dataset", api_description=delete_dataset_endpoint.__doc__)
 
 
 def hide_internal_endpoints(blocks: gr.Blocks, public: tuple[str, ...] = PUBLIC_ENDPOINTS) -> list[str]:

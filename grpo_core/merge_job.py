@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
+import zipfile
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -75,3 +76,22 @@ def merge_run(
     if code != 0 or not dest.is_dir():
         raise MergeError(f"merging run #{run.id} failed:\n{tail_text(log_path, max_lines=20)}")
     yield str(dest)
+
+
+def zip_merged_folder(folder: Path) -> Path:
+    """Zip a merged folder to ``<folder>.zip`` beside it, its files under the folder's name; safetensors are stored
+    uncompressed (float weights barely compress), the rest deflated. Returns the zip (rewritten if present).
+
+    Raises:
+        OSError: the folder cannot be read or the zip written.
+    """
+    folder = Path(folder)
+    dest = folder.with_suffix(".zip")
+    partial = dest.with_name(f".{dest.name}.partial")
+    with zipfile.ZipFile(partial, "w") as archive:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                method = zipfile.ZIP_STORED if path.suffix == ".safetensors" else zipfile.ZIP_DEFLATED
+                archive.write(path, f"{folder.name}/{path.relative_to(folder).as_posix()}", compress_type=method)
+    partial.replace(dest)
+    return dest

@@ -8,7 +8,7 @@ the store's calls). Imports no torch.
   dropped in the same transaction, so the resumed run records each step exactly once. Without a checkpoint it
   trains again from step 0.
 * :func:`delete_run` removes a finished run's folder (only a folder under the data directory's ``runs/``) and then
-  its rows.
+  its rows (and a deleted dataset that was kept for it alone).
 * :func:`stored_run_config` is a config as the store keeps it (named, local paths absolute); sweeps
   (:mod:`grpo_core.sweeps`) queue theirs in one transaction.
 * :func:`parse_tags` normalises the tags typed in the Runs tab.
@@ -27,6 +27,7 @@ from typing import Any
 import psutil
 
 from grpo_core.config import ConfigError, RunConfig
+from grpo_core.dataset_library import purge_deleted_dataset
 from grpo_core.datasets import DatasetError
 from grpo_core.model_source import ModelSourceError, describe_model
 from grpo_core.ownership import SINGLE_USER, Actor, check_may_change
@@ -37,7 +38,7 @@ from grpo_core.rewards.registry import get_rule
 from grpo_core.run_files import Checkpoint, last_checkpoint, run_dir
 from grpo_core.run_rows import column_mapping, load_rows, resolve_dataset_path
 from grpo_core.settings import Settings
-from storage import RunInfo, RunStatus, Store, StoreError
+from storage import DatasetInfo, RunInfo, RunStatus, Store, StoreError
 
 MAX_TAGS = 20
 MAX_TAG_CHARS = 40
@@ -131,6 +132,8 @@ def delete_run(store: Store, settings: Settings, run_id: int, actor: Actor = SIN
         shutil.rmtree(target)
         removed = target
     store.delete_run(run.id)
+    for dataset_id in {run.dataset_id, (run.config or {}).get("eval_dataset_id")} - {None}:
+        purge_deleted_dataset(store, settings, int(dataset_id))  # a deleted dataset kept for this run alone
     return removed
 
 
@@ -153,6 +156,18 @@ def parse_tags(text: str | None) -> list[str]:
     if len(tags) > MAX_TAGS:
         raise RunActionError(f"{len(tags)} tags: at most {MAX_TAGS}")
     return tags
+
+
+def _listed_dataset(store: Store, dataset_id: int) -> DatasetInfo:
+    """The dataset a new run may use: not one marked deleted (kept only for the runs that used it).
+
+    Raises:
+        StoreError: no such dataset, or it was deleted.
+    """
+    info = store.get_dataset(dataset_id)
+    if info.deleted_at is not None:
+        raise StoreError(f"dataset #{dataset_id} was deleted ({info.name}); choose another")
+    return info
 
 
 def validate_run_config(store: Store, config: RunConfig, *, model_cache_dir: Path | None = None) -> list[str]:
@@ -186,7 +201,7 @@ def validate_run_config(store: Store, config: RunConfig, *, model_cache_dir: Pat
     columns: list[str] | None = None
     if config.dataset_id is not None:
         try:
-            columns = store.get_dataset(config.dataset_id).columns
+            columns = _listed_dataset(store, config.dataset_id).columns
         except StoreError as exc:
             raise ConfigError(f"dataset: {exc}") from None
     elif config.dataset_path:
@@ -216,7 +231,7 @@ def validate_run_config(store: Store, config: RunConfig, *, model_cache_dir: Pat
                 )
     if config.eval_dataset_id is not None:
         try:
-            eval_columns = store.get_dataset(config.eval_dataset_id).columns
+            eval_columns = _listed_dataset(store, config.eval_dataset_id).columns
         except StoreError as exc:
             raise ConfigError(f"eval_dataset_id: {exc}") from None
         for spec in config.rewards:

@@ -76,6 +76,8 @@ class DatasetRow(Base):
     path: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     owner: Mapped[str | None] = mapped_column(String(200), nullable=True)  # the login that added it; None: no login
+    # Set when deleted while runs still use it: hidden from the lists, its file kept for those runs.
+    deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
 class RunRow(Base):

@@ -19,7 +19,8 @@ class StoreError(ValueError):
 @dataclass(frozen=True)
 class DatasetInfo:
     """An uploaded dataset. ``path`` is the normalised JSONL file under the data directory; ``owner`` the login that
-    added it (``None``: no login)."""
+    added it (``None``: no login); ``deleted_at`` when it was deleted while runs still used it (hidden from the lists,
+    kept for those runs; see :func:`grpo_core.dataset_library.delete_dataset`)."""
 
     id: int
     name: str
@@ -31,6 +32,7 @@ class DatasetInfo:
     path: str
     created_at: datetime
     owner: str | None = None
+    deleted_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -127,6 +127,7 @@ def _dataset_info(row: DatasetRow) -> DatasetInfo:
         path=row.path,
         created_at=_utc(row.created_at),
         owner=row.owner,
+        deleted_at=_utc(row.deleted_at),
     )
 
 
@@ -239,14 +240,18 @@ class Store:
                 raise StoreError(f"a dataset named {name!r} already exists") from None
             return _dataset_info(row)
 
-    def list_datasets(self) -> list[DatasetInfo]:
-        """All datasets, newest first."""
+    def list_datasets(self, *, include_deleted: bool = False) -> list[DatasetInfo]:
+        """All datasets, newest first; those marked deleted (:meth:`mark_dataset_deleted`) only with
+        ``include_deleted``."""
         with self._session() as session:
-            rows = session.scalars(select(DatasetRow).order_by(DatasetRow.id.desc())).all()
-            return [_dataset_info(r) for r in rows]
+            query = select(DatasetRow).order_by(DatasetRow.id.desc())
+            if not include_deleted:
+                query = query.where(DatasetRow.deleted_at.is_(None))
+            return [_dataset_info(r) for r in session.scalars(query).all()]
 
     def get_dataset(self, dataset_id: int) -> DatasetInfo:
-        """One dataset. Raises StoreError when there is none with that id."""
+        """One dataset, also one marked deleted (the runs that used it still read it). Raises StoreError when there
+        is none with that id."""
         with self._session() as session:
             row = session.get(DatasetRow, dataset_id)
             if row is None:
@@ -258,6 +263,49 @@ class Store:
         with self._session() as session:
             row = session.scalars(select(DatasetRow).where(DatasetRow.name == name)).first()
             return _dataset_info(row) if row else None
+
+    def rename_dataset(self, dataset_id: int, name: str) -> DatasetInfo:
+        """Give a dataset a new name (runs refer to it by id, so they follow).
+
+        Raises:
+            StoreError: no dataset with that id, or another dataset is called ``name``.
+        """
+        with self._session() as session:
+            row = session.get(DatasetRow, dataset_id)
+            if row is None:
+                raise StoreError(f"no dataset with id {dataset_id}")
+            row.name = name
+            try:
+                session.commit()
+            except IntegrityError:
+                session.rollback()
+                raise StoreError(f"a dataset named {name!r} already exists") from None
+            return _dataset_info(row)
+
+    def mark_dataset_deleted(self, dataset_id: int) -> DatasetInfo:
+        """Hide a dataset that runs still use: ``deleted_at`` set, and its name changed to ``"<name> (deleted #id)"``
+        so that the name is free for a new dataset. Its row and file stay for those runs (resume, export, prompts).
+
+        Raises:
+            StoreError: no dataset with that id.
+        """
+        with self._session() as session:
+            row = session.get(DatasetRow, dataset_id)
+            if row is None:
+                raise StoreError(f"no dataset with id {dataset_id}")
+            if row.deleted_at is None:
+                row.deleted_at = datetime.now(timezone.utc)
+                row.name = f"{row.name} (deleted #{row.id})"[:200]
+                session.commit()
+            return _dataset_info(row)
+
+    def delete_dataset(self, dataset_id: int) -> None:
+        """Delete a dataset's row (its file is the caller's); runs that pointed at it keep their config, their
+        ``dataset_id`` column is set to NULL by the foreign key."""
+        with self._session() as session:
+            session.execute(update(RunRow).where(RunRow.dataset_id == dataset_id).values(dataset_id=None))
+            session.execute(delete(DatasetRow).where(DatasetRow.id == dataset_id))
+            session.commit()
 
     # --------------------------------------------------------------------------------------------------- runs
     def create_run(
@@ -372,7 +420,9 @@ class Store:
         and not on metrics or groups. Three aggregate queries, no rows read.
         """
         with self._session() as session:
-            datasets = session.execute(select(func.count(DatasetRow.id), func.max(DatasetRow.id))).one()
+            datasets = session.execute(  # the listed ones: a dataset marked deleted leaves the lists
+                select(func.count(DatasetRow.id), func.max(DatasetRow.id)).where(DatasetRow.deleted_at.is_(None))
+            ).one()
             runs = session.execute(select(func.count(RunRow.id), func.max(RunRow.id))).one()
             by_status = dict(session.execute(select(RunRow.status, func.count(RunRow.id)).group_by(RunRow.status)).all())
         return (datasets[0], datasets[1] or 0, runs[0], runs[1] or 0,

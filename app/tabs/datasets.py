@@ -1,6 +1,6 @@
 """The Datasets tab: upload a prompt file (JSONL, JSON, CSV, Parquet, a zipped save_to_disk folder) or load a hub
 dataset, map its columns (prompt column, system prompt, renames), see the prompts as the model gets them, list
-datasets."""
+datasets; rename or delete one (its owner or an admin: :func:`grpo_core.dataset_library.delete_dataset`)."""
 
 from __future__ import annotations
 
@@ -11,20 +11,30 @@ import gradio as gr
 import pandas as pd
 
 from app.catalog_sync import CatalogSync, dataset_choices
-from app.context import AppContext
+from app.context import AppContext, actor_of
 from grpo_core.config import DEFAULT_MODEL
-from grpo_core.dataset_library import import_dataset, import_hub_dataset, load_upload, parse_renames
+from grpo_core.dataset_library import (
+    DatasetInUseError,
+    delete_dataset,
+    import_dataset,
+    import_hub_dataset,
+    load_upload,
+    parse_renames,
+    rename_dataset,
+)
 from grpo_core.datasets import SUPPORTED_EXTENSIONS, ColumnMapping, DatasetError, read_normalized
+from grpo_core.ownership import NotOwnerError, check_may_change
 from grpo_core.prompt_lengths import preview_model_prompts
 from storage import StoreError
 
-DATASET_HEADERS = ["id", "name", "rows", "columns", "prompt", "file", "added"]
+DATASET_HEADERS = ["id", "name", "rows", "columns", "prompt", "file", "added", "owner"]
 
 
 def datasets_frame(ctx: AppContext) -> pd.DataFrame:
     """All datasets as a table."""
     rows = [
-        [d.id, d.name, d.num_rows, ", ".join(d.columns), d.prompt_kind, d.source_name, f"{d.created_at:%Y-%m-%d %H:%M}"]
+        [d.id, d.name, d.num_rows, ", ".join(d.columns), d.prompt_kind, d.source_name, f"{d.created_at:%Y-%m-%d %H:%M}",
+         d.owner or ""]
         for d in ctx.store.list_datasets()
     ]
     return pd.DataFrame(rows, columns=DATASET_HEADERS)
@@ -103,6 +113,18 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
         value=lambda: datasets_frame(ctx), label="datasets", interactive=False, elem_id="datasets-table"
     )
     selected = gr.Dropdown(label="preview a stored dataset", choices=dataset_choices(ctx), elem_id="dataset-pick")
+    with gr.Accordion("Rename or delete the dataset picked above (its owner or an admin)", open=False,
+                      elem_id="dataset-manage"):
+        with gr.Row():
+            new_name = gr.Textbox(label="new name", elem_id="dataset-new-name")
+            rename = gr.Button("Rename", elem_id="dataset-rename")
+            delete = gr.Button("Delete…", variant="stop", elem_id="dataset-delete")
+        with gr.Row(visible=False, elem_id="dataset-delete-confirm-row") as confirm_row:
+            question = gr.Markdown(elem_id="dataset-delete-question")
+            confirm = gr.Button("Yes, delete it", variant="stop", elem_id="dataset-delete-confirm")
+            keep = gr.Button("Keep it", elem_id="dataset-delete-keep")
+        manage_status = gr.Markdown(elem_id="dataset-manage-status")
+    pending = gr.State(None)
 
     def on_check(file_path: str | None, column: str, system: str, renamed: str, model: str):
         """Inputs: uploaded temp path, mapping, model. Outputs: status, preview, model view."""
@@ -166,18 +188,67 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
             return gr.skip()
         return preview_frame(read_normalized(Path(info.path)))
 
+    def on_dataset_rename(dataset_id: int | None, name_text: str, request: gr.Request = None):
+        """Inputs: picked dataset, new name. Outputs: status, table, picker."""
+        if dataset_id is None:
+            return "Pick a dataset first.", gr.skip(), gr.skip()
+        try:
+            info = rename_dataset(ctx.store, int(dataset_id), name_text, actor_of(ctx, request))
+        except (DatasetError, NotOwnerError, StoreError) as exc:
+            gr.Warning(f"Not renamed: {exc}")
+            return f"❌ Not renamed: {exc}", gr.skip(), gr.skip()
+        return (f"✅ Dataset #{info.id} is now **{info.name}**.", datasets_frame(ctx),
+                gr.update(choices=dataset_choices(ctx), value=info.id))
+
+    def on_dataset_delete_ask(dataset_id: int | None, request: gr.Request = None):
+        """Inputs: picked dataset. Outputs: confirmation row, its question, pending id, status. Refuses at once a
+        login that may not delete it."""
+        if dataset_id is None:
+            return gr.skip(), gr.skip(), None, "Pick a dataset first."
+        try:
+            info = ctx.store.get_dataset(int(dataset_id))
+            check_may_change(actor_of(ctx, request), info.owner, "delete", f"dataset #{info.id} {info.name}")
+        except (NotOwnerError, StoreError) as exc:
+            gr.Warning(f"Not deleted: {exc}")
+            return gr.update(visible=False), "", None, f"❌ Not deleted: {exc}"
+        text = (f"Delete dataset **#{info.id} {info.name}** ({info.num_rows} rows)? Runs that used it keep their "
+                "config and groups (it is then only hidden, kept for them); refused while a run using it is queued "
+                "or running.")
+        return gr.update(visible=True), text, info.id, ""
+
+    def on_dataset_delete_confirm(pending_id: int | None, request: gr.Request = None):
+        """Inputs: pending id. Outputs: confirmation row, pending id, status, table, picker."""
+        if pending_id is None:
+            return gr.update(visible=False), None, gr.skip(), gr.skip(), gr.skip()
+        try:
+            done = delete_dataset(ctx.store, ctx.settings, int(pending_id), actor_of(ctx, request))
+        except (DatasetInUseError, NotOwnerError, StoreError, OSError) as exc:
+            gr.Warning(f"Not deleted: {exc}")
+            return gr.update(visible=False), None, f"❌ Not deleted: {exc}", gr.skip(), gr.skip()
+        return (gr.update(visible=False), None, f"✅ {done.message()}", datasets_frame(ctx),
+                gr.update(choices=dataset_choices(ctx), value=None))
+
     mapping_inputs = [prompt_column, system_prompt, renames, preview_model]
     check.click(on_check, inputs=[upload, *mapping_inputs], outputs=[status, preview, model_view])
     added = add.click(on_add, inputs=[upload, name, *mapping_inputs],
                       outputs=[status, preview, model_view, table, selected])
     hub_added = hub_add.click(on_hub_add, inputs=[hub_id, hub_config, hub_split, name, *mapping_inputs],
                               outputs=[status, preview, model_view, table, selected])
+    renamed_event = rename.click(on_dataset_rename, inputs=[selected, new_name],
+                                 outputs=[manage_status, table, selected])
+    delete.click(on_dataset_delete_ask, inputs=selected, outputs=[confirm_row, question, pending, manage_status])
+    deleted = confirm.click(on_dataset_delete_confirm, inputs=pending,
+                            outputs=[confirm_row, pending, manage_status, table, selected])
+    keep.click(lambda: (gr.update(visible=False), None), outputs=[confirm_row, pending])
     if sync is not None:
         sync.follow_datasets(table, lambda: datasets_frame(ctx))
         sync.follow_datasets(selected)
         sync.after(added)
         sync.after(hub_added)
+        sync.after(renamed_event)
+        sync.after(deleted)
     selected.change(on_pick, inputs=selected, outputs=preview)
     return {"upload": upload, "name": name, "add": add, "check": check, "status": status, "preview": preview,
             "model_view": model_view, "prompt_column": prompt_column, "system_prompt": system_prompt,
-            "renames": renames, "table": table, "selected": selected}
+            "renames": renames, "table": table, "selected": selected, "new_name": new_name, "rename": rename,
+            "delete": delete, "confirm": confirm, "manage_status": manage_status}
