@@ -48,7 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sqlalchemy import delete, insert, select, text  # noqa: E402
+from sqlalchemy import delete, func, insert, select, text  # noqa: E402
 
 from app.charts import CHART_KEYS as _CHART_KEYS  # noqa: E402
 from storage import MetricSummary, Store, sqlite_url  # noqa: E402
@@ -77,26 +77,42 @@ def _insert(store: Store, table, rows: list[dict]) -> None:
 
 
 def generate(store: Store, args: argparse.Namespace) -> int:
-    """Create the run and bulk-insert its metrics, groups and completions; returns the run id."""
-    rng = random.Random(0)
+    """Create the run and fill it with :func:`generate_metrics` and :func:`generate_groups`; returns the run id."""
     run = store.create_run(name="scale", config={"max_steps": args.steps}, dataset_id=None, max_steps=args.steps)
+    generate_metrics(store, run.id, args)
+    generate_groups(store, run.id, args)
+    finish(store, run.id, args)
+    return run.id
+
+
+def generate_metrics(store: Store, run_id: int, args: argparse.Namespace) -> None:
+    """Record ``args.steps`` steps of ``args.metrics`` keys through ``Store.record_metric_steps`` (the recorder's
+    path: raw points and the downsampled history), :data:`STEPS_PER_CALL` steps a transaction."""
+    rng = random.Random(0)
     keys = metric_keys(args.metrics)
     steps: list[tuple[int, dict, float]] = []
     for step in range(1, args.steps + 1):
         steps.append((step, {key: rng.random() for key in keys}, 1.7e9 + step))
         if len(steps) >= STEPS_PER_CALL:
-            store.record_metric_steps(run.id, steps)  # the recorder's path: raw points + downsampled history
+            store.record_metric_steps(run_id, steps)
             steps = []
     if steps:
-        store.record_metric_steps(run.id, steps)
+        store.record_metric_steps(run_id, steps)
 
+
+def generate_groups(store: Store, run_id: int, args: argparse.Namespace) -> None:
+    """Bulk-insert ``args.groups`` groups of ``args.group_size`` completions spread evenly over the steps (after
+    those already there: an interrupted generation goes on)."""
+    rng = random.Random(1)
     groups: list[dict] = []
     completions: list[dict] = []
-    for g in range(args.groups):
+    with store.engine.connect() as conn:
+        done = conn.execute(select(func.max(GroupRow.id))).scalar() or 0
+    for g in range(done, args.groups):
         group_id = g + 1
         step = g * args.steps // args.groups + 1
         row_index = rng.randrange(args.prompts)
-        groups.append({"id": group_id, "run_id": run.id, "step": step, "row_index": row_index,
+        groups.append({"id": group_id, "run_id": run_id, "step": step, "row_index": row_index,
                        "prompt": f"system: reply with a number\nuser: What is {row_index} + 7?",
                        "extra": {"answer": str(row_index + 7)}})
         for index in range(args.group_size):
@@ -112,10 +128,13 @@ def generate(store: Store, args: argparse.Namespace) -> int:
     if groups:
         _insert(store, GroupRow.__table__, groups)
         _insert(store, CompletionRow.__table__, completions)
-    store.update_run(run.id, current_step=args.steps)
+
+
+def finish(store: Store, run_id: int, args: argparse.Namespace) -> None:
+    """Set the run's step and refresh the planner's statistics (``ANALYZE``)."""
+    store.update_run(run_id, current_step=max(args.steps, store.get_run(run_id).current_step))
     with store.engine.begin() as conn:
         conn.execute(text("ANALYZE"))
-    return run.id
 
 
 def chart_points_columns(store: Store, run_id: int, keys: list[str], stride: int = 1) -> list[tuple]:
@@ -212,16 +231,34 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true",
                         help="measure the run named 'scale' already in --db / --keep instead of generating one")
     parser.add_argument("--write-steps", type=int, default=200, help="steps recorded to time the write path")
+    parser.add_argument("--part", choices=["metrics", "groups"],
+                        help="generate only this part into the run named 'scale' of --db / --keep (created if "
+                             "missing), then stop: two processes can fill one store in parallel; measure with --reuse")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
         path = Path(args.keep or tmp) / "grpo.db"
         store = Store(args.db or sqlite_url(path))
         backend = store.engine.dialect.name
+        if args.part:
+            run = next((r for r in store.list_runs() if r.name == "scale"), None)
+            if run is None:
+                run = store.create_run(name="scale", config={"max_steps": args.steps}, dataset_id=None,
+                                       max_steps=args.steps)
+            started = time.perf_counter()
+            (generate_metrics if args.part == "metrics" else generate_groups)(store, run.id, args)
+            print(f"generated the {args.part} of run {run.id} on {backend} in {time.perf_counter() - started:.0f} s")
+            store.close()
+            return
         if args.reuse:
             run = next(r for r in store.list_runs() if r.name == "scale")
             run_id, args.steps = run.id, run.max_steps
-            print(f"reusing run {run_id} ({args.steps:,} steps) on {backend}")
+            finish(store, run_id, args)
+            with store.engine.connect() as conn:
+                groups, group_steps = conn.execute(select(func.count(GroupRow.id), func.max(GroupRow.step)).where(
+                    GroupRow.run_id == run_id)).one()
+            print(f"reusing run {run_id} on {backend}: {args.steps:,} steps, {groups:,} groups up to step "
+                  f"{group_steps or 0:,}", flush=True)
         else:
             started = time.perf_counter()
             run_id = generate(store, args)
@@ -236,6 +273,9 @@ def main() -> None:
                   f"{args.groups * args.group_size:,} completions in {seconds:.0f} s; store {size_mb:,.0f} MB",
                   flush=True)
 
+        if not args.reuse:
+            group_steps = args.steps
+        # The group page asks for steps that have groups (a generation cut short has them up to group_steps only).
         stride = max(1, -(-args.steps // args.max_chart_points))
         rng = random.Random(1)
         prompt_query = store.groups_for_prompt
@@ -250,7 +290,7 @@ def main() -> None:
             ("reference: every point, metrics_since(8 keys)",
              lambda: store.metrics_since(run_id, keys=CHART_KEYS)),
             ("group page: groups_at(one step)",
-             lambda: store.groups_at(run_id, rng.randrange(1, args.steps + 1))),
+             lambda: store.groups_at(run_id, rng.randrange(1, max(1, group_steps or 0) + 1))),
             (f"prompt across steps: {prompt_label}",
              lambda: prompt_query(run_id, rng.randrange(args.prompts))),
             ("candidate: prompt across steps, first 50 groups",
@@ -261,8 +301,8 @@ def main() -> None:
              lambda: chart_points_columns(store, run_id, CHART_KEYS, stride)),
         ]
         rows = []
-        for label, func in queries:
-            times, size = timed(func, args.reps, args.budget)
+        for label, query in queries:
+            times, size = timed(query, args.reps, args.budget)
             rows.append((label, size, statistics.median(times), p95(times), len(times)))
             print(f"  {label}: median {rows[-1][2]:.1f} ms, p95 {rows[-1][3]:.1f} ms", flush=True)
         if args.write_steps > 0:

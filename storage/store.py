@@ -17,7 +17,7 @@ from itertools import groupby
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import and_, delete, func, insert, literal_column, or_, select, update
+from sqlalchemy import and_, bindparam, delete, func, insert, literal_column, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload, sessionmaker
 
@@ -154,6 +154,21 @@ def _bucket_columns():
     )
 
 
+def _by_primary_key(table):
+    """Core ``UPDATE table SET ... WHERE run_id = :pk_run_id AND key = :pk_key [AND bucket = :pk_bucket]``, run with
+    one parameter dict per row (:func:`_by_key`): an executemany, without the ORM's per-row bookkeeping."""
+    return table.update().where(*(column == bindparam(f"pk_{column.name}") for column in table.primary_key.columns))
+
+
+_BUCKET_UPDATE = _by_primary_key(MetricBucketRow.__table__)
+_SERIES_UPDATE = _by_primary_key(MetricSeriesRow.__table__)
+
+
+def _by_key(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` of a summary row as parameters of its ``_by_primary_key`` update (the key columns renamed)."""
+    return {(f"pk_{k}" if k in ("run_id", "key", "bucket") else k): v for k, v in values.items()}
+
+
 def _bucket(row) -> Bucket:
     return Bucket(row.first_step, row.last_step, row.count, row.min, row.max, row.sum, row.last_value, row.wall_time)
 
@@ -173,6 +188,9 @@ class Store:
 
     Every method opens its own short transaction, so one ``Store`` may be shared by threads.
     """
+
+    #: Most buckets kept per metric key in the downsampled history (:mod:`storage.summary`); tests lower it.
+    summary_buckets: int = SUMMARY_BUCKETS
 
     def __init__(self, url: str, *, create: bool = True) -> None:
         self.url = url
@@ -507,7 +525,7 @@ class Store:
                         MetricRow.key.in_(sorted(keys)),
                     )
                 ).rowcount
-            session.execute(insert(MetricRow), list(rows.values()))
+            session.execute(insert(MetricRow.__table__), list(rows.values()))  # core: no ORM bookkeeping
             last = max(keys_of_step)
             session.execute(
                 update(RunRow).where(RunRow.id == run_id, RunRow.current_step < last).values(current_step=last)
@@ -551,7 +569,7 @@ class Store:
                     ).limit(1)
                 )
                 (rebuild if earlier is not None else steady).append(key)
-            elif level_for(known.first_step, points[key][-1][0]) != known.level:
+            elif level_for(known.first_step, points[key][-1][0], self.summary_buckets) != known.level:
                 rising.append(key)
             else:
                 steady.append(key)
@@ -582,7 +600,7 @@ class Store:
             known = series.get(key)
             before = stored.get(key, {})
             state = None if known is None else SeriesState(known.level, known.first_step, known.last_step, dict(before))
-            state, _ = fold(state, points[key])
+            state, _ = fold(state, points[key], self.summary_buckets)
             new_steps = {step for step, _, _ in points[key]}
             for index, bucket in state.buckets.items():
                 if key in rising or index not in before:
@@ -597,13 +615,13 @@ class Store:
                 delete(MetricBucketRow).where(MetricBucketRow.run_id == run_id, MetricBucketRow.key.in_(rising))
             )
         if inserts:
-            session.execute(insert(MetricBucketRow), inserts)
+            session.execute(insert(MetricBucketRow.__table__), inserts)
         if updates:
-            session.execute(update(MetricBucketRow), updates)  # ORM bulk UPDATE by primary key
+            session.execute(_BUCKET_UPDATE, [_by_key(values) for values in updates])
         if series_inserts:
-            session.execute(insert(MetricSeriesRow), series_inserts)
+            session.execute(insert(MetricSeriesRow.__table__), series_inserts)
         if series_updates:
-            session.execute(update(MetricSeriesRow), series_updates)
+            session.execute(_SERIES_UPDATE, [_by_key(values) for values in series_updates])
 
     def _rebuild_summary(self, session: Session, run_id: int, keys: Sequence[str]) -> None:
         """Recompute the downsampled history of ``keys`` from the run's raw points (a key without any loses its
@@ -619,7 +637,7 @@ class Store:
             first, last = session.execute(select(func.min(MetricRow.step), func.max(MetricRow.step)).where(*of_key)).one()
             if first is None:
                 continue
-            level = level_for(first, last)
+            level = level_for(first, last, self.summary_buckets)
             index = MetricRow.step.op(">>", return_type=MetricRow.step.type)(literal_column(str(int(level))))
             aggregates = session.execute(
                 select(
@@ -642,7 +660,7 @@ class Store:
                                                            *last_points[hi]))
                 for b, lo, hi, n, vmin, vmax, total in aggregates
             ]
-            session.execute(insert(MetricBucketRow), rows)
+            session.execute(insert(MetricBucketRow.__table__), rows)
             session.execute(
                 insert(MetricSeriesRow),
                 [{"run_id": run_id, "key": key, "level": level, "first_step": first, "last_step": last}],
@@ -665,7 +683,7 @@ class Store:
         *,
         keys: Sequence[str] = (),
         key_patterns: Sequence[str] = (),
-        max_points: int = SUMMARY_BUCKETS,
+        max_points: int | None = None,
     ) -> list[MetricSummary]:
         """A chart's first load, independent of the run's length: the downsampled history of ``keys`` (and of keys
         matching the SQL LIKE ``key_patterns``, e.g. ``rewards/%/mean``; neither given: every key), at most
@@ -676,8 +694,9 @@ class Store:
         TensorBoard's reservoir and W&B's sampled history). Reads at most
         :data:`storage.summary.SUMMARY_BUCKETS` rows per key. A run recorded before the history existed gets it
         computed from its raw points here, once. Later refreshes read the new raw points with
-        :meth:`metrics_since`.
+        :meth:`metrics_since`. ``max_points`` defaults to :attr:`summary_buckets`.
         """
+        max_points = self.summary_buckets if max_points is None else max_points
         with self._session() as session:
             known = session.scalars(select(MetricSeriesRow.key).where(MetricSeriesRow.run_id == run_id)).all()
             if not known:

@@ -126,6 +126,7 @@ def fold(state: SeriesState | None, points: Iterable[tuple[int, float | None, fl
     changed) — otherwise only the buckets holding the new steps did.
 
     ``state.buckets`` need only hold the key's last bucket unless the level rises; the caller then passes them all.
+    The last bucket is updated in place.
 
     Raises:
         ValueError: a step is not after the last one recorded.
@@ -142,8 +143,16 @@ def fold(state: SeriesState | None, points: Iterable[tuple[int, float | None, fl
             state.level = level
             raised = True
         index = bucket_of(step, state.level)
-        point = point_bucket(step, value, wall_time)
-        state.buckets[index] = merge(state.buckets[index], point) if index in state.buckets else point
+        bucket = state.buckets.get(index)
+        if bucket is None:
+            state.buckets[index] = point_bucket(step, value, wall_time)
+        else:  # merge(bucket, point_bucket(...)) in place: this runs once per recorded point
+            if value is not None:
+                bucket.count += 1
+                bucket.min = value if bucket.min is None or value < bucket.min else bucket.min
+                bucket.max = value if bucket.max is None or value > bucket.max else bucket.max
+                bucket.sum = value if bucket.sum is None else bucket.sum + value
+            bucket.last_step, bucket.last_value, bucket.wall_time = step, value, wall_time
         state.last_step = step
     if state is None:
         raise ValueError("no points to fold")
