@@ -1,7 +1,9 @@
 """Plotly figures of a run's metrics, built from the long-format points the store returns.
 
 Charts are fed incrementally: :class:`MetricSeries` keeps the points a page has and :meth:`MetricSeries.extend`
-adds the rows after the last step seen, so a refresh reads only new rows.
+adds the rows after the last step seen, so a refresh reads only new rows. A first load of a long run starts from the
+store's downsampled history (:meth:`MetricSeries.extend_summary`): one real point per bucket of steps, and the
+buckets' min/max drawn as a band around the line, so the overview keeps the extremes and the true last point.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from storage import MetricPoint
+from storage import MetricPoint, MetricSummary
 
 #: The panels of the training chart: (title, metric keys drawn in it). ``rewards/*/mean`` joins the first panel, and
 #: so do the eval metrics TRL logs at each evaluation (``eval_reward``, ``eval_rewards/<fn>/mean``), dashed.
@@ -60,12 +62,15 @@ class MetricSeries:
     """The metric points of one run a page has seen: ``key -> (steps, values)``, steps ascending.
 
     ``last_step`` is the highest step seen (-1 before any); :attr:`cursor` is the cursor for ``Store.metrics_since``.
+    ``envelope`` holds, for keys loaded from a downsampled history whose buckets span several steps, the band of
+    their min and max: ``key -> (steps, lows, highs)``, two entries per bucket (its first and last step).
     """
 
     run_id: int | None = None
     last_step: int = -1
     data: dict[str, tuple[list[int], list[float | None]]] = field(default_factory=dict)
     wall: dict[int, float] = field(default_factory=dict)
+    envelope: dict[str, tuple[list[int], list[float | None], list[float | None]]] = field(default_factory=dict)
 
     def extend(self, points: Iterable[MetricPoint]) -> int:
         """Append points (ordered by step); returns how many were new."""
@@ -79,6 +84,27 @@ class MetricSeries:
             self.wall.setdefault(point.step, point.wall_time)
             self.last_step = max(self.last_step, point.step)
             added += 1
+        return added
+
+    def extend_summary(self, summaries: Iterable[MetricSummary]) -> int:
+        """Add a downsampled history (``Store.metric_summary``): each bucket's last point (a recorded value, so a
+        key's last point is its true last one) joins the series as :meth:`extend` would add it, and the buckets'
+        min/max become the key's :attr:`envelope` when any bucket spans more than one step. Returns how many points
+        were new."""
+        added = 0
+        for summary in summaries:
+            added += self.extend(
+                MetricPoint(step, summary.key, value, wall)
+                for step, value, wall in zip(summary.last_steps, summary.last_values, summary.wall_times, strict=True)
+            )
+            if any(first < last for first, last in zip(summary.first_steps, summary.last_steps, strict=True)):
+                steps, lows, highs = [], [], []
+                for first, last, low, high in zip(summary.first_steps, summary.last_steps, summary.mins,
+                                                  summary.maxs, strict=True):
+                    steps += [first, last]
+                    lows += [low, low]
+                    highs += [high, high]
+                self.envelope[summary.key] = (steps, lows, highs)
         return added
 
     @property
@@ -141,12 +167,28 @@ def _legend_rows(names: Sequence[str]) -> int:
     return rows
 
 
+#: Fill of the min/max band of a downsampled key.
+ENVELOPE_FILL = "rgba(100, 116, 139, 0.22)"
+
+
+def _add_envelope(figure: go.Figure, key: str, band: tuple[list[int], list[float | None], list[float | None]],
+                  *, row: int, col: int) -> None:
+    """The min/max band of a downsampled key: its highs (no line), then its lows filled up to them. Neither takes
+    hover or clicks, so a click on the chart still lands on a recorded point."""
+    steps, lows, highs = band
+    common = {"mode": "lines", "line": {"width": 0}, "hoverinfo": "skip", "showlegend": False, "legendgroup": key}
+    figure.add_trace(go.Scatter(x=steps, y=_clean(highs), name=f"{key} max", **common), row=row, col=col)
+    figure.add_trace(go.Scatter(x=steps, y=_clean(lows), name=f"{key} min", fill="tonexty", fillcolor=ENVELOPE_FILL,
+                                **common), row=row, col=col)
+
+
 def training_figure(series: MetricSeries, title: str = "", beta: float | None = None) -> go.Figure:
     """A grid of line charts (x: step, integer ticks) of the run's key GRPO metrics.
 
     A panel without points says "no data yet", and the KL panel says "KL not computed: beta = 0" when ``beta`` is
-    0 and no ``kl`` was logged (TRL skips the KL term then). The legend (the reward panel's traces) sits in its own
-    band between the title and the first row of panels.
+    0 and no ``kl`` was logged (TRL skips the KL term then). A key with an :attr:`MetricSeries.envelope` (a long
+    run's downsampled first load) gets its min/max band under its line. The legend (the reward panel's traces) sits
+    in its own band between the title and the first row of panels.
 
     Args:
         series: the run's metric points.
@@ -176,6 +218,8 @@ def training_figure(series: MetricSeries, title: str = "", beta: float | None = 
             in_legend = index == 0 or len(keys) > 1  # the reward panel's lines, and the GPU memory panel's
             if in_legend:
                 legend_names.append(name)
+            if key in series.envelope:
+                _add_envelope(figure, key, series.envelope[key], row=row, col=col)
             figure.add_trace(
                 go.Scatter(
                     x=steps,

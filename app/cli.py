@@ -253,7 +253,7 @@ def _sweep(args: argparse.Namespace) -> int:
         while not launcher.wait_idle(timeout_s=5, run_ids=run_ids) and time.monotonic() < deadline:
             pass
     runs = store.sweep_runs(sweep.id)
-    headers, rows = sweep_table(sweep, runs, store.metric_summary(run_ids, REWARD_KEY))
+    headers, rows = sweep_table(sweep, runs, store.final_and_best(run_ids, REWARD_KEY))
     print("\t".join(headers))
     for row in rows:
         print("\t".join("" if value is None else str(value) for value in row))

@@ -364,7 +364,7 @@ def sweep_table(
     first step.
 
     Args:
-        rewards: run id -> (final, best) (:meth:`storage.Store.metric_summary` of :data:`REWARD_KEY`).
+        rewards: run id -> (final, best) (:meth:`storage.Store.final_and_best` of :data:`REWARD_KEY`).
     """
     fields = varied_fields(sweep.grid) or list(sweep.grid)
     headers = ["run", "status", "step", *fields, "final reward", "best reward"]

@@ -157,6 +157,41 @@ class MetricRow(Base):
     wall_time: Mapped[float] = mapped_column(Float)
 
 
+class MetricSeriesRow(Base):
+    """One key of a run's downsampled metric history (:mod:`storage.summary`): the level of its buckets
+    (``2**level`` steps each) and its first and last recorded step."""
+
+    __tablename__ = "metric_series"
+    __table_args__ = {"sqlite_with_rowid": False}  # rows stored in primary-key order: one key's row is one lookup
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    level: Mapped[int] = mapped_column(Integer)
+    first_step: Mapped[int] = mapped_column(Integer)
+    last_step: Mapped[int] = mapped_column(Integer)
+
+
+class MetricBucketRow(Base):
+    """One bucket of a key's downsampled history: steps ``[bucket * 2**level, (bucket + 1) * 2**level)`` with the
+    min, max, sum and count of their values and the value and time of the last step (:mod:`storage.summary`)."""
+
+    __tablename__ = "metric_buckets"
+    # On SQLite the rows are stored in primary-key order (a key's buckets are adjacent: one range read, no lookups).
+    __table_args__ = {"sqlite_with_rowid": False}
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    bucket: Mapped[int] = mapped_column(Integer, primary_key=True)
+    first_step: Mapped[int] = mapped_column(Integer)
+    last_step: Mapped[int] = mapped_column(Integer)
+    count: Mapped[int] = mapped_column(Integer)
+    min: Mapped[float | None] = mapped_column(Float, nullable=True)
+    max: Mapped[float | None] = mapped_column(Float, nullable=True)
+    sum: Mapped[float | None] = mapped_column(Float, nullable=True)
+    last_value: Mapped[float | None] = mapped_column(Float, nullable=True)
+    wall_time: Mapped[float] = mapped_column(Float)
+
+
 class GroupRow(Base):
     """One sampled group: a prompt of one step and its G completions."""
 

@@ -144,6 +144,31 @@ class TokenStats:
 
 
 @dataclass(frozen=True)
+class MetricSummary:
+    """One metric ``key`` of a run, downsampled (:meth:`Store.metric_summary`, :mod:`storage.summary`): one entry
+    per bucket of steps, in step order, as columns of equal length.
+
+    Bucket ``i`` covers the recorded steps ``first_steps[i]..last_steps[i]``; ``mins``/``maxs``/``means`` are over
+    its ``counts[i]`` non-``None`` values (``None`` without any); ``last_values[i]`` and ``wall_times[i]`` (seconds
+    since the epoch) are those of step ``last_steps[i]``, a point really recorded, so the last entry is the key's true
+    last point.
+    """
+
+    key: str
+    first_steps: tuple[int, ...]
+    last_steps: tuple[int, ...]
+    counts: tuple[int, ...]
+    mins: tuple[float | None, ...]
+    maxs: tuple[float | None, ...]
+    means: tuple[float | None, ...]
+    last_values: tuple[float | None, ...]
+    wall_times: tuple[float, ...]
+
+    def __len__(self) -> int:
+        return len(self.last_steps)
+
+
+@dataclass(frozen=True)
 class CompletionRecord:
     """One completion of a group, as recorded from TRL.
 

@@ -13,9 +13,11 @@ import numbers
 import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import and_, delete, func, or_, select, update
+from sqlalchemy import and_, bindparam, delete, func, insert, literal_column, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload, sessionmaker
 
@@ -25,7 +27,9 @@ from storage.models import (
     CompletionRow,
     DatasetRow,
     GroupRow,
+    MetricBucketRow,
     MetricRow,
+    MetricSeriesRow,
     RunRow,
     RunStatus,
     SweepRow,
@@ -37,6 +41,7 @@ from storage.records import (
     DatasetInfo,
     GroupRecord,
     MetricPoint,
+    MetricSummary,
     PromptRow,
     RunInfo,
     SearchHit,
@@ -45,6 +50,7 @@ from storage.records import (
     SweepInfo,
     TokenStats,
 )
+from storage.summary import SUMMARY_BUCKETS, Bucket, SeriesState, bucket_of, downsample, fold, level_for
 from storage.types import without_nul
 
 
@@ -179,6 +185,40 @@ def _like_to_regex(pattern: str) -> str:
     return "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
 
 
+def _bucket_columns():
+    """A select of the bucket columns (plain tuples, no ORM objects)."""
+    return select(
+        MetricBucketRow.key, MetricBucketRow.bucket, MetricBucketRow.first_step, MetricBucketRow.last_step,
+        MetricBucketRow.count, MetricBucketRow.min, MetricBucketRow.max, MetricBucketRow.sum,
+        MetricBucketRow.last_value, MetricBucketRow.wall_time,
+    )
+
+
+def _by_primary_key(table):
+    """Core ``UPDATE table SET ... WHERE run_id = :pk_run_id AND key = :pk_key [AND bucket = :pk_bucket]``, run with
+    one parameter dict per row (:func:`_by_key`): an executemany, without the ORM's per-row bookkeeping."""
+    return table.update().where(*(column == bindparam(f"pk_{column.name}") for column in table.primary_key.columns))
+
+
+_BUCKET_UPDATE = _by_primary_key(MetricBucketRow.__table__)
+_SERIES_UPDATE = _by_primary_key(MetricSeriesRow.__table__)
+
+
+def _by_key(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` of a summary row as parameters of its ``_by_primary_key`` update (the key columns renamed)."""
+    return {(f"pk_{k}" if k in ("run_id", "key", "bucket") else k): v for k, v in values.items()}
+
+
+def _bucket(row) -> Bucket:
+    return Bucket(row.first_step, row.last_step, row.count, row.min, row.max, row.sum, row.last_value, row.wall_time)
+
+
+def _bucket_values(run_id: int, key: str, index: int, bucket: Bucket) -> dict[str, Any]:
+    return {"run_id": run_id, "key": key, "bucket": index, "first_step": bucket.first_step,
+            "last_step": bucket.last_step, "count": bucket.count, "min": bucket.min, "max": bucket.max,
+            "sum": bucket.sum, "last_value": bucket.last_value, "wall_time": bucket.wall_time}
+
+
 class Store:
     """Reads and writes the dashboard's state in a SQL database.
 
@@ -188,6 +228,9 @@ class Store:
 
     Every method opens its own short transaction, so one ``Store`` may be shared by threads.
     """
+
+    #: Most buckets kept per metric key in the downsampled history (:mod:`storage.summary`); tests lower it.
+    summary_buckets: int = SUMMARY_BUCKETS
 
     def __init__(self, url: str, *, create: bool = True) -> None:
         self.url = url
@@ -386,7 +429,7 @@ class Store:
             rows = session.scalars(select(RunRow).where(RunRow.sweep_id == sweep_id).order_by(RunRow.id)).all()
             return [_run_info(row) for row in rows]
 
-    def metric_summary(self, run_ids: Sequence[int], key: str) -> dict[int, tuple[float | None, float | None]]:
+    def final_and_best(self, run_ids: Sequence[int], key: str) -> dict[int, tuple[float | None, float | None]]:
         """``run id -> (final, best)`` of metric ``key``: its value at the run's last recorded step, and its largest
         value over all steps (NULLs, i.e. NaN, skipped). Runs without that metric are left out. Two aggregate
         queries, whatever the number of steps."""
@@ -528,6 +571,8 @@ class Store:
             session.execute(delete(CompletionRow).where(CompletionRow.group_id.in_(group_ids)))
             session.execute(delete(GroupRow).where(GroupRow.run_id == run_id))
             session.execute(delete(MetricRow).where(MetricRow.run_id == run_id))
+            session.execute(delete(MetricBucketRow).where(MetricBucketRow.run_id == run_id))
+            session.execute(delete(MetricSeriesRow).where(MetricSeriesRow.run_id == run_id))
             session.execute(delete(RunRow).where(RunRow.id == run_id))
             session.commit()
 
@@ -574,6 +619,10 @@ class Store:
             session.execute(delete(CompletionRow).where(CompletionRow.group_id.in_(later_groups)))
             session.execute(delete(GroupRow).where(GroupRow.run_id == run_id, GroupRow.step > from_step))
             session.execute(delete(MetricRow).where(MetricRow.run_id == run_id, MetricRow.step > from_step))
+            cut = session.scalars(
+                select(MetricSeriesRow.key).where(MetricSeriesRow.run_id == run_id, MetricSeriesRow.last_step > from_step)
+            ).all()
+            self._rebuild_summary(session, run_id, cut)  # the downsampled history follows the raw points
             session.commit()
             return _run_info(session.get(RunRow, run_id))
 
@@ -614,31 +663,250 @@ class Store:
     def record_metrics(self, run_id: int, step: int, values: dict[str, Any], wall_time: float) -> int:
         """Store the scalars logged at ``step``; non-numbers are skipped, NaN/inf stored as NULL.
 
-        A key already recorded for that step is overwritten, so a replayed step never duplicates rows.
-        Returns the number of scalars stored.
+        A key already recorded for that step is overwritten, so a replayed step never duplicates rows. The run's
+        downsampled history (:meth:`metric_summary`) is updated in the same transaction. Returns the number of
+        scalars stored.
         """
-        items = {
-            k: (v.item() if hasattr(v, "item") else v)
-            for k, v in values.items()
-            if v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool)) or hasattr(v, "item")
-        }
-        if not items:
+        return self.record_metric_steps(run_id, [(step, values, wall_time)])
+
+    def record_metric_steps(self, run_id: int, steps: Sequence[tuple[int, dict[str, Any], float]]) -> int:
+        """:meth:`record_metrics` for several steps at once, ``(step, values, wall_time)`` each, in one transaction
+        (a bulk import, or a writer that fell behind). Returns the number of scalars stored.
+
+        Cost: one insert of the raw points, plus per key one read and one write of its last bucket of the
+        downsampled history (:mod:`storage.summary`); when a key's level rises (each time the run doubles past
+        :data:`storage.summary.SUMMARY_BUCKETS` steps) its buckets are rewritten, at most that many rows.
+        """
+        rows: dict[tuple[int, str], dict[str, Any]] = {}
+        for step, values, wall_time in steps:
+            for k, v in values.items():
+                if v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool)) or hasattr(v, "item"):
+                    v = v.item() if hasattr(v, "item") else v
+                    rows[(int(step), k)] = {"run_id": run_id, "step": int(step), "key": k, "value": _finite(v),
+                                            "wall_time": float(wall_time)}
+        if not rows:
             return 0
+        keys_of_step: dict[int, set[str]] = {}
+        for step, key in rows:
+            keys_of_step.setdefault(step, set()).add(key)
+        steps_of_keys: dict[frozenset[str], list[int]] = {}
+        for step, keys in keys_of_step.items():
+            steps_of_keys.setdefault(frozenset(keys), []).append(step)
         with self._session() as session:
+            replaced = 0
+            for keys, same in steps_of_keys.items():
+                replaced += session.execute(
+                    delete(MetricRow).where(
+                        MetricRow.run_id == run_id,
+                        MetricRow.step.in_(sorted(same)) if len(same) > 1 else MetricRow.step == same[0],
+                        MetricRow.key.in_(sorted(keys)),
+                    )
+                ).rowcount
+            session.execute(insert(MetricRow.__table__), list(rows.values()))  # core: no ORM bookkeeping
+            last = max(keys_of_step)
             session.execute(
-                delete(MetricRow).where(
-                    MetricRow.run_id == run_id, MetricRow.step == step, MetricRow.key.in_(list(items))
-                )
+                update(RunRow).where(RunRow.id == run_id, RunRow.current_step < last).values(current_step=last)
             )
-            session.add_all(
-                MetricRow(run_id=run_id, step=step, key=k, value=_finite(v), wall_time=wall_time)
-                for k, v in items.items()
-            )
-            session.execute(
-                update(RunRow).where(RunRow.id == run_id, RunRow.current_step < step).values(current_step=step)
-            )
+            points: dict[str, list[tuple[int, float | None, float]]] = {}
+            for row in sorted(rows.values(), key=lambda r: r["step"]):
+                points.setdefault(row["key"], []).append((row["step"], row["value"], row["wall_time"]))
+            self._update_summary(session, run_id, points, replaced=replaced > 0)
             session.commit()
-        return len(items)
+        return len(rows)
+
+    # ----------------------------------------------------------------------------- downsampled metric history
+    def _update_summary(
+        self, session: Session, run_id: int, points: dict[str, list[tuple[int, float | None, float]]], *, replaced: bool
+    ) -> None:
+        """Fold new points (per key, ascending steps) into the run's downsampled history (:mod:`storage.summary`).
+
+        A key whose points are not all after its last recorded step (a replayed step, a late point), or that has
+        raw points but no history yet (a store written before the history existed), is rebuilt from its raw points.
+        """
+        keys = sorted(points)
+        series = {
+            row.key: row
+            for row in session.execute(
+                select(MetricSeriesRow.key, MetricSeriesRow.level, MetricSeriesRow.first_step, MetricSeriesRow.last_step)
+                .where(MetricSeriesRow.run_id == run_id, MetricSeriesRow.key.in_(keys))
+            ).all()
+        }
+        rebuild: list[str] = []
+        rising: list[str] = []
+        steady: list[str] = []
+        for key in keys:
+            known = series.get(key)
+            first_new = points[key][0][0]
+            if replaced or (known is not None and first_new <= known.last_step):
+                rebuild.append(key)
+            elif known is None:
+                earlier = session.scalar(
+                    select(MetricRow.step).where(
+                        MetricRow.run_id == run_id, MetricRow.key == key, MetricRow.step < first_new
+                    ).limit(1)
+                )
+                (rebuild if earlier is not None else steady).append(key)
+            elif level_for(known.first_step, points[key][-1][0], self.summary_buckets) != known.level:
+                rising.append(key)
+            else:
+                steady.append(key)
+        self._rebuild_summary(session, run_id, rebuild)
+
+        # Each steady key needs its last bucket only (keys logged together share it: two IN lists read them with a
+        # few index lookups), a rising key all of its buckets (they merge in pairs).
+        last_buckets = {k: bucket_of(series[k].last_step, series[k].level) for k in steady if k in series}
+        stored: dict[str, dict[int, Bucket]] = {}
+        if last_buckets:
+            for row in session.execute(_bucket_columns().where(
+                MetricBucketRow.run_id == run_id, MetricBucketRow.key.in_(sorted(last_buckets)),
+                MetricBucketRow.bucket.in_(sorted(set(last_buckets.values()))),
+            )).all():
+                if last_buckets[row.key] == row.bucket:
+                    stored.setdefault(row.key, {})[row.bucket] = _bucket(row)
+        if rising:
+            for row in session.execute(_bucket_columns().where(
+                MetricBucketRow.run_id == run_id, MetricBucketRow.key.in_(rising)
+            )).all():
+                stored.setdefault(row.key, {})[row.bucket] = _bucket(row)
+
+        inserts: list[dict[str, Any]] = []
+        updates: list[dict[str, Any]] = []
+        series_inserts: list[dict[str, Any]] = []
+        series_updates: list[dict[str, Any]] = []
+        for key in steady + rising:
+            known = series.get(key)
+            before = stored.get(key, {})
+            state = None if known is None else SeriesState(known.level, known.first_step, known.last_step, dict(before))
+            state, _ = fold(state, points[key], self.summary_buckets)
+            new_steps = {step for step, _, _ in points[key]}
+            for index, bucket in state.buckets.items():
+                if key in rising or index not in before:
+                    inserts.append(_bucket_values(run_id, key, index, bucket))
+                elif bucket.last_step in new_steps:
+                    updates.append(_bucket_values(run_id, key, index, bucket))
+            values = {"run_id": run_id, "key": key, "level": state.level, "first_step": state.first_step,
+                      "last_step": state.last_step}
+            (series_inserts if known is None else series_updates).append(values)
+        if rising:
+            session.execute(
+                delete(MetricBucketRow).where(MetricBucketRow.run_id == run_id, MetricBucketRow.key.in_(rising))
+            )
+        if inserts:
+            session.execute(insert(MetricBucketRow.__table__), inserts)
+        if updates:
+            session.execute(_BUCKET_UPDATE, [_by_key(values) for values in updates])
+        if series_inserts:
+            session.execute(insert(MetricSeriesRow.__table__), series_inserts)
+        if series_updates:
+            session.execute(_SERIES_UPDATE, [_by_key(values) for values in series_updates])
+
+    def _rebuild_summary(self, session: Session, run_id: int, keys: Sequence[str]) -> None:
+        """Recompute the downsampled history of ``keys`` from the run's raw points (a key without any loses its
+        history): the same buckets :func:`storage.summary.fold` builds point by point (see its module)."""
+        for key in keys:
+            session.execute(
+                delete(MetricBucketRow).where(MetricBucketRow.run_id == run_id, MetricBucketRow.key == key)
+            )
+            session.execute(
+                delete(MetricSeriesRow).where(MetricSeriesRow.run_id == run_id, MetricSeriesRow.key == key)
+            )
+            of_key = (MetricRow.run_id == run_id, MetricRow.key == key)
+            first, last = session.execute(select(func.min(MetricRow.step), func.max(MetricRow.step)).where(*of_key)).one()
+            if first is None:
+                continue
+            level = level_for(first, last, self.summary_buckets)
+            index = MetricRow.step.op(">>", return_type=MetricRow.step.type)(literal_column(str(int(level))))
+            aggregates = session.execute(
+                select(
+                    index, func.min(MetricRow.step), func.max(MetricRow.step), func.count(MetricRow.value),
+                    func.min(MetricRow.value), func.max(MetricRow.value), func.sum(MetricRow.value),
+                ).where(*of_key).group_by(index)
+            ).all()
+            ends = [row[2] for row in aggregates]
+            last_points: dict[int, tuple[float | None, float]] = {}
+            for start in range(0, len(ends), 500):
+                for step, value, wall_time in session.execute(
+                    select(MetricRow.step, MetricRow.value, MetricRow.wall_time).where(
+                        *of_key, MetricRow.step.in_(ends[start:start + 500])
+                    )
+                ).all():
+                    last_points[step] = (value, wall_time)
+            rows = [
+                _bucket_values(run_id, key, int(b), Bucket(int(lo), int(hi), int(n), vmin, vmax,
+                                                           None if total is None else float(total),
+                                                           *last_points[hi]))
+                for b, lo, hi, n, vmin, vmax, total in aggregates
+            ]
+            session.execute(insert(MetricBucketRow.__table__), rows)
+            session.execute(
+                insert(MetricSeriesRow),
+                [{"run_id": run_id, "key": key, "level": level, "first_step": first, "last_step": last}],
+            )
+
+    def rebuild_metric_summary(self, run_id: int) -> int:
+        """Compute a run's downsampled history from its raw metric points, replacing any it has (the backfill of a
+        run recorded before the history existed; :meth:`metric_summary` does it by itself, once, for a run that
+        lacks one). Returns the number of keys."""
+        with self._session() as session:
+            keys = session.scalars(select(MetricRow.key).where(MetricRow.run_id == run_id).distinct()).all()
+            stale = session.scalars(select(MetricSeriesRow.key).where(MetricSeriesRow.run_id == run_id)).all()
+            self._rebuild_summary(session, run_id, sorted(set(keys) | set(stale)))
+            session.commit()
+            return len(keys)
+
+    def metric_summary(
+        self,
+        run_id: int,
+        *,
+        keys: Sequence[str] = (),
+        key_patterns: Sequence[str] = (),
+        max_points: int | None = None,
+    ) -> list[MetricSummary]:
+        """A chart's first load, independent of the run's length: the downsampled history of ``keys`` (and of keys
+        matching the SQL LIKE ``key_patterns``, e.g. ``rewards/%/mean``; neither given: every key), at most
+        ``max_points`` buckets per key, one :class:`MetricSummary` per key (columns), ordered by key.
+
+        Each bucket carries the min, max and mean of its steps and its last recorded point, so the last bucket of a
+        key ends on the key's true last point and the extremes stay visible (:mod:`storage.summary`, after
+        TensorBoard's reservoir and W&B's sampled history). Reads at most
+        :data:`storage.summary.SUMMARY_BUCKETS` rows per key. A run recorded before the history existed gets it
+        computed from its raw points here, once. Later refreshes read the new raw points with
+        :meth:`metrics_since`. ``max_points`` defaults to :attr:`summary_buckets`.
+        """
+        max_points = self.summary_buckets if max_points is None else max_points
+        with self._session() as session:
+            known = session.scalars(select(MetricSeriesRow.key).where(MetricSeriesRow.run_id == run_id)).all()
+            if not known:
+                if session.scalar(select(MetricRow.id).where(MetricRow.run_id == run_id).limit(1)) is None:
+                    return []
+                raw = session.scalars(select(MetricRow.key).where(MetricRow.run_id == run_id).distinct()).all()
+                try:
+                    self._rebuild_summary(session, run_id, sorted(raw))
+                    session.commit()
+                except IntegrityError:  # another process computed it at the same time
+                    session.rollback()
+                known = session.scalars(select(MetricSeriesRow.key).where(MetricSeriesRow.run_id == run_id)).all()
+            wanted = set(keys) & set(known) if (keys or key_patterns) else set(known)
+            patterns = [re.compile(_like_to_regex(p)) for p in key_patterns]
+            wanted.update(k for k in known if any(p.fullmatch(k) for p in patterns))
+            if not wanted:
+                return []
+            rows = session.execute(
+                _bucket_columns()
+                .where(MetricBucketRow.run_id == run_id, MetricBucketRow.key.in_(sorted(wanted)))
+                .order_by(MetricBucketRow.key, MetricBucketRow.bucket)
+            ).all()
+        out: list[MetricSummary] = []
+        for key, of_key in groupby(rows, key=itemgetter(0)):
+            of_key = list(of_key)
+            if len(of_key) > max_points:
+                merged = downsample({row.bucket: _bucket(row) for row in of_key}, max_points).values()
+                of_key = [(key, 0, b.first_step, b.last_step, b.count, b.min, b.max, b.sum, b.last_value, b.wall_time)
+                          for b in merged]
+            _, _, firsts, lasts, counts, mins, maxs, sums, values, walls = zip(*of_key, strict=True)
+            means = tuple(t / n if n and t is not None else None for t, n in zip(sums, counts, strict=True))
+            out.append(MetricSummary(key, firsts, lasts, counts, mins, maxs, means, values, walls))
+        return out
 
     def metrics_since(self, run_id: int, after_step: int = -1, keys: Sequence[str] | None = None) -> list[MetricPoint]:
         """Metric points with ``step > after_step``, ordered by step then key (incremental chart refresh)."""

@@ -29,6 +29,8 @@ from grpo_core.runs import authorize_run_action
 from storage import RunStatus, StoreError
 
 REFRESH_SECONDS = 2.0
+#: Keys the chart draws beside :data:`CHART_KEYS`, as SQL LIKE patterns: the per-rule means and the eval split's reward.
+FIRST_LOAD_PATTERNS = ("rewards/%/mean", "eval_reward", "eval_rewards/%/mean", GPU_KEY_PATTERN)
 COMPARE_METRICS = list(CHART_KEYS)
 
 #: Browser code run after each chart update: a click on a point of the chart writes ``"<step>@<time>"`` into the hidden
@@ -77,12 +79,14 @@ def runs_frame(ctx: AppContext, status: str | None = None, text: str | None = No
 
 
 def refresh_series(ctx: AppContext, run_id: int, series: MetricSeries | None) -> tuple[MetricSeries, bool]:
-    """Bring ``series`` up to date for ``run_id`` with an incremental query; returns (series, changed)."""
+    """Bring ``series`` up to date for ``run_id``; returns (series, changed). A new series starts from the store's
+    downsampled history (``Store.metric_summary``); an existing one reads the steps after its cursor
+    (``Store.metrics_since``)."""
     if series is None or series.run_id != run_id:
         series = MetricSeries(run_id=run_id)
-        # First view: the charted keys only, at most ~1,000 steps each; then every new step incrementally.
-        series.extend(ctx.store.metrics_overview(run_id, keys=CHART_KEYS,
-                                                  key_patterns=["rewards/%/mean", GPU_KEY_PATTERN]))
+        # First view: the charted keys' downsampled history (at most 1,000 buckets a key, whatever the run's length,
+        # with their min/max band and the true last point); then every new step incrementally.
+        series.extend_summary(ctx.store.metric_summary(run_id, keys=CHART_KEYS, key_patterns=FIRST_LOAD_PATTERNS))
         return series, True
     return series, series.extend(ctx.store.metrics_since(run_id, series.cursor)) > 0
 

@@ -104,7 +104,7 @@ def sweep_frame(ctx: AppContext, sweep_id: int | None) -> pd.DataFrame:
     except StoreError:
         return pd.DataFrame(columns=["run", "status", "step", "final reward", "best reward"])
     runs = ctx.store.sweep_runs(sweep.id)
-    headers, rows = sweep_table(sweep, runs, ctx.store.metric_summary([r.id for r in runs], REWARD_KEY))
+    headers, rows = sweep_table(sweep, runs, ctx.store.final_and_best([r.id for r in runs], REWARD_KEY))
     return pd.DataFrame(rows, columns=headers)
 
 

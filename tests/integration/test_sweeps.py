@@ -50,7 +50,7 @@ def test_a_four_point_sweep_completes_two_runs_at_a_time(store, settings, tiny_m
         with open(f"{run.run_dir}/config.yaml", encoding="utf-8") as handle:  # the worker's own copy of the config
             written = yaml.safe_load(handle)
         assert (written["learning_rate"], written["beta"]) == (learning_rate, beta)
-    summary = store.metric_summary(run_ids, REWARD_KEY)
+    summary = store.final_and_best(run_ids, REWARD_KEY)
     assert set(summary) == set(run_ids) and all(final is not None for final, _ in summary.values())
 
 

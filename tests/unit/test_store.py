@@ -491,3 +491,99 @@ def test_a_deleted_runs_id_is_never_given_to_a_new_run(store):
     store.delete_run(second.id)
     third = store.create_run(name="c", config={}, dataset_id=None, max_steps=1)
     assert third.id > second.id > first.id
+
+
+# ------------------------------------------------------------------------------- downsampled metric history
+def _reward(step: int) -> float | None:
+    """A reward curve with a spike, a dip and NaN gaps, in binary fractions (sums are exact in any order)."""
+    if step == 137:
+        return 100.0
+    if step == 201:
+        return -50.0
+    if step % 13 == 0:
+        return float("nan")
+    return (step % 32) / 8
+
+
+def _record_curve(store: Store, run_id: int, steps: range) -> None:
+    for step in steps:
+        store.record_metrics(run_id, step, {"reward": _reward(step), "kl": step / 4}, wall_time=1000.0 + step)
+
+
+def _summary_rows(store: Store, run_id: int) -> int:
+    return _count(store, "SELECT COUNT(*) FROM metric_buckets WHERE run_id = :run", run=run_id)
+
+
+def test_metric_summary_is_bounded_and_keeps_the_true_last_point_and_the_extremes(store):
+    """The first chart load reads at most summary_buckets buckets a key however long the run; the last bucket ends
+    on the last recorded point and the buckets' min/max keep the spike and the dip."""
+    store.summary_buckets = 16
+    run = _create_run(store, max_steps=300)
+    _record_curve(store, run.id, range(1, 301))
+    summaries = {s.key: s for s in store.metric_summary(run.id, keys=["reward", "kl"])}
+    reward = summaries["reward"]
+    assert 8 <= len(reward) <= 16
+    assert _summary_rows(store, run.id) <= 2 * 16  # stored: bounded too, not only what is returned
+    assert (reward.last_steps[-1], reward.last_values[-1]) == (300, _reward(300))
+    assert reward.first_steps[0] == 1
+    assert max(v for v in reward.maxs if v is not None) == 100.0
+    assert min(v for v in reward.mins if v is not None) == -50.0
+    assert sum(reward.counts) == sum(1 for s in range(1, 301) if s % 13 != 0)  # NaN is no value
+    # Buckets tile the steps in order, each ending on a recorded point.
+    assert all(a < b for a, b in zip(reward.last_steps, reward.first_steps[1:], strict=False))
+    assert summaries["kl"].last_values[-1] == 75.0
+    assert all(m is not None for m in summaries["kl"].means)
+    fewer = {s.key: s for s in store.metric_summary(run.id, keys=["reward"], max_points=4)}["reward"]
+    assert len(fewer) <= 4 and fewer.last_steps[-1] == 300 and max(fewer.maxs) == 100.0
+    # Patterns, and the keys nobody asked for stay out.
+    store.record_metrics(run.id, 301, {"rewards/numeric_answer/mean": 0.5, "grad_norm": 1.0}, wall_time=1.0)
+    keys = [s.key for s in store.metric_summary(run.id, keys=["reward"], key_patterns=["rewards/%/mean"])]
+    assert keys == ["reward", "rewards/numeric_answer/mean"]
+    assert store.metric_summary(_create_run(store, "empty").id, keys=["reward"]) == []
+
+
+def test_metric_summary_backfilled_from_raw_points_equals_the_incremental_one(store):
+    """A store written before the history existed (raw points only) gets it computed once, on the first read, and
+    it is the same as the one recorded step by step; rebuild_metric_summary gives the same again."""
+    store.summary_buckets = 8
+    run = _create_run(store, max_steps=150)
+    _record_curve(store, run.id, range(5, 151))
+    store.record_metric_steps(run.id, [(151, {"reward": 1.0}, 2.0), (152, {"reward": 0.25, "kl": 0.0}, 3.0)])
+    incremental = store.metric_summary(run.id)
+    with store.engine.begin() as conn:
+        conn.execute(text("DELETE FROM metric_buckets"))
+        conn.execute(text("DELETE FROM metric_series"))
+    assert store.metric_summary(run.id) == incremental
+    assert _count(store, "SELECT COUNT(*) FROM metric_series WHERE run_id = :run", run=run.id) == 2  # kept: once
+    assert store.rebuild_metric_summary(run.id) == 2
+    assert store.metric_summary(run.id) == incremental
+    # A run written by an earlier version and then resumed: its worker's first write backfills the key.
+    with store.engine.begin() as conn:
+        conn.execute(text("DELETE FROM metric_buckets"))
+        conn.execute(text("DELETE FROM metric_series"))
+    store.record_metrics(run.id, 153, {"reward": 0.5}, wall_time=4.0)
+    reward = store.metric_summary(run.id, keys=["reward"])[0]
+    assert reward.first_steps[0] == 5 and reward.last_steps[-1] == 153
+    assert max(reward.maxs) == 100.0
+
+
+def test_metric_summary_follows_a_replayed_step_a_resume_and_a_delete(store):
+    store.summary_buckets = 8
+    run = _create_run(store, max_steps=100)
+    _record_curve(store, run.id, range(1, 101))
+    store.record_metrics(run.id, 50, {"reward": 999.0}, wall_time=1.0)  # the same step again, another value
+    summary = store.metric_summary(run.id, keys=["reward"])[0]
+    assert max(summary.maxs) == 999.0
+    store.rebuild_metric_summary(run.id)
+    assert store.metric_summary(run.id, keys=["reward"])[0] == summary
+    store.finish_run(run.id, RunStatus.CANCELLED)
+    store.requeue_run(run.id, resume_from=None, from_step=40)
+    reward = store.metric_summary(run.id, keys=["reward"])[0]
+    assert (reward.last_steps[-1], reward.last_values[-1]) == (40, _reward(40))
+    assert max(reward.maxs) < 999.0  # step 50 was dropped with the resume
+    _record_curve(store, run.id, range(41, 61))
+    reward = store.metric_summary(run.id, keys=["reward"])[0]
+    assert reward.last_steps[-1] == 60
+    store.delete_run(run.id)
+    assert _summary_rows(store, run.id) == 0
+    assert _count(store, "SELECT COUNT(*) FROM metric_series WHERE run_id = :run", run=run.id) == 0

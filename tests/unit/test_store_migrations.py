@@ -103,3 +103,38 @@ def test_the_migration_runs_once(tmp_path):
             assert json.loads(conn.execute(text("SELECT extra FROM groups WHERE id = 2")).scalar()) == {}
     finally:
         store.close()
+
+
+def test_a_store_without_the_metric_history_gets_it_from_its_metrics_once(tmp_path):
+    """A store written before the downsampled metric history: opening it adds the empty tables, and the first chart
+    load of a run computes the run's history from its raw points (then keeps it)."""
+    path = tmp_path / "old.db"
+    _old_store(path)
+    connection = sqlite3.connect(path)
+    connection.executescript("""
+        CREATE TABLE metrics (
+            id INTEGER NOT NULL, run_id INTEGER NOT NULL, step INTEGER NOT NULL, "key" VARCHAR(200) NOT NULL,
+            value FLOAT, wall_time FLOAT NOT NULL, PRIMARY KEY (id),
+            CONSTRAINT uq_metrics_run_step_key UNIQUE (run_id, step, "key"),
+            FOREIGN KEY(run_id) REFERENCES runs (id) ON DELETE CASCADE
+        );
+    """)
+    connection.executemany(
+        "INSERT INTO metrics (run_id, step, key, value, wall_time) VALUES (1, ?, 'reward', ?, ?)",
+        [(step, 50.0 if step == 2 else step / 4, 1000.0 + step) for step in range(1, 41)],
+    )
+    connection.commit()
+    connection.close()
+    store = Store(sqlite_url(path))
+    try:
+        store.summary_buckets = 8
+        assert {"metric_series", "metric_buckets"} <= set(sql_inspect(store.engine).get_table_names())
+        (reward,) = store.metric_summary(1, keys=["reward"])
+        assert len(reward) <= 8 and (reward.last_steps[-1], reward.last_values[-1]) == (40, 10.0)
+        assert max(reward.maxs) == 50.0 and reward.first_steps[0] == 1  # the spike at step 2 is kept
+        with store.engine.connect() as conn:
+            stored = conn.execute(text("SELECT COUNT(*) FROM metric_buckets WHERE run_id = 1")).scalar_one()
+        assert stored == len(reward)  # computed once and kept
+        assert store.metric_summary(1, keys=["reward"]) == [reward]
+    finally:
+        store.close()

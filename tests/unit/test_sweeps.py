@@ -222,7 +222,7 @@ def test_final_and_best_reward_per_run(store):
         store.record_metrics(runs[0].id, step, {"reward": value, "kl": 10.0}, wall_time=float(step))
     store.record_metrics(runs[1].id, 1, {"reward": float("nan")}, wall_time=1.0)
     store.record_metrics(runs[1].id, 2, {"reward": 0.3}, wall_time=2.0)
-    summary = store.metric_summary([r.id for r in runs], "reward")
+    summary = store.final_and_best([r.id for r in runs], "reward")
     assert summary == {runs[0].id: (0.5, 0.9), runs[1].id: (0.3, 0.3)}  # the third has no reward yet
     store.claim_run(runs[0].id)
     store.heartbeat(runs[0].id, step=3)

@@ -1,0 +1,68 @@
+"""The Runs tab's chart data (app.tabs.runs.refresh_series) on a real store: the first load reads the downsampled
+history only, with its min/max band and the true last point; a refresh reads the new steps only."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from app.charts import MetricSeries, training_figure
+from app.tabs.runs import refresh_series
+from storage import MetricSummary
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
+
+
+def _record(store, run_id: int, steps: range) -> None:
+    store.record_metric_steps(run_id, [
+        (step, {"reward": 9.0 if step == 77 else (step % 8) / 8, "kl": step / 1024,
+                "rewards/numeric_answer/mean": 0.5, "grad_norm": 1.0}, 1000.0 + step)
+        for step in steps
+    ])
+
+
+def test_first_load_draws_the_summary_and_a_refresh_adds_only_the_new_steps(store, monkeypatch):
+    store.summary_buckets = 16
+    run = store.create_run(name="long", config={}, dataset_id=None, max_steps=400)
+    _record(store, run.id, range(1, 301))
+    ctx = SimpleNamespace(store=store)
+    reads = []
+    for name in ("metrics_since", "metrics_overview", "metric_summary"):
+        original = getattr(store, name)
+        monkeypatch.setattr(store, name, lambda *a, _f=original, _n=name, **k: reads.append(_n) or _f(*a, **k))
+
+    series, changed = refresh_series(ctx, run.id, None)
+    assert changed and reads == ["metric_summary"]  # the first load reads no raw points
+    steps, values = (list(column) for column in series.data["reward"])
+    assert len(steps) <= 16 and steps[-1] == 300 and values[-1] == (300 % 8) / 8  # the true last point
+    assert "grad_norm" not in series.data and "rewards/numeric_answer/mean" in series.data
+    band_steps, lows, highs = series.envelope["reward"]
+    assert max(highs) == 9.0 and min(lows) == 0.0  # the spike at step 77 is kept
+    assert band_steps[0] == 1 and band_steps[-1] == 300
+
+    reads.clear()
+    _record(store, run.id, range(301, 304))
+    series, changed = refresh_series(ctx, run.id, series)
+    assert changed and reads == ["metrics_since"]
+    assert series.data["reward"][0][-4:] == [300, 301, 302, 303]
+    assert series.data["reward"][0][:-3] == steps
+    series, changed = refresh_series(ctx, run.id, series)
+    assert not changed
+
+    figure = training_figure(series, "long")
+    band = [t for t in figure.data if t.name in ("reward min", "reward max")]
+    assert [t.name for t in band] == ["reward max", "reward min"] and band[1].fill == "tonexty"
+    assert all(t.hoverinfo == "skip" and not t.showlegend for t in band)
+    line = next(t for t in figure.data if t.name == "reward (weighted total)")
+    assert list(line.x)[-1] == 303
+
+
+def test_a_short_run_is_drawn_point_by_point_without_a_band():
+    series = MetricSeries()
+    summary = MetricSummary("reward", (1, 2, 3), (1, 2, 3), (1, 1, 1), (0.1, 0.2, 0.3), (0.1, 0.2, 0.3),
+                            (0.1, 0.2, 0.3), (0.1, 0.2, 0.3), (1.0, 2.0, 3.0))
+    assert series.extend_summary([summary]) == 3
+    assert series.data["reward"] == ([1, 2, 3], [0.1, 0.2, 0.3])
+    assert series.envelope == {} and series.wall == {1: 1.0, 2: 2.0, 3: 3.0}
+    assert not [t for t in training_figure(series).data if t.name.endswith((" min", " max"))]
