@@ -8,6 +8,7 @@ buckets' min/max drawn as a band around the line, so the overview keeps the extr
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -106,6 +107,18 @@ class MetricSeries:
                     highs += [high, high]
                 self.envelope[summary.key] = (steps, lows, highs)
         return added
+
+    def keep_last(self, steps: int) -> None:
+        """Forget the points (and their envelope) more than ``steps`` steps before :attr:`last_step`, so a view that
+        reads only recent history (the run doctor) stays bounded however long the run."""
+        first = self.last_step - steps
+        for key, (key_steps, values) in list(self.data.items()):
+            cut = bisect.bisect_right(key_steps, first)
+            if cut:
+                self.data[key] = (key_steps[cut:], values[cut:])
+        for step in [s for s in self.wall if s <= first]:
+            del self.wall[step]
+        self.envelope.clear()
 
     @property
     def cursor(self) -> int:

@@ -34,6 +34,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from grpo_core.doctor import Finding, Severity, diagnose, series_from_points
+from grpo_core.doctor.thresholds import RECENT_STEPS
 from grpo_core.settings import Settings
 from storage import MetricPoint, RunInfo, RunStatus, Store, StoreError
 
@@ -142,7 +143,8 @@ class _Delivery:
 
 @dataclass
 class _RunMetrics:
-    """The metric points of one run read so far (the store is read incrementally, after ``last_step``)."""
+    """The metric points of one run read so far (the store is read incrementally, after ``last_step``), the latest
+    :data:`~grpo_core.doctor.thresholds.RECENT_STEPS` steps at most."""
 
     points: list[MetricPoint] = field(default_factory=list)
     last_step: int = -1
@@ -255,10 +257,15 @@ class Notifier:
 
     def _new_findings(self, run: RunInfo, sent: set[str]) -> list[Finding]:
         state = self._metrics.setdefault(run.id, _RunMetrics())
-        new_points = self.store.metrics_since(run.id, state.last_step)
+        # the doctor judges the latest steps only: read no more at first, and keep no more
+        after = state.last_step if state.points else max(-1, (run.current_step or 0) - RECENT_STEPS)
+        new_points = self.store.metrics_since(run.id, after)
         if new_points:
             state.points.extend(new_points)
             state.last_step = new_points[-1].step
+            first = state.last_step - RECENT_STEPS
+            if state.points[0].step <= first:
+                state.points = [p for p in state.points if p.step > first]
         elif run.status.is_final:
             return []  # nothing new since the last read: its findings were already considered
         groups = self.store.recent_groups(run.id, limit=DOCTOR_GROUPS)

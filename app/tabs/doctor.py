@@ -13,6 +13,7 @@ import gradio as gr
 from app.charts import MetricSeries
 from app.context import AppContext
 from grpo_core.doctor import Finding, Severity, diagnose, step_ranges
+from grpo_core.doctor.thresholds import RECENT_STEPS
 from storage import StoreError
 
 #: How many of the latest groups the doctor reads: for its examples, the causes of zero-std groups, the pass rate
@@ -92,12 +93,17 @@ class DoctorState:
 
 
 def doctor_report(ctx: AppContext, run_id: int, state: DoctorState | None) -> tuple[str, DoctorState]:
-    """Diagnose run ``run_id``: bring the state's series up to date (only steps after the last seen), read the
-    latest groups and the run's config, and render. Raises StoreError when the run does not exist."""
+    """Diagnose run ``run_id``: bring the state's series up to date (only steps after the last seen; at first the
+    latest :data:`~grpo_core.doctor.thresholds.RECENT_STEPS` steps, and no more are kept), read the latest groups
+    and the run's config, and render. Raises StoreError when the run does not exist."""
     run = ctx.store.get_run(run_id)
     if state is None or state.series.run_id != run_id:
         state = DoctorState(series=MetricSeries(run_id=run_id))
-    state.series.extend(ctx.store.metrics_since(run_id, state.series.cursor))
+        after = max(-1, (run.current_step or 0) - RECENT_STEPS)  # the latest steps only, however long the run
+    else:
+        after = state.series.cursor
+    state.series.extend(ctx.store.metrics_since(run_id, after))
+    state.series.keep_last(RECENT_STEPS)
     groups = ctx.store.recent_groups(run_id, limit=SAMPLE_GROUPS)
     findings = diagnose(state.series.data, groups, run.config)
     return doctor_html(findings, num_steps=len(state.series.wall)), state

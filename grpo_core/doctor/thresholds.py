@@ -67,3 +67,9 @@ EVAL_MIN_POINTS = 3
 EVAL_GAIN_SHARE = 0.25
 #: Scores closer than this count as equal (rewards are stored as floats).
 SCORE_TOLERANCE = 1e-6
+
+# What the doctor reads.
+#: The doctor judges the latest this-many steps of a run (the dashboard's panel and the webhook alerts read no more):
+#: its findings are about what the run does now, and a run of 200,000 steps is diagnosed as fast as one of 1,000.
+#: Twenty times the trend window, so streaks and trends have room.
+RECENT_STEPS = 1000

@@ -66,3 +66,37 @@ def test_a_short_run_is_drawn_point_by_point_without_a_band():
     assert series.data["reward"] == ([1, 2, 3], [0.1, 0.2, 0.3])
     assert series.envelope == {} and series.wall == {1: 1.0, 2: 2.0, 3: 3.0}
     assert not [t for t in training_figure(series).data if t.name.endswith((" min", " max"))]
+
+
+def test_the_doctor_reads_and_keeps_only_the_latest_steps_of_a_long_run(store, monkeypatch):
+    from app.tabs import doctor as doctor_tab
+    from grpo_core.doctor.thresholds import RECENT_STEPS
+
+    monkeypatch.setattr(doctor_tab, "RECENT_STEPS", 50)
+    run = store.create_run(name="long", config={}, dataset_id=None, max_steps=400)
+    _record(store, run.id, range(1, 301))
+    store.update_run(run.id, current_step=300)
+    ctx = SimpleNamespace(store=store)
+    reads = []
+    original = store.metrics_since
+    monkeypatch.setattr(store, "metrics_since", lambda run_id, after=-1, *a, **k: reads.append(after)
+                        or original(run_id, after, *a, **k))
+
+    _, state = doctor_tab.doctor_report(ctx, run.id, None)
+    assert reads == [250] and state.series.data["reward"][0][0] == 251  # not the 250 steps before
+    _record(store, run.id, range(301, 311))
+    store.update_run(run.id, current_step=310)
+    _, state = doctor_tab.doctor_report(ctx, run.id, state)
+    assert reads[1] == 299  # the new steps only (the last seen one read again, for eval metrics at that step)
+    steps = state.series.data["reward"][0]
+    assert steps[0] == 261 and steps[-1] == 310 and len(state.series.wall) == 50  # the window moved with the run
+    assert RECENT_STEPS >= 20 * 50  # the real window is far wider than the trend window the checks use
+
+
+def test_keep_last_forgets_old_points_and_the_band():
+    series = MetricSeries(run_id=1)
+    series.extend_summary([MetricSummary("reward", (1, 3), (2, 4), (2, 2), (0.0, 0.5), (1.0, 0.9), (0.5, 0.7),
+                                         (1.0, 0.9), (10.0, 11.0))])
+    assert "reward" in series.envelope
+    series.keep_last(1)
+    assert series.data["reward"] == ([4], [0.9]) and list(series.wall) == [4] and series.envelope == {}
