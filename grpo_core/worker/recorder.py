@@ -17,9 +17,12 @@ to a :class:`~grpo_core.worker.store_writer.StoreWriter`, whose thread applies t
 
 * **Step N is in the store before step N+1 is scored.** The tap waits, before the first reward function runs, for
   every write submitted so far (the writer had the whole generation of step N+1 to drain them, so the wait is
-  usually nil). A worker killed outright (SIGKILL) while step N+1 generates or scores may lose only step N+1's
-  records and step N's beat-to-records tail; killed anywhere later in step N+1 (its reward functions included),
-  it keeps steps 1..N whole.
+  usually nil). A step is recorded when its metrics and groups are in the store; writes replace rather than add
+  (a key per step, the groups of a step and split), so no step is ever stored twice.
+* **What a kill keeps.** SIGKILL flushes nothing. A worker killed after step N+1's scoring began (the gate of
+  ``tests/integration/gates.py`` holds a worker exactly there) keeps steps 1..N whole; killed earlier in step N+1
+  (during its generation), it keeps steps 1..N-1 whole and step N as far as the writer got (possibly its metrics
+  without its groups), which a resume from the last checkpoint drops and trains again.
 * **A checkpoint is never ahead of the store.** At a step that saves, the records of the steps it covers are
   flushed before TRL writes the checkpoint (``on_log`` with ``should_save``), so a resume from it never skips an
   unrecorded step.
