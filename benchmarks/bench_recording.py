@@ -66,25 +66,34 @@ class StepClock(TrainerCallback):
 RECORDED_MODES = ("recorded", "inline")
 
 
-def _timed(function, spent: list[float]):
+#: Seconds spent in each part of the recorder, over every recorded repetition of each mode: ``{mode: {part: s}}``.
+PARTS: dict[str, dict[str, float]] = {}
+
+
+def _timed(function, spent: list[float], part: str | None = None, mode: str = ""):
     def wrapper(*args, **kwargs):
         start = time.perf_counter()
         try:
             return function(*args, **kwargs)
         finally:
-            spent.append(time.perf_counter() - start)
+            elapsed = time.perf_counter() - start
+            spent.append(elapsed)
+            if part is not None:
+                parts = PARTS.setdefault(mode, {})
+                parts[part] = parts.get(part, 0.0) + elapsed
 
     return wrapper
 
 
-def timed_recorder(recorder: RunRecorder) -> tuple[list[float], list[float]]:
+def timed_recorder(recorder: RunRecorder, mode: str = "") -> tuple[list[float], list[float]]:
     """Wrap the recorder's per-step work on the training thread (its callbacks and the tap's wait for the store
-    before scoring) and its end-of-training flush to accumulate their time; returns the two lists of seconds."""
+    before scoring) and its end-of-training flush to accumulate their time (also by part, in :data:`PARTS`);
+    returns the two lists of seconds."""
     spent: list[float] = []
     for name in ("on_pre_optimizer_step", "on_step_end", "on_log", "on_prediction_step"):
-        setattr(recorder, name, _timed(getattr(recorder, name), spent))
+        setattr(recorder, name, _timed(getattr(recorder, name), spent, name, mode))
     if recorder.tap is not None:
-        recorder.tap.before_scoring = _timed(recorder.tap.before_scoring, spent)
+        recorder.tap.before_scoring = _timed(recorder.tap.before_scoring, spent, "wait before scoring", mode)
     at_end: list[float] = []
     recorder.on_train_end = _timed(recorder.on_train_end, at_end)
     return spent, at_end
@@ -105,7 +114,7 @@ def train_once(config: RunConfig, rows, model_path: str, store: Store, folder: P
     if recorded:
         if mode == "inline":
             built.recorder.writer = StoreWriter(store, inline=True)
-        spent, at_end = timed_recorder(built.recorder)
+        spent, at_end = timed_recorder(built.recorder, mode)
     else:
         trainer.remove_callback(RunRecorder)
         trainer.reward_funcs = [f.func if isinstance(f, RolloutTap) else f for f in trainer.reward_funcs]
@@ -176,13 +185,13 @@ def main() -> None:
 
     print(f"\nmodel: {'tiny random Llama' if not args.model else args.model}, {args.steps} steps x {args.reps} reps "
           f"per mode, CPU, {torch.get_num_threads()} threads")
-    print_table(times, recorder_s, flush_s)
+    print_table(times, recorder_s, flush_s, args.steps)
 
 
 def print_table(times: dict[str, list[float]], recorder_s: dict[str, list[float]],
-                flush_s: dict[str, list[float]]) -> None:
+                flush_s: dict[str, list[float]], steps_per_rep: int) -> None:
     """One line per mode: median and p90 step, ratio to bare, recorder ms per step on the training thread (goal
-    <= :data:`GOAL_MS_PER_STEP`) and the end-of-training flush."""
+    <= :data:`GOAL_MS_PER_STEP`) and the end-of-training flush; then each recorded mode's ms per step by part."""
     bare = statistics.median(times["bare"])
     print(f"{'mode':<10} {'steps':>6} {'median step ms':>15} {'p90 step ms':>12} {'ratio':>7} "
           f"{'recorder ms/step':>17} {'end flush ms':>13}")
@@ -194,6 +203,10 @@ def print_table(times: dict[str, list[float]], recorder_s: dict[str, list[float]
         flush = f"{statistics.median(flush_s[mode]) * 1000:.1f}" if mode in flush_s else "-"
         print(f"{mode:<10} {len(values):>6} {median * 1000:>15.1f} {p90 * 1000:>12.1f} {median / bare:>7.3f} "
               f"{inside:>17} {flush:>13}")
+    for mode, parts in PARTS.items():
+        steps = len(recorder_s[mode]) * steps_per_rep
+        print(f"{mode} ms per step by part: "
+              + ", ".join(f"{part} {seconds / max(1, steps) * 1000:.2f}" for part, seconds in parts.items()))
     ratio = statistics.median(times["recorded"]) / bare
     inside = statistics.median(recorder_s["recorded"]) * 1000
     verdict = "ok" if ratio <= GOAL_RATIO and inside <= GOAL_MS_PER_STEP else "over the goal"

@@ -357,8 +357,10 @@ class RunRecorder(TrainerCallback):
         self.writer.close(timeout_s)
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if state.is_world_process_zero and self.heartbeat is not None:
-            self.heartbeat.beat(step=state.global_step, phase="training")
+        if state.is_world_process_zero:
+            self.writer.start()
+            if self.heartbeat is not None:
+                self.heartbeat.beat(step=state.global_step, phase="training")
 
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
         """After the step's rollout, scoring and backward: have the writer thread read the cancel flag."""

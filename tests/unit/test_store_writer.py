@@ -164,3 +164,15 @@ def test_inline_writer_applies_each_write_in_submit_on_the_callers_thread(store)
 def test_bounds_below_one_are_refused(store):
     with pytest.raises(ValueError):
         StoreWriter(store, max_pending=0)
+
+
+def test_start_starts_one_thread_before_any_write_and_inline_starts_none(store):
+    writer = StoreWriter(store, name="early")
+    assert writer.start() is writer
+    writer.start()
+    assert [t.name for t in threading.enumerate()].count("early") == 1
+    writer.close()
+    assert "early" not in [t.name for t in threading.enumerate()]
+    inline = StoreWriter(store, name="never", inline=True).start()
+    assert "never" not in [t.name for t in threading.enumerate()]
+    inline.close()
