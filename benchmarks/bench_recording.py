@@ -66,8 +66,8 @@ class StepClock(TrainerCallback):
 RECORDED_MODES = ("recorded", "inline")
 
 
-#: Seconds spent in each part of the recorder, over every recorded repetition of each mode: ``{mode: {part: s}}``.
-PARTS: dict[str, dict[str, float]] = {}
+#: Seconds of each call to each part of the recorder, over every recorded repetition: ``{mode: {part: [s, ...]}}``.
+PARTS: dict[str, dict[str, list[float]]] = {}
 
 
 def _timed(function, spent: list[float], part: str | None = None, mode: str = ""):
@@ -79,8 +79,7 @@ def _timed(function, spent: list[float], part: str | None = None, mode: str = ""
             elapsed = time.perf_counter() - start
             spent.append(elapsed)
             if part is not None:
-                parts = PARTS.setdefault(mode, {})
-                parts[part] = parts.get(part, 0.0) + elapsed
+                PARTS.setdefault(mode, {}).setdefault(part, []).append(elapsed)
 
     return wrapper
 
@@ -205,8 +204,9 @@ def print_table(times: dict[str, list[float]], recorder_s: dict[str, list[float]
               f"{inside:>17} {flush:>13}")
     for mode, parts in PARTS.items():
         steps = len(recorder_s[mode]) * steps_per_rep
-        print(f"{mode} ms per step by part: "
-              + ", ".join(f"{part} {seconds / max(1, steps) * 1000:.2f}" for part, seconds in parts.items()))
+        print(f"{mode}, ms per step by part (median call): "
+              + ", ".join(f"{part} {sum(calls) / max(1, steps) * 1000:.2f} ({statistics.median(calls) * 1000:.2f})"
+                          for part, calls in parts.items()))
     ratio = statistics.median(times["recorded"]) / bare
     inside = statistics.median(recorder_s["recorded"]) * 1000
     verdict = "ok" if ratio <= GOAL_RATIO and inside <= GOAL_MS_PER_STEP else "over the goal"
