@@ -2,15 +2,18 @@
 
 Builds TRL's ``GRPOTrainer`` through :func:`grpo_core.worker.trainer.build_trainer` (the worker's own code) for a tiny
 random Llama (``tests/tiny_model.py``; ``--model`` takes any local folder instead) on the arithmetic example, and
-trains ``--steps`` steps per repetition, alternating "recorded" (RunRecorder + heartbeat writing every step's
-metrics and groups into a SQLite store, as the worker does) and "bare" (the recorder callback removed and the
-reward tap unwrapped), ``--reps`` times, the order swapped every repetition. A step's time is the interval between
-consecutive ``on_step_begin`` calls, so it includes the logging (and recording) of the step before; the first
-interval of each repetition is warm-up and dropped. Reports the median step time of each mode, their ratio (goal
-≤ 1.02), and the time spent inside the recorder's callbacks per step, measured directly. "Recorded" includes the
-capture of every completion's per-token log-probability, KL and entropy (:mod:`grpo_core.worker.token_stats`; "bare"
-gives the trainer back TRL's own methods) and the bench prints the bytes each completion's token record takes in the
-store (float16 arrays and the token pieces' JSON).
+trains ``--steps`` steps per repetition in three modes: "recorded" (RunRecorder + heartbeat recording every step's
+metrics and groups into a SQLite store through its writer thread, as the worker does), "inline" (the same, but
+every write applied on the training thread inside the callback, as the recorder did before its writer thread) and
+"bare" (the recorder callback removed and the reward tap unwrapped), ``--reps`` times, the order rotated every
+repetition. A step's time is the interval between consecutive ``on_step_begin`` calls, so it includes the logging
+(and recording) of the step before; the first interval of each repetition is warm-up and dropped. Reports the
+median step time of each mode, the ratio of each recorded mode to bare (goal ≤ 1.02), and the time the training
+thread spends inside the recorder per step, measured directly: its callbacks plus the tap's wait for the store
+before each scoring (the end-of-training flush is reported apart: it happens once). "Recorded" and "inline" include the capture of every completion's per-token
+log-probability, KL and entropy (:mod:`grpo_core.worker.token_stats`; "bare" gives the trainer back TRL's own
+methods), and the bench prints the bytes each completion's token record takes in the store (float16 arrays and
+the token pieces' JSON).
 
 What it leaves out: the GPU (on a GPU a step is shorter, so the same milliseconds weigh more), several processes,
 PostgreSQL, and a browser polling the same store. A tiny model's step is short too, which makes the ratio a
@@ -39,11 +42,13 @@ from transformers import PrinterCallback, TrainerCallback  # noqa: E402
 from grpo_core.config import RunConfig  # noqa: E402
 from grpo_core.datasets import load_prompt_dataset  # noqa: E402
 from grpo_core.worker.recorder import Heartbeat, RolloutTap, RunRecorder  # noqa: E402
+from grpo_core.worker.store_writer import StoreWriter  # noqa: E402
 from grpo_core.worker.trainer import build_trainer  # noqa: E402
 from storage import Store, sqlite_url  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "arithmetic.jsonl"
 GOAL_RATIO = 1.02
+GOAL_MS_PER_STEP = 1.0
 
 
 class StepClock(TrainerCallback):
@@ -61,21 +66,39 @@ class StepClock(TrainerCallback):
         return gaps[1:]
 
 
-def timed_recorder(recorder: RunRecorder) -> list[float]:
-    """Wrap the recorder's per-step callbacks to accumulate their time; returns the list receiving the seconds."""
+RECORDED_MODES = ("recorded", "inline")
+
+
+#: Seconds of each call to each part of the recorder, over every recorded repetition: ``{mode: {part: [s, ...]}}``.
+PARTS: dict[str, dict[str, list[float]]] = {}
+
+
+def _timed(function, spent: list[float], part: str | None = None, mode: str = ""):
+    def wrapper(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            elapsed = time.perf_counter() - start
+            spent.append(elapsed)
+            if part is not None:
+                PARTS.setdefault(mode, {}).setdefault(part, []).append(elapsed)
+
+    return wrapper
+
+
+def timed_recorder(recorder: RunRecorder, mode: str = "") -> tuple[list[float], list[float]]:
+    """Wrap the recorder's per-step work on the training thread (its callbacks and the tap's wait for the store
+    before scoring) and its end-of-training flush to accumulate their time (also by part, in :data:`PARTS`);
+    returns the two lists of seconds."""
     spent: list[float] = []
-    for name in ("on_step_end", "on_log"):
-        original = getattr(recorder, name)
-
-        def wrapper(*args, _original=original, **kwargs):
-            start = time.perf_counter()
-            try:
-                return _original(*args, **kwargs)
-            finally:
-                spent.append(time.perf_counter() - start)
-
-        setattr(recorder, name, wrapper)
-    return spent
+    for name in ("on_pre_optimizer_step", "on_step_end", "on_log", "on_prediction_step"):
+        setattr(recorder, name, _timed(getattr(recorder, name), spent, name, mode))
+    if recorder.tap is not None:
+        recorder.tap.before_scoring = _timed(recorder.tap.before_scoring, spent, "wait before scoring", mode)
+    at_end: list[float] = []
+    recorder.on_train_end = _timed(recorder.on_train_end, at_end)
+    return spent, at_end
 
 
 def timed_capture(capture, spent: list[float]) -> None:
@@ -106,8 +129,10 @@ def token_record_bytes(store: Store) -> tuple[int, int, int]:
     return int(count), int(tokens), int(size)
 
 
-def train_once(config: RunConfig, rows, model_path: str, store: Store, folder: Path, recorded: bool):
-    """Train one repetition; returns (step intervals in s, recorder seconds per step or None)."""
+def train_once(config: RunConfig, rows, model_path: str, store: Store, folder: Path, mode: str):
+    """Train one repetition in ``mode`` (``bare`` or one of :data:`RECORDED_MODES`); returns (step intervals in s,
+    recorder seconds per step on the training thread or None, end-of-training flush seconds or None)."""
+    recorded = mode in RECORDED_MODES
     run = store.create_run(name="bench", config=config.model_dump(mode="json"), dataset_id=None,
                            max_steps=config.max_steps)
     heartbeat = Heartbeat(store, run.id).start() if recorded else None
@@ -115,9 +140,11 @@ def train_once(config: RunConfig, rows, model_path: str, store: Store, folder: P
                           heartbeat=heartbeat, progress=lambda _message: None)
     trainer = built.trainer
     trainer.remove_callback(PrinterCallback)  # TRL prints every log dict without tqdm; keep the table readable
-    spent = None
+    spent = at_end = None
     if recorded:
-        spent = timed_recorder(built.recorder)
+        if mode == "inline":
+            built.recorder.writer = StoreWriter(store, inline=True)
+        spent, at_end = timed_recorder(built.recorder, mode)
         timed_capture(built.token_capture, spent)
     else:
         trainer.remove_callback(RunRecorder)
@@ -128,10 +155,11 @@ def train_once(config: RunConfig, rows, model_path: str, store: Store, folder: P
     try:
         trainer.train()
     finally:
+        built.recorder.close()
         if heartbeat is not None:
             heartbeat.stop()
     per_step = None if spent is None else sum(spent) / max(1, config.max_steps)
-    return clock.intervals(), per_step
+    return clock.intervals(), per_step, None if at_end is None else sum(at_end)
 
 
 def main() -> None:
@@ -170,35 +198,57 @@ def main() -> None:
             "device": "cpu",
         })
         store = Store(sqlite_url(tmp_path / "grpo.db"))
-        times: dict[str, list[float]] = {"bare": [], "recorded": []}
-        recorder_s: list[float] = []
+        modes = ["bare", *RECORDED_MODES]
+        times: dict[str, list[float]] = {mode: [] for mode in modes}
+        recorder_s: dict[str, list[float]] = {mode: [] for mode in RECORDED_MODES}
+        flush_s: dict[str, list[float]] = {mode: [] for mode in RECORDED_MODES}
         for rep in range(args.reps):
-            order = ["recorded", "bare"] if rep % 2 == 0 else ["bare", "recorded"]
+            order = modes[rep % len(modes):] + modes[:rep % len(modes)]
             for mode in order:
-                intervals, spent = train_once(config, rows, model_path, store, tmp_path / f"out-{rep}-{mode}",
-                                              recorded=mode == "recorded")
+                intervals, spent, at_end = train_once(config, rows, model_path, store,
+                                                      tmp_path / f"out-{rep}-{mode}", mode)
                 times[mode].extend(intervals)
                 if spent is not None:
-                    recorder_s.append(spent)
+                    recorder_s[mode].append(spent)
+                    flush_s[mode].append(at_end)
                 print(f"rep {rep + 1}/{args.reps} {mode:>8}: median step {statistics.median(intervals) * 1000:.0f} ms"
                       f" over {len(intervals)} steps", flush=True)
         records, tokens, size = token_record_bytes(store)
         store.close()
 
-    bare, recorded = statistics.median(times["bare"]), statistics.median(times["recorded"])
-    ratio = recorded / bare
-    inside = statistics.median(recorder_s) * 1000
     print(f"\nmodel: {'tiny random Llama' if not args.model else args.model}, {args.steps} steps x {args.reps} reps "
           f"per mode, CPU, {torch.get_num_threads()} threads")
-    print(f"{'mode':<10} {'steps':>6} {'median step ms':>15} {'p90 step ms':>12}")
-    for mode in ("bare", "recorded"):
-        values = sorted(times[mode])
+    print_table(times, recorder_s, flush_s, args.steps, (records, tokens, size))
+
+
+def print_table(times: dict[str, list[float]], recorder_s: dict[str, list[float]],
+                flush_s: dict[str, list[float]], steps_per_rep: int, token_records: tuple[int, int, int]) -> None:
+    """One line per mode: median and p90 step, ratio to bare, recorder ms per step on the training thread (goal
+    <= :data:`GOAL_MS_PER_STEP`) and the end-of-training flush; then each recorded mode's ms per step by part, and
+    the token records' size (``token_records``: completions, tokens, bytes)."""
+    bare = statistics.median(times["bare"])
+    print(f"{'mode':<10} {'steps':>6} {'median step ms':>15} {'p90 step ms':>12} {'ratio':>7} "
+          f"{'recorder ms/step':>17} {'end flush ms':>13}")
+    for mode, values in times.items():
+        values = sorted(values)
         p90 = values[min(len(values) - 1, int(0.9 * (len(values) - 1) + 0.5))]
-        print(f"{mode:<10} {len(values):>6} {statistics.median(values) * 1000:>15.1f} {p90 * 1000:>12.1f}")
-    verdict = "ok" if ratio <= GOAL_RATIO else "over the goal"
-    print(f"ratio recorded / bare: {ratio:.3f} (goal <= {GOAL_RATIO}): {verdict}")
-    print(f"time inside the recorder's callbacks and the token capture: {inside:.1f} ms per step "
-          f"({inside / (bare * 1000) * 100:.1f}% of a bare step)")
+        median = statistics.median(values)
+        inside = f"{statistics.median(recorder_s[mode]) * 1000:.2f}" if mode in recorder_s else "-"
+        flush = f"{statistics.median(flush_s[mode]) * 1000:.1f}" if mode in flush_s else "-"
+        print(f"{mode:<10} {len(values):>6} {median * 1000:>15.1f} {p90 * 1000:>12.1f} {median / bare:>7.3f} "
+              f"{inside:>17} {flush:>13}")
+    for mode, parts in PARTS.items():
+        steps = len(recorder_s[mode]) * steps_per_rep
+        print(f"{mode}, ms per step by part (median call): "
+              + ", ".join(f"{part} {sum(calls) / max(1, steps) * 1000:.2f} ({statistics.median(calls) * 1000:.2f})"
+                          for part, calls in parts.items()))
+    ratio = statistics.median(times["recorded"]) / bare
+    inside = statistics.median(recorder_s["recorded"]) * 1000
+    verdict = "ok" if ratio <= GOAL_RATIO and inside <= GOAL_MS_PER_STEP else "over the goal"
+    print(f"recorded (writer thread): ratio {ratio:.3f} (goal <= {GOAL_RATIO}), {inside:.2f} ms per step on the "
+          f"training thread (goal <= {GOAL_MS_PER_STEP}; {inside / (bare * 1000) * 100:.1f}% of a bare step): "
+          f"{verdict}")
+    records, tokens, size = token_records
     if records:
         print(f"token records: {records} completions, {tokens / records:.1f} tokens each, {size / records:.0f} bytes "
               f"per completion ({size / max(1, tokens):.1f} bytes per token: 3 float16 values + its piece)")

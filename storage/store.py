@@ -540,6 +540,11 @@ class Store:
             session.commit()
             return bool(session.scalar(select(RunRow.cancel_requested).where(RunRow.id == run_id)))
 
+    def cancel_requested(self, run_id: int) -> bool:
+        """Whether a cancel was asked for run ``run_id`` (one primary-key read; False for an unknown run)."""
+        with self._session() as session:
+            return bool(session.scalar(select(RunRow.cancel_requested).where(RunRow.id == run_id)))
+
     def request_cancel(self, run_id: int) -> RunInfo:
         """Ask a run to stop. A queued run is cancelled at once; a running one stops at its next step.
 

@@ -6,7 +6,7 @@
   model and the trained weights side by side;
 * :mod:`grpo_core.worker.models`: loading the policy model and tokenizer, its end-of-sequence ids, the device;
 * :mod:`grpo_core.worker.trainer`, :mod:`grpo_core.worker.recorder`: TRL's ``GRPOTrainer`` and the callback that
-  records it into the store.
+  records it into the store, through :mod:`grpo_core.worker.store_writer`'s writer thread.
 
 The web process never imports this package (``tests/unit/test_layering.py`` checks it); importing the package
 itself loads nothing heavy, each module imports torch where it needs it.

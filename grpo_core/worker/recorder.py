@@ -6,11 +6,33 @@ Two pieces cooperate:
   ``completion_ids`` and the dataset columns; it passes the token count, truncation flag and dataset row of every
   completion to TRL's ``log_extra`` hook, so that TRL gathers them across processes in the same order as the
   prompts, completions, per-function rewards and advantages it keeps in ``trainer._logs``.
-* :class:`RunRecorder`, a ``TrainerCallback``, writes at every ``on_log`` all metrics TRL logged (TRL's names:
+* :class:`RunRecorder`, a ``TrainerCallback``, records at every ``on_log`` all metrics TRL logged (TRL's names:
   ``reward``, ``reward_std``, ``rewards/<fn>/mean``, ``kl``, ``entropy``, ``completions/mean_length``, ...) and the
   groups of the latest generation with **the advantages TRL computed**, and turns a cancel request into
   ``control.should_training_stop`` plus ``control.should_save`` (a checkpoint to resume from). Only the main
   process writes; with several processes it broadcasts its cancel decision so that all stop at the same step.
+
+The callbacks run on the training thread and do not write to the store themselves: they hand plain-Python writes
+to a :class:`~grpo_core.worker.store_writer.StoreWriter`, whose thread applies them in order. What is recorded when:
+
+* **Step N is in the store before step N+1 is scored.** The tap waits, before the first reward function runs, for
+  every write submitted so far (the writer had the whole generation of step N+1 to drain them, so the wait is
+  usually nil). A step is recorded when its metrics and groups are in the store; writes replace rather than add
+  (a key per step, the groups of a step and split), so no step is ever stored twice.
+* **What a kill keeps.** SIGKILL flushes nothing. A worker killed after step N+1's scoring began (the gate of
+  ``tests/integration/gates.py`` holds a worker exactly there) keeps steps 1..N whole; killed earlier in step N+1
+  (during its generation), it keeps steps 1..N-1 whole and step N as far as the writer got (possibly its metrics
+  without its groups), which a resume from the last checkpoint drops and trains again.
+* **A checkpoint is never ahead of the store.** At a step that saves, the records of the steps it covers are
+  flushed before TRL writes the checkpoint (``on_log`` with ``should_save``), so a resume from it never skips an
+  unrecorded step.
+* **Train end, cancel, crash: everything.** ``on_train_end`` (also after a cancel, SIGTERM included) flushes; the
+  worker's crash path calls :meth:`RunRecorder.close`, which flushes what was submitted before the exception.
+* **Cancel stays cheap and timely.** At ``on_pre_optimizer_step`` (after the step's rollout, scoring and backward)
+  the recorder asks the writer thread to read the run's cancel flag (one primary-key read); ``on_step_end`` takes
+  the answer, so a cancel requested before the step's optimizer update stops training at that step.
+* A failed write fails the run: the next callback raises
+  :class:`~grpo_core.worker.store_writer.RecordingError` from the write's exception.
 """
 
 from __future__ import annotations
@@ -26,6 +48,7 @@ from transformers import TrainerCallback
 from grpo_core.rewards.registry import completion_text
 from grpo_core.run_rows import ROW_INDEX_COLUMN, prompt_text
 from grpo_core.worker.models import EndOfSequence
+from grpo_core.worker.store_writer import StoreWrite, StoreWriter
 from storage import CompletionRecord, GroupRecord, Store
 
 if TYPE_CHECKING:
@@ -53,8 +76,10 @@ class RolloutTap:
         self.calls = 0
         self.eval_completions = 0
         self.in_eval: Callable[[], bool] = lambda: False
+        self.before_scoring: Callable[[], None] = lambda: None
 
     def __call__(self, completions, **kwargs) -> list[float | None]:
+        self.before_scoring()
         log_extra = kwargs.get("log_extra")
         if log_extra is not None:
             ids = kwargs.get("completion_ids") or [[] for _ in completions]
@@ -191,6 +216,16 @@ class Heartbeat:
         except Exception:  # noqa: BLE001 - a missed heartbeat must not kill training
             pass
 
+    def check_cancel(self) -> bool:
+        """Read the run's cancel flag now (no write) and set :attr:`cancel_requested` if it is up; returns the flag.
+        Never raises (an unreadable store leaves the flag as it was)."""
+        try:
+            if self.store.cancel_requested(self.run_id):
+                self.cancel_requested.set()
+        except Exception:  # noqa: BLE001 - the periodic beat reads it again
+            pass
+        return self.cancel_requested.is_set()
+
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
             self.beat()
@@ -217,12 +252,22 @@ class SilentHeartbeat:
     def beat(self, *, step: int | None = None, phase: str | None = None) -> None:
         """Do nothing: only the main process reports."""
 
+    def check_cancel(self) -> bool:
+        """Read nothing; returns :attr:`cancel_requested` (set by SIGTERM only)."""
+        return self.cancel_requested.is_set()
+
     def stop(self) -> None:
         """Nothing to stop."""
 
 
+def _plain(value: Any) -> Any:
+    """A logged value as plain Python: a 0-d tensor or NumPy scalar becomes its number (no tensor is kept)."""
+    item = getattr(value, "item", None)
+    return item() if callable(item) else value
+
+
 class RunRecorder(TrainerCallback):
-    """Writes a GRPO run's metrics and groups to the store at every logging step.
+    """Records a GRPO run's metrics and groups at every logging step, through a writer thread.
 
     Args:
         store: the store.
@@ -233,16 +278,25 @@ class RunRecorder(TrainerCallback):
         rows: the dataset rows, indexed by ``row_index``, to attach each group's other columns.
         heartbeat: the worker's heartbeat (a :class:`SilentHeartbeat` on non-main processes), whose cancel flag
             stops training, with a checkpoint, at the next step.
-        tap: the :class:`RolloutTap` around the first reward function (tells when a new generation happened).
+        tap: the :class:`RolloutTap` around the first reward function (tells when a new generation happened, and
+            holds the scoring of step N+1 until step N is in the store).
         eval_rows: the rows evaluated on, indexed by the eval groups' ``row_index`` (``rows`` for a held-out
             fraction, the eval dataset's rows for ``eval_dataset_id``).
         device_metrics: called at each training step's log, its metrics recorded beside TRL's (the GPU's memory
             and utilisation, :func:`grpo_core.worker.models.gpu_step_metrics`, on CUDA); ``None``: none.
         token_capture: the :class:`~grpo_core.worker.token_stats.TokenCapture` on the trainer, whose per-token
             log-probability, KL and entropy go with the recorded training groups (``None``: none recorded).
+        writer: the :class:`~grpo_core.worker.store_writer.StoreWriter` that applies the writes (default: a new
+            one on ``store``, its thread started by the first write).
+        cancel_wait_s: most seconds ``on_step_end`` waits for the writer's answer to the step's cancel check
+            (a writer behind by more than that lets the cancel take effect one step later).
 
     An evaluation (TRL logs its metrics with the ``eval_`` prefix: ``eval_reward``, ``eval_rewards/<fn>/mean``, ...)
-    is recorded under TRL's names, and its groups with ``split="eval"``.
+    is recorded under TRL's names, and its groups with ``split="eval"``. See the module docstring for what is in
+    the store when.
+
+    Raises (from the callbacks, on the training thread):
+        RecordingError: a write to the store failed; its exception is the ``__cause__``.
     """
 
     def __init__(
@@ -259,6 +313,8 @@ class RunRecorder(TrainerCallback):
         eval_rows: Sequence[dict[str, Any]] | None = None,
         device_metrics: Callable[[], dict[str, float]] | None = None,
         token_capture: TokenCapture | None = None,
+        writer: StoreWriter | None = None,
+        cancel_wait_s: float = 1.0,
     ) -> None:
         self.store = store
         self.run_id = run_id
@@ -271,30 +327,76 @@ class RunRecorder(TrainerCallback):
         self.eval_rows = eval_rows
         self.device_metrics = device_metrics
         self.token_capture = token_capture
+        self.writer = writer if writer is not None else StoreWriter(store, name=f"recorder-{run_id}")
+        self.cancel_wait_s = cancel_wait_s
         self.trainer = None
         self.cancelled = False
         self._recorded_generation = 0
         self._eval_groups: list[GroupRecord] = []
+        self._cancel_check: int | None = None
 
     def attach(self, trainer) -> None:
         """Give the recorder the trainer whose ``_logs`` buffers hold the latest groups (and tell the tap when the
-        trainer evaluates: TRL's own test, ``not model.training``)."""
+        trainer evaluates: TRL's own test, ``not model.training``; and to wait for the store before scoring)."""
         self.trainer = trainer
         if self.tap is not None:
             self.tap.in_eval = lambda: not trainer.model.training
+            self.tap.before_scoring = self.wait_recorded
+
+    def wait_recorded(self) -> None:
+        """Block until every write submitted so far is in the store (the tap calls it before each scoring).
+
+        Raises:
+            RecordingError: a write failed.
+        """
+        self.writer.wait_applied()
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Wait until every write submitted so far is in the store (no limit by default).
+
+        Raises:
+            RecordingError: a write failed, or the writes did not drain within ``timeout_s`` seconds.
+        """
+        self.writer.flush(timeout_s)
+
+    def close(self, timeout_s: float = 60.0) -> None:
+        """Flush and stop the writer thread (the worker calls it at the end, on cancel and on a crash).
+
+        Raises:
+            RecordingError: a write failed, or the writes did not drain within ``timeout_s`` seconds.
+        """
+        self.writer.close(timeout_s)
 
     def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            self.writer.start()
+            if self.heartbeat is not None:
+                self.heartbeat.beat(step=state.global_step, phase="training")
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        """After the step's rollout, scoring and backward: have the writer thread read the cancel flag."""
         if state.is_world_process_zero and self.heartbeat is not None:
-            self.heartbeat.beat(step=state.global_step, phase="training")
+            heartbeat = self.heartbeat
+            self._cancel_check = self.writer.submit(StoreWrite("cancel check", lambda _store: heartbeat.check_cancel()))
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.heartbeat is not None and state.is_world_process_zero:
-            self.heartbeat.beat(step=state.global_step)
+            if self._cancel_check is not None:
+                self.writer.wait_applied(self._cancel_check, timeout_s=self.cancel_wait_s)
+                self._cancel_check = None
+            heartbeat, step = self.heartbeat, state.global_step
+            self.writer.submit(StoreWrite(f"step {step} heartbeat", lambda _store: heartbeat.beat(step=step)))
         if self._cancel_agreed(args):
             self.cancelled = True
             control.should_training_stop = True
             control.should_save = True  # a checkpoint of this step, for Resume to continue from
+        if control.should_save and not control.should_log:
+            self.writer.flush(None)  # the checkpoint must not get ahead of the store
         return control
+
+    def on_train_end(self, args, state, control, **kwargs):
+        """Training ended (finished or cancelled): every write is in the store before the run is marked."""
+        self.writer.flush(None)
 
     def _cancel_agreed(self, args) -> bool:
         """Whether the main process saw a cancel request; every process gets its answer (one broadcast per step).
@@ -317,14 +419,22 @@ class RunRecorder(TrainerCallback):
             return
         step = state.global_step
         evaluation = any(key.startswith("eval_") for key in logs)
-        values = dict(logs)
+        values = {key: _plain(value) for key, value in logs.items()}
         # a training step's log, not an evaluation's nor the closing summary (train_runtime, ...) at the same step
         if self.device_metrics is not None and not evaluation and "train_runtime" not in logs:
             values.update(self.device_metrics())
-        self.store.record_metrics(self.run_id, step, values, time.time())
+        wall_time = time.time()
+        run_id = self.run_id
+        self.writer.submit(StoreWrite(f"step {step} metrics",
+                                      lambda store: store.record_metrics(run_id, step, values, wall_time)))
         if evaluation:
             self._record_eval_groups(step)
-            return
+        else:
+            self._record_train_groups(step)
+        if control.should_save:
+            self.writer.flush(None)  # the checkpoint TRL writes next must not get ahead of the store
+
+    def _record_train_groups(self, step: int) -> None:
         generation = self.tap.calls if self.tap is not None else None
         if self.trainer is None or generation == self._recorded_generation:
             return
@@ -339,8 +449,13 @@ class RunRecorder(TrainerCallback):
         if groups:
             if self.token_capture is not None:  # here, before the next generation resets the capture
                 groups = self.token_capture.attach(groups)
-            self.store.record_groups(self.run_id, step, groups)
+            self._submit_groups(step, groups, "train")
             self._recorded_generation = generation
+
+    def _submit_groups(self, step: int, groups: list[GroupRecord], split: str) -> None:
+        run_id = self.run_id
+        self.writer.submit(StoreWrite(f"step {step} {split} groups",
+                                      lambda store: store.record_groups(run_id, step, groups, split=split)))
 
     def on_prediction_step(self, args, state, control, **kwargs):
         """After each eval batch: cut its completions off the tail of TRL's buffers (which keep only the latest
@@ -362,7 +477,7 @@ class RunRecorder(TrainerCallback):
         )
 
     def _record_eval_groups(self, step: int) -> None:
-        """Write the groups of the evaluation that just ended (collected by :meth:`on_prediction_step`)."""
+        """Submit the groups of the evaluation that just ended (collected by :meth:`on_prediction_step`)."""
         groups, self._eval_groups = self._eval_groups, []
         if groups:
-            self.store.record_groups(self.run_id, step, groups, split="eval")
+            self._submit_groups(step, groups, "eval")

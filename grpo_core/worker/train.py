@@ -2,7 +2,8 @@
 
 One worker process trains one run: it loads the run's config and dataset from the store, prepares the model,
 builds TRL's ``GRPOTrainer`` with the recording callback, trains, and leaves the run ``completed``, ``cancelled``
-or ``failed`` (with the error; every step recorded before a crash stays). The launcher starts it in its own process
+or ``failed`` (with the error; every step recorded before a crash stays: the recorder's queued writes are
+flushed on the way out, see :mod:`grpo_core.worker.recorder`). The launcher starts it in its own process
 group with its output going to ``<run_dir>/train.log``; ``grpo-dashboard train`` runs the same code in-process.
 SIGTERM asks for a cooperative stop at the next step, like Cancel in the dashboard; a cancelled run saves a
 checkpoint first, and a run the store marks ``resume_from`` continues from that checkpoint.
@@ -39,6 +40,8 @@ from storage import RunStatus, Store
 
 ENV_MAX_MEMORY_MB = "GRPO_WORKER_MAX_MEMORY_MB"
 ENV_MAX_FILE_MB = "GRPO_WORKER_MAX_FILE_MB"
+#: Seconds the crash path waits for the recorder's queued writes to reach the store.
+FLUSH_TIMEOUT_S = 60.0
 
 
 def process_rank() -> tuple[int, int]:
@@ -99,6 +102,15 @@ def _report_traceback() -> None:
         pass
 
 
+def _flush_records(recorder) -> None:
+    """On the crash path: store what the recorder had queued before the exception (at most
+    :data:`FLUSH_TIMEOUT_S`); a recording failure of its own is only printed, the run's error stays the first one."""
+    try:
+        recorder.close(FLUSH_TIMEOUT_S)
+    except Exception as exc:  # noqa: BLE001 - the original failure is the one to report
+        _say(f"the queued records could not all be stored: {exc}")
+
+
 def train_run(store: Store, settings: Settings, run_id: int) -> RunStatus:
     """Train run ``run_id`` in this process and return its final status.
 
@@ -131,6 +143,7 @@ def train_run(store: Store, settings: Settings, run_id: int) -> RunStatus:
             _say(f"[run {run_id}] {message}")
         heartbeat.beat(phase=message[:200])
 
+    built = None
     try:
         config = parse_run_config(run.config, source=f"run {run_id} config")
         if main_process:
@@ -175,6 +188,7 @@ def train_run(store: Store, settings: Settings, run_id: int) -> RunStatus:
             else:
                 progress(f"training {config.max_steps} steps on {built.device}")
             built.trainer.train(resume_from_checkpoint=resume_from or None)
+            built.recorder.close()  # every step's records in the store before the run is marked
             if built.trainer.args.should_save:
                 built.trainer.save_model(str(adapter_dir(folder)))
             stopped = built.recorder.cancelled or heartbeat.cancel_requested.is_set()
@@ -186,6 +200,8 @@ def train_run(store: Store, settings: Settings, run_id: int) -> RunStatus:
         return status
     except BaseException as exc:  # noqa: BLE001 - the run must end failed whatever happened
         _report_traceback()
+        if built is not None:
+            _flush_records(built.recorder)
         if main_process:
             store.finish_run(run_id, RunStatus.FAILED, error=failure_text(exc, free_bytes=_free_bytes(folder)))
         if isinstance(exc, KeyboardInterrupt):

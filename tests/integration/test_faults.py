@@ -5,7 +5,12 @@ launcher, into the store: a SQLite file, and a PostgreSQL database where the sui
   memory", earlier steps intact;
 * two runs at once writing to one SQLite file: both complete, every row there, no "database is locked";
 * cancel during the first step: cancelled at step 1, with a checkpoint;
-* resume after a cancel, and after a killed worker: steps 1..N, each recorded exactly once.
+* resume after a cancel, and after a killed worker: steps 1..N, each recorded exactly once;
+* a worker killed (SIGKILL: nothing is flushed) while step N+1 is scored, just after checkpoint-N: steps 1..N are
+  in the store exactly once (the recorder's writer thread stored step N before step N+1's scoring began, and the
+  checkpoint was not ahead of the store), and the resumed run records N+1.. without rewriting 1..N;
+* a store write that fails on the recorder's writer thread: the run fails with that error, without hanging, and
+  keeps the steps stored before it.
 
 Each cancel or kill happens while a :class:`tests.integration.gates.Gate` holds the worker at a known step, so the
 outcome does not depend on how fast the machine trains the tiny model.
@@ -34,6 +39,7 @@ from grpo_core.launcher import Launcher
 from grpo_core.processes import process_alive
 from grpo_core.run_files import last_checkpoint
 from grpo_core.runs import resume_run, submit_run
+from grpo_core.worker.train import train_run
 from storage import RunStatus
 from tests.integration.gates import Gate
 from tests.integration.test_worker import REWARDS, tiny_config, wait_for
@@ -219,6 +225,61 @@ def test_resume_after_a_killed_worker_drops_the_steps_after_its_checkpoint(store
             text("SELECT step, wall_time FROM metrics WHERE run_id = :r AND key = 'reward'"), {"r": run.id}
         ).all())
     assert all(times[step] > killed_at for step in range(3, 6))  # recorded by the resumed worker
+
+
+@pytest.mark.backends("sqlite", "postgres")
+def test_a_worker_killed_after_a_checkpoint_keeps_every_step_before_it_once_and_resume_rewrites_none(
+    store, settings, tiny_model_dir, tmp_path
+):
+    gate = Gate.create(tmp_path, at_step=3)  # steps 1-3 done, checkpoint-3 saved, step 4 held in its scoring
+    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=5, save_steps=3,
+                                        rewards=[*REWARDS, gate.rule(0.1)]))
+    launcher = Launcher(store, settings)
+    gate.wait_reached(240, launcher=launcher)
+    os.killpg(store.get_run(run.id).worker_pid, signal.SIGKILL)  # at once: the guarantee holds without waiting
+    killed_at = time.time()
+    wait_for(lambda: store.get_run(run.id).status.is_final, 60, launcher=launcher)
+    killed = store.get_run(run.id)
+    assert killed.status == RunStatus.FAILED
+    assert killed.current_step == 3
+    _assert_steps_recorded_once(store, run.id, steps=3)
+    assert last_checkpoint(killed.run_dir).step == 3  # not ahead of the store
+
+    _wait_until_worker_gone(store, launcher, run.id)
+    gate.release()
+    assert Path(resume_run(store, settings, run.id).resume_from).name == "checkpoint-3"
+    assert sorted(_metric_counts(store, run.id)) == [1, 2, 3]  # nothing to drop
+    assert launcher.wait_idle(timeout_s=240)
+    final = store.get_run(run.id)
+    assert final.status == RunStatus.COMPLETED, final.error
+    _assert_steps_recorded_once(store, run.id, steps=5)
+    with store.engine.connect() as conn:
+        times = dict(conn.execute(
+            text("SELECT step, wall_time FROM metrics WHERE run_id = :r AND key = 'reward'"), {"r": run.id}
+        ).all())
+    assert all(times[step] < killed_at for step in (1, 2, 3))  # kept from the killed worker, not written again
+    assert all(times[step] > killed_at for step in (4, 5))
+
+
+def test_a_store_write_failing_on_the_writer_thread_fails_the_run_without_hanging(store, settings, tiny_model_dir):
+    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=4))
+    original = store.record_groups
+
+    def groups_fail_from_step_2(run_id, step, groups, **kwargs):
+        if step >= 2:
+            raise RuntimeError("groups table unavailable")
+        return original(run_id, step, groups, **kwargs)
+
+    store.record_groups = groups_fail_from_step_2  # the worker's writer thread calls it through this store
+    started = time.monotonic()
+    assert train_run(store, settings, run.id) == RunStatus.FAILED
+    assert time.monotonic() - started < 240
+    final = store.get_run(run.id)
+    assert ("RecordingError: recording to the store failed (step 2 train groups): "
+            "RuntimeError: groups table unavailable") in final.error, final.error
+    assert final.current_step == 2  # stopped at the scoring of step 3, which waits for step 2's writes
+    assert store.group_steps(run.id) == [1]
+    assert "reward" in _metric_counts(store, run.id)[1]
 
 
 # --------------------------------------------------------------------------------------------------- disk full

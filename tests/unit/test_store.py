@@ -196,6 +196,17 @@ def test_request_cancel_on_running_run_sets_the_flag(store):
     assert after.phase == "training"
 
 
+def test_cancel_requested_reads_the_flag_without_writing(store):
+    run = _create_run(store)
+    store.claim_run(run.id)
+    before = store.get_run(run.id).heartbeat_at
+    assert store.cancel_requested(run.id) is False
+    store.request_cancel(run.id)
+    assert store.cancel_requested(run.id) is True
+    assert store.get_run(run.id).heartbeat_at == before
+    assert store.cancel_requested(run.id + 99) is False
+
+
 def test_request_cancel_racing_a_claim_never_cancels_a_claimed_run(store, settings):
     """The launcher (another connection) claims the run while ``request_cancel`` is under way: right after the
     cancel's first read. Either the claim loses, or the claimed run is asked to stop; never claimed and cancelled."""
