@@ -22,7 +22,7 @@ from app.context import AppContext
 from app.tabs.launch_tools import clone_drift_notes, dataset_row_for_bench, stream_preflight
 from app.tabs.memory_panel import create_memory_panel, fit_markdown
 from grpo_core.config import DEFAULT_MODEL, ConfigError, RunConfig, parse_run_config
-from grpo_core.dataset_library import ARITHMETIC_EXAMPLE
+from grpo_core.dataset_library import ARITHMETIC_EXAMPLE, QUICK_START_EXAMPLE
 from grpo_core.preflight_report import DEFAULT_PROMPTS
 from grpo_core.reward_check import has_plugins, score_group_isolated
 from grpo_core.reward_probe import flagged, probe_row
@@ -291,9 +291,12 @@ def form_omissions(config: RunConfig) -> list[str]:
 
 
 def _default_dataset(ctx: AppContext) -> int | None:
-    for dataset in ctx.store.list_datasets():
-        if dataset.name == ARITHMETIC_EXAMPLE:
-            return dataset.id
+    """The quick start's example (single-digit sums: the defaults visibly learn on it), else the original
+    arithmetic example, else the first dataset."""
+    by_name = {dataset.name: dataset.id for dataset in ctx.store.list_datasets()}
+    for name in (QUICK_START_EXAMPLE, ARITHMETIC_EXAMPLE):
+        if name in by_name:
+            return by_name[name]
     choices = dataset_choices(ctx)
     return choices[0][1] if choices else None
 
