@@ -179,3 +179,16 @@ def test_trl_args_text_is_checked_with_the_closest_field():
     empty = {"epsilon_high": 0, "steps_per_generation": 0, "min_p": 0.0}  # what the browser sends for empty boxes
     config = form_to_config(1, "m", "", slots, hyper, empty)
     assert (config.epsilon_high, config.steps_per_generation, config.min_p) == (None, None, None)
+
+
+def test_the_launch_form_starts_from_the_quick_start_dataset(settings):
+    from app.server import build_blocks, create_context
+    from grpo_core.dataset_library import QUICK_START_EXAMPLE
+
+    ctx = create_context(settings)
+    try:
+        blocks = build_blocks(ctx)
+        [dataset] = [block for block in blocks.blocks.values() if block.elem_id == "launch-dataset"]
+        assert dataset.value == ctx.store.find_dataset(QUICK_START_EXAMPLE).id
+    finally:
+        ctx.store.close()
