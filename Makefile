@@ -42,7 +42,7 @@ bench: install-dev
 	$(PY) benchmarks/bench_web.py
 	$(PY) benchmarks/bench_watchers.py
 	$(PY) benchmarks/bench_memory.py
-	$(PY) benchmarks/bench_learning.py --json bench_learning.json
+	$(PY) benchmarks/bench_learning.py
 
 lint: install-dev
 	$(VENV)/bin/ruff check .
