@@ -57,12 +57,15 @@ def quick_start_config(seed: int, steps: int | None) -> RunConfig:
     return config.model_copy(update={"max_steps": steps}) if steps else config
 
 
-def start_training(config: RunConfig, data_dir: Path, log_path: Path) -> subprocess.Popen:
-    """Start training ``config`` headless with ``python -m app train`` (its output to ``log_path``)."""
+def start_training(config: RunConfig, data_dir: Path, log_path: Path, threads: int | None = None) -> subprocess.Popen:
+    """Start training ``config`` headless with ``python -m app train`` (its output to ``log_path``); ``threads``
+    sets the worker's ``OMP_NUM_THREADS`` (``None``: torch's default, one per core)."""
     config_path = data_dir / f"seed-{config.seed}.yaml"
     config_path.write_text(config.to_yaml(), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRPO_")}
     env.update(HF_HUB_OFFLINE="1", CUDA_VISIBLE_DEVICES="")
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
     with log_path.open("wb") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "app", "train", str(config_path), "--data-dir", str(data_dir)],
@@ -159,11 +162,13 @@ def train_seeds(configs: dict[int, RunConfig], work: Path, db_url: str, parallel
     store.close()
     running: dict[int, subprocess.Popen] = {}
     run_ids: dict[int, int] = {}
+    # Runs side by side share the cores: OpenMP threads that outnumber them spin at every barrier (many times slower)
+    threads = max(1, (os.cpu_count() or 1) // max(1, len(configs) - len(done))) if parallel else None
     for seed, config in configs.items():
         if seed in done:
             run_ids[seed] = done[seed]
             continue
-        running[seed] = start_training(config, work, work / f"seed-{seed}.log")
+        running[seed] = start_training(config, work, work / f"seed-{seed}.log", threads)
         if not parallel:
             run_ids[seed] = finish_training(running.pop(seed), seed, work / f"seed-{seed}.log")
     for seed, process in running.items():
@@ -176,7 +181,7 @@ def main() -> int:
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
     parser.add_argument("--steps", type=int, help="max_steps (default: the Launch default)")
     parser.add_argument(
-        "--parallel", action="store_true", help="train the seeds at the same time (s/step is then per run, shared CPU)"
+        "--parallel", action="store_true", help="train the seeds at the same time, cores split between them (s/step is then per run, on a share)"
     )
     parser.add_argument("--data-dir", type=Path, help="data directory to train in (default: a temporary one)")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
