@@ -125,26 +125,39 @@ def heldout_accuracy(model, tokenizer, rows: list[dict], max_new_tokens: int) ->
 
 
 def write_chart(curves: dict[int, tuple[list[int], list[float]]], png: Path, title: str) -> str:
-    """Reward vs step, one line per seed, as a PNG (plotly HTML, screenshot by headless Chromium); returns a note."""
+    """Reward vs step, per seed: each step's mean reward as dots and its trailing 5-step mean as a line, as a PNG
+    (plotly HTML, screenshot by headless Chromium); returns a note."""
+    import plotly.colors
     import plotly.graph_objects as go
 
     browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     if browser is None:
         return "no chart: chromium is not installed"
+    width, height = 900, 450
     figure = go.Figure()
-    for seed, (steps, rewards) in curves.items():
-        figure.add_trace(go.Scatter(x=steps, y=rewards, mode="lines+markers", name=f"seed {seed}"))
+    for (seed, (steps, rewards)), color in zip(curves.items(), plotly.colors.qualitative.Plotly, strict=False):
+        smooth = [_mean(rewards[max(0, i - 4):i + 1]) for i in range(len(rewards))]
+        figure.add_trace(go.Scatter(x=steps, y=rewards, mode="markers", marker={"color": color, "size": 5},
+                                    opacity=0.45, showlegend=False))
+        figure.add_trace(go.Scatter(x=steps, y=smooth, mode="lines", line={"color": color, "width": 2.5},
+                                    name=f"seed {seed} (5-step mean)"))
     figure.update_layout(
-        title=title, xaxis_title="step", yaxis_title="mean reward (numeric_answer + 0.5 x number only)",
-        width=900, height=450, margin={"l": 60, "r": 20, "t": 60, "b": 50}, template="plotly_white",
+        title=title, xaxis_title="step", yaxis_title="mean reward", width=width, height=height,
+        margin={"l": 60, "r": 20, "t": 60, "b": 50}, template="plotly_white",
+        legend={"x": 0.01, "y": 0.99, "bgcolor": "rgba(255,255,255,0.7)"},
     )
     with tempfile.TemporaryDirectory() as tmp:
         html = Path(tmp) / "chart.html"
-        figure.write_html(html, include_plotlyjs=True, full_html=True)
+        figure.write_html(html, include_plotlyjs=True, full_html=True, config={"displayModeBar": False})
+        html.write_text(
+            html.read_text(encoding="utf-8").replace("<head>", "<head><style>body{margin:0;overflow:hidden}</style>", 1),
+            encoding="utf-8",
+        )
         png.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(
-            [browser, "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={png.resolve()}",
-             "--window-size=900,450", "--virtual-time-budget=5000", html.as_uri()],
+            [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+             f"--screenshot={png.resolve()}", f"--window-size={width},{height}", "--virtual-time-budget=5000",
+             html.as_uri()],
             check=True, capture_output=True, timeout=120,
         )
     return f"chart written to {png}"
