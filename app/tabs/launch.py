@@ -293,8 +293,8 @@ def form_omissions(config: RunConfig) -> list[str]:
 #: What the untouched form does (the README's Quick start; figures from benchmarks/bench_learning.py).
 QUICK_START_NOTE = (
     "**Quick start:** Launch as it stands trains SmolLM2-135M-Instruct (LoRA) on single-digit sums for 40 steps, "
-    "about 5-6 minutes on two quiet CPU cores; the mean reward should roughly double as the model learns to answer "
-    "with the number alone. Harder levels: the other `arithmetic ... (example)` datasets."
+    "about 6 minutes on two quiet CPU cores; the mean reward should about double as the model learns to answer "
+    "the sum briefly. Harder levels: the other `arithmetic ... (example)` datasets."
 )
 
 
