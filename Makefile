@@ -43,6 +43,7 @@ bench: install-dev
 	$(PY) benchmarks/bench_web.py
 	$(PY) benchmarks/bench_watchers.py
 	$(PY) benchmarks/bench_memory.py
+	$(PY) benchmarks/bench_learning.py
 
 # On a CUDA machine: the tests marked gpu, then SmolLM2 trained 20 steps with transformers' generate and with vLLM
 # colocated, and a table of both (benchmarks/gpu_check.py; under 8 minutes on one H200). It installs what it needs

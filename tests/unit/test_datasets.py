@@ -480,3 +480,52 @@ def test_example_generator_is_deterministic(tmp_path):
         capture_output=True,
     )
     assert out.read_bytes() == EXAMPLE.read_bytes()
+
+
+# --- the arithmetic levels ---------------------------------------------------------------------------------------
+
+LEVEL_QUESTION = re.compile(r"What is ([-+x() 0-9]+)\?")
+
+
+def _level_rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.parametrize(
+    ("level", "operators", "train_rows"),
+    [("sums1", {"+"}, 50), ("sums2", {"+"}, 400), ("mixed", {"+", "-", "x"}, 400), ("multistep", {"+", "-", "x"}, 400)],
+)
+def test_arithmetic_levels_have_right_answers_and_a_disjoint_heldout_split(level, operators, train_rows):
+    train = _level_rows(REPO / "examples" / f"arithmetic_{level}.jsonl")
+    heldout = _level_rows(REPO / "examples" / "heldout" / f"arithmetic_{level}.jsonl")
+    assert (len(train), len(heldout)) == (train_rows, 50)
+    seen_operators = set()
+    for row in train + heldout:
+        system, user = row["prompt"]
+        assert system == {"role": "system", "content": "You are a careful calculator. Reply with the result only, as a number."}
+        expression = LEVEL_QUESTION.fullmatch(user["content"]).group(1)
+        seen_operators |= set(expression) & {"+", "-", "x"}
+        assert type(row["answer"]) is int
+        assert row["answer"] == eval(expression.replace("x", "*")), user["content"]  # digits, + - * ( ) only
+    assert seen_operators == operators
+    train_questions = {row["prompt"][1]["content"] for row in train}
+    heldout_questions = {row["prompt"][1]["content"] for row in heldout}
+    assert len(train_questions) == len(train) and len(heldout_questions) == len(heldout)
+    assert not train_questions & heldout_questions
+
+
+def test_single_digit_sums_are_all_one_hundred_pairs():
+    rows = _level_rows(REPO / "examples" / "arithmetic_sums1.jsonl")
+    rows += _level_rows(REPO / "examples" / "heldout" / "arithmetic_sums1.jsonl")
+    assert {row["prompt"][1]["content"] for row in rows} == {f"What is {a} + {b}?" for a in range(10) for b in range(10)}
+
+
+def test_level_generator_is_deterministic(tmp_path):
+    out = tmp_path / "arithmetic_mixed.jsonl"
+    subprocess.run(
+        [sys.executable, str(REPO / "examples" / "make_arithmetic.py"), "--level", "mixed", "--out", str(out)],
+        check=True,
+        capture_output=True,
+    )
+    assert out.read_bytes() == (REPO / "examples" / "arithmetic_mixed.jsonl").read_bytes()
+    assert (tmp_path / "heldout" / out.name).read_bytes() == (REPO / "examples" / "heldout" / out.name).read_bytes()

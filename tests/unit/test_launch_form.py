@@ -204,3 +204,16 @@ def test_processes_gpus_and_vllm_options_round_trip_through_the_form():
     form["hyper"]["num_processes"] = 3.0
     with pytest.raises(ConfigError, match="vllm_tensor_parallel_size = 2 must divide num_processes = 3"):
         form_to_config(**form)
+
+
+def test_the_launch_form_starts_from_the_quick_start_dataset(settings):
+    from app.server import build_blocks, create_context
+    from grpo_core.dataset_library import QUICK_START_EXAMPLE
+
+    ctx = create_context(settings)
+    try:
+        blocks = build_blocks(ctx)
+        [dataset] = [block for block in blocks.blocks.values() if block.elem_id == "launch-dataset"]
+        assert dataset.value == ctx.store.find_dataset(QUICK_START_EXAMPLE).id
+    finally:
+        ctx.store.close()
