@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 
 from app.views import GROUP_CSS, groups_html
-from storage import CompletionRecord, GroupRecord, SearchPage
+from storage import CompletionRecord, GroupRecord, SearchPage, Store, StoreError
 
 #: The group filters: (label shown in the dropdown, key).
 GROUP_FILTERS: tuple[tuple[str, str], ...] = (
@@ -94,6 +94,17 @@ def parse_completion_ref(value: str) -> tuple[int, int]:
     if match is None:
         raise ValueError(f"not a completion reference (group id:index): {value!r}")
     return int(match.group(1)), int(match.group(2))
+
+
+def find_completion(store: Store, ref: str) -> tuple[GroupRecord, CompletionRecord] | None:
+    """The group and completion that ``ref`` (:func:`completion_ref`) names, or ``None`` when ``ref`` is malformed
+    or they no longer exist (the run was deleted, the step re-trained)."""
+    try:
+        group_id, index = parse_completion_ref(ref)
+        group = store.get_group(group_id)
+        return group, next(c for c in group.completions if c.index == index)
+    except (ValueError, StoreError, StopIteration):
+        return None
 
 
 def completion_label(group: GroupRecord, completion: CompletionRecord) -> str:

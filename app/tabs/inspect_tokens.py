@@ -7,9 +7,8 @@ from __future__ import annotations
 import gradio as gr
 
 from app.context import AppContext
-from app.inspect_views import completion_choices, completion_label, parse_completion_ref
+from app.inspect_views import completion_choices, completion_label, find_completion
 from app.token_heatmap import TOKEN_MEASURES, token_heatmap_html
-from storage import StoreError
 
 
 def token_view_html(ctx: AppContext, ref: str | None, measure: str | None) -> str:
@@ -17,13 +16,11 @@ def token_view_html(ctx: AppContext, ref: str | None, measure: str | None) -> st
     or a note when none is chosen or it no longer exists."""
     if not ref:
         return "Pick a completion."
-    try:
-        group_id, index = parse_completion_ref(ref)
-        group = ctx.store.get_group(group_id)
-        completion = next(c for c in group.completions if c.index == index)
-    except (ValueError, StoreError, StopIteration):
+    found = find_completion(ctx.store, ref)
+    if found is None:
         return f"Completion {ref!r} no longer exists."
-    stats = ctx.store.token_stats(group_id, index)
+    group, completion = found
+    stats = ctx.store.token_stats(group.id, completion.index)
     return token_heatmap_html(stats, measure or "logprob", completion=completion,
                               label=completion_label(group, completion))
 

@@ -10,11 +10,11 @@ from app.inspect_views import (
     completion_choices,
     completion_diff_html,
     completion_label,
-    parse_completion_ref,
+    find_completion,
     prompt_history_html,
     search_results_html,
 )
-from storage import GroupRecord, StoreError
+from storage import GroupRecord
 
 SEARCH_PAGE_SIZE = 10
 
@@ -102,12 +102,10 @@ def create_inspect_tools(
             return "Pick two completions."
         sides = []
         for ref in (left_ref, right_ref):
-            try:
-                group_id, index = parse_completion_ref(ref)
-                group = ctx.store.get_group(group_id)
-                completion = next(c for c in group.completions if c.index == index)
-            except (ValueError, StoreError, StopIteration):
+            found = find_completion(ctx.store, ref)
+            if found is None:
                 return f"Completion {ref!r} no longer exists."
+            group, completion = found
             sides.append((completion_label(group, completion), completion.text))
         return completion_diff_html(sides[0], sides[1])
 

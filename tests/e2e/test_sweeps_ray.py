@@ -11,7 +11,6 @@ without ``GRPO_TEST_RAY_ADDRESS`` unless ``GRPO_RAY_REQUIRED=1``.
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
@@ -19,16 +18,10 @@ import pytest
 from storage import Store, sqlite_url
 from tests.e2e import test_dashboard as dashboard
 from tests.e2e.test_sweeps import expect_the_sweep_table_completed, fill_the_launch_form, launch_the_sweep
+from tests.ray_head import ray_address_or_skip
 from tests.servers import serving
 
-ADDRESS = os.environ.get("GRPO_TEST_RAY_ADDRESS", "")
-
-if not ADDRESS:
-    if os.environ.get("GRPO_RAY_REQUIRED") == "1":
-        raise RuntimeError("GRPO_RAY_REQUIRED=1 but GRPO_TEST_RAY_ADDRESS is not set (start a head: "
-                           "ray start --head --num-cpus 2)")
-    pytest.skip("GRPO_TEST_RAY_ADDRESS is not set (a Ray head's job submission address; .ci/run starts one)",
-                allow_module_level=True)
+ADDRESS = ray_address_or_skip()
 
 browser = dashboard.browser
 page = dashboard.page

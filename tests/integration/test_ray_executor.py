@@ -30,15 +30,9 @@ from grpo_core.runs import submit_run
 from storage import RunStatus
 from tests.integration.gates import Gate
 from tests.integration.test_worker import REWARDS, tiny_config, wait_for
+from tests.ray_head import ray_address_or_skip
 
-ADDRESS = os.environ.get("GRPO_TEST_RAY_ADDRESS", "")
-
-if not ADDRESS:
-    if os.environ.get("GRPO_RAY_REQUIRED") == "1":
-        raise RuntimeError("GRPO_RAY_REQUIRED=1 but GRPO_TEST_RAY_ADDRESS is not set (start a head: "
-                           "ray start --head --num-cpus 2)")
-    pytest.skip("GRPO_TEST_RAY_ADDRESS is not set (a Ray head's job submission address; .ci/run starts one)",
-                allow_module_level=True)
+ADDRESS = ray_address_or_skip()
 
 
 @pytest.fixture
