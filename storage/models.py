@@ -65,6 +65,8 @@ class DatasetRow(Base):
     """An uploaded prompt dataset. Its normalised rows live in a JSONL file under the data directory."""
 
     __tablename__ = "datasets"
+    # sqlite_autoincrement: a deleted dataset's id is never given to a new one (a page's list names datasets by id).
+    __table_args__ = ({"sqlite_autoincrement": True},)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)

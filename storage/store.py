@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+import zlib
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from itertools import groupby
@@ -458,18 +459,21 @@ class Store:
     def catalog_version(self) -> tuple[int, ...]:
         """A cheap fingerprint of the dataset and run lists, for pages that poll for changes.
 
-        Returns ``(datasets, max dataset id, runs, max run id, runs per status...)`` (counts in
-        :class:`RunStatus` order): it changes when a dataset or run is added or deleted or a run changes status,
-        and not on metrics or groups. Three aggregate queries, no rows read.
+        Returns ``(datasets, max dataset id, runs, max run id, runs per status..., datasets' names)`` (counts in
+        :class:`RunStatus` order; the last a CRC-32 of the listed datasets' ids and names): it changes when a dataset
+        or run is added or deleted, a dataset renamed (or deleted and another added under the same id, which an old
+        SQLite store may give), or a run changes status, and not on metrics or groups. Two aggregate queries over
+        runs; the dataset list (tens of short rows) is read whole.
         """
         with self._session() as session:
-            datasets = session.execute(  # the listed ones: a dataset marked deleted leaves the lists
-                select(func.count(DatasetRow.id), func.max(DatasetRow.id)).where(DatasetRow.deleted_at.is_(None))
-            ).one()
+            listed = session.execute(  # the listed ones: a dataset marked deleted leaves the lists
+                select(DatasetRow.id, DatasetRow.name).where(DatasetRow.deleted_at.is_(None)).order_by(DatasetRow.id)
+            ).all()
             runs = session.execute(select(func.count(RunRow.id), func.max(RunRow.id))).one()
             by_status = dict(session.execute(select(RunRow.status, func.count(RunRow.id)).group_by(RunRow.status)).all())
-        return (datasets[0], datasets[1] or 0, runs[0], runs[1] or 0,
-                *(by_status.get(status.value, 0) for status in RunStatus))
+        names = zlib.crc32("\n".join(f"{dataset_id}:{name}" for dataset_id, name in listed).encode())
+        return (len(listed), listed[-1][0] if listed else 0, runs[0], runs[1] or 0,
+                *(by_status.get(status.value, 0) for status in RunStatus), names)
 
     def get_run(self, run_id: int) -> RunInfo:
         """One run. Raises StoreError when there is none with that id."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -206,5 +207,6 @@ def test_try_out_bench_scores_a_group(page):
     expect(table).to_contain_text("advantage")
     text = table.inner_text()
     assert "numeric_answer" in text and "format_regex" in text
-    # "82" is right and well formatted: the best total and the highest advantage
-    assert "1.2" in text
+    # "82" is right and a number alone: full marks from both default rules (1 x 1.0 + 1 x 0.5), the best total and
+    # the highest advantage (the row's cells: completion, numeric_answer, format_regex, total, advantage)
+    assert re.search(r"\b82\s+1\s+1\s+1\.5\s+1\.16", text), text

@@ -24,7 +24,7 @@ def test_bench_probe_flags_only_winning_degenerate_completions(page):  # noqa: F
     set_text(page, "bench-completions", "I really do not know the answer to this one.")
     page.locator("#probe-button").click()
     expect(status).to_contain_text("Reward hacking:")
-    expect(status).to_contain_text("answer_only scores 1.4, the best of these completions 0.2: rule numeric_answer")
+    expect(status).to_contain_text("answer_only scores 1.5, the best of these completions 0: rule numeric_answer")
     assert "empty scores" not in status.inner_text()  # an empty completion scores 0 here: it loses, not listed
 
     expect(table).to_contain_text("⚠️ yes")
