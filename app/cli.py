@@ -199,6 +199,8 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
+    import signal
+    import threading
     import time
 
     from grpo_core.access import redact_url
@@ -207,7 +209,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from grpo_core.runs import resolve_relative_paths
     from grpo_core.settings import load_settings
     from grpo_core.sweeps import REWARD_KEY, parse_sweep_config_text, submit_sweep, sweep_table
-    from storage import Store
+    from storage import RunStatus, Store
 
     try:
         settings = load_settings(data_dir=args.data_dir, db_url=args.db, max_concurrent_runs=args.max_concurrent_runs)
@@ -242,16 +244,33 @@ def _sweep(args: argparse.Namespace) -> int:
         return 0
     launcher = Launcher(store, settings)
     run_ids = [run.id for run in launched.runs]
+
+    def on_sigterm(*_):
+        raise KeyboardInterrupt
+
+    in_main_thread = threading.current_thread() is threading.main_thread()  # only there can a handler be set
+    previous = signal.signal(signal.SIGTERM, on_sigterm) if in_main_thread else None
     try:
-        while not launcher.wait_idle(timeout_s=60, run_ids=run_ids):
-            pass
-    except KeyboardInterrupt:
-        print("grpo-dashboard sweep: interrupted; cancelling the sweep's runs", file=sys.stderr, flush=True)
-        for run_id in run_ids:
-            launcher.cancel(run_id)
-        deadline = time.monotonic() + settings.cancel_grace_s + 30
-        while not launcher.wait_idle(timeout_s=5, run_ids=run_ids) and time.monotonic() < deadline:
-            pass
+        try:
+            while not launcher.wait_idle(timeout_s=60, run_ids=run_ids):
+                pass
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: cancel the sweep's runs (each saves a checkpoint) and wait
+            print("grpo-dashboard sweep: interrupted; cancelling the sweep's runs (interrupt again to stop them by "
+                  "force)", file=sys.stderr, flush=True)
+            for run_id in run_ids:
+                launcher.cancel(run_id)
+            deadline = time.monotonic() + settings.cancel_grace_s + 30
+            try:
+                while not launcher.wait_idle(timeout_s=5, run_ids=run_ids) and time.monotonic() < deadline:
+                    pass
+            except KeyboardInterrupt:  # again: stop the workers now, as the launcher does after the grace period
+                for run in store.list_runs([RunStatus.RUNNING, RunStatus.QUEUED]):
+                    if run.id in run_ids:
+                        launcher.stop_now(run)
+                print("grpo-dashboard sweep: stopped by force", file=sys.stderr, flush=True)
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
     runs = store.sweep_runs(sweep.id)
     headers, rows = sweep_table(sweep, runs, store.final_and_best(run_ids, REWARD_KEY))
     print("\t".join(headers))

@@ -256,9 +256,19 @@ class Launcher:
             if executor is self._local and not run.worker_pid:
                 continue
             log.warning("run %s did not stop within %.0f s; stopping it by force", run.id, now - first)
-            if executor.force_stop(run):
-                self.store.finish_run(run.id, RunStatus.CANCELLED, error=FORCED_STOP)
-                self._cancel_seen.pop(run.id, None)
+            self.stop_now(run)
+
+    def stop_now(self, run: RunInfo) -> bool:
+        """Stop ``run`` at once, without waiting for its next step: a queued run is cancelled, a running one's worker
+        stopped by force (no checkpoint) and the run marked ``cancelled``. Returns whether it is stopped."""
+        if run.status == RunStatus.QUEUED:
+            return self.store.request_cancel(run.id).status == RunStatus.CANCELLED
+        executor = self.executor_for(run)
+        if executor is None or not executor.force_stop(run):
+            return False
+        self.store.finish_run(run.id, RunStatus.CANCELLED, error=FORCED_STOP)
+        self._cancel_seen.pop(run.id, None)
+        return True
 
     def machine_gpus(self) -> list[str]:
         """The GPUs runs may get (``nvidia-smi -L``, asked once); empty on a machine without GPUs."""

@@ -5,6 +5,7 @@ command does the same from a run config's ``sweep:`` block."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -14,7 +15,8 @@ import yaml
 from grpo_core.launcher import Launcher
 from grpo_core.sweeps import REWARD_KEY, submit_sweep
 from storage import RunStatus, Store
-from tests.integration.test_worker import tiny_config
+from tests.integration.gates import Gate
+from tests.integration.test_worker import REWARDS, tiny_config
 
 GRID = {"learning_rate": [1e-3, 1e-2], "beta": [0.0, 0.04]}
 POINTS = [(1e-3, 0.0), (1e-3, 0.04), (1e-2, 0.0), (1e-2, 0.04)]
@@ -73,3 +75,32 @@ def test_headless_sweep_command_trains_every_point(settings, tiny_model_dir, tmp
         assert [r.config["seed"] for r in store.sweep_runs(sweep.id)] == [1, 2]
     finally:
         store.close()
+
+
+def test_headless_sweep_cancels_its_runs_on_sigterm(settings, tiny_model_dir, tmp_path):
+    gate = Gate.create(tmp_path, at_step=1)  # the first point holds after step 1 (recorded), step 2 in progress
+    config = tiny_config(tiny_model_dir, max_steps=5, name="stopped-sweep", rewards=[*REWARDS, gate.rule(0.1)])
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump({**config.model_dump(mode="json"), "sweep": {"seed": [1, 2]}}, sort_keys=False))
+    command = [sys.executable, "-m", "app", "sweep", str(path), "--data-dir", str(settings.data_dir), "--db",
+               settings.db_url, "--max-concurrent-runs", "1"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        gate.wait_reached(240)
+        process.send_signal(signal.SIGTERM)  # as `kill` or a job scheduler stops the command
+        gate.release()
+        out, err = process.communicate(timeout=240)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 1, err[-3000:]  # not every run completed
+    assert "interrupted; cancelling the sweep's runs" in err
+    store = Store(settings.db_url)
+    try:
+        (sweep,) = store.list_sweeps()
+        first, second = store.sweep_runs(sweep.id)
+        assert first.status == RunStatus.CANCELLED and 1 <= first.current_step < 5  # stopped at a step, not killed
+        assert second.status == RunStatus.CANCELLED and second.current_step == 0  # never started
+    finally:
+        store.close()
+    assert "cancelled" in out
