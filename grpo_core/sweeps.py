@@ -40,7 +40,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import TypeAdapter, ValidationError
 
-from grpo_core.config import ConfigError, RunConfig, parse_run_config
+from grpo_core.config import ConfigError, RunConfig, load_yaml, parse_run_config
 from grpo_core.runs import stored_run_config, validate_run_config
 from storage import RunInfo, Store, SweepInfo
 
@@ -144,12 +144,7 @@ def parse_grid_text(text: str, *, source: str = "sweep") -> Grid:
     """
     if not (text or "").strip():
         raise SweepError(f"{source}: the grid is empty; write one `field: value, value, ...` a line")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise SweepError(f"{source}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    data = load_yaml(text, source=source, error=SweepError)
     if isinstance(data, dict) and SWEEP_KEY in data:
         if len(data) > 1:
             others = ", ".join(str(k) for k in data if k != SWEEP_KEY)
@@ -178,12 +173,7 @@ def parse_sweep_config_text(text: str, grid_text: str = "", *, source: str = "co
         SweepError: no grid (neither a ``sweep:`` block nor ``grid_text``), both given, or either unreadable.
         ConfigError: the text is not YAML, not a mapping, or the config (without its block) is invalid.
     """
-    try:
-        data = yaml.safe_load(text or "")
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{source}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    data = load_yaml(text or "", source=source)
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 
 import grpo_core.sweeps as sweeps
 from app.tabs.sweeps import sweep_shape
-from grpo_core.config import ConfigError, RunConfig
+from grpo_core.config import ConfigError, RunConfig, parse_run_config_text
 from grpo_core.sweeps import (
     MAX_SWEEP_POINTS,
     SweepError,
@@ -280,3 +280,14 @@ def test_headless_sweep_queues_every_point_or_refuses_the_whole_file(settings, t
     # the train command points at the sweep command
     assert main(["train", str(path), *common]) == 2
     assert "runs with `grpo-dashboard sweep`" in capsys.readouterr().err
+
+
+
+def test_a_field_written_twice_is_refused_with_its_line():
+    with pytest.raises(SweepError, match=r"line 2, column 1: .*'beta' is given twice"):
+        parse_grid_text("beta: 0.0, 0.04\nbeta: 0.1\n")
+    with pytest.raises(ConfigError, match=r"line 4, column 3: .*'beta' is given twice"):
+        parse_sweep_config_text("max_steps: 1\nsweep:\n  beta: [0.0]\n  beta: [0.1]\n")
+    with pytest.raises(ConfigError, match=r"line 2, column 1: .*'max_steps' is given twice"):
+        parse_run_config_text("max_steps: 1\nmax_steps: 2\n")
+    assert parse_grid_text("beta: 0.0\nlearning_rate: 0.0001\n") == {"beta": [0.0], "learning_rate": [1e-4]}
