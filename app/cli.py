@@ -208,7 +208,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from grpo_core.launcher import Launcher
     from grpo_core.runs import resolve_relative_paths
     from grpo_core.settings import load_settings
-    from grpo_core.sweeps import REWARD_KEY, parse_sweep_config_text, submit_sweep, sweep_table
+    from grpo_core.sweeps import REWARD_KEY, parse_sweep_config_text, runs_word, submit_sweep, sweep_table
     from storage import RunStatus, Store
 
     try:
@@ -235,7 +235,7 @@ def _sweep(args: argparse.Namespace) -> int:
         print(f"grpo-dashboard sweep: {exc}", file=sys.stderr)
         return 2
     sweep = launched.sweep
-    print(f"grpo-dashboard sweep: sweep {sweep.id} {sweep.name}: {len(launched.runs)} runs queued "
+    print(f"grpo-dashboard sweep: sweep {sweep.id} {sweep.name}: {runs_word(len(launched.runs))} queued "
           f"(#{launched.runs[0].id}-#{launched.runs[-1].id}, tag sweep:{sweep.id}; store "
           f"{redact_url(settings.db_url)})", flush=True)
     for warning in launched.warnings:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from grpo_core.access import max_upload_bytes, upload_too_large_message
 from grpo_core.datasets import ColumnMapping, DatasetError, PromptDataset, load_prompt_dataset, save_normalized
-from grpo_core.ownership import SINGLE_USER, Actor, check_may_change
+from grpo_core.ownership import SINGLE_USER, Actor, NotOwnerError, check_may_change
 from grpo_core.settings import Settings
 from storage import DatasetInfo, RunInfo, RunStatus, Store, StoreError
 
@@ -299,6 +299,24 @@ def _label(info: DatasetInfo) -> str:
     return f"dataset #{info.id} {info.name}"
 
 
+def example_names() -> frozenset[str]:
+    """The names :func:`register_examples` gives the shipped examples."""
+    return frozenset({name for _, name in ARITHMETIC_LEVELS} | {ARITHMETIC_EXAMPLE, HUMANEVAL_EXAMPLE})
+
+
+def _check_may_change_dataset(actor: Actor, info: DatasetInfo, action: str) -> None:
+    """:func:`~grpo_core.ownership.check_may_change` for a dataset; a shipped example (added without a login by
+    :func:`register_examples`) is everyone's, so with several logins only an admin may rename or delete it.
+
+    Raises:
+        NotOwnerError: the actor may not.
+    """
+    if info.owner is None and info.name in example_names() and actor.user is not None and not actor.is_admin:
+        raise NotOwnerError(f"{actor.user} may not {action} {_label(info)}: it is a shipped example, shared by every "
+                            "login; only an admin may")
+    check_may_change(actor, info.owner, action, _label(info))
+
+
 @dataclass(frozen=True)
 class DatasetDeletion:
     """What :func:`delete_dataset` did: ``kept_for_runs`` empty: row and file removed; else the ids of the finished
@@ -334,7 +352,7 @@ def delete_dataset(
     info = store.get_dataset(int(dataset_id))
     if info.deleted_at is not None:
         raise StoreError(f"{_label(info)} is already deleted")
-    check_may_change(actor, info.owner, "delete", _label(info))
+    _check_may_change_dataset(actor, info, "delete")
     runs = runs_using_dataset(store, info.id)
     active = [r for r in runs if r.status in (RunStatus.QUEUED, RunStatus.RUNNING)]
     if active:
@@ -382,7 +400,7 @@ def rename_dataset(store: Store, dataset_id: int, name: str, actor: Actor = SING
     info = store.get_dataset(int(dataset_id))
     if info.deleted_at is not None:
         raise StoreError(f"{_label(info)} is deleted")
-    check_may_change(actor, info.owner, "rename", _label(info))
+    _check_may_change_dataset(actor, info, "rename")
     if not (name or "").strip():
         raise DatasetError(info.name, "give the new name")
     new_name = _dataset_name(name, info.name)

@@ -95,6 +95,11 @@ class LaunchedSweep:
     warnings: list[str]
 
 
+def runs_word(count: int) -> str:
+    """``"1 run"``, ``"4 runs"``."""
+    return f"{count} run{'s' if count != 1 else ''}"
+
+
 def varied_fields(grid: Mapping[str, Sequence[Any]]) -> list[str]:
     """The fields of ``grid`` with more than one value, in grid order."""
     return [field for field, values in grid.items() if len(values) > 1]
@@ -199,7 +204,7 @@ def describe_grid(grid: Mapping[str, Sequence[Any]]) -> str:
     varied = varied_fields(grid)
     fixed = [field for field in grid if field not in varied]
     shape = " × ".join(f"{field} ({len(grid[field])})" for field in varied) or "no varied field"
-    return f"{points} run{'s' if points != 1 else ''}: {shape}" + (f"; fixed: {', '.join(fixed)}" if fixed else "")
+    return f"{runs_word(points)}: {shape}" + (f"; fixed: {', '.join(fixed)}" if fixed else "")
 
 
 def format_value(value: Any) -> str:

@@ -20,6 +20,7 @@ from grpo_core.sweeps import (
     count_points,
     describe_grid,
     parse_grid_text,
+    runs_word,
     submit_sweep,
     sweep_table,
 )
@@ -34,7 +35,7 @@ def sweep_shape(text: str) -> tuple[str, str]:
         grid = check_grid(parse_grid_text(text))
     except ConfigError as exc:
         return f"❌ {exc}", "Launch sweep"
-    return f"{describe_grid(grid)} (at most {MAX_SWEEP_POINTS})", f"Launch sweep ({count_points(grid)} runs)"
+    return f"{describe_grid(grid)} (at most {MAX_SWEEP_POINTS})", f"Launch sweep ({runs_word(count_points(grid))})"
 
 
 def create_sweep_launcher(
@@ -79,7 +80,7 @@ def create_sweep_launcher(
         ctx.launcher.tick()
         note = "".join(f"\n\n⚠️ {w}" for w in launched.warnings)
         first, last = launched.runs[0].id, launched.runs[-1].id
-        return (f"✅ Sweep **{launched.sweep.id} {launched.sweep.name}** queued: {len(launched.runs)} runs "
+        return (f"✅ Sweep **{launched.sweep.id} {launched.sweep.name}** queued: {runs_word(len(launched.runs))} "
                 f"(#{first}–#{last}, tag `sweep:{launched.sweep.id}`). Follow it in the **Runs** tab's Sweeps "
                 f"view.{note}")
 
@@ -92,7 +93,7 @@ def create_sweep_launcher(
 
 def sweep_choices(ctx: AppContext) -> list[tuple[str, int]]:
     """``(label, sweep id)`` of every sweep with a run left, newest first: ``sweep 3: name (4 runs)``."""
-    return [(f"sweep {s.id}: {s.name} ({len(s.run_ids)} runs)", s.id) for s in ctx.store.list_sweeps() if s.run_ids]
+    return [(f"sweep {s.id}: {s.name} ({runs_word(len(s.run_ids))})", s.id) for s in ctx.store.list_sweeps() if s.run_ids]
 
 
 def sweep_frame(ctx: AppContext, sweep_id: int | None) -> pd.DataFrame:

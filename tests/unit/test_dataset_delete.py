@@ -15,10 +15,12 @@ import pytest
 from app.server import build_blocks, create_context
 from grpo_core.config import ConfigError, RunConfig
 from grpo_core.dataset_library import (
+    ARITHMETIC_EXAMPLE,
     DatasetInUseError,
     delete_dataset,
     import_dataset,
     purge_deleted_dataset,
+    register_examples,
     rename_dataset,
     runs_using_dataset,
 )
@@ -179,3 +181,18 @@ def test_the_datasets_tab_refuses_another_logins_dataset(settings, tmp_path):
             ctx.store.get_dataset(info.id)
     finally:
         ctx.store.close()
+
+
+def test_a_shipped_example_is_renamed_or_deleted_by_an_admin_only(store, settings):
+    added = {info.name: info for info in register_examples(store, settings)}
+    example = added[ARITHMETIC_EXAMPLE]
+    assert example.owner is None
+    with pytest.raises(NotOwnerError, match="bob may not rename dataset #.* arithmetic .example.: it is a shipped "
+                                            "example, shared by every login; only an admin may"):
+        rename_dataset(store, example.id, "mine", BOB)
+    with pytest.raises(NotOwnerError, match="alice may not delete .* shipped example"):
+        delete_dataset(store, settings, example.id, ALICE)
+    assert store.get_dataset(example.id).name == ARITHMETIC_EXAMPLE and Path(example.path).is_file()
+    assert rename_dataset(store, example.id, ARITHMETIC_EXAMPLE, CAROL).name == ARITHMETIC_EXAMPLE  # an admin may
+    delete_dataset(store, settings, example.id, CAROL)
+    assert store.find_dataset(ARITHMETIC_EXAMPLE) is None
