@@ -64,6 +64,8 @@ def parse_plugin_target(target: str) -> tuple[str, str]:
 def load_plugin_function(target: str) -> Callable[..., Any]:
     """Import the module (or execute the ``.py`` file) named by ``target`` and return the callable it names.
 
+    A ``.py`` file's folder is added to the end of ``sys.path``, so the file may import modules beside it.
+
     Raises:
         ValueError: the module or file cannot be loaded, or the attribute is missing or not callable; the message
             names the target and chains the original error.
@@ -78,6 +80,9 @@ def load_plugin_function(target: str) -> Callable[..., Any]:
                 raise ImportError(f"cannot load {module_name}")
             module = importlib.util.module_from_spec(spec)
             sys.modules[unique] = module  # so functions and classes defined there can be pickled by reference
+            folder = os.path.dirname(os.path.abspath(module_name))
+            if folder not in sys.path:  # its own modules beside it import, as they would from a script there; after
+                sys.path.append(folder)  # the installed packages, so a file there never shadows one of those
             spec.loader.exec_module(module)
         else:
             module = importlib.import_module(module_name)

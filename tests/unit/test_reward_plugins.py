@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -89,6 +90,19 @@ def test_trl_documented_signature_gets_prompts_by_keyword(plugins: Path) -> None
     seen = reward._fn.__globals__["SEEN"]["trl_documented"]
     assert seen["prompts"] == ["P", "P"]
     assert seen["keys"] == ["answer", "completion_ids", "log_extra", "log_metric", "trainer_state"]
+
+
+def test_a_plugin_file_imports_a_module_beside_it(tmp_path: Path) -> None:
+    folder = tmp_path / "my_rules"
+    folder.mkdir()
+    (folder / "grpo_test_helper_beside.py").write_text("def score(text):\n    return float(len(text))\n")
+    (folder / "rules.py").write_text(
+        "from grpo_test_helper_beside import score\n\n"
+        "def by_length(completions, **kwargs):\n    return [score(c) for c in completions]\n"
+    )
+    reward = plugin(folder / "rules.py", "by_length")
+    assert reward(completions=["ab", "abcd"], **TRL_ARGUMENTS) == [2.0, 4.0]
+    assert sys.path[-1] == str(folder)  # after the installed packages: a file there never shadows one of those
 
 
 def test_async_function_is_awaited(plugins: Path) -> None:
