@@ -256,6 +256,7 @@ def create_public_api(ctx: AppContext) -> None:
             "folder": str(result.folder),
             "files": [str(path) for path in result.files()],
             "has_adapter": result.adapter is not None,
+            "warnings": result.warnings(),
         }
         return summary, str(result.bundle)
 

@@ -66,11 +66,14 @@ class ExportError(ValueError):
 
 
 class ConfigExport(NamedTuple):
-    """What :func:`export_config_yaml` wrote: the YAML, the dataset copy (or ``None``), the plugin file copies."""
+    """What :func:`export_config_yaml` wrote: the YAML, the dataset copy (or ``None``), the plugin file copies, and
+    the plugin files it could not copy."""
 
     yaml: Path
     dataset: Path | None
     plugins: tuple[Path, ...] = ()
+    #: plugin ``file.py`` targets whose file is gone: the YAML keeps them as stored and will not train elsewhere
+    missing_plugins: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,11 @@ class RunExport:
     bundle: Path
     provenance: Path | None = None
     plugins: tuple[Path, ...] = ()
+    missing_plugins: tuple[str, ...] = ()
+
+    def warnings(self) -> list[str]:
+        """What keeps the export from re-training elsewhere as it is (empty when nothing does)."""
+        return [f"plugin file gone, not copied: {target} (the YAML still names it)" for target in self.missing_plugins]
 
     def files(self) -> list[Path]:
         """Every written file, bundle last (what the Export panel offers for download)."""
@@ -108,17 +116,22 @@ def _prefix(run_id: int) -> str:
 PLUGINS_DIR_NAME = "plugins"
 
 
-def _copy_plugin_files(config: RunConfig, folder: Path) -> tuple[RunConfig, tuple[Path, ...]]:
+def _copy_plugin_files(config: RunConfig, folder: Path) -> tuple[RunConfig, tuple[Path, ...], tuple[str, ...]]:
     """``config`` with each plugin target's existing ``file.py`` copied into ``folder/plugins/`` and the target
     naming the copy relative to ``folder``; a file named by several rules is copied once, and two different files
-    of the same name get ``-2``, ``-3``... A dotted module target, or a file that is gone, is left as stored."""
+    of the same name get ``-2``, ``-3``... A dotted module target, or a file that is gone, is left as stored (the
+    third item lists the latter's targets). The file is copied as it is now, which may differ from what the run
+    trained with."""
     copies: dict[Path, Path] = {}
+    missing: list[str] = []
     specs = []
     for spec in config.rewards:
         target = str(spec.params.get("target", "")).strip()
         module, _, function = target.rpartition(":")
         source = Path(module.strip())
         if spec.rule != "plugin" or not module.strip().endswith(".py") or not source.is_file():
+            if spec.rule == "plugin" and module.strip().endswith(".py") and target not in missing:
+                missing.append(target)
             specs.append(spec)
             continue
         source = source.resolve()
@@ -131,7 +144,7 @@ def _copy_plugin_files(config: RunConfig, folder: Path) -> tuple[RunConfig, tupl
             copies[source] = copy
         relative = copies[source].relative_to(folder).as_posix()
         specs.append(spec.model_copy(update={"params": {**spec.params, "target": f"{relative}:{function}"}}))
-    return config.model_copy(update={"rewards": specs}), tuple(copies.values())
+    return config.model_copy(update={"rewards": specs}), tuple(copies.values()), tuple(missing)
 
 
 def export_config_yaml(
@@ -146,7 +159,7 @@ def export_config_yaml(
     YAML's folder. Without it (or when a file is gone) the config is written as stored.
 
     Returns:
-        ``(yaml path, dataset copy or None, plugin copies)``.
+        ``(yaml path, dataset copy or None, plugin copies, plugin targets whose file is gone)``.
 
     Raises:
         grpo_core.config.ConfigError: the stored config no longer validates (written by an older version).
@@ -163,10 +176,11 @@ def export_config_yaml(
         shutil.copyfile(source, copied)
         config = config.model_copy(update={"dataset_id": None, "dataset_path": copied.name})
     plugins: tuple[Path, ...] = ()
+    missing: tuple[str, ...] = ()
     if copy_dataset:
-        config, plugins = _copy_plugin_files(config, dest.parent)
+        config, plugins, missing = _copy_plugin_files(config, dest.parent)
     dest.write_text(provenance_comment(run.provenance) + config.to_yaml(), encoding="utf-8")
-    return ConfigExport(dest, copied, plugins)
+    return ConfigExport(dest, copied, plugins, missing)
 
 
 def provenance_comment(provenance: dict[str, Any] | None) -> str:
@@ -343,7 +357,7 @@ def export_run(store: Store, settings: Settings, run_id: int, *, now: datetime |
     prefix = _prefix(run.id)
     stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
     folder = _fresh_folder(exports_dir(settings), f"{prefix}-{stamp}")
-    config, dataset, plugins = export_config_yaml(store, run, folder / f"{prefix}-config.yaml")
+    config, dataset, plugins, missing_plugins = export_config_yaml(store, run, folder / f"{prefix}-config.yaml")
     provenance = export_provenance_json(run, folder / f"{prefix}-provenance.json")
     metrics = export_metrics_csv(store, run.id, folder / f"{prefix}-metrics.csv")
     groups = export_groups_parquet(store, run.id, folder / f"{prefix}-groups.parquet")
@@ -372,4 +386,5 @@ def export_run(store: Store, settings: Settings, run_id: int, *, now: datetime |
         bundle=bundle,
         provenance=provenance,
         plugins=plugins,
+        missing_plugins=missing_plugins,
     )

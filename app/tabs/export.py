@@ -49,6 +49,7 @@ def create_export_panel(ctx: AppContext, run_selector: gr.Dropdown) -> dict[str,
             return f"Not exported: {exc}", None, None, None, None, None
         note = "" if result.adapter is not None else " No adapter yet: the run has not finished training."
         text = f"Exported run #{result.run_id} to `{result.folder}`.{note}"
+        text += "".join(f"\n\n⚠️ {warning}" for warning in result.warnings())
         config_files = [str(p) for p in (result.config, result.dataset) if p is not None]
         adapter_file = str(result.adapter) if result.adapter is not None else None
         return text, config_files, str(result.metrics), str(result.groups), adapter_file, str(result.bundle)

@@ -108,7 +108,10 @@ def _reward_zero(series: Series, groups: Sequence[GroupRecord], config: Mapping[
         return []
     steps = tuple(s for streak in streaks for s in streak)
     examples = []
-    for group in groups:  # newest first, as Store.recent_groups returns them
+    flagged = set(steps)
+    # groups of the flagged steps first (newest first within each, as Store.recent_groups returns them): the sample
+    # may also hold later steps where the reward is no longer 0
+    for group in sorted(groups, key=lambda g: g.step not in flagged):
         for completion in group.completions:
             if completion.total_reward is None or _is_zero(completion.total_reward):
                 examples.append(

@@ -164,6 +164,19 @@ def test_reward_zero_shows_three_examples_with_the_rules_that_gave_zero():
     assert finding.severity == Severity.ERROR
 
 
+def test_reward_zero_examples_come_from_the_flagged_steps_first():
+    series = _series(reward=[0.0, 0.0, 0.0, 0.5, 0.25])  # 0 at steps 1-3, not at 4 and 5
+    groups = [  # newest first, as the store samples them
+        _group(5, 1, [0.0, 1.0]),
+        _group(4, 2, [0.0, 0.5]),
+        _group(2, 3, [0.0, 0.0]),
+        _group(1, 4, [0.0, 0.0]),
+    ]
+    [finding] = [f for f in diagnose(series, groups) if f.code == "reward_zero"]
+    assert finding.steps == (1, 2, 3)
+    assert [e.split(",")[0] for e in finding.examples] == ["step 2", "step 1", "step 5"]
+
+
 def test_reward_zero_without_groups_has_no_examples():
     [finding] = [f for f in diagnose(_series(reward=[0.0] * 5)) if f.code == "reward_zero"]
     assert finding.examples == ()

@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from grpo_core.config import load_run_config
+from grpo_core.config import RunConfig, load_run_config
 from grpo_core.export import (
     ExportError,
     export_adapter_zip,
@@ -124,8 +124,8 @@ def test_groups_parquet_of_a_run_without_groups_is_empty_but_readable(store, tmp
 
 
 def test_config_yaml_names_a_copy_of_the_uploaded_dataset(store, run, tmp_path):
-    path, copied, plugins = export_config_yaml(store, run, tmp_path / "out" / "run-00001-config.yaml")
-    assert plugins == ()
+    path, copied, plugins, missing = export_config_yaml(store, run, tmp_path / "out" / "run-00001-config.yaml")
+    assert plugins == () and missing == ()
     assert copied == tmp_path / "out" / "run-00001-dataset.jsonl"
     assert copied.read_text() == Path(store.get_dataset(run.dataset_id).path).read_text()
     config = load_run_config(path)
@@ -135,7 +135,7 @@ def test_config_yaml_names_a_copy_of_the_uploaded_dataset(store, run, tmp_path):
 
 
 def test_config_yaml_without_the_dataset_copy_is_the_stored_config(store, run, tmp_path):
-    path, copied, _ = export_config_yaml(store, run, tmp_path / "c.yaml", copy_dataset=False)
+    path, copied, _, _ = export_config_yaml(store, run, tmp_path / "c.yaml", copy_dataset=False)
     assert copied is None
     assert load_run_config(path).dataset_id == run.config["dataset_id"]
 
@@ -162,12 +162,17 @@ def test_export_carries_plugin_files_and_its_yaml_trains_from_anywhere(store, se
     assert set(result.plugins) <= set(result.files())
     names = zipfile.ZipFile(result.bundle).namelist()
     assert f"{result.folder.name}/plugins/rules.py" in names and f"{result.folder.name}/plugins/rules-2.py" in names
+    assert result.warnings() == []
     first.unlink(), second.unlink()  # the export no longer needs the originals
     monkeypatch.chdir(tmp_path)
     config = resolve_relative_paths(load_run_config(result.config), result.config.parent)
     targets = [spec.params["target"] for spec in config.rewards]
     assert targets[:3] == [f"{result.plugins[0]}:score", f"{result.plugins[0]}:score", f"{result.plugins[1]}:score"]
     assert targets[3] == "math:sqrt"
+    # exported again now that the files are gone: nothing to copy, and the export says so
+    again = export_run(store, settings, info.id)
+    assert again.plugins == () and again.missing_plugins == (f"{first}:score", f"{second}:score")
+    assert again.warnings()[0] == f"plugin file gone, not copied: {first}:score (the YAML still names it)"
 
 
 def test_adapter_zip_holds_the_adapter_folder(settings, run, tmp_path):
@@ -272,7 +277,8 @@ def test_build_request_takes_the_runs_model_rules_and_sampling_settings(store, s
     assert request.weights == str(run_dir(settings, run) / "adapter")
     assert request.row == {"answer": 2}
     assert [r["rule"] for r in request.rewards] == ["numeric_answer", "format_regex"]
-    assert request.max_new_tokens == 64 and request.temperature == 0.9  # the run's defaults
+    defaults = RunConfig()  # the run stores the default sampling settings
+    assert (request.max_new_tokens, request.temperature) == (defaults.max_completion_length, defaults.temperature)
     assert request.model_cache_dir == str(settings.model_cache_dir)
     assert build_request(settings, run, prompt="x", row={"answer": 2}, weights=None).weights is None
 
