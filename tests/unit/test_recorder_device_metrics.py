@@ -25,9 +25,11 @@ def test_device_metrics_are_recorded_at_training_logs_only(store):
     calls: list[int] = []
     recorder, run_id = _recorder(store, calls)
     state = SimpleNamespace(is_world_process_zero=True, global_step=1)
-    recorder.on_log(None, state, None, logs={"reward": 0.5, "loss": 0.1})
-    recorder.on_log(None, state, None, logs={"eval_reward": 0.4})  # an evaluation at the same step
-    recorder.on_log(None, state, None, logs={"train_runtime": 3.0, "train_loss": 0.1})  # the closing summary
+    control = SimpleNamespace(should_save=False)
+    recorder.on_log(None, state, control, logs={"reward": 0.5, "loss": 0.1})
+    recorder.on_log(None, state, control, logs={"eval_reward": 0.4})  # an evaluation at the same step
+    recorder.on_log(None, state, control, logs={"train_runtime": 3.0, "train_loss": 0.1})  # the closing summary
+    recorder.close()  # the writes are applied by the recorder's writer thread
     points = {(p.step, p.key): p.value for p in store.metrics_since(run_id)}
     assert points[(1, "gpu/memory_allocated_mib")] == 101.0  # the first call's value, not overwritten
     assert points[(1, "gpu/memory_peak_mib")] == 250.0
@@ -38,7 +40,9 @@ def test_device_metrics_are_recorded_at_training_logs_only(store):
 def test_other_ranks_record_nothing(store):
     calls: list[int] = []
     recorder, run_id = _recorder(store, calls)
-    recorder.on_log(None, SimpleNamespace(is_world_process_zero=False, global_step=1), None, logs={"reward": 1.0})
+    recorder.on_log(None, SimpleNamespace(is_world_process_zero=False, global_step=1),
+                    SimpleNamespace(should_save=False), logs={"reward": 1.0})
+    recorder.close()
     assert store.metrics_since(run_id) == [] and calls == []
 
 
