@@ -55,6 +55,19 @@ from storage.summary import SUMMARY_BUCKETS, Bucket, SeriesState, bucket_of, dow
 from storage.types import without_nul
 
 
+def _commit_dataset_name(session: Session, name: str) -> None:
+    """Commit a dataset row named ``name`` (added or renamed).
+
+    Raises:
+        StoreError: another dataset is called ``name`` (the unique name constraint; the session is rolled back).
+    """
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        raise StoreError(f"a dataset named {name!r} already exists") from None
+
+
 def _like_pattern(text: str) -> str:
     """A ``LIKE ... ESCAPE '\\'`` pattern matching ``text`` anywhere, its ``%``, ``_`` and ``\\`` taken literally."""
     escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -277,11 +290,7 @@ class Store:
                 owner=owner,
             )
             session.add(row)
-            try:
-                session.commit()
-            except IntegrityError:
-                session.rollback()
-                raise StoreError(f"a dataset named {name!r} already exists") from None
+            _commit_dataset_name(session, name)
             return _dataset_info(row)
 
     def list_datasets(self, *, include_deleted: bool = False) -> list[DatasetInfo]:
@@ -319,11 +328,7 @@ class Store:
             if row is None:
                 raise StoreError(f"no dataset with id {dataset_id}")
             row.name = name
-            try:
-                session.commit()
-            except IntegrityError:
-                session.rollback()
-                raise StoreError(f"a dataset named {name!r} already exists") from None
+            _commit_dataset_name(session, name)
             return _dataset_info(row)
 
     def mark_dataset_deleted(self, dataset_id: int) -> DatasetInfo:

@@ -74,6 +74,14 @@ def _step_times(store, run_id: int) -> str:
     return "step_time " + ", ".join(f"{step}: {value:.1f} s" for step, value in sorted(times.items()) if value)
 
 
+def _reward_wall_times(store, run_id: int) -> dict[int, float]:
+    """``step -> wall_time`` of the run's recorded ``reward`` (when each step was written)."""
+    with store.engine.connect() as conn:
+        return dict(conn.execute(
+            text("SELECT step, wall_time FROM metrics WHERE run_id = :r AND key = 'reward'"), {"r": run_id}
+        ).all())
+
+
 def _wait_until_worker_gone(store, launcher: Launcher, run_id: int) -> None:
     """Resume refuses while the previous worker is still exiting (its interpreter shutting down)."""
     pid = store.get_run(run_id).worker_pid
@@ -220,10 +228,7 @@ def test_resume_after_a_killed_worker_drops_the_steps_after_its_checkpoint(store
     final = store.get_run(run.id)
     assert final.status == RunStatus.COMPLETED, final.error
     _assert_steps_recorded_once(store, run.id, steps=5)
-    with store.engine.connect() as conn:
-        times = dict(conn.execute(
-            text("SELECT step, wall_time FROM metrics WHERE run_id = :r AND key = 'reward'"), {"r": run.id}
-        ).all())
+    times = _reward_wall_times(store, run.id)
     assert all(times[step] > killed_at for step in range(3, 6))  # recorded by the resumed worker
 
 
@@ -253,10 +258,7 @@ def test_a_worker_killed_after_a_checkpoint_keeps_every_step_before_it_once_and_
     final = store.get_run(run.id)
     assert final.status == RunStatus.COMPLETED, final.error
     _assert_steps_recorded_once(store, run.id, steps=5)
-    with store.engine.connect() as conn:
-        times = dict(conn.execute(
-            text("SELECT step, wall_time FROM metrics WHERE run_id = :r AND key = 'reward'"), {"r": run.id}
-        ).all())
+    times = _reward_wall_times(store, run.id)
     assert all(times[step] < killed_at for step in (1, 2, 3))  # kept from the killed worker, not written again
     assert all(times[step] > killed_at for step in (4, 5))
 
