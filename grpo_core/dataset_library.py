@@ -51,7 +51,9 @@ QUICK_START_PATH = EXAMPLES_DIR / "arithmetic_sums1.jsonl"
 #: Rows of the quick start's level that are never in its training file (the learning benchmark's held-out set).
 QUICK_START_HELDOUT_PATH = EXAMPLES_DIR / "heldout" / "arithmetic_sums1.jsonl"
 HUMANEVAL_EXAMPLE = "humaneval (example)"
-_NAME_OK = re.compile(r"^[\w .()\-+]{1,120}$")
+_NAME_OK = re.compile(r"^[\w .()\-+]+$")
+#: Most characters in a dataset name.
+NAME_MAX_CHARS = 120
 HUB_LOAD_TIMEOUT_S = 1800
 _HUB_ID_OK = re.compile(r"^[\w.\-]+(/[\w.\-]+)?$")
 
@@ -70,6 +72,10 @@ class UploadTooLargeError(DatasetError):
 
 def _dataset_name(name: str | None, source_name: str) -> str:
     candidate = (name or "").strip() or Path(source_name).stem
+    if len(candidate) > NAME_MAX_CHARS:
+        raise DatasetError(
+            source_name, f"dataset name is {len(candidate)} characters long; the limit is {NAME_MAX_CHARS}"
+        )
     if not _NAME_OK.match(candidate):
         raise DatasetError(source_name, f"dataset name {candidate!r} may use letters, digits, spaces and . ( ) - + _")
     return candidate

@@ -64,6 +64,8 @@ def test_only_the_owner_or_an_admin_renames_or_deletes(store, settings, tmp_path
         rename_dataset(store, info.id, "taken", ALICE)
     with pytest.raises(DatasetError, match="may use letters"):
         rename_dataset(store, info.id, "a/b", ALICE)
+    with pytest.raises(DatasetError, match="is 300 characters long; the limit is 120"):
+        rename_dataset(store, info.id, "x" * 300, ALICE)
     with pytest.raises(DatasetError, match="give the new name"):
         rename_dataset(store, info.id, "  ", ALICE)
     assert store.get_dataset(info.id).name == "by carol"
