@@ -208,7 +208,14 @@ def _sweep(args: argparse.Namespace) -> int:
     from grpo_core.launcher import Launcher
     from grpo_core.runs import resolve_relative_paths
     from grpo_core.settings import load_settings
-    from grpo_core.sweeps import REWARD_KEY, parse_sweep_config_text, runs_word, submit_sweep, sweep_table
+    from grpo_core.sweeps import (
+        REWARD_KEY,
+        failure_lines,
+        parse_sweep_config_text,
+        runs_word,
+        submit_sweep,
+        sweep_table,
+    )
     from storage import RunStatus, Store
 
     try:
@@ -276,6 +283,8 @@ def _sweep(args: argparse.Namespace) -> int:
     print("\t".join(headers))
     for row in rows:
         print("\t".join("" if value is None else str(value) for value in row))
+    for line in failure_lines(runs):
+        print(line, file=sys.stderr)
     store.close()
     return 0 if all(run.status.value == "completed" for run in runs) else 1
 

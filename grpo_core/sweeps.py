@@ -42,7 +42,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from grpo_core.config import ConfigError, RunConfig, load_yaml, parse_run_config
 from grpo_core.runs import stored_run_config, validate_run_config
-from storage import RunInfo, Store, SweepInfo
+from storage import RunInfo, RunStatus, Store, SweepInfo
 
 MAX_SWEEP_POINTS = 64
 """The most runs one sweep launches; a larger grid is refused (split it, or drop values)."""
@@ -370,3 +370,19 @@ def sweep_table(
         rows.append([f"#{run.id}", run.status.value, f"{run.current_step}/{run.max_steps}", *values,
                      None if final is None else round(final, 4), None if best is None else round(best, 4)])
     return headers, rows
+
+
+def failure_lines(runs: Sequence[RunInfo], max_chars: int = 300) -> list[str]:
+    """One line per failed run of ``runs``: ``"#12 failed: <the first line of its error>"`` (cut at ``max_chars``
+    characters), for the headless sweep's summary under its table; a failed run without a stored error says
+    ``"no error recorded: see its train.log"``."""
+    lines = []
+    for run in runs:
+        if run.status is not RunStatus.FAILED:
+            continue
+        first = next((line.strip() for line in (run.error or "").splitlines() if line.strip()), "")
+        if len(first) > max_chars:
+            first = first[: max_chars - 3] + "..."
+        lines.append(f"#{run.id} failed: {first or 'no error recorded: see its train.log'}")
+    return lines
+

@@ -18,6 +18,7 @@ from grpo_core.sweeps import (
     SweepError,
     count_points,
     describe_grid,
+    failure_lines,
     parse_grid_text,
     parse_sweep_config_text,
     plan_sweep,
@@ -233,6 +234,22 @@ def test_final_and_best_reward_per_run(store):
         [f"#{runs[0].id}", "completed", "3/3", "0", 0.5, 0.9],
         [f"#{runs[1].id}", "queued", "2/3", "0.04", 0.3, 0.3],  # recording a step moves current_step
         [f"#{runs[2].id}", "queued", "0/3", "0.1", None, None],
+    ]
+
+
+def test_failure_lines_name_each_failed_run_with_the_first_line_of_its_error(store):
+    sweep, runs = store.create_sweep(name="f", grid={"beta": [0.0, 0.04, 0.1]}, runs=[
+        {"name": f"f {b}", "config": {"beta": b}, "dataset_id": None, "max_steps": 3} for b in (0.0, 0.04, 0.1)])
+    for run in runs:
+        store.claim_run(run.id)
+    store.finish_run(runs[0].id, RunStatus.COMPLETED)
+    error = "\nCUDA out of memory: tried to allocate 2 GiB\nTraceback ..."
+    store.finish_run(runs[1].id, RunStatus.FAILED, error=error)
+    store.finish_run(runs[2].id, RunStatus.FAILED, error="x" * 400)
+    lines = failure_lines(store.sweep_runs(sweep.id), max_chars=50)
+    assert lines == [
+        f"#{runs[1].id} failed: CUDA out of memory: tried to allocate 2 GiB",
+        f"#{runs[2].id} failed: " + "x" * 47 + "...",
     ]
 
 
