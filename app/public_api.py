@@ -35,6 +35,7 @@ No ``from __future__ import annotations`` here: ``gr.api`` reads the handlers' r
 """
 
 import dataclasses
+import logging
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,16 @@ from grpo_core.runs import (
 )
 from grpo_core.sweeps import parse_sweep_config_text, submit_sweep
 from storage import DatasetInfo, GroupRecord, MetricPoint, RunInfo, RunStatus, StoreError
+
+LOG = logging.getLogger(__name__)
+
+
+def refused(message: str) -> gr.Error:
+    """The error an endpoint raises for a call it refuses (bad input, not the caller's run, unknown id): the client
+    gets ``message``; the server logs one line instead of Gradio's traceback (a refusal is not a server fault)."""
+    LOG.info("API call refused: %s", message)
+    return gr.Error(message, print_exception=False)
+
 
 #: The endpoints :func:`create_public_api` adds, in the order the API page lists them.
 PUBLIC_ENDPOINTS = (
@@ -145,14 +156,14 @@ def create_public_api(ctx: AppContext) -> None:
         others (``"solution=answer"``). Returns the dataset; fails when the file is invalid (with line and column),
         the mapping names a column the file lacks, or the name is taken."""
         if not file:
-            raise gr.Error("add_dataset: give a file")
+            raise refused("add_dataset: give a file")
         try:
             mapping = ColumnMapping(prompt_column=(prompt_column or "").strip() or None,
                                     system_prompt=system_prompt or "", renames=parse_renames(column_renames))
             info = import_dataset(ctx.store, ctx.settings, file, source_name=Path(file).name,
                                   name=name or None, mapping=mapping, owner=actor_of(ctx, request).user)
         except (DatasetError, StoreError, ValueError) as exc:
-            raise gr.Error(f"add_dataset: {exc}") from None
+            raise refused(f"add_dataset: {exc}") from None
         return dataset_dict(info)
 
     def launch_run(config: str, request: gr.Request) -> dict:
@@ -164,7 +175,7 @@ def create_public_api(ctx: AppContext) -> None:
             run = submit_run(ctx.store, run_config, model_cache_dir=ctx.settings.model_cache_dir,
                              owner=actor_of(ctx, request).user)
         except (ConfigError, ValueError) as exc:
-            raise gr.Error(f"launch_run: {exc}") from None
+            raise refused(f"launch_run: {exc}") from None
         ctx.launcher.tick()
         return {"run": run_dict(ctx.store.get_run(run.id)), "warnings": warnings}
 
@@ -178,7 +189,7 @@ def create_public_api(ctx: AppContext) -> None:
             launched = submit_sweep(ctx.store, base, sweep_grid, model_cache_dir=ctx.settings.model_cache_dir,
                                     owner=actor_of(ctx, request).user)
         except (ConfigError, ValueError) as exc:
-            raise gr.Error(f"launch_sweep: {exc}") from None
+            raise refused(f"launch_sweep: {exc}") from None
         ctx.launcher.tick()
         return {"sweep": _plain(dataclasses.asdict(launched.sweep)),
                 "runs": [run_dict(ctx.store.get_run(run.id)) for run in launched.runs],
@@ -191,7 +202,7 @@ def create_public_api(ctx: AppContext) -> None:
             statuses = [RunStatus(status)] if status else None
         except ValueError:
             choices = ", ".join(s.value for s in RunStatus)
-            raise gr.Error(f"list_runs: status must be one of {choices}, or empty for all") from None
+            raise refused(f"list_runs: status must be one of {choices}, or empty for all") from None
         return [run_dict(run) for run in ctx.store.list_runs(statuses)]
 
     def run_metrics(run_id: int, after_step: int = -1, keys: list[str] | None = None) -> list:
@@ -219,7 +230,7 @@ def create_public_api(ctx: AppContext) -> None:
         try:
             authorize_run_action(ctx.store, actor_of(ctx, request), int(run_id), "cancel")
         except (NotOwnerError, StoreError) as exc:
-            raise gr.Error(f"cancel_run: {exc}") from None
+            raise refused(f"cancel_run: {exc}") from None
         ctx.launcher.cancel(int(run_id))
         return run_dict(ctx.store.get_run(int(run_id)))
 
@@ -229,7 +240,7 @@ def create_public_api(ctx: AppContext) -> None:
         try:
             run = resume_run(ctx.store, ctx.settings, int(run_id), actor_of(ctx, request))
         except (RunActionError, NotOwnerError, StoreError) as exc:
-            raise gr.Error(f"resume_run: {exc}") from None
+            raise refused(f"resume_run: {exc}") from None
         return run_dict(run)  # the launcher's next pass starts it, as after a resume in the Runs tab
 
     def delete_run_endpoint(run_id: int, request: gr.Request) -> dict:
@@ -239,18 +250,18 @@ def create_public_api(ctx: AppContext) -> None:
         try:
             delete_run(ctx.store, ctx.settings, int(run_id), actor_of(ctx, request))
         except (RunActionError, NotOwnerError, StoreError, OSError) as exc:
-            raise gr.Error(f"delete_run: {exc}") from None
+            raise refused(f"delete_run: {exc}") from None
         return {"run_id": int(run_id), "deleted": True}
 
     def export(run_id: int | None) -> tuple[dict[str, Any], str]:
         """Write the run's config YAML (with its dataset), metrics CSV, groups Parquet and adapter zip (when saved)
         on the server. Returns the list of written files and the zip of all of them (downloaded by the client)."""
         if run_id is None:
-            raise gr.Error("export_run: give a run_id")
+            raise refused("export_run: give a run_id")
         try:
             result = export_run(ctx.store, ctx.settings, int(run_id))
         except (StoreError, ConfigError, OSError) as exc:
-            raise gr.Error(f"export_run: {exc}") from None
+            raise refused(f"export_run: {exc}") from None
         summary = {
             "run_id": result.run_id,
             "folder": str(result.folder),
@@ -267,14 +278,14 @@ def create_public_api(ctx: AppContext) -> None:
         the model in float32: 0.5 GB for SmolLM2-135M); None without. Fails while the run has no adapter. Open to
         every login, like ``export_run``."""
         if run_id is None:
-            raise gr.Error("merge_run: give a run_id")
+            raise refused("merge_run: give a run_id")
         try:
             run = ctx.store.get_run(int(run_id))
             *_, folder = merge_run(ctx.settings, run)
             folder = Path(folder)
             bundle = zip_merged_folder(folder) if download else None
         except (StoreError, MergeError, OSError) as exc:
-            raise gr.Error(f"merge_run: {exc}") from None
+            raise refused(f"merge_run: {exc}") from None
         summary = {"run_id": run.id, "folder": str(folder),
                    "files": sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())}
         return summary, (str(bundle) if bundle is not None else None)
@@ -289,7 +300,7 @@ def create_public_api(ctx: AppContext) -> None:
         try:
             info = rename_dataset(ctx.store, int(dataset_id), name, actor_of(ctx, request))
         except (DatasetError, NotOwnerError, StoreError, TypeError, ValueError) as exc:
-            raise gr.Error(f"rename_dataset: {exc}") from None
+            raise refused(f"rename_dataset: {exc}") from None
         return dataset_dict(info)
 
     def delete_dataset_endpoint(dataset_id: int, request: gr.Request) -> dict:
@@ -300,14 +311,14 @@ def create_public_api(ctx: AppContext) -> None:
         try:
             done = delete_dataset(ctx.store, ctx.settings, int(dataset_id), actor_of(ctx, request))
         except (DatasetInUseError, NotOwnerError, StoreError, OSError, TypeError, ValueError) as exc:
-            raise gr.Error(f"delete_dataset: {exc}") from None
+            raise refused(f"delete_dataset: {exc}") from None
         return {"dataset_id": done.dataset_id, "deleted": True, "kept_for_runs": list(done.kept_for_runs)}
 
     def _run(run_id: int) -> RunInfo:
         try:
             return ctx.store.get_run(int(run_id))
         except (StoreError, TypeError, ValueError):
-            raise gr.Error(f"no run with id {run_id}") from None
+            raise refused(f"no run with id {run_id}") from None
 
     with gr.Column(visible=False):
         upload = gr.File(label="file", type="filepath", file_types=[".jsonl", ".json", ".csv", ".parquet", ".zip"])

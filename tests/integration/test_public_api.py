@@ -32,10 +32,16 @@ FINISHED = {"completed", "failed", "cancelled"}
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    """The base URL of ``python -m app serve --auth user:pw`` on a free port, with its own data directory."""
+def server(tmp_path_factory):
+    """``python -m app serve --auth user:pw`` on a free port, with its own data directory (its URL and log)."""
     with serving(tmp_path_factory.mktemp("api-data"), "--auth", f"{USER}:{PASSWORD}") as app:
-        yield app.url
+        yield app
+
+
+@pytest.fixture(scope="module")
+def served(server):
+    """The base URL of :func:`server`."""
+    return server.url
 
 
 @pytest.fixture(scope="module")
@@ -175,3 +181,11 @@ def test_without_the_login_the_client_is_refused(served):
     with pytest.raises(ValueError):
         Client(served, auth=(USER, "wrong"), verbose=False, analytics_enabled=False)
     assert httpx.post(f"{served}gradio_api/call/list_runs", json={"data": []}, timeout=10).status_code == 401
+
+
+def test_a_refused_call_is_one_log_line_not_a_traceback(client, server):
+    with pytest.raises(AppError, match="no run with id 987654"):
+        client.predict(run_id=987654, api_name="/cancel_run")
+    log = server.log_path.read_text(encoding="utf-8", errors="replace")
+    assert "API call refused: no run with id 987654" in log
+    assert "Traceback" not in log
