@@ -200,17 +200,23 @@ register(
 
 
 def _completion_lengths(completions: Sequence[Any], completion_ids: Any) -> list[int]:
-    """Token counts from ``completion_ids`` when given (one id list per completion), else whitespace word counts."""
+    """Token counts from ``completion_ids`` when given (one id list per completion), else whitespace word counts.
+
+    A completion whose text is empty or only whitespace has length 0 either way: TRL's ``completion_ids`` keep the
+    end-of-sequence token, so an empty reply would otherwise count one token and score as a short answer.
+    """
+    texts = [completion_text(c) for c in completions]
     if completion_ids is not None and len(completion_ids) == len(completions):
-        return [len(ids) for ids in completion_ids]
-    return [len(completion_text(c).split()) for c in completions]
+        return [len(ids) if text.strip() else 0 for ids, text in zip(completion_ids, texts, strict=True)]
+    return [len(text.split()) for text in texts]
 
 
 class LengthReward:
     """A length band: 1.0 inside ``[min_tokens, max_tokens]``, less outside it.
 
-    The length ``L`` is ``len(completion_ids[i])`` (tokens) when TRL passes ``completion_ids``, else the number of
-    whitespace-separated words. With ``m = min_tokens``, ``M = max_tokens`` and ``B = overlong_buffer``::
+    The length ``L`` is ``len(completion_ids[i])`` (tokens, the end-of-sequence token included) when TRL passes
+    ``completion_ids``, else the number of whitespace-separated words; an empty or whitespace-only completion has
+    ``L = 0`` (so with ``min_tokens >= 1`` it scores 0). With ``m = min_tokens``, ``M = max_tokens`` and ``B = overlong_buffer``::
 
         L < m               ->  L / m                    (linear from 0 at L = 0)
         m <= L <= M         ->  1.0

@@ -129,6 +129,13 @@ def test_length_from_completion_ids(length: int, params: dict, expected: float) 
     assert reward(["ignored text"], completion_ids=[list(range(length))]) == [pytest.approx(expected)]
 
 
+@pytest.mark.parametrize("text", ["", "   ", "\n\t"])
+def test_an_empty_completion_has_length_zero_though_its_ids_hold_the_end_token(text: str) -> None:
+    reward = get_rule("length").build({})  # min_tokens 1
+    eos = 2
+    assert reward([text, "7"], completion_ids=[[eos], [55, eos]]) == [0.0, 1.0]
+
+
 @pytest.mark.parametrize(
     ("completion", "expected"),
     [
