@@ -161,8 +161,8 @@ def run_status_html(run: RunInfo, log_tail: str = "", now: datetime | None = Non
 
 
 def provenance_html(provenance: dict[str, Any] | None) -> str:
-    """The compact "reproduce" block of a run's status card: dataset sha256 and model identity (shortened to 12 hex
-    digits), the library versions and the device its worker recorded (:mod:`grpo_core.provenance`); ``""`` for a
+    """The compact "reproduce" block of a run's status card: dataset sha256, model identity and each plugin file's
+    sha256 (shortened to 12 hex digits), the library versions and the device its worker recorded (:mod:`grpo_core.provenance`); ``""`` for a
     run without a record (not started yet, or trained by an older version)."""
     if not provenance:
         return ""
@@ -170,9 +170,12 @@ def provenance_html(provenance: dict[str, Any] | None) -> str:
     model = provenance.get("model") or {}
     versions = provenance.get("versions") or {}
     device = provenance.get("device") or {}
+    plugins = provenance.get("plugins") or {}
     items = [f"dataset sha256 <code>{html.escape(short_hash(dataset))}</code>",
              f"model {html.escape(str(model.get('kind', '?')))} <code>{html.escape(short_hash(model.get('identity')))}"
              "</code>"]
+    items += [f"plugin {html.escape(Path(path).name)} <code>{html.escape(short_hash(digest))}</code>"
+              for path, digest in plugins.items()]
     if versions:
         items.append(html.escape(", ".join(f"{name} {version}" for name, version in versions.items())))
     if device:

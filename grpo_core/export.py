@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from grpo_core.config import RunConfig, parse_run_config
-from grpo_core.provenance import flatten_provenance
+from grpo_core.provenance import flatten_provenance, plugin_hashes
 from grpo_core.run_files import ADAPTER_DIR_NAME, adapter_dir, run_dir
 from grpo_core.run_rows import dataset_file
 from grpo_core.settings import Settings
@@ -91,10 +91,15 @@ class RunExport:
     provenance: Path | None = None
     plugins: tuple[Path, ...] = ()
     missing_plugins: tuple[str, ...] = ()
+    #: plugin files copied that differ from what the run trained with (their sha256 differs from its provenance)
+    changed_plugins: tuple[str, ...] = ()
 
     def warnings(self) -> list[str]:
         """What keeps the export from re-training elsewhere as it is (empty when nothing does)."""
-        return [f"plugin file gone, not copied: {target} (the YAML still names it)" for target in self.missing_plugins]
+        return [
+            *(f"plugin file gone, not copied: {target} (the YAML still names it)" for target in self.missing_plugins),
+            *(f"plugin file changed since the run trained: {path} (copied as it is now)" for path in self.changed_plugins),
+        ]
 
     def files(self) -> list[Path]:
         """Every written file, bundle last (what the Export panel offers for download)."""
@@ -387,4 +392,14 @@ def export_run(store: Store, settings: Settings, run_id: int, *, now: datetime |
         provenance=provenance,
         plugins=plugins,
         missing_plugins=missing_plugins,
+        changed_plugins=changed_plugin_files(run),
     )
+
+
+def changed_plugin_files(run: RunInfo) -> tuple[str, ...]:
+    """The plugin files of ``run`` whose sha256 now differs from the one its provenance recorded when it trained
+    (a file that is gone is :attr:`RunExport.missing_plugins`' business; a run recorded without plugin hashes, by an
+    older version, has none)."""
+    recorded = (run.provenance or {}).get("plugins") or {}
+    now = plugin_hashes([path for path in recorded if Path(path).is_file()])
+    return tuple(path for path, digest in now.items() if recorded.get(path) and digest != recorded[path])

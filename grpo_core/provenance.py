@@ -16,6 +16,7 @@ A provenance record (every value JSON; ``None`` where the thing could not be rea
       "versions": {"python": "3.11.9", "torch": "2.13.0+cpu", "transformers": ..., "trl": ..., "peft": ...,
                    "accelerate": ..., "grpo-dashboard": ...},      # "not installed" when a package is missing
       "device": {"type": "cpu" | "cuda", "name": str, "count": int, "threads": int},   # worker only
+      "plugins": {"/abs/path/rewards.py": "<64 hex>" | None, ...},  # each plugin rule's file.py (none: {})
     }
 
 A model's identity is the sha256 of its GGUF file, or, for a local folder, the sha256 of the list of its weights
@@ -31,7 +32,7 @@ import hashlib
 import json
 import os
 import platform
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -193,9 +194,40 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
+def plugin_files(rewards: Iterable[Any]) -> list[str]:
+    """The ``file.py`` paths of the ``plugin`` rules among ``rewards`` (``RewardSpec`` objects or their dicts, as a
+    run's config stores them: a relative path is made absolute at submit), each once, in rule order. A dotted module
+    target has no file and is left out."""
+    files: list[str] = []
+    for spec in rewards:
+        rule = spec.get("rule") if isinstance(spec, Mapping) else getattr(spec, "rule", None)
+        params = (spec.get("params") if isinstance(spec, Mapping) else getattr(spec, "params", None)) or {}
+        module = str(params.get("target", "")).rpartition(":")[0].strip()
+        if rule == "plugin" and module.endswith(".py") and module not in files:
+            files.append(module)
+    return files
+
+
+def plugin_hashes(files: Sequence[str], cache: HashCache | None = None) -> dict[str, str | None]:
+    """``{path: sha256}`` of each plugin file (``None`` for a file that is gone or unreadable)."""
+    cache = cache or HashCache(None)
+    hashes: dict[str, str | None] = {}
+    for path in files:
+        try:
+            hashes[path] = cache.sha256(Path(path))
+        except OSError:
+            hashes[path] = None
+    return hashes
+
+
 # ---------------------------------------------------------------------------------------------------- records
 def current_environment(
-    *, dataset_file: Path | None, model: str, cache_dir: Path | None, hub_cache: Path | None = None
+    *,
+    dataset_file: Path | None,
+    model: str,
+    cache_dir: Path | None,
+    hub_cache: Path | None = None,
+    plugins: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The provenance fields as they are now, without ``device`` (safe in the web process: no torch).
 
@@ -204,9 +236,10 @@ def current_environment(
         model: the config's ``model`` field.
         cache_dir: folder of the shared hash cache (the settings' model cache); ``None`` caches in memory only.
         hub_cache: the Hugging Face hub cache to read a hub model's revision from (default: the library's).
+        plugins: the run's plugin files (:func:`plugin_files`), hashed into ``plugins``.
 
     Returns:
-        ``{"dataset": ..., "model": ..., "versions": ...}`` as in the module docstring. Never raises for an
+        ``{"dataset": ..., "model": ..., "versions": ..., "plugins": ...}`` as in the module docstring. Never raises for an
         unreadable file (its hash is ``None``/``"unknown"``).
     """
     cache = HashCache(cache_dir)
@@ -220,6 +253,7 @@ def current_environment(
         "dataset": {"sha256": dataset_sha},
         "model": model_identity(model, cache, hub_cache),
         "versions": library_versions(),
+        "plugins": plugin_hashes(plugins, cache),
     }
 
 
@@ -230,15 +264,16 @@ def collect_provenance(
     cache_dir: Path | None,
     device: Mapping[str, Any],
     hub_cache: Path | None = None,
+    plugins: Sequence[str] = (),
 ) -> dict[str, Any]:
     """A run's provenance record: :func:`current_environment` plus the ``device`` the worker trains on.
 
     Args:
         device: what :func:`grpo_core.worker.models.describe_device` returns (``type``, ``name``, ``count``, ``threads``).
-        dataset_file, model, cache_dir, hub_cache: as :func:`current_environment`.
+        dataset_file, model, cache_dir, hub_cache, plugins: as :func:`current_environment`.
     """
     return {**current_environment(dataset_file=dataset_file, model=model, cache_dir=cache_dir,
-                                  hub_cache=hub_cache),
+                                  hub_cache=hub_cache, plugins=plugins),
             "device": dict(device)}
 
 
@@ -273,8 +308,9 @@ def provenance_differences(
 
 
 def describe_differences(differences: list[tuple[str, Any, Any]]) -> list[str]:
-    """Plain-words lines for :func:`provenance_differences`: the dataset file changed, the model changed, and each
-    library whose version changed (``trl 1.15.0 -> 1.16.0``). Empty when nothing differs."""
+    """Plain-words lines for :func:`provenance_differences`: the dataset file changed, the model changed, each
+    library whose version changed (``trl 1.15.0 -> 1.16.0``), each plugin file changed or gone. Empty when nothing
+    differs."""
     lines = []
     fields = {field for field, _, _ in differences}
     if "dataset.sha256" in fields:
@@ -285,6 +321,11 @@ def describe_differences(differences: list[tuple[str, Any, Any]]) -> list[str]:
                 if field.startswith("versions.")]
     if versions:
         lines.append("library versions changed: " + ", ".join(versions))
+    for field, _, new in differences:
+        if field.startswith("plugins."):
+            path = field.removeprefix("plugins.")
+            lines.append(f"the plugin file {path} is gone" if new is None
+                         else f"the plugin file {path} changed since the run (its sha256 differs)")
     devices = [field for field in fields if field.startswith("device.")]
     if devices:
         lines.append("the device differs: " + ", ".join(sorted(devices)))

@@ -23,7 +23,7 @@ from grpo_core.config import RunConfig
 from grpo_core.datasets import DatasetError, read_normalized_row
 from grpo_core.preflight_job import PREFLIGHT_TIMEOUT_S, PreflightError, start_preflight
 from grpo_core.preflight_report import LEVEL_OK, LEVEL_PROBLEM, PreflightReport
-from grpo_core.provenance import current_environment, describe_differences, provenance_differences
+from grpo_core.provenance import current_environment, describe_differences, plugin_files, provenance_differences
 from grpo_core.reward_probe import describe
 from grpo_core.run_rows import dataset_file
 from storage import RunInfo, StoreError
@@ -35,7 +35,7 @@ RULE_TABLE_HEADERS = ["rule", "weight", "mean", "std", "min", "max", "None", "no
 
 def clone_drift_notes(ctx: AppContext, run: RunInfo) -> list[str]:
     """What changed since ``run`` trained, in plain words, for the clone status: its dataset file (sha256), its
-    model (weights hash or hub revision) and the library versions, compared with its recorded provenance
+    model (weights hash or hub revision), its plugin files and the library versions, compared with its recorded provenance
     (:func:`grpo_core.provenance.provenance_differences`). Empty for a run without a record or when nothing changed.
 
     Hashes files in the web process (no torch): a model's hash is cached by path, size and mtime in the model cache
@@ -45,7 +45,8 @@ def clone_drift_notes(ctx: AppContext, run: RunInfo) -> list[str]:
         return []
     model = str(run.config.get("model") or (run.provenance.get("model") or {}).get("name") or "")
     now = current_environment(dataset_file=dataset_file(ctx.store, run.config), model=model,
-                              cache_dir=ctx.settings.model_cache_dir)
+                              cache_dir=ctx.settings.model_cache_dir,
+                              plugins=plugin_files(run.config.get("rewards") or []))
     return describe_differences(provenance_differences(run.provenance, now))
 
 

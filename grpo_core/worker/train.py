@@ -30,7 +30,7 @@ from typing import Any
 from grpo_core.config import parse_run_config
 from grpo_core.failures import failure_text
 from grpo_core.prompt_lengths import require_prompts_fit
-from grpo_core.provenance import collect_provenance
+from grpo_core.provenance import collect_provenance, plugin_files
 from grpo_core.run_files import CONFIG_FILE_NAME, adapter_dir, output_dir, run_dir
 from grpo_core.run_rows import dataset_file, load_rows
 from grpo_core.settings import Settings, load_settings
@@ -177,7 +177,8 @@ def train_run(store: Store, settings: Settings, run_id: int) -> RunStatus:
         if main_process:
             store.update_run(run_id, provenance=collect_provenance(
                 dataset_file=dataset_file(store, run.config), model=config.model,
-                cache_dir=settings.model_cache_dir, device=describe_device(built.device)))
+                cache_dir=settings.model_cache_dir, device=describe_device(built.device),
+                plugins=plugin_files(config.rewards)))
         if world_size == 1 and heartbeat.cancel_requested.is_set():
             # Cancelled while loading: stop before the first step (several processes decide together, at a step).
             status = RunStatus.CANCELLED

@@ -23,6 +23,7 @@ from grpo_core.export import (
     export_run,
     metrics_frame,
 )
+from grpo_core.provenance import current_environment, plugin_files
 from grpo_core.run_files import ArtifactError, list_checkpoints, resolve_weights, run_dir, weights_choices
 from grpo_core.run_rows import editable_prompt_text, prompt_from_text
 from grpo_core.runs import resolve_relative_paths
@@ -173,6 +174,25 @@ def test_export_carries_plugin_files_and_its_yaml_trains_from_anywhere(store, se
     again = export_run(store, settings, info.id)
     assert again.plugins == () and again.missing_plugins == (f"{first}:score", f"{second}:score")
     assert again.warnings()[0] == f"plugin file gone, not copied: {first}:score (the YAML still names it)"
+
+
+def test_export_says_when_a_plugin_file_changed_since_the_run_trained(store, settings, tmp_path):
+    rules = tmp_path / "rules.py"
+    rules.write_text("def score(completions, **kwargs):\n    return [1.0] * len(completions)\n")
+    dataset = tmp_path / "d.jsonl"
+    dataset.write_text('{"prompt": "p", "answer": "1"}\n')
+    rewards = [{"rule": "plugin", "weight": 1.0, "params": {"target": f"{rules}:score"}}]
+    info = store.create_run(name="p", config={"dataset_path": str(dataset), "rewards": rewards}, dataset_id=None,
+                            max_steps=1)
+    store.update_run(info.id, provenance=current_environment(
+        dataset_file=dataset, model="", cache_dir=None, plugins=plugin_files(rewards)))
+    assert export_run(store, settings, info.id).warnings() == []  # as trained
+
+    rules.write_text("def score(completions, **kwargs):\n    return [0.0] * len(completions)\n")
+    changed = export_run(store, settings, info.id)
+    assert changed.changed_plugins == (str(rules),)
+    assert changed.warnings() == [f"plugin file changed since the run trained: {rules} (copied as it is now)"]
+    assert changed.plugins[0].read_text() == rules.read_text()
 
 
 def test_adapter_zip_holds_the_adapter_folder(settings, run, tmp_path):

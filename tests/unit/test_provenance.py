@@ -34,6 +34,7 @@ from grpo_core.provenance import (
     hub_revision,
     library_versions,
     model_identity,
+    plugin_files,
     provenance_differences,
     short_hash,
 )
@@ -184,7 +185,7 @@ def test_collect_provenance_is_the_current_environment_plus_the_device(tmp_path)
     data = _write(tmp_path / "rows.jsonl", b"abc")
     model = str(_write(tmp_path / "m.gguf", b"abc"))
     now = current_environment(dataset_file=data, model=model, cache_dir=tmp_path / "cache")
-    assert set(now) == {"dataset", "model", "versions"}
+    assert set(now) == {"dataset", "model", "versions", "plugins"} and now["plugins"] == {}
     assert now["dataset"] == {"sha256": SHA_ABC}
     record = collect_provenance(dataset_file=data, model=model, cache_dir=tmp_path / "cache", device=DEVICE)
     assert record == {**now, "device": DEVICE}
@@ -237,6 +238,31 @@ def test_provenance_differences(recorded, now, expected):
 )
 def test_describe_differences(differences, lines):
     assert describe_differences(differences) == lines
+
+
+def test_plugin_files_are_hashed_and_a_change_or_a_removal_is_named(tmp_path):
+    rules, other = tmp_path / "rules.py", tmp_path / "other.py"
+    rules.write_text("def score(completions, **kwargs):\n    return [1.0] * len(completions)\n")
+    other.write_text("def score(completions, **kwargs):\n    return [0.0] * len(completions)\n")
+    rewards = [
+        {"rule": "numeric_answer", "weight": 1.0},
+        {"rule": "plugin", "weight": 1.0, "params": {"target": f"{rules}:score"}},
+        {"rule": "plugin", "weight": 0.5, "name": "again", "params": {"target": f" {rules} : score"}},
+        {"rule": "plugin", "weight": 0.5, "name": "o", "params": {"target": f"{other}:score"}},
+        {"rule": "plugin", "weight": 0.5, "name": "dotted", "params": {"target": "math:sqrt"}},
+    ]
+    files = plugin_files(rewards)
+    assert files == [str(rules), str(other)]
+    recorded = current_environment(dataset_file=None, model="", cache_dir=tmp_path / "cache", plugins=files)
+    assert recorded["plugins"] == {str(rules): file_sha256(rules), str(other): file_sha256(other)}
+
+    rules.write_text("def score(completions, **kwargs):\n    return [2.0] * len(completions)\n")
+    other.unlink()
+    now = current_environment(dataset_file=None, model="", cache_dir=tmp_path / "cache", plugins=files)
+    assert describe_differences(provenance_differences(recorded, now)) == [
+        f"the plugin file {other} is gone",
+        f"the plugin file {rules} changed since the run (its sha256 differs)",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -305,7 +331,10 @@ def test_status_card_shows_the_reproduce_block():
     assert "model folder <code>sha256:bbbbbbbbbbbb</code>" in block
     assert "trl 1.16.0" in block and "grpo-dashboard 0.1.0" in block
     assert "cpu (&lt;gpu&gt;, 2 threads)" in block
+    assert "plugin" not in block
     assert block in run_status_html(_run(provenance=record))
+    with_plugin = provenance_html({**record, "plugins": {"/home/a/rules<1>.py": "c" * 64}})
+    assert "plugin rules&lt;1&gt;.py <code>cccccccccccc</code>" in with_plugin
     assert provenance_html(None) == "" and "reproduce" not in run_status_html(_run())
 
 
