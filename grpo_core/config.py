@@ -81,7 +81,7 @@ class RunConfig(BaseModel):
     num_iterations: int = Field(1, ge=1, description="Optimisation passes per generated batch (mu in the paper).")
     loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo"] = Field("dapo", description="TRL's loss aggregation.")
     scale_rewards: Literal["group", "batch", "none"] = Field("group", description="Divide advantages by this std.")
-    max_steps: int = Field(40, ge=1, description="Optimizer steps to train.")
+    max_steps: int = Field(60, ge=1, description="Optimizer steps to train.")
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     seed: int = Field(42, description="Random seed.")

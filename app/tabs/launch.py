@@ -302,8 +302,8 @@ def form_omissions(config: RunConfig) -> list[str]:
 
 #: What the untouched form does (the README's Quick start; figures from benchmarks/bench_learning.py).
 QUICK_START_NOTE = (
-    "**Quick start:** Launch as it stands trains SmolLM2-135M-Instruct (LoRA) on single-digit sums for 40 steps, "
-    "about 6 minutes on two quiet CPU cores; the mean reward should about double as the model learns to answer "
+    "**Quick start:** Launch as it stands trains SmolLM2-135M-Instruct (LoRA) on single-digit sums for 60 steps, "
+    "about 8 minutes on two quiet CPU cores; the mean reward should more than double as the model learns to answer "
     "the sum briefly. Harder levels: the other `arithmetic ... (example)` datasets."
 )
 
