@@ -43,6 +43,7 @@ from storage.records import (
     GroupRecord,
     MetricPoint,
     MetricSummary,
+    PromptPage,
     PromptRow,
     RunInfo,
     SearchHit,
@@ -172,6 +173,23 @@ def _group_record(row: GroupRow) -> GroupRecord:
             for c in row.completions
         ],
     )
+
+
+def _keyset(after: tuple[int, int | None] | None, before: tuple[int, int] | None) -> list:
+    """The conditions of a keyset page over groups ordered by ``(step, id)``: after ``after`` and before ``before``
+    (both exclusive; ``after = (step, None)``: after every group of ``step``). Each is written as a range on
+    ``step`` first, so the index on ``(..., step)`` bounds the scan."""
+    conditions = []
+    if after is not None:
+        step, group_id = int(after[0]), after[1]
+        if group_id is None:
+            conditions.append(GroupRow.step > step)
+        else:
+            conditions += [GroupRow.step >= step, or_(GroupRow.step > step, GroupRow.id > int(group_id))]
+    if before is not None:
+        step, group_id = int(before[0]), int(before[1])
+        conditions += [GroupRow.step <= step, or_(GroupRow.step < step, GroupRow.id < group_id)]
+    return conditions
 
 
 def _token_stats_row(completion_id: int, stats: TokenStats) -> TokenStatsRow:
@@ -1092,15 +1110,19 @@ class Store:
             ).all()
             return [_group_record(r) for r in rows]
 
-    def groups_since(self, run_id: int, after_step: int = -1, *, limit: int = 200) -> list[GroupRecord]:
+    def groups_since(
+        self, run_id: int, after_step: int = -1, *, limit: int = 200, after_group: int | None = None
+    ) -> list[GroupRecord]:
         """The groups recorded after ``after_step`` (step ascending, then in sampling order), at most ``limit``.
 
-        Pass the last step seen to read only what is new (``-1``: from the start).
+        Pass the last step seen to read only what is new (``-1``: from the start). A page cut by ``limit`` inside a
+        step goes on with ``after_group``, the id of the last group read: then the groups of ``after_step`` after
+        it come first (the keyset ``(step, id)``, see :meth:`groups_for_prompt`).
         """
         with self._session() as session:
             rows = session.scalars(
                 select(GroupRow)
-                .where(GroupRow.run_id == run_id, GroupRow.step > after_step)
+                .where(GroupRow.run_id == run_id, *_keyset((after_step, after_group), None))
                 .options(selectinload(GroupRow.completions))
                 .order_by(GroupRow.step, GroupRow.id)
                 .limit(max(0, limit))
@@ -1121,21 +1143,76 @@ class Store:
                 raise StoreError(f"no group with id {group_id}")
             return _group_record(row)
 
-    def groups_for_prompt(self, run_id: int, row_index: int, limit: int = 500) -> list[GroupRecord]:
-        """The groups a run sampled for one dataset row, in step order (at most ``limit``, the earliest).
+    def groups_for_prompt(
+        self,
+        run_id: int,
+        row_index: int,
+        limit: int = 500,
+        *,
+        after: tuple[int, int | None] | None = None,
+        before: tuple[int, int] | None = None,
+    ) -> list[GroupRecord]:
+        """The groups a run sampled for one dataset row, in step order (then in recording order): at most ``limit``,
+        the earliest ones, or with ``before`` the latest ones.
 
         ``row_index`` is the row's index in the run's dataset (:attr:`GroupRecord.row_index`); a row sampled
-        twice in one step gives two groups of that step, in the order they were recorded.
+        twice in one step gives two groups of that step, in the order they were recorded. ``after`` and ``before``
+        are keyset cursors ``(step, group id)`` of a group already shown (exclusive; ``(step, None)`` in ``after``:
+        every group of ``step`` seen), so a late page costs what the first does: one range of the index
+        ``ix_groups_run_row`` (``run_id, row_index, step``), never a skip over the earlier groups.
         """
+        query = (
+            select(GroupRow)
+            .where(GroupRow.run_id == run_id, GroupRow.row_index == row_index, *_keyset(after, before))
+            .options(selectinload(GroupRow.completions))
+        )
+        if before is not None and after is None:  # the page ending just before the cursor: read it backwards
+            query = query.order_by(GroupRow.step.desc(), GroupRow.id.desc())
+        else:
+            query = query.order_by(GroupRow.step, GroupRow.id)
         with self._session() as session:
-            rows = session.scalars(
-                select(GroupRow)
-                .where(GroupRow.run_id == run_id, GroupRow.row_index == row_index)
-                .options(selectinload(GroupRow.completions))
-                .order_by(GroupRow.step, GroupRow.id)
-                .limit(limit)
-            ).all()
-            return [_group_record(r) for r in rows]
+            rows = session.scalars(query.limit(max(0, int(limit)))).all()
+        records = [_group_record(r) for r in rows]
+        return records[::-1] if before is not None and after is None else records
+
+    def prompt_page(
+        self,
+        run_id: int,
+        row_index: int,
+        *,
+        limit: int = 50,
+        after: tuple[int, int | None] | None = None,
+        before: tuple[int, int] | None = None,
+        from_step: int | None = None,
+        last: bool = False,
+    ) -> PromptPage:
+        """One page of a dataset row's groups across steps (the Inspect tab's "one prompt across steps"): at most
+        ``limit`` groups in step order, with how many the row has in all and where the page starts.
+
+        Which page: the first one; the one after the cursor ``after`` or before the cursor ``before``
+        (:meth:`groups_for_prompt`'s keyset cursors, the last or first group shown); the one starting at the first
+        group at or after ``from_step``; or with ``last`` the one ending on the row's latest group. A page past the
+        end is empty (``offset == total``). Cost: the page's groups plus two counts over the row's entries of the
+        index ``ix_groups_run_row``, whatever the page (the row's groups, not the run's).
+        """
+        limit = max(1, int(limit))
+        if from_step is not None:
+            after = (int(from_step) - 1, None)
+        if last:
+            after, before = None, (2**31 - 1, 2**31 - 1)  # past every (step, id): the largest INTEGER
+        groups = self.groups_for_prompt(run_id, row_index, limit, after=after, before=before)
+        of_row = (GroupRow.run_id == run_id, GroupRow.row_index == row_index)
+        with self._session() as session:
+            total = session.scalar(select(func.count()).select_from(GroupRow).where(*of_row)) or 0
+            if groups:
+                offset = session.scalar(
+                    select(func.count()).select_from(GroupRow).where(
+                        *of_row, *_keyset(None, (groups[0].step, groups[0].id))
+                    )
+                ) or 0
+            else:
+                offset = 0 if before is not None and after is None else total
+        return PromptPage(row_index=int(row_index), total=int(total), offset=int(offset), limit=limit, groups=groups)
 
     def prompt_rows(self, run_id: int, limit: int = 500) -> list[PromptRow]:
         """The dataset rows a run sampled, the most often sampled first (then by row index); at most ``limit``."""
