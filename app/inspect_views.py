@@ -286,6 +286,14 @@ def nearest_step(steps: Sequence[int], step: float) -> int | None:
     return min(steps, key=lambda s: (abs(s - step), s))
 
 
+def pass_share(best_totals: Sequence[float | None], threshold: float) -> float | None:
+    """pass@G of one step from its groups' best totals (``Store.best_totals``): the share (0..1) above
+    ``threshold``, as :func:`pass_at_g` counts it; ``None`` without groups."""
+    if not best_totals:
+        return None
+    return sum(1 for best in best_totals if best is not None and best > threshold) / len(best_totals)
+
+
 def step_totals(groups: Sequence[GroupRecord]) -> list[float]:
     """Every completion's total reward at one step (``None`` left out): the values of the reward histogram."""
     return [c.total_reward for g in groups for c in g.completions if c.total_reward is not None]

@@ -1099,6 +1099,44 @@ class Store:
             ).all()
             return list(rows)
 
+    def latest_group_steps(self, run_id: int, limit: int = 1000) -> list[int]:
+        """The latest ``limit`` steps of a run that have recorded groups, newest first: a bounded read of the index
+        ``ix_groups_run_step`` (backwards, stopping after ``limit`` distinct steps), whatever the run's length."""
+        with self._session() as session:
+            rows = session.scalars(
+                select(GroupRow.step).where(GroupRow.run_id == run_id).distinct()
+                .order_by(GroupRow.step.desc()).limit(max(0, int(limit)))
+            ).all()
+            return list(rows)
+
+    def nearest_group_step(self, run_id: int, step: float) -> int | None:
+        """The recorded step (one with groups) closest to ``step``, the earlier one on a tie; ``None`` when the run
+        has no groups. Two index lookups (the last step at or before, the first after)."""
+        with self._session() as session:
+            below = session.scalar(select(func.max(GroupRow.step)).where(
+                GroupRow.run_id == run_id, GroupRow.step <= math.floor(step)))
+            above = session.scalar(select(func.min(GroupRow.step)).where(
+                GroupRow.run_id == run_id, GroupRow.step >= math.ceil(step)))
+        found = [s for s in (below, above) if s is not None]
+        return min(found, key=lambda s: (abs(s - step), s)) if found else None
+
+    def best_totals(self, run_id: int, first_step: int, last_step: int) -> dict[int, list[float | None]]:
+        """Per step in ``[first_step, last_step]`` that has groups, each group's best completion total reward
+        (``None``: a group without one), the groups in recording order: what pass@G per step needs, in one
+        aggregate over those steps' completions instead of reading every group."""
+        with self._session() as session:
+            rows = session.execute(
+                select(GroupRow.step, GroupRow.id, func.max(CompletionRow.total_reward))
+                .outerjoin(CompletionRow, CompletionRow.group_id == GroupRow.id)
+                .where(GroupRow.run_id == run_id, GroupRow.step >= first_step, GroupRow.step <= last_step)
+                .group_by(GroupRow.step, GroupRow.id)
+                .order_by(GroupRow.step, GroupRow.id)
+            ).all()
+        out: dict[int, list[float | None]] = {}
+        for step, _, best in rows:
+            out.setdefault(int(step), []).append(None if best is None else float(best))
+        return out
+
     def groups_at(self, run_id: int, step: int) -> list[GroupRecord]:
         """The groups of one step with their completions, in the order TRL sampled them."""
         with self._session() as session:
@@ -1214,13 +1252,25 @@ class Store:
                 offset = 0 if before is not None and after is None else total
         return PromptPage(row_index=int(row_index), total=int(total), offset=int(offset), limit=limit, groups=groups)
 
-    def prompt_rows(self, run_id: int, limit: int = 500) -> list[PromptRow]:
-        """The dataset rows a run sampled, the most often sampled first (then by row index); at most ``limit``."""
+    def prompt_rows(self, run_id: int, limit: int = 500, *, recent: int | None = None) -> list[PromptRow]:
+        """The dataset rows a run sampled, the most often sampled first (then by row index); at most ``limit``.
+
+        ``recent`` counts only the run's latest ``recent`` groups (by step; the whole steps of the boundary): a
+        bounded read for a long run, where counting every group grows with its length.
+        """
         count = func.count(GroupRow.id)
+        conditions = [GroupRow.run_id == run_id]
         with self._session() as session:
+            if recent is not None:
+                boundary = session.scalar(
+                    select(GroupRow.step).where(GroupRow.run_id == run_id).order_by(GroupRow.step.desc())
+                    .offset(max(0, int(recent) - 1)).limit(1)
+                )
+                if boundary is not None:
+                    conditions.append(GroupRow.step >= boundary)
             rows = session.execute(
                 select(GroupRow.row_index, count, func.min(GroupRow.step), func.max(GroupRow.step))
-                .where(GroupRow.run_id == run_id)
+                .where(*conditions)
                 .group_by(GroupRow.row_index)
                 .order_by(count.desc(), GroupRow.row_index)
                 .limit(limit)

@@ -20,11 +20,14 @@ SEARCH_PAGE_SIZE = 10
 HISTORY_PAGE_SIZE = 50
 """Groups per page of "one prompt across steps" (a long run samples a row thousands of times)."""
 
-HISTORY_MOVES = ("first", "earlier", "later", "latest")
+PROMPT_ROW_GROUPS = 20_000
+"""The dataset-row dropdown counts the run's latest this many groups (counting every group of a long run grows with
+its length); the page of a chosen row counts all of its groups."""
 
 
 def prompt_row_choices(ctx: AppContext, run_id: int | None) -> list[tuple[str, int]]:
-    """(label, row_index) of every dataset row the run sampled, the most often sampled first."""
+    """(label, row_index) of the dataset rows the run sampled in its latest :data:`PROMPT_ROW_GROUPS` groups, the
+    most often sampled first (at most 500)."""
     if run_id is None:
         return []
     return [
@@ -33,7 +36,7 @@ def prompt_row_choices(ctx: AppContext, run_id: int | None) -> list[tuple[str, i
             f"steps {r.first_step}–{r.last_step}",
             r.row_index,
         )
-        for r in ctx.store.prompt_rows(int(run_id))
+        for r in ctx.store.prompt_rows(int(run_id), recent=PROMPT_ROW_GROUPS)
     ]
 
 
@@ -124,7 +127,7 @@ def create_inspect_tools(
     offset_state = gr.State(0)
     with gr.Accordion("One prompt across steps", open=False, elem_id="inspect-history-panel"):
         with gr.Row():
-            prompt_row = gr.Dropdown(label="dataset row", choices=[], scale=3, elem_id="inspect-prompt-row")
+            prompt_row = gr.Dropdown(label=f"dataset row (sampled in the latest {PROMPT_ROW_GROUPS:,} groups)", choices=[], scale=3, elem_id="inspect-prompt-row")
             from_step = gr.Number(label="from step", value=None, precision=0, minimum=0, scale=1,
                                   elem_id="inspect-history-from")
         with gr.Row():

@@ -74,3 +74,54 @@ def test_diff_choices_follow_the_page_shown(ctx):
     assert steps == [1, 1, 1, 1, 10, 10, 11, 11, 12, 12]  # step 1's groups (rows 7 and 2), then the page's
     first_page = [label for label, _ in diff_choices(context, run, None, 7, None)["choices"]]
     assert len(first_page) == 10 and first_page[0].startswith("step 1 ")
+
+
+# ------------------------------------------------------------------------- the tab's bounded reads of a long run
+
+
+@pytest.mark.parametrize(("clicked", "expected"), [(4, 4), (5, 4), (5.2, 6), (100, 6), (-3, 2), (3, 2)])
+def test_nearest_group_step_agrees_with_nearest_step(store, clicked, expected):
+    from app.inspect_views import nearest_step
+
+    run = store.create_run(name="r", config={}, dataset_id=None, max_steps=6).id
+    assert store.nearest_group_step(run, clicked) is None
+    for step in (2, 4, 6):
+        store.record_groups(run, step, [_group(step, 1)])
+    assert store.nearest_group_step(run, clicked) == nearest_step([2, 4, 6], clicked) == expected
+
+
+def test_step_choices_are_the_latest_steps_plus_one_opened_from_a_click(ctx, monkeypatch):
+    from app.tabs import inspect
+
+    context, run = ctx
+    monkeypatch.setattr(inspect, "STEP_CHOICES", 4)
+    assert context.store.latest_group_steps(run, 4) == [12, 11, 10, 9]
+    assert inspect.step_choices(context, run) == [12, 11, 10, 9]
+    assert inspect.step_choices(context, run, keep=3) == [12, 11, 10, 9, 3]
+    assert inspect.step_choices(context, run, keep=99) == [12, 11, 10, 9]  # not a recorded step
+    assert inspect.open_step(context, run, 2.6) == (run, [12, 11, 10, 9, 3], 3)
+
+
+def test_pass_share_from_best_totals_equals_pass_at_g_per_step(store):
+    from app.inspect_views import pass_at_g, pass_share
+
+    run = store.create_run(name="r", config={}, dataset_id=None, max_steps=3).id
+    store.record_groups(run, 1, [_group(1, 1), _group(1, 2)])  # best totals 1.0 and 1.0
+    empty = GroupRecord(step=2, row_index=3, prompt="p", completions=[])
+    store.record_groups(run, 2, [_group(2, 1), empty])
+    store.record_groups(run, 3, [_group(3, 1)])
+    best = store.best_totals(run, 1, 2)
+    assert best == {1: [1.0, 1.0], 2: [1.0, None]}
+    for threshold in (0.0, 0.5, 1.0):
+        for step in (1, 2):
+            assert pass_share(best[step], threshold) == pass_at_g(store.groups_at(run, step), threshold)
+    assert pass_share([], 0.5) is None
+
+
+def test_prompt_rows_of_the_recent_groups_only(ctx):
+    context, run = ctx
+    every = context.store.prompt_rows(run)
+    assert [(r.row_index, r.num_groups, r.first_step, r.last_step) for r in every] == [(7, 13, 1, 12), (2, 1, 1, 1)]
+    recent = context.store.prompt_rows(run, recent=5)  # the latest 5 groups: steps 8-12, row 7 only
+    assert [(r.row_index, r.num_groups, r.first_step, r.last_step) for r in recent] == [(7, 5, 8, 12)]
+    assert context.store.prompt_rows(run, recent=1000) == every
