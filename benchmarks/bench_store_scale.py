@@ -12,7 +12,7 @@ fresh :class:`storage.Store` with the defaults. The store is a fresh SQLite file
 a folder kept), or ``--db URL`` (an empty PostgreSQL database, e.g.
 ``postgresql+psycopg://grpo:grpo@127.0.0.1:5432/bench``), created by :class:`storage.Store`, so with the real
 tables and indexes. ``--part metrics`` / ``--part groups`` generate one half and stop (an interrupted one goes on
-where it stopped); ``--reuse`` measures a run generated before.
+where it stopped), ``--part finish`` runs ``ANALYZE``; ``--reuse`` measures a run generated before.
 
 Each page read is then run ``--reps`` times (default 30; fewer, at least 5, for one past ``--budget`` seconds) on
 random steps/dataset rows (fixed seed), through the functions the pages call (``app.tabs.*``, with the store), and
@@ -303,9 +303,10 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true",
                         help="measure the run named 'scale' already in --db / --keep instead of generating one")
     parser.add_argument("--write-steps", type=int, default=200, help="steps recorded to time the write path")
-    parser.add_argument("--part", choices=["metrics", "groups"],
+    parser.add_argument("--part", choices=["metrics", "groups", "finish"],
                         help="generate only this part into the run named 'scale' of --db / --keep (created if "
-                             "missing), then stop: two processes can fill one store in parallel; measure with --reuse")
+                             "missing), then stop: two processes can fill one store in parallel; 'finish' sets the "
+                             "run's step and refreshes the planner's statistics (ANALYZE); measure with --reuse")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
@@ -319,14 +320,13 @@ def main() -> None:
                 run = store.create_run(name="scale", config={"max_steps": args.steps}, dataset_id=None,
                                        max_steps=args.steps)
             started = time.perf_counter()
-            (generate_metrics if args.part == "metrics" else generate_groups)(store, run.id, args)
+            {"metrics": generate_metrics, "groups": generate_groups, "finish": finish}[args.part](store, run.id, args)
             print(f"generated the {args.part} of run {run.id} on {backend} in {time.perf_counter() - started:.0f} s")
             store.close()
             return
         if args.reuse:
             run = next(r for r in store.list_runs() if r.name == "scale")
-            run_id, args.steps = run.id, run.max_steps
-            finish(store, run_id, args)
+            run_id, args.steps = run.id, run.max_steps  # finished by --part finish (or by the generation)
             with store.engine.connect() as conn:
                 groups, group_steps = conn.execute(select(func.count(GroupRow.id), func.max(GroupRow.step)).where(
                     GroupRow.run_id == run_id)).one()
