@@ -1268,11 +1268,15 @@ class Store:
                 )
                 if boundary is not None:
                     conditions.append(GroupRow.step >= boundary)
+            # ``row_index + 0`` for a window: grouping by the bare column, SQLite walks the index on (run_id,
+            # row_index, step) in row order across the whole run (~140 ms at 2.5M groups) instead of seeking each
+            # row's recent steps in it (~8 ms); PostgreSQL plans both the same.
+            row = GroupRow.row_index + 0 if len(conditions) > 1 else GroupRow.row_index
             rows = session.execute(
-                select(GroupRow.row_index, count, func.min(GroupRow.step), func.max(GroupRow.step))
+                select(row, count, func.min(GroupRow.step), func.max(GroupRow.step))
                 .where(*conditions)
-                .group_by(GroupRow.row_index)
-                .order_by(count.desc(), GroupRow.row_index)
+                .group_by(row)
+                .order_by(count.desc(), row)
                 .limit(limit)
             ).all()
             return [PromptRow(int(i), int(n), int(first), int(last)) for i, n, first, last in rows]
