@@ -14,6 +14,8 @@ from app.tabs import inspect_tools
 from app.tabs.inspect_tools import diff_choices, history_page, page_state
 from storage import CompletionRecord, GroupRecord
 
+pytestmark = pytest.mark.backends("sqlite", "postgres")
+
 
 def _group(step: int, row: int) -> GroupRecord:
     return GroupRecord(step=step, row_index=row, prompt=f"What is {row} + {row}?", completions=[
