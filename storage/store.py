@@ -1243,11 +1243,16 @@ class Store:
         with self._session() as session:
             total = session.scalar(select(func.count()).select_from(GroupRow).where(*of_row)) or 0
             if groups:
-                offset = session.scalar(
+                # Two counts, not one with the keyset's OR: the steps before the page's first step are counted from
+                # the index alone (PostgreSQL's index lacks the id: the OR would read every earlier group's row).
+                first = groups[0]
+                offset = (session.scalar(
+                    select(func.count()).select_from(GroupRow).where(*of_row, GroupRow.step < first.step)
+                ) or 0) + (session.scalar(
                     select(func.count()).select_from(GroupRow).where(
-                        *of_row, *_keyset(None, (groups[0].step, groups[0].id))
+                        *of_row, GroupRow.step == first.step, GroupRow.id < first.id
                     )
-                ) or 0
+                ) or 0)
             else:
                 offset = 0 if before is not None and after is None else total
         return PromptPage(row_index=int(row_index), total=int(total), offset=int(offset), limit=limit, groups=groups)
