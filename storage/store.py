@@ -948,9 +948,11 @@ class Store:
         )
         if keys is not None:
             query = query.where(MetricRow.key.in_(list(keys)))
-        with self._session() as session:
-            rows = session.execute(query.order_by(MetricRow.step, MetricRow.key)).all()
-            return [MetricPoint(r.step, r.key, r.value, r.wall_time) for r in rows]
+        # A plain connection, not an ORM session (no ORM row processing), and rows unpacked as tuples rather than
+        # read by attribute name: about half the cost of the doctor's first read of 40,000 points.
+        with self.engine.connect() as conn:
+            rows = conn.execute(query.order_by(MetricRow.step, MetricRow.key)).all()
+        return [MetricPoint(step, key, value, wall_time) for step, key, value, wall_time in rows]
 
     def metrics_overview(
         self,
