@@ -32,6 +32,9 @@ The write path: ``--write-steps`` (default 200) more steps of all keys recorded 
 end of the long run and on a fresh run, in ms per step, beside the same rows written as before the history existed
 (delete + insert of the raw points only).
 
+The startup objects are frozen out of the garbage collector's passes (``gc.freeze()``), as in the web process
+(``app.server.serve``): without it a full pass, ~100 ms at the heap that the app's imports make, lands in some reads.
+
 What it leaves out: a writer training at the same time (WAL lets readers proceed), Gradio's own serialisation of
 the result, and the OS page cache being cold (the store was just written, so it is warm).
 
@@ -41,6 +44,7 @@ Usage: ``python benchmarks/bench_store_scale.py [--steps 20000] [--groups 250000
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import random
 import statistics
@@ -362,6 +366,8 @@ def main() -> None:
             row = rng.randrange(args.prompts)
             return history_page(ctx, run_id, row, from_step=rng.randrange(last_group_step // 2, last_group_step + 1))
 
+        gc.collect()
+        gc.freeze()  # as the web process does once its UI is built (app/server.py)
         queries = [
             ("run list (Runs tab): runs_frame", lambda: runs_frame(ctx)),
             ("first chart load (Runs tab): refresh_series -> metric_summary",
