@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 
 from app.views import GROUP_CSS, groups_html
-from storage import CompletionRecord, GroupRecord, SearchPage, Store, StoreError
+from storage import CompletionRecord, GroupRecord, PromptPage, SearchPage, Store, StoreError
 
 #: The group filters: (label shown in the dropdown, key).
 GROUP_FILTERS: tuple[tuple[str, str], ...] = (
@@ -235,11 +235,13 @@ def search_results_html(page: SearchPage) -> str:
 # ------------------------------------------------------------------------------------------ one prompt over time
 
 
-def prompt_history_html(groups: Sequence[GroupRecord]) -> str:
+def prompt_history_html(groups: Sequence[GroupRecord], page: PromptPage | None = None) -> str:
     """One dataset row's groups in step order: a table (step, mean total, best, spread, advantage spread,
     truncated, signal) and then each group's completions.
 
-    ``groups`` come from ``Store.groups_for_prompt``; an empty list says the row was never sampled.
+    ``groups`` come from ``Store.groups_for_prompt`` or are ``page.groups`` (``Store.prompt_page``: then a line
+    "groups N–M of T" says where the page lies among the row's groups); an empty list says the row was never
+    sampled.
     """
     if not groups:
         return '<div class="grpo-empty">This dataset row has no recorded groups in this run.</div>'
@@ -256,10 +258,18 @@ def prompt_history_html(groups: Sequence[GroupRecord]) -> str:
             f"<td>{'yes' if has_signal(group) else 'none'}</td></tr>"
         )
     steps = sorted({g.step for g in groups})
+    plural = "s" if len(steps) != 1 else ""
+    if page is None:
+        where = (f'<div class="grpo-meta">dataset row {groups[0].row_index}: sampled at {len(steps)} step{plural} '
+                 f"({len(groups)} groups)</div>")
+    else:
+        where = (
+            f'<div class="grpo-meta" id="prompt-history-range" data-offset="{page.offset}" data-total="{page.total}">'
+            f"dataset row {page.row_index}: groups {page.offset + 1:,}–{page.offset + len(groups):,} of "
+            f"{page.total:,} (steps {steps[0]:,}–{steps[-1]:,}: {len(steps)} step{plural} on this page)</div>"
+        )
     return (
-        f'<div id="prompt-history" data-steps="{len(steps)}">'
-        f'<div class="grpo-meta">dataset row {groups[0].row_index}: sampled at {len(steps)} '
-        f"step{'s' if len(steps) != 1 else ''} ({len(groups)} groups)</div>"
+        f'<div id="prompt-history" data-steps="{len(steps)}">{where}'
         '<table class="grpo-history" style="font-size:13px;border-collapse:collapse">'
         "<tr><th>step</th><th>mean total</th><th>best total</th><th>reward spread</th><th>advantage spread</th>"
         f"<th>truncated</th><th>signal</th></tr>{''.join(rows)}</table>"
@@ -274,6 +284,14 @@ def nearest_step(steps: Sequence[int], step: float) -> int | None:
     if not steps:
         return None
     return min(steps, key=lambda s: (abs(s - step), s))
+
+
+def pass_share(best_totals: Sequence[float | None], threshold: float) -> float | None:
+    """pass@G of one step from its groups' best totals (``Store.best_totals``): the share (0..1) above
+    ``threshold``, as :func:`pass_at_g` counts it; ``None`` without groups."""
+    if not best_totals:
+        return None
+    return sum(1 for best in best_totals if best is not None and best > threshold) / len(best_totals)
 
 
 def step_totals(groups: Sequence[GroupRecord]) -> list[float]:

@@ -10,8 +10,9 @@ launch_sweep    ``config`` (with a ``sweep:`` block), or ``config``  ``{"sweep":
                 and ``grid`` (``field: value, value`` lines)         "warnings": [...]}``
 list_runs       ``status`` ("" = all, or queued, running, ...)       ``[<run>, ...]`` newest first
 run_metrics     ``run_id``, ``after_step`` (-1: all), ``keys``       ``[{"step", "key", "value", "wall_time"}, ...]``
-run_groups      ``run_id``, ``after_step`` (-1: all), ``step``,      ``[{"step", "row_index", "prompt",
-                ``limit``                                            "completions": [...]}, ...]``
+run_groups      ``run_id``, ``after_step`` (-1: all), ``step``,      ``[{"step", "row_index", "prompt", "id",
+                ``limit``, ``row_index`` (one dataset row),          "completions": [...]}, ...]``, step by step
+                ``after_group`` (the page's keyset: last id)
 cancel_run      ``run_id``                                           the run (``cancel_requested`` set)
 resume_run      ``run_id``                                           the run, queued again
 delete_run      ``run_id``                                           ``{"run_id", "deleted": true}``
@@ -212,15 +213,24 @@ def create_public_api(ctx: AppContext) -> None:
         points = ctx.store.metrics_since(int(run_id), int(after_step), keys=list(keys) if keys else None)
         return [metric_dict(point) for point in points]
 
-    def run_groups(run_id: int, after_step: int = -1, step: int | None = None, limit: int = 200) -> list:
+    def run_groups(run_id: int, after_step: int = -1, step: int | None = None, limit: int = 200,
+                   row_index: int | None = None, after_group: int | None = None) -> list:
         """The run's sampled groups (prompt, completions with per-rule rewards, total and advantage): those at
         ``step`` when given, else those after ``after_step`` (-1: all), step by step, at most ``limit`` (up to
-        1000)."""
+        1000); only dataset row ``row_index``'s when given (one prompt across steps). Pages: pass the last group's
+        ``step`` and ``id`` as ``after_step`` and ``after_group`` (without ``after_group`` every group of
+        ``after_step`` counts as seen)."""
         _run(run_id)
+        limit = max(1, min(int(limit), MAX_GROUPS))
+        after = (int(after_step), None if after_group is None else int(after_group))
         if step is not None:
             groups = ctx.store.groups_at(int(run_id), int(step))
+            if row_index is not None:
+                groups = [g for g in groups if g.row_index == int(row_index)]
+        elif row_index is not None:
+            groups = ctx.store.groups_for_prompt(int(run_id), int(row_index), limit, after=after)
         else:
-            groups = ctx.store.groups_since(int(run_id), int(after_step), limit=max(1, min(int(limit), MAX_GROUPS)))
+            groups = ctx.store.groups_since(int(run_id), int(after_step), limit=limit, after_group=after[1])
         return [group_dict(group) for group in groups]
 
     def cancel_run(run_id: int, request: gr.Request) -> dict:

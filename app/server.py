@@ -5,6 +5,7 @@ The web process never imports torch or transformers: training happens in worker 
 
 from __future__ import annotations
 
+import gc
 import logging
 import sys
 from collections.abc import Sequence
@@ -86,6 +87,11 @@ def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, 
     ctx.notifier.start()  # webhook alerts: an APScheduler job of its own, deliveries on a background thread
     blocks = build_blocks(ctx)
     blocks.queue(default_concurrency_limit=8)
+    # The objects made so far (modules, the UI: ~200,000) live as long as the process: kept out of the garbage
+    # collector's full passes, which a page read of many rows (a first chart load, the doctor's 40,000 points)
+    # otherwise triggers, each ~100 ms at that heap size (benchmarks/bench_store_scale.py).
+    gc.collect()
+    gc.freeze()
     blocks.launch(
         server_name=settings.host,
         server_port=settings.port,

@@ -1,32 +1,39 @@
-"""How the store's UI queries scale: a synthetic long run in SQLite or PostgreSQL, then the queries the pages make,
-timed.
+"""How the pages' store reads scale: a synthetic long run in SQLite or PostgreSQL, then what the pages call, timed.
 
 Generates one run of ``--steps`` steps (default 20,000) × ``--metrics`` metric keys (default 40, TRL's names first)
 and ``--groups`` groups (default 250,000) × ``--group-size`` completions (default 4, so 1,000,000 completions),
 spread evenly over the steps, with ``--prompts`` distinct dataset rows (default 400). The metrics go through
 ``Store.record_metric_steps`` (the function the recorder's ``Store.record_metrics`` calls), 1,000 steps a call, so
-the downsampled history is filled as a training run fills it; groups and completions are bulk-inserted with
-SQLAlchemy core ``executemany``. The store is a fresh SQLite file in a temporary folder, or ``--db URL`` (an empty
-PostgreSQL database, e.g. ``postgresql+psycopg://grpo:grpo@127.0.0.1:5432/bench``), created by
-:class:`storage.Store`, so with the real tables and indexes; ``--reuse`` measures a run generated before. Then each
-query is run ``--reps`` times (default 30; fewer, at least 5, for a query past ``--budget`` seconds) on random
-steps/prompts (fixed seed) and its median and 95th percentile reported in milliseconds, against a goal of 100 ms:
+the downsampled history is filled as a training run fills it; groups and completions are inserted with the DB-API's
+bulk path into the real tables (``executemany`` on SQLite, ``COPY`` on PostgreSQL; the completions cycle through a
+pool of a few thousand drawn ones). Generation only turns durability off on its own connections (SQLite
+``synchronous=OFF`` and a 1 GB page cache, PostgreSQL ``synchronous_commit=off``): the queries are timed through a
+fresh :class:`storage.Store` with the defaults. The store is a fresh SQLite file in a temporary folder (``--keep``:
+a folder kept), or ``--db URL`` (an empty PostgreSQL database, e.g.
+``postgresql+psycopg://grpo:grpo@127.0.0.1:5432/bench``), created by :class:`storage.Store`, so with the real
+tables and indexes. ``--part metrics`` / ``--part groups`` generate one half and stop (an interrupted one goes on
+where it stopped), ``--part finish`` runs ``ANALYZE``; ``--reuse`` measures a run generated before.
 
-* chart refresh: ``metrics_since(run, last_step - 10)`` (what a page polling every 2 s asks for),
-* first chart load as the Runs tab makes it: ``metric_summary(run, <chart keys>, rewards/%/mean)`` (the
-  downsampled history: at most 1,000 buckets per key whatever the run's length),
-* the previous first load, ``metrics_overview`` (every n-th step: it still scans every step of each key), and the
-  reference of every point of 8 keys (``metrics_since``),
-* group page: ``groups_at(run, step)`` (the Inspect tab),
-* prompt across steps: ``groups_for_prompt(run, row_index)``,
-* candidates, not (yet) what the pages do: the prompt view limited to its first 50 groups (a page); for the full
-  chart the same points as plain tuples ordered by key then step (a core select, no ORM objects or dataclasses,
-  read from the covering index ``ix_metrics_run_key_step``), and that downsampled to at most
-  ``--max-chart-points`` steps per key (every n-th step).
+Each page read is then run ``--reps`` times (default 30; fewer, at least 5, for one past ``--budget`` seconds) on
+random steps/dataset rows (fixed seed), through the functions the pages call (``app.tabs.*``, with the store), and
+its median and 95th percentile reported in milliseconds, against a goal of 100 ms:
+
+* Runs tab: the run list (``runs_frame``: the runs and each one's latest reward), the first chart load
+  (``refresh_series`` -> ``Store.metric_summary``: at most 1,000 buckets per key), a chart refresh
+  (``metrics_since`` of the last 10 steps: what a page polling every 2 s asks for), the doctor panel's first read
+  (``doctor_report``: the latest 1,000 steps of every key and the latest groups, then the diagnosis);
+* Inspect tab: the step list (``step_choices``), a group page (``groups_at``), the reward histogram with pass@G of
+  the latest 200 steps (``stats_figure``, the figure built), the dataset-row list (``prompt_row_choices``), one
+  prompt across steps (``history_page``): the first page of 50 groups, a page from a step in the run's second half,
+  the latest page; and the former full view (``groups_for_prompt``, 500 groups) for reference;
+* with ``--references``, the full chart's former reads (every n-th step, every point of 8 keys).
 
 The write path: ``--write-steps`` (default 200) more steps of all keys recorded with ``Store.record_metrics`` at the
 end of the long run and on a fresh run, in ms per step, beside the same rows written as before the history existed
 (delete + insert of the raw points only).
+
+The startup objects are frozen out of the garbage collector's passes (``gc.freeze()``), as in the web process
+(``app.server.serve``): without it a full pass, ~100 ms at the heap that the app's imports make, lands in some reads.
 
 What it leaves out: a writer training at the same time (WAL lets readers proceed), Gradio's own serialisation of
 the result, and the OS page cache being cold (the store was just written, so it is warm).
@@ -37,6 +44,7 @@ Usage: ``python benchmarks/bench_store_scale.py [--steps 20000] [--groups 250000
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import random
 import statistics
@@ -45,14 +53,19 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sqlalchemy import delete, func, insert, select, text  # noqa: E402
+from sqlalchemy import delete, event, func, insert, select, text  # noqa: E402
 
 from app.charts import CHART_KEYS as _CHART_KEYS  # noqa: E402
+from app.tabs.doctor import doctor_report  # noqa: E402
+from app.tabs.inspect import stats_figure, step_choices  # noqa: E402
+from app.tabs.inspect_tools import history_page, prompt_row_choices  # noqa: E402
+from app.tabs.runs import refresh_series, runs_frame  # noqa: E402
 from storage import MetricSummary, Store, sqlite_url  # noqa: E402
-from storage.models import CompletionRow, GroupRow, MetricRow, RunRow  # noqa: E402
+from storage.models import GroupRow, MetricRow, RunRow  # noqa: E402
 
 CHART_KEYS = list(_CHART_KEYS)  # what the Runs tab draws
 EXTRA_KEYS = ["rewards/numeric_answer/mean", "rewards/numeric_answer/std", "rewards/format_regex/mean",
@@ -61,6 +74,7 @@ RULES = ["numeric_answer", "format_regex", "length"]
 WORDS = "the answer is 42 so we add seven and three then subtract one to get nine".split()
 GOAL_MS = 100.0
 CHUNK = 50_000
+POOL = 4099  # completions drawn once and cycled (prime: no period shared with the group size)
 STEPS_PER_CALL = 1000
 
 
@@ -71,9 +85,28 @@ def metric_keys(count: int) -> list[str]:
     return keys[:count]
 
 
-def _insert(store: Store, table, rows: list[dict]) -> None:
-    with store.engine.begin() as conn:
-        conn.execute(insert(table), rows)
+def generation_store(url: str) -> Store:
+    """The store the generation writes through: the real tables and write methods, with the durability a bulk
+    load does not need turned off on its connections only (SQLite: ``synchronous=OFF``, a 1 GB page cache and
+    temporary b-trees in memory; PostgreSQL: ``synchronous_commit=off``). The queries are timed through a fresh
+    :class:`Store` with the defaults."""
+    store = Store(url)
+
+    @event.listens_for(store.engine, "connect")
+    def _bulk_settings(dbapi_connection, _record):
+        cursor = dbapi_connection.cursor()
+        if store.engine.dialect.name == "sqlite":
+            cursor.execute("PRAGMA synchronous=OFF")
+            cursor.execute("PRAGMA cache_size=-1000000")
+            cursor.execute("PRAGMA temp_store=MEMORY")
+        else:
+            cursor.execute("SET synchronous_commit = off")
+        cursor.close()
+        if store.engine.dialect.name != "sqlite":
+            dbapi_connection.commit()
+
+    store.engine.dispose()  # the connection create_schema used had none of that
+    return store
 
 
 def generate(store: Store, args: argparse.Namespace) -> int:
@@ -87,11 +120,14 @@ def generate(store: Store, args: argparse.Namespace) -> int:
 
 def generate_metrics(store: Store, run_id: int, args: argparse.Namespace) -> None:
     """Record ``args.steps`` steps of ``args.metrics`` keys through ``Store.record_metric_steps`` (the recorder's
-    path: raw points and the downsampled history), :data:`STEPS_PER_CALL` steps a transaction."""
+    path: raw points and the downsampled history), :data:`STEPS_PER_CALL` steps a transaction (after the steps
+    already there: an interrupted generation goes on)."""
     rng = random.Random(0)
     keys = metric_keys(args.metrics)
+    with store.engine.connect() as conn:
+        done = conn.execute(select(func.max(MetricRow.step)).where(MetricRow.run_id == run_id)).scalar() or 0
     steps: list[tuple[int, dict, float]] = []
-    for step in range(1, args.steps + 1):
+    for step in range(done + 1, args.steps + 1):
         steps.append((step, {key: rng.random() for key in keys}, 1.7e9 + step))
         if len(steps) >= STEPS_PER_CALL:
             store.record_metric_steps(run_id, steps)
@@ -100,34 +136,73 @@ def generate_metrics(store: Store, run_id: int, args: argparse.Namespace) -> Non
         store.record_metric_steps(run_id, steps)
 
 
-def generate_groups(store: Store, run_id: int, args: argparse.Namespace) -> None:
-    """Bulk-insert ``args.groups`` groups of ``args.group_size`` completions spread evenly over the steps (after
-    those already there: an interrupted generation goes on)."""
+def _completion_pool(size: int = POOL) -> list[tuple]:
+    """``size`` distinct completions ``(text, rewards JSON, total reward, advantage, num_tokens, truncated)``, cycled
+    through by :func:`generate_groups` (drawing 10M completions one by one costs more than inserting them)."""
     rng = random.Random(1)
-    groups: list[dict] = []
-    completions: list[dict] = []
+    pool = []
+    for _ in range(size):
+        rewards = {name: rng.choice([0.0, 0.5, 1.0]) for name in RULES}
+        pool.append((" ".join(rng.choices(WORDS, k=16)), json.dumps(rewards), sum(rewards.values()),
+                     rng.gauss(0, 1), rng.randrange(4, 64), rng.random() < 0.1))
+    return pool
+
+
+def generate_groups(store: Store, run_id: int, args: argparse.Namespace) -> None:
+    """Insert ``args.groups`` groups of ``args.group_size`` completions spread evenly over the steps (after those
+    already there: an interrupted generation goes on), with the DB-API's bulk path on the store's real tables:
+    ``executemany`` on SQLite, ``COPY`` on PostgreSQL, :data:`CHUNK` completions a transaction. The completions
+    cycle through a pool of :data:`POOL` drawn ones; each group's dataset row is drawn at random."""
+    rng = random.Random(1)
+    pool = _completion_pool()
     with store.engine.connect() as conn:
         done = conn.execute(select(func.max(GroupRow.id))).scalar() or 0
-    for g in range(done, args.groups):
-        group_id = g + 1
-        step = g * args.steps // args.groups + 1
-        row_index = rng.randrange(args.prompts)
-        groups.append({"id": group_id, "run_id": run_id, "step": step, "row_index": row_index,
-                       "prompt": f"system: reply with a number\nuser: What is {row_index} + 7?",
-                       "extra": {"answer": str(row_index + 7)}})
-        for index in range(args.group_size):
-            rewards = {name: rng.choice([0.0, 0.5, 1.0]) for name in RULES}
-            completions.append({"group_id": group_id, "index": index,
-                                "text": " ".join(rng.choices(WORDS, k=16)), "rewards": rewards,
-                                "total_reward": sum(rewards.values()), "advantage": rng.gauss(0, 1),
-                                "num_tokens": rng.randrange(4, 64), "truncated": rng.random() < 0.1})
-        if len(completions) >= CHUNK:
-            _insert(store, GroupRow.__table__, groups)
-            _insert(store, CompletionRow.__table__, completions)
-            groups, completions = [], []
-    if groups:
-        _insert(store, GroupRow.__table__, groups)
-        _insert(store, CompletionRow.__table__, completions)
+    sqlite = store.engine.dialect.name == "sqlite"
+    group_columns = ("id", "run_id", "step", "row_index", "prompt", "extra")
+    raw = store.engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        groups: list[tuple] = []
+        completions: list[tuple] = []
+
+        def flush() -> None:
+            if sqlite:
+                cursor.execute("BEGIN")
+                cursor.executemany(f"INSERT INTO groups ({', '.join(group_columns)}) VALUES (?, ?, ?, ?, ?, ?)",
+                                   groups)
+                cursor.executemany('INSERT INTO completions (group_id, "index", text, rewards, total_reward, '
+                                   "advantage, num_tokens, truncated) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", completions)
+            else:
+                with cursor.copy(f"COPY groups ({', '.join(group_columns)}) FROM STDIN") as copy:
+                    for row in groups:
+                        copy.write_row(row)
+                with cursor.copy('COPY completions (group_id, "index", text, rewards, total_reward, advantage, '
+                                 "num_tokens, truncated) FROM STDIN") as copy:
+                    for row in completions:
+                        copy.write_row(row)
+            raw.commit()
+            groups.clear()
+            completions.clear()
+
+        for g in range(done, args.groups):
+            group_id = g + 1
+            step = g * args.steps // args.groups + 1
+            row_index = rng.randrange(args.prompts)
+            groups.append((group_id, run_id, step, row_index,
+                           f"system: reply with a number\nuser: What is {row_index} + 7?",
+                           json.dumps({"answer": str(row_index + 7)})))
+            for index in range(args.group_size):
+                completions.append((group_id, index, *pool[(group_id * args.group_size + index) % POOL]))
+            if len(completions) >= CHUNK:
+                flush()
+        if groups:
+            flush()
+        if not sqlite:  # the ids were given: move the sequence past them
+            cursor.execute("SELECT setval(pg_get_serial_sequence('groups', 'id'), (SELECT max(id) FROM groups))")
+            raw.commit()
+        cursor.close()
+    finally:
+        raw.close()
 
 
 def finish(store: Store, run_id: int, args: argparse.Namespace) -> None:
@@ -135,18 +210,6 @@ def finish(store: Store, run_id: int, args: argparse.Namespace) -> None:
     store.update_run(run_id, current_step=max(args.steps, store.get_run(run_id).current_step))
     with store.engine.begin() as conn:
         conn.execute(text("ANALYZE"))
-
-
-def chart_points_columns(store: Store, run_id: int, keys: list[str], stride: int = 1) -> list[tuple]:
-    """Candidate: the full chart's points as plain tuples (no ORM objects), every ``stride``-th step only, ordered
-    by key then step, the order of the covering index ``ix_metrics_run_key_step`` (no sort, no table lookups)."""
-    query = select(MetricRow.step, MetricRow.key, MetricRow.value, MetricRow.wall_time).where(
-        MetricRow.run_id == run_id, MetricRow.key.in_(keys)
-    )
-    if stride > 1:
-        query = query.where(MetricRow.step % stride == 0)
-    with store.engine.connect() as conn:
-        return conn.execute(query.order_by(MetricRow.key, MetricRow.step)).all()
 
 
 def timed(func: Callable[[], object], reps: int, budget_s: float = 30.0) -> tuple[list[float], int, list[float]]:
@@ -164,9 +227,18 @@ def timed(func: Callable[[], object], reps: int, budget_s: float = 30.0) -> tupl
         result = func()
         times.append((time.perf_counter() - start) * 1000)
         cpu.append((time.process_time() - start_cpu) * 1000)
-        size = sum(len(r) for r in result) if isinstance(result, list) and result and isinstance(
-            result[0], MetricSummary) else len(result) if hasattr(result, "__len__") else 0
+        size = _size(result)
     return times, size, cpu
+
+
+def _size(result: object) -> int:
+    """How many rows a page query returned: points of a chart's series (``key -> (steps, values)``), buckets of
+    summaries, else the length."""
+    if isinstance(result, dict):
+        return sum(len(v[0]) if isinstance(v, tuple) else 1 for v in result.values())
+    if isinstance(result, list) and result and isinstance(result[0], MetricSummary):
+        return sum(len(r) for r in result)
+    return len(result) if hasattr(result, "__len__") else 0
 
 
 def p95(values: list[float]) -> float:
@@ -226,8 +298,8 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=4, help="completions per group (G)")
     parser.add_argument("--prompts", type=int, default=400, help="distinct dataset rows")
     parser.add_argument("--reps", type=int, default=30, help="timed repetitions per query")
-    parser.add_argument("--max-chart-points", type=int, default=1000,
-                        help="steps per key of the downsampled full-chart candidate")
+    parser.add_argument("--references", action="store_true",
+                        help="also time the full chart's former reads (every n-th step, every point: slow)")
     parser.add_argument("--budget", type=float, default=30.0,
                         help="seconds per query after which repetitions stop (at least 5 are run)")
     parser.add_argument("--keep", help="write the SQLite store here instead of a temporary folder (kept)")
@@ -235,14 +307,16 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true",
                         help="measure the run named 'scale' already in --db / --keep instead of generating one")
     parser.add_argument("--write-steps", type=int, default=200, help="steps recorded to time the write path")
-    parser.add_argument("--part", choices=["metrics", "groups"],
+    parser.add_argument("--part", choices=["metrics", "groups", "finish"],
                         help="generate only this part into the run named 'scale' of --db / --keep (created if "
-                             "missing), then stop: two processes can fill one store in parallel; measure with --reuse")
+                             "missing), then stop: two processes can fill one store in parallel; 'finish' sets the "
+                             "run's step and refreshes the planner's statistics (ANALYZE); measure with --reuse")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
         path = Path(args.keep or tmp) / "grpo.db"
-        store = Store(args.db or sqlite_url(path))
+        url = args.db or sqlite_url(path)
+        store = generation_store(url) if not args.reuse else Store(url)
         backend = store.engine.dialect.name
         if args.part:
             run = next((r for r in store.list_runs() if r.name == "scale"), None)
@@ -250,14 +324,13 @@ def main() -> None:
                 run = store.create_run(name="scale", config={"max_steps": args.steps}, dataset_id=None,
                                        max_steps=args.steps)
             started = time.perf_counter()
-            (generate_metrics if args.part == "metrics" else generate_groups)(store, run.id, args)
+            {"metrics": generate_metrics, "groups": generate_groups, "finish": finish}[args.part](store, run.id, args)
             print(f"generated the {args.part} of run {run.id} on {backend} in {time.perf_counter() - started:.0f} s")
             store.close()
             return
         if args.reuse:
             run = next(r for r in store.list_runs() if r.name == "scale")
-            run_id, args.steps = run.id, run.max_steps
-            finish(store, run_id, args)
+            run_id, args.steps = run.id, run.max_steps  # finished by --part finish (or by the generation)
             with store.engine.connect() as conn:
                 groups, group_steps = conn.execute(select(func.count(GroupRow.id), func.max(GroupRow.step)).where(
                     GroupRow.run_id == run_id)).one()
@@ -267,6 +340,8 @@ def main() -> None:
             started = time.perf_counter()
             run_id = generate(store, args)
             seconds = time.perf_counter() - started
+            store.close()
+            store = Store(url)  # the queries go through a store with the default settings
             if backend == "sqlite":
                 size_mb = sum(p.stat().st_size for p in path.parent.glob("grpo.db*")) / 1e6
             else:
@@ -280,30 +355,47 @@ def main() -> None:
         if not args.reuse:
             group_steps = args.steps
         # The group page asks for steps that have groups (a generation cut short has them up to group_steps only).
-        stride = max(1, -(-args.steps // args.max_chart_points))
         rng = random.Random(1)
-        prompt_query = store.groups_for_prompt
-        prompt_label = "Store.groups_for_prompt"
+        ctx = SimpleNamespace(store=store)
+        last_group_step = max(1, group_steps or 0)
+
+        def a_step() -> int:
+            return rng.randrange(1, last_group_step + 1)
+
+        def late_history_page():
+            row = rng.randrange(args.prompts)
+            return history_page(ctx, run_id, row, from_step=rng.randrange(last_group_step // 2, last_group_step + 1))
+
+        gc.collect()
+        gc.freeze()  # as the web process does once its UI is built (app/server.py)
         queries = [
+            ("run list (Runs tab): runs_frame", lambda: runs_frame(ctx)),
+            ("first chart load (Runs tab): refresh_series -> metric_summary",
+             lambda: refresh_series(ctx, run_id, None)[0].data),
             ("chart refresh: metrics_since(last 10 steps)",
              lambda: store.metrics_since(run_id, args.steps - 10)),
-            ("first chart load (Runs tab): metric_summary",
-             lambda: store.metric_summary(run_id, keys=CHART_KEYS, key_patterns=["rewards/%/mean"])),
-            ("previous first load: metrics_overview (strided)",
-             lambda: store.metrics_overview(run_id, keys=CHART_KEYS, key_patterns=["rewards/%/mean"])),
-            ("reference: every point, metrics_since(8 keys)",
-             lambda: store.metrics_since(run_id, keys=CHART_KEYS)),
-            ("group page: groups_at(one step)",
-             lambda: store.groups_at(run_id, rng.randrange(1, max(1, group_steps or 0) + 1))),
-            (f"prompt across steps: {prompt_label}",
-             lambda: prompt_query(run_id, rng.randrange(args.prompts))),
-            ("candidate: prompt across steps, first 50 groups",
-             lambda: prompt_query(run_id, rng.randrange(args.prompts), limit=50)),
-            ("candidate: full chart as tuples by key, step",
-             lambda: chart_points_columns(store, run_id, CHART_KEYS)),
-            (f"candidate: full chart as tuples, step % {stride} == 0",
-             lambda: chart_points_columns(store, run_id, CHART_KEYS, stride)),
+            ("doctor panel, first read: doctor_report (latest 1,000 steps)",
+             lambda: doctor_report(ctx, run_id, None)[1].series.data),
+            ("Inspect step list: step_choices (latest 1,000 steps)", lambda: step_choices(ctx, run_id)),
+            ("group page: groups_at(one step)", lambda: store.groups_at(run_id, a_step())),
+            ("reward histogram + pass@G (200 steps): stats_figure",
+             lambda: stats_figure(ctx, run_id, a_step(), 0.5).data),
+            ("dataset-row list: prompt_row_choices", lambda: prompt_row_choices(ctx, run_id)),
+            ("prompt across steps, first page of 50: history_page",
+             lambda: history_page(ctx, run_id, rng.randrange(args.prompts)).groups),
+            ("prompt across steps, a page in the 2nd half (from a step)", lambda: late_history_page().groups),
+            ("prompt across steps, latest page",
+             lambda: history_page(ctx, run_id, rng.randrange(args.prompts), "latest").groups),
+            ("reference: the former full view, groups_for_prompt(500)",
+             lambda: store.groups_for_prompt(run_id, rng.randrange(args.prompts))),
         ]
+        if args.references:
+            queries += [
+                ("reference: every n-th step, metrics_overview",
+                 lambda: store.metrics_overview(run_id, keys=CHART_KEYS, key_patterns=["rewards/%/mean"])),
+                ("reference: every point, metrics_since(8 keys)",
+                 lambda: store.metrics_since(run_id, keys=CHART_KEYS)),
+            ]
         rows = []
         for label, query in queries:
             times, size, cpu = timed(query, args.reps, args.budget)

@@ -217,6 +217,29 @@ class PromptRow:
 
 
 @dataclass(frozen=True)
+class PromptPage:
+    """One page of a dataset row's groups across steps (:meth:`Store.prompt_page`): ``groups`` in step order (then
+    in recording order), the ``offset``-th to the ``offset + len(groups) - 1``-th (0-based) of the row's ``total``
+    groups in the run."""
+
+    row_index: int
+    total: int
+    offset: int
+    limit: int
+    groups: list[GroupRecord]
+
+    @property
+    def has_earlier(self) -> bool:
+        """Whether the row has groups before this page."""
+        return self.offset > 0
+
+    @property
+    def has_later(self) -> bool:
+        """Whether the row has groups after this page."""
+        return self.offset + len(self.groups) < self.total
+
+
+@dataclass(frozen=True)
 class SearchHit:
     """A group whose prompt or completions contain the searched text.
 

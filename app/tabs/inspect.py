@@ -10,28 +10,37 @@ import gradio as gr
 from app.catalog_sync import CatalogSync, run_choices
 from app.charts import step_groups_figure
 from app.context import AppContext
-from app.inspect_views import GROUP_FILTERS, filter_groups, nearest_step, pass_at_g, step_totals
+from app.inspect_views import GROUP_FILTERS, filter_groups, pass_at_g, pass_share, step_totals
 from app.tabs.inspect_tokens import create_token_view
 from app.tabs.inspect_tools import create_inspect_tools
 from app.views import groups_html
 from storage import StoreError
 
-
-def step_choices(ctx: AppContext, run_id: int | None) -> list[int]:
-    """Steps of the run that have recorded groups, newest first."""
-    if run_id is None:
-        return []
-    return sorted(ctx.store.group_steps(int(run_id)), reverse=True)
-
+STEP_CHOICES = 1000
+"""The step dropdown lists the latest this many recorded steps (plus a step opened from elsewhere, e.g. a chart
+click): reading every step of a long run grows with its length."""
 
 PASS_STEPS = 200
 """pass@G is drawn for at most this many recorded steps (the latest)."""
 
 
+def step_choices(ctx: AppContext, run_id: int | None, keep: int | None = None) -> list[int]:
+    """The latest :data:`STEP_CHOICES` steps of the run that have recorded groups, newest first, with ``keep`` among
+    them when it is a recorded step (one opened from a chart click, older than those)."""
+    if run_id is None:
+        return []
+    steps = ctx.store.latest_group_steps(int(run_id), STEP_CHOICES)
+    if keep is not None and keep not in steps and ctx.store.nearest_group_step(int(run_id), int(keep)) == keep:
+        steps = sorted([*steps, int(keep)], reverse=True)
+    return steps
+
+
 def stats_figure(ctx: AppContext, run_id: int, step: int, threshold: float):
-    """The histogram of ``step``'s completion totals and pass@G (totals above ``threshold``) per recorded step."""
-    steps = sorted(ctx.store.group_steps(run_id))[-PASS_STEPS:]
-    shares = [pass_at_g(ctx.store.groups_at(run_id, s), threshold) for s in steps]
+    """The histogram of ``step``'s completion totals and pass@G (totals above ``threshold``) per recorded step (the
+    latest :data:`PASS_STEPS`, read as each group's best total in one query)."""
+    steps = sorted(ctx.store.latest_group_steps(run_id, PASS_STEPS))
+    best = ctx.store.best_totals(run_id, steps[0], steps[-1]) if steps else {}
+    shares = [pass_share(best.get(s, []), threshold) for s in steps]
     totals = step_totals(ctx.store.groups_at(run_id, step))
     return step_groups_figure(totals, steps, shares, step=step, threshold=threshold)
 
@@ -41,8 +50,8 @@ def open_step(ctx: AppContext, run_id: int | None, step: float | None) -> tuple[
     nearest the click)``; the step is ``None`` when the run has no groups yet."""
     if run_id is None or step is None:
         return run_id, [], None
-    steps = step_choices(ctx, run_id)
-    return int(run_id), steps, nearest_step(steps, float(step))
+    nearest = ctx.store.nearest_group_step(int(run_id), float(step))
+    return int(run_id), step_choices(ctx, run_id, keep=nearest), nearest
 
 
 def create_inspect_tab(
@@ -66,7 +75,7 @@ def create_inspect_tab(
     def on_run(run_id: int | None, step_value: int | None = None):
         """Inputs: run, step. Outputs: step dropdown (the step kept when the run has it, e.g. after a chart click;
         else the latest)."""
-        steps = step_choices(ctx, run_id)
+        steps = step_choices(ctx, run_id, keep=step_value)
         keep = step_value if step_value in steps else (steps[0] if steps else None)
         return gr.update(choices=steps, value=keep)
 
@@ -107,7 +116,7 @@ def create_inspect_tab(
     def on_reload(run_id: int | None, step_value: int | None, sort_by_advantage: bool, mode: str = "all", n=3,
                   pass_threshold: float | None = 0.5):
         """Inputs: run, step, sort, filter, N, pass@G threshold. Outputs: steps, summary, groups, stats chart."""
-        steps = step_choices(ctx, run_id)
+        steps = step_choices(ctx, run_id, keep=step_value)
         if step_value not in steps:
             step_value = steps[0] if steps else None
         summary_text, html, figure = on_show(run_id, step_value, sort_by_advantage, mode, n, pass_threshold)

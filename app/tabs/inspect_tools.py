@@ -14,13 +14,20 @@ from app.inspect_views import (
     prompt_history_html,
     search_results_html,
 )
-from storage import GroupRecord
+from storage import GroupRecord, PromptPage
 
 SEARCH_PAGE_SIZE = 10
+HISTORY_PAGE_SIZE = 50
+"""Groups per page of "one prompt across steps" (a long run samples a row thousands of times)."""
+
+PROMPT_ROW_GROUPS = 20_000
+"""The dataset-row dropdown counts the run's latest this many groups (counting every group of a long run grows with
+its length); the page of a chosen row counts all of its groups."""
 
 
 def prompt_row_choices(ctx: AppContext, run_id: int | None) -> list[tuple[str, int]]:
-    """(label, row_index) of every dataset row the run sampled, the most often sampled first."""
+    """(label, row_index) of the dataset rows the run sampled in its latest :data:`PROMPT_ROW_GROUPS` groups, the
+    most often sampled first (at most 500)."""
     if run_id is None:
         return []
     return [
@@ -29,19 +36,80 @@ def prompt_row_choices(ctx: AppContext, run_id: int | None) -> list[tuple[str, i
             f"steps {r.first_step}–{r.last_step}",
             r.row_index,
         )
-        for r in ctx.store.prompt_rows(int(run_id))
+        for r in ctx.store.prompt_rows(int(run_id), recent=PROMPT_ROW_GROUPS)
     ]
 
 
-def diff_choices(ctx: AppContext, run_id: int | None, step: int | None, row_index: int | None):
+def history_page(
+    ctx: AppContext,
+    run_id: int | None,
+    row_index: int | None,
+    move: str = "first",
+    shown: dict | None = None,
+    from_step: float | None = None,
+) -> PromptPage | None:
+    """The page of the dataset row's groups that ``move`` leads to from the page ``shown``: ``"first"``,
+    ``"earlier"``, ``"later"``, ``"latest"``, or with ``from_step`` the page starting at that step.
+
+    ``shown`` is :func:`page_state` of the page on screen (``None``: none yet; a move from it then gives the
+    first page). A move past either end gives the first or the latest page. ``None`` without a run or a row.
+    """
+    if run_id is None or row_index is None:
+        return None
+    run_id, row_index = int(run_id), int(row_index)
+    same_row = shown is not None and shown.get("row_index") == row_index and shown.get("first") is not None
+    kwargs: dict = {}
+    if from_step is not None:
+        kwargs["from_step"] = int(from_step)
+    elif move == "latest":
+        kwargs["last"] = True
+    elif move == "earlier" and same_row:
+        kwargs["before"] = tuple(shown["first"])
+    elif move == "later" and same_row:
+        kwargs["after"] = tuple(shown["last"])
+    page = ctx.store.prompt_page(run_id, row_index, limit=HISTORY_PAGE_SIZE, **kwargs)
+    if not page.groups and page.total:  # past the end (or the shown groups were replaced): the nearest end
+        page = ctx.store.prompt_page(run_id, row_index, limit=HISTORY_PAGE_SIZE, last="before" not in kwargs)
+    return page
+
+
+def page_state(page: PromptPage | None) -> dict | None:
+    """What the next move needs of a page: its row and the keyset cursors ``(step, group id)`` of its first and last
+    group (``None`` for an empty page)."""
+    if page is None:
+        return None
+    first, last = (page.groups[0], page.groups[-1]) if page.groups else (None, None)
+    return {
+        "row_index": page.row_index,
+        "first": None if first is None else [first.step, first.id],
+        "last": None if last is None else [last.step, last.id],
+    }
+
+
+def diff_choices(
+    ctx: AppContext, run_id: int | None, step: int | None, row_index: int | None, shown: dict | None = None
+):
     """The completions the diff can pick from: those of the shown step, then those of the chosen dataset row's
-    groups across steps. Returns the update for one diff dropdown."""
+    groups on the page shown (``shown``: :func:`page_state`; ``None``: the first page). Returns the update for one
+    diff dropdown."""
     groups: list[GroupRecord] = []
     if run_id is not None and step is not None:
         groups += ctx.store.groups_at(int(run_id), int(step))
     if run_id is not None and row_index is not None:
-        groups += ctx.store.groups_for_prompt(int(run_id), int(row_index))
+        if shown and shown.get("row_index") == int(row_index) and shown.get("first"):
+            first_step, first_id = shown["first"]
+            after = (int(first_step), int(first_id) - 1)  # from the page's first group on
+            groups += ctx.store.groups_for_prompt(int(run_id), int(row_index), HISTORY_PAGE_SIZE, after=after)
+        else:
+            groups += ctx.store.groups_for_prompt(int(run_id), int(row_index), HISTORY_PAGE_SIZE)
     return gr.update(choices=completion_choices(groups), value=None)
+
+
+def _history_outputs(page: PromptPage | None) -> tuple[str, dict | None]:
+    """The history panel's HTML and state for ``page`` (``None``: no run or row chosen)."""
+    if page is None:
+        return "", None
+    return prompt_history_html(page.groups, page), page_state(page)
 
 
 def create_inspect_tools(
@@ -58,8 +126,19 @@ def create_inspect_tools(
         results = gr.HTML(elem_id="inspect-search-results")
     offset_state = gr.State(0)
     with gr.Accordion("One prompt across steps", open=False, elem_id="inspect-history-panel"):
-        prompt_row = gr.Dropdown(label="dataset row", choices=[], elem_id="inspect-prompt-row")
+        with gr.Row():
+            prompt_row = gr.Dropdown(label=f"dataset row (sampled in the latest {PROMPT_ROW_GROUPS:,} groups)", choices=[], scale=3, elem_id="inspect-prompt-row")
+            from_step = gr.Number(label="from step", value=None, precision=0, minimum=0, scale=1,
+                                  elem_id="inspect-history-from")
+        with gr.Row():
+            moves = {
+                "first": gr.Button("⏮ first", scale=0, elem_id="inspect-history-first"),
+                "earlier": gr.Button("◀ earlier", scale=0, elem_id="inspect-history-prev"),
+                "later": gr.Button("later ▶", scale=0, elem_id="inspect-history-next"),
+                "latest": gr.Button("latest ⏭", scale=0, elem_id="inspect-history-latest"),
+            }
         history = gr.HTML(elem_id="inspect-history")
+    history_state = gr.State(None)
     with gr.Accordion("Diff two completions", open=False, elem_id="inspect-diff-panel"):
         gr.Markdown("Pick two completions of the shown step or of the chosen dataset row's groups.")
         with gr.Row():
@@ -68,12 +147,21 @@ def create_inspect_tools(
         diff = gr.HTML(elem_id="inspect-diff")
 
     def on_run(run_id: int | None):
-        """Inputs: run. Outputs: dataset-row dropdown, history, search results, search offset."""
-        return gr.update(choices=prompt_row_choices(ctx, run_id), value=None), "", "", 0
+        """Inputs: run. Outputs: dataset-row dropdown, history, history page, search results, search offset."""
+        return gr.update(choices=prompt_row_choices(ctx, run_id), value=None), "", None, "", 0
 
-    def on_reload(run_id: int | None, row_index: int | None):
-        """Inputs: run, dataset row. Outputs: dataset-row dropdown (new rows of a live run), history."""
-        return gr.update(choices=prompt_row_choices(ctx, run_id)), on_history(run_id, row_index)
+    def on_reload(run_id: int | None, row_index: int | None, shown: dict | None):
+        """Inputs: run, dataset row, history page. Outputs: dataset-row dropdown (new rows of a live run), history,
+        history page (the same page again, from its first group: a live run adds groups after it)."""
+        if shown and shown.get("first") and shown.get("row_index") == row_index:
+            page = ctx.store.prompt_page(int(run_id), int(row_index), limit=HISTORY_PAGE_SIZE,
+                                         after=(shown["first"][0], shown["first"][1] - 1))
+            if not page.groups and page.total:
+                page = history_page(ctx, run_id, row_index, "latest")
+        else:
+            page = history_page(ctx, run_id, row_index)
+        html_, state = _history_outputs(page)
+        return gr.update(choices=prompt_row_choices(ctx, run_id)), html_, state
 
     def on_search(run_id: int | None, text: str, offset: int):
         """Inputs: run, text, offset (0 = first page). Outputs: results, offset."""
@@ -85,15 +173,15 @@ def create_inspect_tools(
             page = ctx.store.search_groups(int(run_id), text or "", limit=SEARCH_PAGE_SIZE, offset=last)
         return search_results_html(page), page.offset
 
-    def on_history(run_id: int | None, row_index: int | None) -> str:
-        """Inputs: run, dataset row. Outputs: the row's groups in step order."""
-        if run_id is None or row_index is None:
-            return ""
-        return prompt_history_html(ctx.store.groups_for_prompt(int(run_id), int(row_index)))
+    def on_history(run_id: int | None, row_index: int | None, move: str = "first", shown: dict | None = None,
+                   step_value: float | None = None):
+        """Inputs: run, dataset row, the move (first/earlier/later/latest), history page, from step. Outputs: one
+        page of the row's groups in step order, history page (the diff's choices follow it)."""
+        return _history_outputs(history_page(ctx, run_id, row_index, move, shown, step_value))
 
-    def on_choices(run_id: int | None, step_value: int | None, row_index: int | None):
-        """Inputs: run, step, dataset row. Outputs: both diff dropdowns, the diff."""
-        update = diff_choices(ctx, run_id, step_value, row_index)
+    def on_choices(run_id: int | None, step_value: int | None, row_index: int | None, shown: dict | None):
+        """Inputs: run, step, dataset row, history page. Outputs: both diff dropdowns, the diff."""
+        update = diff_choices(ctx, run_id, step_value, row_index, shown)
         return update, update, ""
 
     def on_diff(left_ref: str | None, right_ref: str | None) -> str:
@@ -109,8 +197,8 @@ def create_inspect_tools(
             sides.append((completion_label(group, completion), completion.text))
         return completion_diff_html(sides[0], sides[1])
 
-    run.change(on_run, inputs=run, outputs=[prompt_row, history, results, offset_state])
-    reload.click(on_reload, inputs=[run, prompt_row], outputs=[prompt_row, history])
+    run.change(on_run, inputs=run, outputs=[prompt_row, history, history_state, results, offset_state])
+    reload.click(on_reload, inputs=[run, prompt_row, history_state], outputs=[prompt_row, history, history_state])
     search.click(lambda r, t: on_search(r, t, 0), inputs=[run, query], outputs=[results, offset_state])
     query.submit(lambda r, t: on_search(r, t, 0), inputs=[run, query], outputs=[results, offset_state])
     previous.click(
@@ -123,9 +211,19 @@ def create_inspect_tools(
         inputs=[run, query, offset_state],
         outputs=[results, offset_state],
     )
-    prompt_row.change(on_history, inputs=[run, prompt_row], outputs=history)
-    for trigger in (step.change, prompt_row.change):
-        trigger(on_choices, inputs=[run, step, prompt_row], outputs=[left, right, diff])
+    history_out = [history, history_state]
+    prompt_row.change(lambda r, i: on_history(r, i), inputs=[run, prompt_row], outputs=history_out).then(
+        on_choices, inputs=[run, step, prompt_row, history_state], outputs=[left, right, diff])
+    for move, button in moves.items():
+        button.click(
+            lambda r, i, shown, move=move: on_history(r, i, move, shown),
+            inputs=[run, prompt_row, history_state], outputs=history_out,
+        ).then(on_choices, inputs=[run, step, prompt_row, history_state], outputs=[left, right, diff])
+    from_step.submit(
+        lambda r, i, s: on_history(r, i, "first", None, s), inputs=[run, prompt_row, from_step],
+        outputs=history_out,
+    ).then(on_choices, inputs=[run, step, prompt_row, history_state], outputs=[left, right, diff])
+    step.change(on_choices, inputs=[run, step, prompt_row, history_state], outputs=[left, right, diff])
     left.change(on_diff, inputs=[left, right], outputs=diff)
     right.change(on_diff, inputs=[left, right], outputs=diff)
     return {
@@ -134,6 +232,8 @@ def create_inspect_tools(
         "search_results": results,
         "prompt_row": prompt_row,
         "history": history,
+        "history_from_step": from_step,
+        **{f"history_{move}": button for move, button in moves.items()},
         "diff_a": left,
         "diff_b": right,
         "diff": diff,

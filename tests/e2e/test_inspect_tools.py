@@ -185,6 +185,7 @@ def test_inspect_filters_search_history_and_diff(page, demo_runs):  # noqa: F811
     steps = page.locator("#prompt-history .history-step")
     expect(steps).to_have_count(10)
     assert [steps.nth(i).get_attribute("data-step") for i in range(10)] == [str(s) for s in range(1, 11)]
+    expect(page.locator("#prompt-history-range")).to_contain_text("groups 1–10 of 10")
 
     # Diff: completion #1 of row 7 at step 8 ("zebra") against completion #1 of row 7 at step 10
     _open(page, "inspect-diff-panel", "Diff two completions")

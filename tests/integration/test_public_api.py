@@ -155,6 +155,18 @@ def test_script_a_run_from_a_notebook(client, tiny_model_dir, tmp_path):
     assert at_two and {g["step"] for g in at_two} == {2}
     assert client.predict(run_id=run_id, after_step=1, api_name="/run_groups") == at_two
     assert len(client.predict(run_id=run_id, limit=1, api_name="/run_groups")) == 1
+    # pages of one at a time, by the keyset (step, group id): every group once, in order
+    paged, after = [], {}
+    while page := client.predict(run_id=run_id, limit=1, api_name="/run_groups", **after):
+        paged += page
+        after = {"after_step": page[-1]["step"], "after_group": page[-1]["id"]}
+    assert [g["id"] for g in paged] == [g["id"] for g in groups]
+    row = groups[0]["row_index"]
+    of_row = client.predict(run_id=run_id, row_index=row, api_name="/run_groups")
+    assert of_row == [g for g in groups if g["row_index"] == row]
+    rest = client.predict(run_id=run_id, row_index=row, after_step=of_row[0]["step"], after_group=of_row[0]["id"],
+                          api_name="/run_groups")
+    assert rest == of_row[1:]
     with pytest.raises(AppError, match="no run with id 999"):
         client.predict(run_id=999, api_name="/run_metrics")
 

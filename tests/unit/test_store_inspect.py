@@ -196,3 +196,88 @@ def test_row_index_exists_and_is_added_to_an_old_store(settings):
         assert "ix_groups_run_row" in plan
     finally:
         reopened.close()
+
+
+# ------------------------------------------------------------------------------------ one prompt, paged
+
+
+@pytest.fixture
+def long_row(store):
+    """Run A: dataset row 4 sampled 24 times over steps 1-20 (twice at steps 5, 10, 15 and 20), row 9 at every step;
+    run B: row 4 once. Returns the store, run A and row 4's (step, id) keys in step order."""
+    a, b = _run(store, "a"), _run(store, "b")
+    for step in range(1, 21):
+        groups = [_group(step, 4, [f"s{step}"])] * (2 if step % 5 == 0 else 1) + [_group(step, 9, ["x"])]
+        store.record_groups(a, step, groups)
+    store.record_groups(b, 1, [_group(1, 4, ["other run"])])
+    keys = [(g.step, g.id) for g in store.groups_for_prompt(a, 4)]
+    return store, a, keys
+
+
+def test_prompt_pages_walk_forward_without_gaps_or_duplicates(long_row):
+    store, a, keys = long_row
+    assert len(keys) == 24 and keys == sorted(keys)
+    seen, offsets, page = [], [], store.prompt_page(a, 4, limit=5)
+    while True:
+        assert page.total == 24 and page.row_index == 4 and len(page.groups) <= 5
+        offsets.append(page.offset)
+        seen += [(g.step, g.id) for g in page.groups]
+        assert all(g.row_index == 4 for g in page.groups)
+        if not page.has_later:
+            break
+        page = store.prompt_page(a, 4, limit=5, after=(page.groups[-1].step, page.groups[-1].id))
+    assert seen == keys  # every group once, in step order, across the pages
+    assert offsets == [0, 5, 10, 15, 20]
+    assert not store.prompt_page(a, 4, limit=5).has_earlier and page.has_earlier
+
+
+def test_prompt_pages_walk_backward_from_the_latest(long_row):
+    store, a, keys = long_row
+    page = store.prompt_page(a, 4, limit=5, last=True)
+    assert [(g.step, g.id) for g in page.groups] == keys[-5:] and page.offset == 19 and not page.has_later
+    seen = []
+    while True:
+        seen = [(g.step, g.id) for g in page.groups] + seen
+        if not page.has_earlier:
+            break
+        page = store.prompt_page(a, 4, limit=5, before=(page.groups[0].step, page.groups[0].id))
+    assert seen == keys and page.offset == 0 and len(page.groups) == 4
+
+
+def test_prompt_page_splits_a_step_sampled_twice_without_losing_a_group(long_row):
+    store, a, keys = long_row
+    fifth = keys.index((5, keys[4][1]))  # row 4's first group of step 5 ends the first page of 5
+    assert keys[fifth][0] == 5 and keys[fifth + 1][0] == 5
+    first = store.prompt_page(a, 4, limit=5)
+    second = store.prompt_page(a, 4, limit=5, after=(first.groups[-1].step, first.groups[-1].id))
+    assert [g.step for g in first.groups] == [1, 2, 3, 4, 5] and [g.step for g in second.groups] == [5, 6, 7, 8, 9]
+    assert store.groups_for_prompt(a, 4, 3, after=(5, None))[0].step == 6  # (step, None): all of step 5 seen
+
+
+def test_prompt_page_from_a_step_and_past_the_end(long_row):
+    store, a, keys = long_row
+    page = store.prompt_page(a, 4, limit=4, from_step=10)
+    assert [g.step for g in page.groups] == [10, 10, 11, 12] and page.offset == keys.index((10, page.groups[0].id))
+    assert page.offset == 10  # steps 1-9: 10 groups (two at step 5)
+    end = store.prompt_page(a, 4, limit=4, after=keys[-1])
+    assert end.groups == [] and end.offset == end.total == 24 and not end.has_later
+    start = store.prompt_page(a, 4, limit=4, before=keys[0])
+    assert start.groups == [] and start.offset == 0
+    none = store.prompt_page(a, 99, limit=4)
+    assert (none.groups, none.total, none.offset) == ([], 0, 0)
+    other = store.prompt_page(a + 1, 4)  # run B
+    assert other.total == 1 and [g.completions[0].text for g in other.groups] == ["other run"]
+
+
+def test_groups_since_goes_on_inside_a_step_with_after_group(long_row):
+    store, a, _ = long_row
+    everything = [(g.step, g.id) for g in store.groups_since(a, limit=1000)]
+    pages, after = [], (-1, None)
+    while True:
+        page = store.groups_since(a, after[0], limit=7, after_group=after[1])
+        if not page:
+            break
+        pages += [(g.step, g.id) for g in page]
+        after = (page[-1].step, page[-1].id)
+    assert pages == everything and len(everything) == 44
+    assert [g.step for g in store.groups_since(a, 19)] == [20, 20, 20]  # without after_group: all of step 19 seen
