@@ -75,16 +75,27 @@ class MetricSeries:
 
     def extend(self, points: Iterable[MetricPoint]) -> int:
         """Append points (ordered by step); returns how many were new."""
-        added = 0
-        for point in points:
-            steps, values = self.data.setdefault(point.key, ([], []))
-            if steps and steps[-1] >= point.step:
+        return self.extend_rows((point.step, point.key, point.value, point.wall_time) for point in points)
+
+    def extend_rows(self, rows: Iterable[tuple[int, str, float | None, float]]) -> int:
+        """:meth:`extend` for ``(step, key, value, wall_time)`` tuples (``Store.metric_rows``); returns how many
+        were new."""
+        added, data, wall, last_step = 0, self.data, self.wall, self.last_step
+        for step, key, value, wall_time in rows:
+            series = data.get(key)
+            if series is None:
+                series = data[key] = ([], [])
+            steps = series[0]
+            if steps and steps[-1] >= step:
                 continue
-            steps.append(point.step)
-            values.append(point.value)
-            self.wall.setdefault(point.step, point.wall_time)
-            self.last_step = max(self.last_step, point.step)
+            steps.append(step)
+            series[1].append(value)
+            if step not in wall:
+                wall[step] = wall_time
+            if step > last_step:
+                last_step = step
             added += 1
+        self.last_step = last_step
         return added
 
     def extend_summary(self, summaries: Iterable[MetricSummary]) -> int:

@@ -102,7 +102,7 @@ def doctor_report(ctx: AppContext, run_id: int, state: DoctorState | None) -> tu
         after = max(-1, (run.current_step or 0) - RECENT_STEPS)  # the latest steps only, however long the run
     else:
         after = state.series.cursor
-    state.series.extend(ctx.store.metrics_since(run_id, after))
+    state.series.extend_rows(ctx.store.metric_rows(run_id, after))
     state.series.keep_last(RECENT_STEPS)
     groups = ctx.store.recent_groups(run_id, limit=SAMPLE_GROUPS)
     findings = diagnose(state.series.data, groups, run.config)

@@ -74,7 +74,9 @@ def _number(value: float | None) -> float | None:
 
 def _points(series: Series, key: str) -> list[tuple[int, float | None]]:
     steps, values = series.get(key, ((), ()))
-    return [(int(s), _number(v)) for s, v in zip(steps, values, strict=False)]
+    # a finite float (what the store gives: NaN and inf come back as None) is taken as it is; ``v - v`` is NaN for
+    # inf and NaN
+    return [(int(s), v if type(v) is float and v - v == 0.0 else _number(v)) for s, v in zip(steps, values, strict=False)]
 
 
 def _streaks(points: list[tuple[int, float | None]], predicate, min_length: int) -> list[list[int]]:

@@ -4,6 +4,7 @@ Each check takes ``(series, groups, config)`` and returns its findings (see :fun
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -60,12 +61,15 @@ def _clipped(series: Series, groups: Sequence[GroupRecord], config: Mapping[str,
 
 
 def _kl(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
-    points = [(s, v) for s, v in _points(series, "kl") if v is not None]
+    points = sorted((s, v) for s, v in _points(series, "kl") if v is not None)
     high = [s for s, v in points if v > KL_MAX]
+    steps = [s for s, _ in points]
     rising = []
-    for i, (step, value) in enumerate(points):
-        earlier = [v for s, v in points[:i] if s <= step - KL_GROWTH_WINDOW]
-        if earlier and earlier[-1] >= KL_GROWTH_FLOOR and value >= KL_GROWTH_FACTOR * earlier[-1]:
+    for step, value in points:
+        # the latest point at least KL_GROWTH_WINDOW steps earlier (a binary search: the doctor reads 1,000 steps)
+        before = bisect.bisect_right(steps, step - KL_GROWTH_WINDOW)
+        earlier = points[before - 1][1] if before else None
+        if earlier is not None and earlier >= KL_GROWTH_FLOOR and value >= KL_GROWTH_FACTOR * earlier:
             rising.append(step)
     if not high and not rising:
         return []

@@ -78,8 +78,8 @@ def test_the_doctor_reads_and_keeps_only_the_latest_steps_of_a_long_run(store, m
     store.update_run(run.id, current_step=300)
     ctx = SimpleNamespace(store=store)
     reads = []
-    original = store.metrics_since
-    monkeypatch.setattr(store, "metrics_since", lambda run_id, after=-1, *a, **k: reads.append(after)
+    original = store.metric_rows
+    monkeypatch.setattr(store, "metric_rows", lambda run_id, after=-1, *a, **k: reads.append(after)
                         or original(run_id, after, *a, **k))
 
     _, state = doctor_tab.doctor_report(ctx, run.id, None)
