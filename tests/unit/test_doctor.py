@@ -77,6 +77,8 @@ def _codes(findings: list[Finding]) -> list[str]:
         ("grad_norm inf", _series(grad_norm=[0.1, math.inf, 0.2]), ["nan"]),
         ("rule mean NaN", _series(**{"rewards__code_tests__mean": [0.5, math.nan, 0.5]}), ["nan_rule"]),
         ("never a number is not NaN", _series(kl=[None, None, None]), []),
+        ("finite numbers whose sum overflows are not NaN", _series(**{"rewards__big__mean": [1e308, 1e308]}), []),
+        ("a string is not a number", _series(**{"rewards__odd__mean": [0.5, "x", 0.5]}), ["nan_rule"]),
         # loss exactly 0 is explained, not alarmed
         ("loss zero", _series(loss=[0.0, 0.0, 0.01]), ["loss_zero"]),
     ],

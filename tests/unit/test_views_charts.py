@@ -196,6 +196,34 @@ def test_metric_series_extend_is_incremental_and_deduplicates():
     assert series.wall == {1: 1001.0, 2: 1002.0, 3: 1003.0}
 
 
+def _one_by_one(rows):
+    series = MetricSeries()
+    for row in rows:  # each row alone: the point-by-point path
+        series._append_rows([row])
+    return series
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        # every step logs the same keys (periodic rows, sliced per key)
+        [(s, k, float(s) + i / 10, 1000.0 + s) for s in range(1, 6) for i, k in enumerate(["kl", "loss", "reward"])],
+        # a key at some steps only (an eval metric), and a None
+        [(1, "kl", 0.1, 1001.0), (1, "reward", None, 1001.0), (2, "eval_reward", 0.5, 1002.5),
+         (2, "kl", 0.2, 1002.0), (2, "reward", 0.3, 1002.0), (3, "reward", 0.4, 1003.0)],
+        # a step read twice for one key: the first value stays, as point by point
+        [(1, "reward", 0.1, 1001.0), (2, "reward", 0.2, 1002.0), (2, "reward", 0.9, 1009.0), (3, "reward", 0.3, 1003.0)],
+    ],
+    ids=["periodic", "uneven keys", "repeated step"],
+)
+def test_a_first_read_of_rows_equals_reading_them_point_by_point(rows):
+    fast = MetricSeries()
+    assert fast.extend_rows(rows) == sum(len(steps) for steps, _ in _one_by_one(rows).data.values())
+    slow = _one_by_one(rows)
+    assert fast.data == slow.data and fast.wall == slow.wall and fast.last_step == slow.last_step == rows[-1][0]
+    assert fast.extend_rows([(rows[-1][0], "reward", 7.0, 0.0)]) == 0  # a step seen already adds nothing
+
+
 def test_metric_series_last_and_reward_rule_keys():
     series = MetricSeries()
     series.extend(
