@@ -18,6 +18,7 @@ from storage.records import (
     SweepInfo,
     TokenStats,
 )
+from storage.step_cache import StepCache
 from storage.store import Store
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "RunStatus",
     "SearchHit",
     "SearchPage",
+    "StepCache",
     "Store",
     "StoreError",
     "SweepInfo",
