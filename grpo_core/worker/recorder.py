@@ -49,7 +49,7 @@ from grpo_core.rewards.registry import completion_text
 from grpo_core.run_rows import ROW_INDEX_COLUMN, prompt_text
 from grpo_core.worker.models import EndOfSequence
 from grpo_core.worker.store_writer import StoreWrite, StoreWriter
-from storage import CompletionRecord, GroupRecord, Store
+from storage import CompletionRecord, GroupRecord, StepCache, Store
 
 if TYPE_CHECKING:
     from grpo_core.worker.token_stats import TokenCapture
@@ -187,6 +187,19 @@ def tail_of_trl_logs(logs: dict[str, Any], count: int) -> dict[str, Any]:
         "advantages": tail(logs["advantages"]),
         "rewards": {name: tail(values) for name, values in logs["rewards"].items()},
         "extra": {name: tail(values) for name, values in logs.get("extra", {}).items()},
+    }
+
+
+def snapshot_of_trl_logs(logs: dict[str, Any]) -> dict[str, Any]:
+    """A copy of TRL's per-completion buffers (``GRPOTrainer._logs``: deques TRL's next generation extends) as plain
+    lists, for :func:`groups_from_trl_logs` on another thread. The entries themselves are shared (strings, numbers
+    and message lists TRL does not change); a buffer TRL lacks is empty."""
+    return {
+        "prompt": list(logs.get("prompt", ())),
+        "completion": list(logs.get("completion", ())),
+        "advantages": list(logs.get("advantages", ())),
+        "rewards": {name: list(values) for name, values in logs.get("rewards", {}).items()},
+        "extra": {name: list(values) for name, values in logs.get("extra", {}).items()},
     }
 
 
@@ -332,7 +345,8 @@ class RunRecorder(TrainerCallback):
         self.trainer = None
         self.cancelled = False
         self._recorded_generation = 0
-        self._eval_groups: list[GroupRecord] = []
+        self._eval_batches: list[tuple[int, dict[str, Any]]] = []  # (step, copy of TRL's buffers) per eval batch
+        self.step_cache = StepCache()  # the writer thread's: each metric's last history bucket, the last group steps
         self._cancel_check: int | None = None
 
     def attach(self, trainer) -> None:
@@ -374,8 +388,9 @@ class RunRecorder(TrainerCallback):
                 self.heartbeat.beat(step=state.global_step, phase="training")
 
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
-        """After the step's rollout, scoring and backward: have the writer thread read the cancel flag."""
-        if state.is_world_process_zero and self.heartbeat is not None:
+        """After the step's rollout, scoring and backward: have an idle writer thread read the cancel flag (a busy
+        one reads it anyway in the transaction of the step it is writing)."""
+        if state.is_world_process_zero and self.heartbeat is not None and self.writer.applied >= self.writer.submitted:
             heartbeat = self.heartbeat
             self._cancel_check = self.writer.submit(StoreWrite("cancel check", lambda _store: heartbeat.check_cancel()))
 
@@ -384,8 +399,9 @@ class RunRecorder(TrainerCallback):
             if self._cancel_check is not None:
                 self.writer.wait_applied(self._cancel_check, timeout_s=self.cancel_wait_s)
                 self._cancel_check = None
-            heartbeat, step = self.heartbeat, state.global_step
-            self.writer.submit(StoreWrite(f"step {step} heartbeat", lambda _store: heartbeat.beat(step=step)))
+            if not getattr(control, "should_log", False):  # a logging step beats in its log's transaction
+                heartbeat, step = self.heartbeat, state.global_step
+                self.writer.submit(StoreWrite(f"step {step} heartbeat", lambda _store: heartbeat.beat(step=step)))
         if self._cancel_agreed(args):
             self.cancelled = True
             control.should_training_stop = True
@@ -415,6 +431,10 @@ class RunRecorder(TrainerCallback):
         return bool(decision[0])
 
     def on_log(self, args, state, control, logs=None, **kwargs):
+        """Hand the step's metrics, and the groups of a new generation (or of the evaluation that just ended), to
+        the writer thread as one write: :meth:`storage.Store.record_step`, one transaction with the heartbeat and
+        the cancel read. The training thread only copies plain values; the groups and their token values are built
+        on the writer thread."""
         if not state.is_world_process_zero or not logs:
             return
         step = state.global_step
@@ -424,60 +444,68 @@ class RunRecorder(TrainerCallback):
         if self.device_metrics is not None and not evaluation and "train_runtime" not in logs:
             values.update(self.device_metrics())
         wall_time = time.time()
-        run_id = self.run_id
-        self.writer.submit(StoreWrite(f"step {step} metrics",
-                                      lambda store: store.record_metrics(run_id, step, values, wall_time)))
         if evaluation:
-            self._record_eval_groups(step)
+            split, build = "eval", self._eval_groups_builder()
         else:
-            self._record_train_groups(step)
+            split, build = "train", self._train_groups_builder(step)
+        run_id, heartbeat, cache = self.run_id, self.heartbeat, self.step_cache
+
+        def record(store: Store) -> None:
+            groups = build() if build is not None else []
+            cancel = store.record_step(run_id, step, metrics=values, wall_time=wall_time,
+                                       groups=[(split, groups)] if groups else (), cache=cache)
+            if cancel and heartbeat is not None:
+                heartbeat.cancel_requested.set()
+
+        label = f"step {step} metrics" + (f", {split} groups" if build is not None else "")
+        self.writer.submit(StoreWrite(label, record))
         if control.should_save:
             self.writer.flush(None)  # the checkpoint TRL writes next must not get ahead of the store
 
-    def _record_train_groups(self, step: int) -> None:
+    def _train_groups_builder(self, step: int) -> Callable[[], list[GroupRecord]] | None:
+        """A function, for the writer thread, building the groups of the latest training generation (with their
+        token values) from copies taken now; ``None`` when that generation is recorded already or has no group."""
         generation = self.tap.calls if self.tap is not None else None
         if self.trainer is None or generation == self._recorded_generation:
-            return
-        groups = groups_from_trl_logs(
-            self.trainer._logs,
-            step=step,
-            num_generations=self.num_generations,
-            reward_names=self.reward_names,
-            reward_weights=self.reward_weights,
-            rows=self.rows,
-        )
-        if groups:
-            if self.token_capture is not None:  # here, before the next generation resets the capture
-                groups = self.token_capture.attach(groups)
-            self._submit_groups(step, groups, "train")
-            self._recorded_generation = generation
+            return None
+        logs = snapshot_of_trl_logs(self.trainer._logs)
+        if min(len(logs["prompt"]), len(logs["completion"]), len(logs["advantages"])) < self.num_generations:
+            return None
+        self._recorded_generation = generation
+        capture = self.token_capture
+        captured = capture.snapshot() if capture is not None else None  # now: the next generation resets it
+        names, weights, size, rows = self.reward_names, self.reward_weights, self.num_generations, self.rows
 
-    def _submit_groups(self, step: int, groups: list[GroupRecord], split: str) -> None:
-        run_id = self.run_id
-        self.writer.submit(StoreWrite(f"step {step} {split} groups",
-                                      lambda store: store.record_groups(run_id, step, groups, split=split)))
+        def build() -> list[GroupRecord]:
+            groups = groups_from_trl_logs(logs, step=step, num_generations=size, reward_names=names,
+                                          reward_weights=weights, rows=rows)
+            return groups if capture is None else capture.attach(groups, captured)
+
+        return build
 
     def on_prediction_step(self, args, state, control, **kwargs):
-        """After each eval batch: cut its completions off the tail of TRL's buffers (which keep only the latest
-        ``generation_batch_size`` entries) into eval groups, kept until the evaluation's ``on_log``."""
+        """After each eval batch: copy its completions off the tail of TRL's buffers (which keep only the latest
+        ``generation_batch_size`` entries), to be cut into eval groups on the writer thread at the evaluation's
+        ``on_log``."""
         count = self.tap.eval_completions if self.tap is not None else 0
         if not state.is_world_process_zero or self.trainer is None or not count:
             return
         self.tap.eval_completions = 0
         # the tap counts this process's completions; TRL's buffers hold those gathered from every process
         gathered = count * max(1, getattr(args, "world_size", 1))
-        self._eval_groups += groups_from_trl_logs(
-            tail_of_trl_logs(self.trainer._logs, gathered),
-            step=state.global_step,
-            num_generations=self.num_generations,
-            reward_names=self.reward_names,
-            reward_weights=self.reward_weights,
-            rows=self.eval_rows,
-            split="eval",
-        )
+        self._eval_batches.append((state.global_step, tail_of_trl_logs(self.trainer._logs, gathered)))
 
-    def _record_eval_groups(self, step: int) -> None:
-        """Submit the groups of the evaluation that just ended (collected by :meth:`on_prediction_step`)."""
-        groups, self._eval_groups = self._eval_groups, []
-        if groups:
-            self._submit_groups(step, groups, "eval")
+    def _eval_groups_builder(self) -> Callable[[], list[GroupRecord]] | None:
+        """A function, for the writer thread, building the groups of the evaluation that just ended (the batches
+        :meth:`on_prediction_step` copied); ``None`` when there are none."""
+        batches, self._eval_batches = self._eval_batches, []
+        if not batches:
+            return None
+        names, weights, size, rows = self.reward_names, self.reward_weights, self.num_generations, self.eval_rows
+
+        def build() -> list[GroupRecord]:
+            return [group for step, logs in batches for group in groups_from_trl_logs(
+                logs, step=step, num_generations=size, reward_names=names, reward_weights=weights, rows=rows,
+                split="eval")]
+
+        return build

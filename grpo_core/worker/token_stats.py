@@ -11,13 +11,17 @@ once per generation in ``_generate_and_score_completions``) to make ``per_token_
   TRL shuffles and splits the batch into micro-batches (``shuffle_sequence_dict``, ``split_tensor_dict``), which
   carry the positions along like any other per-completion tensor;
 * ``_compute_loss``: around one training micro-batch, keeps what ``_get_per_token_logps_and_entropies`` returned
-  (detached, float16, on the CPU) with the micro-batch's completion ids, reference log-probabilities and positions,
-  the first time each completion is seen (with ``num_iterations`` > 1 it is trained on again, by a policy that
-  has moved);
+  with the micro-batch's completion ids, reference log-probabilities and positions (detached references only: no
+  arithmetic and no copy on the training thread). They become each completion's rows (float16, on the CPU) on the
+  writer thread, the first time each completion is seen (with ``num_iterations`` > 1 it is trained on again, by a
+  policy that has moved);
 * ``_get_per_token_logps_and_entropies``: hands its result to the capture while ``_compute_loss`` runs.
 
 :meth:`TokenCapture.attach` puts the values on the completions of the groups the
-:class:`~grpo_core.worker.recorder.RunRecorder` records, with each token decoded (:func:`token_pieces`). Only the main
+:class:`~grpo_core.worker.recorder.RunRecorder` records, with each token decoded (:func:`token_pieces`). The recorder
+calls it on its writer thread, with the :meth:`TokenCapture.snapshot` it took on the training thread at the step's log
+(copies of a dict and a list: the training thread does no arithmetic and no decoding); the decoding uses the capture's own copy of the tokenizer,
+so that it never shares a tokenizer with TRL's generation on the training thread. Only the main
 process captures, and only its own completions: with several processes those are the first of the gathered batch
 (TRL's ``gather_object`` concatenates by rank), the other processes' completions get none. Evaluation batches are not
 captured. KL is per token only when ``beta`` > 0 (without it TRL loads no reference model); it is ``None`` otherwise.
@@ -25,6 +29,7 @@ captured. KL is per token only when ``beta`` > 0 (without it TRL loads no refere
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Sequence
 from typing import Any
@@ -86,6 +91,34 @@ def token_pieces(tokenizer: Any, ids: Sequence[int], cache: dict[int, tuple[str,
     return pieces
 
 
+def _private_copy(tokenizer: Any) -> Any:
+    """A copy of ``tokenizer`` for the writer thread's decoding (a fast tokenizer's Rust object refuses to be used
+    while TRL's generation changes its padding settings on the training thread: "Already borrowed"); the tokenizer
+    itself when it cannot be copied."""
+    try:
+        return copy.deepcopy(tokenizer)
+    except Exception:  # noqa: BLE001 - decoding with the shared one still works, only not concurrently
+        return tokenizer
+
+
+@dataclasses.dataclass
+class _MicroBatch:
+    """One training micro-batch's tensors as TRL computed them, detached, on their device: ``positions`` (B,),
+    ``ids``/``mask``/``logps`` (B, T), ``entropy``, ``reference`` (the reference model's log-probabilities, only
+    with ``beta`` != 0) and ``old`` (the generating policy's) (B, T) or ``None``; ``bias_correction`` and
+    ``sequence_level``: TRL's ``use_bias_correction_kl`` and ``importance_sampling_level == "sequence"``."""
+
+    positions: torch.Tensor
+    ids: torch.Tensor
+    mask: torch.Tensor
+    logps: torch.Tensor
+    entropy: torch.Tensor | None
+    reference: torch.Tensor | None
+    old: torch.Tensor | None
+    bias_correction: bool
+    sequence_level: bool
+
+
 @dataclasses.dataclass
 class _Captured:
     """One completion's padded rows, as TRL computed them (float16 on the CPU): ``ids`` (T,), ``logprobs`` (T,),
@@ -96,6 +129,10 @@ class _Captured:
     logprobs: torch.Tensor
     kl: torch.Tensor | None
     entropy: torch.Tensor | None
+
+
+Snapshot = tuple[dict[int, _Captured], list[_MicroBatch]]
+"""A :meth:`TokenCapture.snapshot`: the rows computed so far and the micro-batches whose rows are not."""
 
 
 class TokenCapture:
@@ -116,6 +153,7 @@ class TokenCapture:
         self.trainer = None
         self.tokenizer = None
         self.captured: dict[int, _Captured] = {}
+        self._pending: list[_MicroBatch] = []  # the generation's micro-batches, rows not computed yet
         self.pieces: dict[int, tuple[str, bool]] = {}  # each token id decoded alone (token_pieces' cache)
         self._listening = False
         self._returned: tuple[torch.Tensor, torch.Tensor | None] | None = None
@@ -128,7 +166,7 @@ class TokenCapture:
             return self
         self.trainer = trainer
         processing = trainer.processing_class
-        self.tokenizer = getattr(processing, "tokenizer", processing)  # a multimodal processor holds a tokenizer
+        self.tokenizer = _private_copy(getattr(processing, "tokenizer", processing))  # a multimodal processor holds one
         generate = trainer._generate_and_score_completions
         compute_loss = trainer._compute_loss
         logps_and_entropies = trainer._get_per_token_logps_and_entropies
@@ -156,14 +194,14 @@ class TokenCapture:
             for name in self._WRAPPED:
                 self.trainer.__dict__.pop(name, None)
         self.trainer = None
-        self.captured = {}
+        self.captured, self._pending = {}, []
 
     # ------------------------------------------------------------------------------------------------ capture
     def _generated(self, output: dict[str, Any]) -> dict[str, Any]:
         """After TRL generated and scored a batch: a training batch starts a new capture and gets positions."""
         if self.trainer is not None and self.trainer.model.training and "completion_ids" in output:
             ids = output["completion_ids"]
-            self.captured = {}
+            self.captured, self._pending = {}, []  # new objects: a snapshot of the last generation keeps its own
             output[POSITION_KEY] = torch.arange(ids.size(0), device=ids.device)
         return output
 
@@ -183,36 +221,54 @@ class TokenCapture:
             self._returned = None
         return loss
 
-    @torch.no_grad()
     def _keep(self, inputs, positions: torch.Tensor, logps: torch.Tensor, entropies: torch.Tensor | None) -> None:
-        """Keep one micro-batch's per-token values, (B, T) each, as the completions' rows (first sight only)."""
-        positions = positions.tolist()
-        if all(p in self.captured for p in positions):
-            return
-        logps = logps.detach().float()
-        kl = None
+        """Keep one micro-batch's tensors, (B, T) each, detached and as they are (on their device): the training
+        thread does no arithmetic and no copy here; :meth:`_rows_of` turns them into rows on the writer thread.
+        TRL computes them afresh for every micro-batch and changes none of them in place."""
         reference = inputs.get("ref_per_token_logps")
-        if self.trainer.beta != 0.0 and reference is not None:
+        old = inputs.get("old_per_token_logps")
+        self._pending.append(_MicroBatch(
+            positions=positions.detach(),
+            ids=inputs["completion_ids"].detach(),
+            mask=inputs["completion_mask"].detach(),
+            logps=logps.detach(),
+            entropy=None if entropies is None else entropies.detach(),
+            reference=None if self.trainer.beta == 0.0 or reference is None else reference.detach(),
+            old=None if old is None else old.detach(),
+            bias_correction=bool(getattr(self.trainer.args, "use_bias_correction_kl", False)),
+            sequence_level=getattr(self.trainer, "importance_sampling_level", "token") == "sequence",
+        ))
+
+    @staticmethod
+    @torch.no_grad()
+    def _rows_of(batch: _MicroBatch, captured: dict[int, _Captured]) -> None:
+        """Add the rows of ``batch``'s completions not in ``captured`` yet (first sight only: with
+        ``num_iterations`` > 1 a completion is trained on again, by a policy that has moved)."""
+        positions = batch.positions.tolist()
+        if all(p in captured for p in positions):
+            return
+        logps = batch.logps.float()
+        kl = None
+        if batch.reference is not None:
             # TRL's per_token_kl (GRPOTrainer._compute_loss), from the same tensors. The estimator is >= 0; float32
             # rounding of exp(d) - d - 1 can leave a hair below 0 for d near 0, hence the clamp.
-            delta = reference.detach().float() - logps
+            delta = batch.reference.float() - logps
             kl = torch.exp(delta) - delta - 1
-            if getattr(self.trainer.args, "use_bias_correction_kl", False):
-                old = inputs.get("old_per_token_logps")
-                log_ratio = logps - (logps if old is None else old.detach().float())
-                if getattr(self.trainer, "importance_sampling_level", "token") == "sequence":
-                    mask = inputs["completion_mask"].float()
+            if batch.bias_correction:
+                log_ratio = logps - (logps if batch.old is None else batch.old.float())
+                if batch.sequence_level:
+                    mask = batch.mask.float()
                     log_ratio = ((log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1)
                 kl = kl * torch.exp(log_ratio)
             kl = kl.clamp(min=0.0).half().cpu()
         values = logps.half().cpu()
-        entropy = None if entropies is None else entropies.detach().half().cpu()
-        ids = inputs["completion_ids"].detach().cpu()
-        mask = inputs["completion_mask"].detach().cpu()
+        entropy = None if batch.entropy is None else batch.entropy.half().cpu()
+        ids = batch.ids.cpu()
+        mask = batch.mask.cpu()
         for row, position in enumerate(positions):
-            if position in self.captured:
+            if position in captured:
                 continue
-            self.captured[position] = _Captured(
+            captured[position] = _Captured(
                 ids=ids[row],
                 mask=mask[row],
                 logprobs=values[row],
@@ -221,14 +277,35 @@ class TokenCapture:
             )
 
     # ---------------------------------------------------------------------------------------------- recording
-    def stats_at(self, position: int, num_tokens: int | None = None) -> TokenStats | None:
+    def snapshot(self) -> Snapshot:
+        """What is captured of the latest training generation so far: a copy of the list of its micro-batches'
+        tensors and of the dict of rows (:attr:`captured`; the tensors and rows themselves are shared: never changed
+        once kept). Cheap: the training thread takes it at a log, and the writer thread gives it to
+        :meth:`attach`, which turns the micro-batches into rows there."""
+        return dict(self.captured), list(self._pending)
+
+    def _resolved(self, snapshot: Snapshot | None) -> dict[int, _Captured]:
+        """Position -> rows of a :meth:`snapshot` (default: of the capture as it is now), the micro-batches' rows
+        computed."""
+        captured, pending = self.snapshot() if snapshot is None else snapshot
+        captured = dict(captured)
+        for batch in pending:
+            self._rows_of(batch, captured)
+        return captured
+
+    def stats_at(self, position: int, num_tokens: int | None = None,
+                 snapshot: Snapshot | None = None) -> TokenStats | None:
         """The :class:`~storage.TokenStats` of the completion at ``position`` of the latest training generation
         (``None`` when TRL has not trained on it yet, or it is another process's).
 
         ``num_tokens`` is the completion's length (the :class:`~grpo_core.worker.recorder.RolloutTap`'s count);
         without it, the tokens of TRL's ``completion_mask`` (which ``mask_truncated_completions`` empties).
+        ``snapshot``: a :meth:`snapshot` (default: the capture as it is now).
         """
-        captured = self.captured.get(position)
+        return self._stats_of(self._resolved(snapshot).get(position), num_tokens)
+
+    def _stats_of(self, captured: _Captured | None, num_tokens: int | None) -> TokenStats | None:
+        """:meth:`stats_at` of one completion's rows."""
         if captured is None or self.tokenizer is None:
             return None
         width = captured.ids.size(0)
@@ -245,14 +322,17 @@ class TokenCapture:
             entropy=values(captured.entropy),
         )
 
-    def attach(self, groups: Sequence[GroupRecord]) -> list[GroupRecord]:
+    def attach(self, groups: Sequence[GroupRecord], snapshot: Snapshot | None = None) -> list[GroupRecord]:
         """``groups`` (:func:`~grpo_core.worker.recorder.groups_from_trl_logs` of the latest training generation,
-        in TRL's order) with :attr:`~storage.CompletionRecord.token_stats` set on each completion that has them."""
+        in TRL's order) with :attr:`~storage.CompletionRecord.token_stats` set on each completion that has them in
+        ``snapshot`` (a :meth:`snapshot`; default: the capture as it is now)."""
+        captured = self._resolved(snapshot)
         attached = []
         for number, group in enumerate(groups):
             completions = []
             for completion in group.completions:
-                stats = self.stats_at(number * self.num_generations + completion.index, completion.num_tokens)
+                stats = self._stats_of(captured.get(number * self.num_generations + completion.index),
+                                       completion.num_tokens)
                 completions.append(completion if stats is None else dataclasses.replace(completion, token_stats=stats))
             attached.append(dataclasses.replace(group, completions=completions))
         return attached

@@ -265,23 +265,26 @@ def test_a_worker_killed_after_a_checkpoint_keeps_every_step_before_it_once_and_
 
 def test_a_store_write_failing_on_the_writer_thread_fails_the_run_without_hanging(store, settings, tiny_model_dir):
     run = submit_run(store, tiny_config(tiny_model_dir, max_steps=4))
-    original = store.record_groups
+    original = store.record_step
 
-    def groups_fail_from_step_2(run_id, step, groups, **kwargs):
-        if step >= 2:
+    def groups_fail_from_step_2(run_id, step, **kwargs):
+        if step >= 2 and kwargs.get("groups"):
             raise RuntimeError("groups table unavailable")
-        return original(run_id, step, groups, **kwargs)
+        return original(run_id, step, **kwargs)
 
-    store.record_groups = groups_fail_from_step_2  # the worker's writer thread calls it through this store
+    store.record_step = groups_fail_from_step_2  # the worker's writer thread calls it through this store
     started = time.monotonic()
     assert train_run(store, settings, run.id) == RunStatus.FAILED
     assert time.monotonic() - started < 240
     final = store.get_run(run.id)
-    assert ("RecordingError: recording to the store failed (step 2 train groups): "
+    assert ("RecordingError: recording to the store failed (step 2 metrics, train groups): "
             "RuntimeError: groups table unavailable") in final.error, final.error
-    assert final.current_step == 2  # stopped at the scoring of step 3, which waits for step 2's writes
+    # Stopped at the scoring of step 3, which waits for step 2's write: one transaction for the step's metrics,
+    # groups and heartbeat, so step 2 is stored not at all and step 1 whole.
+    assert final.current_step == 1
     assert store.group_steps(run.id) == [1]
     assert "reward" in _metric_counts(store, run.id)[1]
+    assert 2 not in _metric_counts(store, run.id)
 
 
 # --------------------------------------------------------------------------------------------------- disk full
