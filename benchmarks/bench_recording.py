@@ -8,18 +8,22 @@ every write applied on the training thread inside the callback, as the recorder 
 "bare" (the recorder callback removed and the reward tap unwrapped), ``--reps`` times, the order rotated every
 repetition. A step's time is the interval between consecutive ``on_step_begin`` calls, so it includes the logging
 (and recording) of the step before; the first interval of each repetition is warm-up and dropped. Reports the
-median step time of each mode, the ratio of each recorded mode to bare (goal ≤ 1.02), and the time the training
-thread spends inside the recorder per step, measured directly: its callbacks plus the tap's wait for the store
-before each scoring (the end-of-training flush is reported apart: it happens once). "Recorded" and "inline" include the capture of every completion's per-token
-log-probability, KL and entropy (:mod:`grpo_core.worker.token_stats`; "bare" gives the trainer back TRL's own
-methods), and the bench prints the bytes each completion's token record takes in the store (float16 arrays and
-the token pieces' JSON).
+median step time of each mode; the ratio of each recorded mode to bare (goal ≤ 1.02), both of the pooled medians and
+per repetition (each repetition's recorded median over the bare median of the same repetition, which ran just before
+or after it: the median and the min-max of those ratios say how far the figure can be trusted); the time the
+training thread spends inside the recorder per step, measured directly: its callbacks, the token capture inside
+TRL's loss, and the tap's wait for the store before each scoring (the end-of-training flush is reported apart: it
+happens once); and the CPU time per step of the store writes on the thread that applies them (``time.thread_time``:
+the writer thread's work that competes with torch for the cores and the GIL). "Recorded" and "inline" include the
+capture of every completion's per-token log-probability, KL and entropy (:mod:`grpo_core.worker.token_stats`; "bare"
+gives the trainer back TRL's own methods), and the bench prints the bytes each completion's token record takes in
+the store (float16 arrays and the token pieces' JSON).
 
 What it leaves out: the GPU (on a GPU a step is shorter, so the same milliseconds weigh more), several processes,
 PostgreSQL, and a browser polling the same store. A tiny model's step is short too, which makes the ratio a
 pessimistic bound for real models; the direct per-step milliseconds are the number that transfers.
 
-Usage: ``python benchmarks/bench_recording.py [--steps 6] [--reps 3] [--model FOLDER]``
+Usage: ``python benchmarks/bench_recording.py [--steps 6] [--reps 8] [--model FOLDER]``
 """
 
 from __future__ import annotations

@@ -12,27 +12,35 @@ Two pieces cooperate:
   ``control.should_training_stop`` plus ``control.should_save`` (a checkpoint to resume from). Only the main
   process writes; with several processes it broadcasts its cancel decision so that all stop at the same step.
 
-The callbacks run on the training thread and do not write to the store themselves: they hand plain-Python writes
-to a :class:`~grpo_core.worker.store_writer.StoreWriter`, whose thread applies them in order. What is recorded when:
+The callbacks run on the training thread and do not write to the store themselves, nor build what is written: at
+each log they copy plain values (the logged scalars, TRL's per-completion buffers, the token capture's list of
+tensors) and hand one write to a :class:`~grpo_core.worker.store_writer.StoreWriter`, whose thread builds the groups
+(with each token decoded) and records the step with :meth:`storage.Store.record_step`: its metrics, its groups, the
+heartbeat (``current_step``) and a read of the cancel flag, in one transaction, with the metric history's last
+bucket per key kept in memory (:class:`storage.StepCache`), so a step reads nothing back. What is recorded when:
 
 * **Step N is in the store before step N+1 is scored.** The tap waits, before the first reward function runs, for
   every write submitted so far (the writer had the whole generation of step N+1 to drain them, so the wait is
-  usually nil). A step is recorded when its metrics and groups are in the store; writes replace rather than add
-  (a key per step, the groups of a step and split), so no step is ever stored twice.
+  usually nil). A step is recorded when its transaction commits: its metrics and groups together or neither; writes
+  replace rather than add (a key per step, the groups of a step and split), so no step is ever stored twice.
 * **What a kill keeps.** SIGKILL flushes nothing. A worker killed after step N+1's scoring began (the gate of
   ``tests/integration/gates.py`` holds a worker exactly there) keeps steps 1..N whole; killed earlier in step N+1
-  (during its generation), it keeps steps 1..N-1 whole and step N as far as the writer got (possibly its metrics
-  without its groups), which a resume from the last checkpoint drops and trains again.
+  (during its generation), it keeps steps 1..N-1 whole and step N whole or not at all, which a resume from the last
+  checkpoint drops or trains again.
 * **A checkpoint is never ahead of the store.** At a step that saves, the records of the steps it covers are
   flushed before TRL writes the checkpoint (``on_log`` with ``should_save``), so a resume from it never skips an
   unrecorded step.
 * **Train end, cancel, crash: everything.** ``on_train_end`` (also after a cancel, SIGTERM included) flushes; the
   worker's crash path calls :meth:`RunRecorder.close`, which flushes what was submitted before the exception.
-* **Cancel stays cheap and timely.** At ``on_pre_optimizer_step`` (after the step's rollout, scoring and backward)
-  the recorder asks the writer thread to read the run's cancel flag (one primary-key read); ``on_step_end`` takes
-  the answer, so a cancel requested before the step's optimizer update stops training at that step.
+* **Cancel stays cheap and timely.** Every step's transaction reads the run's cancel flag. At
+  ``on_pre_optimizer_step`` (after the step's rollout, scoring and backward) the recorder also asks the writer
+  thread, when it is idle (the common case: the scoring waited for it), to read the flag (one primary-key read),
+  and ``on_step_end`` takes the answer, so a cancel requested before the step's optimizer update stops training at
+  that step. A writer still busy (no scoring since the last log, e.g. ``num_iterations`` > 1) is not waited for:
+  the flag its transactions read stops training at the next step at the latest.
 * A failed write fails the run: the next callback raises
-  :class:`~grpo_core.worker.store_writer.RecordingError` from the write's exception.
+  :class:`~grpo_core.worker.store_writer.RecordingError` from the write's exception; the failed step's
+  transaction leaves nothing of it in the store.
 """
 
 from __future__ import annotations
@@ -301,8 +309,8 @@ class RunRecorder(TrainerCallback):
             log-probability, KL and entropy go with the recorded training groups (``None``: none recorded).
         writer: the :class:`~grpo_core.worker.store_writer.StoreWriter` that applies the writes (default: a new
             one on ``store``, its thread started by the first write).
-        cancel_wait_s: most seconds ``on_step_end`` waits for the writer's answer to the step's cancel check
-            (a writer behind by more than that lets the cancel take effect one step later).
+        cancel_wait_s: most seconds ``on_step_end`` waits for the idle writer's answer to the step's cancel check
+            (a slower answer lets the cancel take effect one step later).
 
     An evaluation (TRL logs its metrics with the ``eval_`` prefix: ``eval_reward``, ``eval_rewards/<fn>/mean``, ...)
     is recorded under TRL's names, and its groups with ``split="eval"``. See the module docstring for what is in
