@@ -258,6 +258,7 @@ _STEP_BEAT = (
 _CANCEL_READ = select(RunRow.__table__.c.cancel_requested).where(RunRow.__table__.c.id == bindparam("pk_id"))
 _INSERT_METRICS = insert(MetricRow.__table__)
 _INSERT_BUCKETS = insert(MetricBucketRow.__table__)
+_INSERT_SERIES = insert(MetricSeriesRow.__table__)
 _INSERT_GROUPS = insert(_GROUPS).returning(_GROUPS.c.id, sort_by_parameter_order=True)
 _INSERT_COMPLETIONS = insert(_COMPLETIONS)
 _INSERT_COMPLETIONS_IDS = insert(_COMPLETIONS).returning(_COMPLETIONS.c.id, sort_by_parameter_order=True)
@@ -805,9 +806,10 @@ class Store:
 
         ``cache`` (the :class:`~storage.step_cache.StepCache` of the run's only writer) makes a new step cost no
         read: each key's last history bucket comes from it (the new one is written in the same transaction, so the
-        history never disagrees with the raw points), and a step after the last stored one deletes nothing. A
-        key the cache lacks, a replayed step or a key whose history level rises takes the general path of
-        :meth:`record_metric_steps` for that step. The cache gets the new state only once the transaction
+        history never disagrees with the raw points), and a step after the last stored one deletes nothing. Keys
+        the cache lacks are read from the store (two reads for all of them; a key without any point yet starts its
+        history here); a replayed step, a key whose history level rises or raw points without a history take the
+        general path of :meth:`record_metric_steps` for that step. The cache gets the new state only once the transaction
         committed, and is cleared when it fails.
 
         Returns:
@@ -849,34 +851,61 @@ class Store:
                             rows: dict[str, dict[str, Any]], cache: StepCache | None) -> dict[str, SeriesState]:
         """The metrics part of :meth:`record_step` (not committed); returns each key's new history state (its last
         bucket only) for ``cache``, empty without one."""
-        known = None if cache is None else [cache.series.get(key) for key in rows]
-        fast = known is not None and all(
-            state is not None and state.last_step < step
-            and level_for(state.first_step, step, self.summary_buckets) == state.level
-            for state in known
-        )
-        if not fast:
+        if cache is None:
             self._write_metric_rows(session, run_id, {(step, key): row for key, row in rows.items()})
-            return {} if cache is None else self._series_states(connection, run_id, sorted(rows))
+            return {}
+        known = {key: cache.series.get(key) for key in rows}
+        missing = [key for key, state in known.items() if state is None]
+        first_points: set[str] = set()  # keys with no point stored at all: their history starts here
+        if missing:  # a new process (a resume) or new keys (an evaluation's, the closing summary's): two reads
+            known.update(self._series_states(connection, run_id, missing))
+            unknown = [key for key in missing if known[key] is None]
+            if unknown:
+                stored = set(connection.execute(
+                    select(MetricRow.key).where(MetricRow.run_id == run_id, MetricRow.key.in_(unknown)).distinct()
+                ).scalars())
+                first_points = {key for key in unknown if key not in stored}
+        fast = all(
+            key in first_points or (
+                state is not None and state.last_step < step
+                and level_for(state.first_step, step, self.summary_buckets) == state.level
+            )
+            for key, state in known.items()
+        )
+        if not fast:  # a replayed step, a level that rises, raw points without history: the general path
+            self._write_metric_rows(session, run_id, {(step, key): row for key, row in rows.items()})
+            return self._series_states(connection, run_id, sorted(rows))
         connection.execute(_INSERT_METRICS, list(rows.values()))
         inserts: list[dict[str, Any]] = []
         updates: list[dict[str, Any]] = []
+        series_inserts: list[dict[str, Any]] = []
         series_updates: list[dict[str, Any]] = []
         new: dict[str, SeriesState] = {}
-        for (key, row), state in zip(rows.items(), known, strict=True):
-            ((index, bucket),) = state.buckets.items()
-            state, _ = fold(SeriesState(state.level, state.first_step, state.last_step, {index: dataclasses.replace(bucket)}),
-                            [(step, row["value"], row["wall_time"])], self.summary_buckets)
+        for key, row in rows.items():
+            point = [(step, row["value"], row["wall_time"])]
+            state = known[key]
+            if state is None:
+                state, _ = fold(None, point, self.summary_buckets)
+                index = None
+                series_inserts.append({"run_id": run_id, "key": key, "level": state.level,
+                                       "first_step": state.first_step, "last_step": step})
+            else:
+                ((index, bucket),) = state.buckets.items()
+                state, _ = fold(SeriesState(state.level, state.first_step, state.last_step,
+                                            {index: dataclasses.replace(bucket)}), point, self.summary_buckets)
+                series_updates.append({"pk_run_id": run_id, "pk_key": key, "last_step": step})
             last_index = bucket_of(step, state.level)
             last_bucket = state.buckets[last_index]
             (updates if last_index == index else inserts).append(_bucket_values(run_id, key, last_index, last_bucket))
-            series_updates.append({"pk_run_id": run_id, "pk_key": key, "last_step": step})
             new[key] = SeriesState(state.level, state.first_step, step, {last_index: last_bucket})
         if inserts:
             connection.execute(_INSERT_BUCKETS, inserts)
         if updates:
             connection.execute(_BUCKET_UPDATE, [_by_key(values) for values in updates])
-        connection.execute(_SERIES_UPDATE, series_updates)
+        if series_inserts:
+            connection.execute(_INSERT_SERIES, series_inserts)
+        if series_updates:
+            connection.execute(_SERIES_UPDATE, series_updates)
         return new
 
     def _series_states(self, connection, run_id: int, keys: Sequence[str]) -> dict[str, SeriesState]:

@@ -152,3 +152,23 @@ def test_record_groups_still_replaces_a_steps_groups_with_their_token_values(sto
     assert len(store.groups_at(run.id, 1)) == 1
     assert _count(store, "SELECT COUNT(*) FROM completions") == 2
     assert _count(store, "SELECT COUNT(*) FROM completion_tokens") == 1
+
+
+def test_a_key_with_raw_points_but_no_history_gets_its_history_from_them(store):
+    """A run recorded before the history existed, resumed by a worker with a fresh cache: its keys' history is
+    built from every raw point, not started at the new step."""
+    store.summary_buckets = 8
+    run = _create_run(store)
+    for step in range(1, 21):
+        store.record_metrics(run.id, step, {"reward": step / 4}, wall_time=float(step))
+    with store.engine.begin() as conn:
+        conn.execute(text("DELETE FROM metric_buckets"))
+        conn.execute(text("DELETE FROM metric_series"))
+    cache = StepCache()
+    for step in (21, 22):
+        store.record_step(run.id, step, metrics={"reward": step / 4, "kl": 0.5}, wall_time=float(step), cache=cache)
+    reward = _summaries(store, run.id)["reward"]
+    assert reward.first_steps[0] == 1 and reward.last_steps[-1] == 22 and sum(reward.counts) == 22
+    recorded = _summaries(store, run.id)
+    store.rebuild_metric_summary(run.id)
+    assert _summaries(store, run.id) == recorded
