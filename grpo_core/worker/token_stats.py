@@ -11,16 +11,16 @@ once per generation in ``_generate_and_score_completions``) to make ``per_token_
   TRL shuffles and splits the batch into micro-batches (``shuffle_sequence_dict``, ``split_tensor_dict``), which
   carry the positions along like any other per-completion tensor;
 * ``_compute_loss``: around one training micro-batch, keeps what ``_get_per_token_logps_and_entropies`` returned
-  with the micro-batch's completion ids, reference log-probabilities and positions (detached references only: no
-  arithmetic and no copy on the training thread). They become each completion's rows (float16, on the CPU) on the
-  writer thread, the first time each completion is seen (with ``num_iterations`` > 1 it is trained on again, by a
-  policy that has moved);
+  (rounded to float16, as plain Python lists) with the micro-batch's completion ids, the KL from its reference
+  log-probabilities, and positions, the first time each completion is seen (with ``num_iterations`` > 1 it is
+  trained on again, by a policy that has moved);
 * ``_get_per_token_logps_and_entropies``: hands its result to the capture while ``_compute_loss`` runs.
 
 :meth:`TokenCapture.attach` puts the values on the completions of the groups the
 :class:`~grpo_core.worker.recorder.RunRecorder` records, with each token decoded (:func:`token_pieces`). The recorder
 calls it on its writer thread, with the :meth:`TokenCapture.snapshot` it took on the training thread at the step's log
-(copies of a dict and a list: the training thread does no arithmetic and no decoding); the decoding uses the capture's own copy of the tokenizer,
+(a copy of one dict: the training thread does no decoding, and the writer thread runs no torch, whose CPU thread
+pool a second calling thread makes contend with training: a 2.4x slower step on two cores); the decoding uses the capture's own copy of the tokenizer,
 so that it never shares a tokenizer with TRL's generation on the training thread. Only the main
 process captures, and only its own completions: with several processes those are the first of the gathered batch
 (TRL's ``gather_object`` concatenates by rank), the other processes' completions get none. Evaluation batches are not
@@ -102,37 +102,17 @@ def _private_copy(tokenizer: Any) -> Any:
 
 
 @dataclasses.dataclass
-class _MicroBatch:
-    """One training micro-batch's tensors as TRL computed them, detached, on their device: ``positions`` (B,),
-    ``ids``/``mask``/``logps`` (B, T), ``entropy``, ``reference`` (the reference model's log-probabilities, only
-    with ``beta`` != 0) and ``old`` (the generating policy's) (B, T) or ``None``; ``bias_correction`` and
-    ``sequence_level``: TRL's ``use_bias_correction_kl`` and ``importance_sampling_level == "sequence"``."""
-
-    positions: torch.Tensor
-    ids: torch.Tensor
-    mask: torch.Tensor
-    logps: torch.Tensor
-    entropy: torch.Tensor | None
-    reference: torch.Tensor | None
-    old: torch.Tensor | None
-    bias_correction: bool
-    sequence_level: bool
-
-
-@dataclasses.dataclass
 class _Captured:
-    """One completion's padded rows, as TRL computed them (float16 on the CPU): ``ids`` (T,), ``logprobs`` (T,),
-    ``kl`` (T,) or ``None``, ``entropy`` (T,) or ``None``; ``mask`` (T,) is TRL's ``completion_mask``."""
+    """One completion's values as TRL computed them, as plain Python (no tensor: the writer thread that decodes and
+    stores them must not run torch, whose CPU thread pool it would contend for with training): ``ids`` and the
+    float16-rounded ``logprobs``, ``kl`` (or ``None``) and ``entropy`` (or ``None``), one per position of the padded
+    micro-batch row (T each); ``tokens``: how many of them TRL's ``completion_mask`` counts."""
 
-    ids: torch.Tensor
-    mask: torch.Tensor
-    logprobs: torch.Tensor
-    kl: torch.Tensor | None
-    entropy: torch.Tensor | None
-
-
-Snapshot = tuple[dict[int, _Captured], list[_MicroBatch]]
-"""A :meth:`TokenCapture.snapshot`: the rows computed so far and the micro-batches whose rows are not."""
+    ids: list[int]
+    tokens: int
+    logprobs: list[float]
+    kl: list[float] | None
+    entropy: list[float] | None
 
 
 class TokenCapture:
@@ -153,7 +133,6 @@ class TokenCapture:
         self.trainer = None
         self.tokenizer = None
         self.captured: dict[int, _Captured] = {}
-        self._pending: list[_MicroBatch] = []  # the generation's micro-batches, rows not computed yet
         self.pieces: dict[int, tuple[str, bool]] = {}  # each token id decoded alone (token_pieces' cache)
         self._listening = False
         self._returned: tuple[torch.Tensor, torch.Tensor | None] | None = None
@@ -194,14 +173,14 @@ class TokenCapture:
             for name in self._WRAPPED:
                 self.trainer.__dict__.pop(name, None)
         self.trainer = None
-        self.captured, self._pending = {}, []
+        self.captured = {}
 
     # ------------------------------------------------------------------------------------------------ capture
     def _generated(self, output: dict[str, Any]) -> dict[str, Any]:
         """After TRL generated and scored a batch: a training batch starts a new capture and gets positions."""
         if self.trainer is not None and self.trainer.model.training and "completion_ids" in output:
             ids = output["completion_ids"]
-            self.captured, self._pending = {}, []  # new objects: a snapshot of the last generation keeps its own
+            self.captured = {}  # a new dict: a snapshot of the last generation keeps its own
             output[POSITION_KEY] = torch.arange(ids.size(0), device=ids.device)
         return output
 
@@ -221,80 +200,54 @@ class TokenCapture:
             self._returned = None
         return loss
 
-    def _keep(self, inputs, positions: torch.Tensor, logps: torch.Tensor, entropies: torch.Tensor | None) -> None:
-        """Keep one micro-batch's tensors, (B, T) each, detached and as they are (on their device): the training
-        thread does no arithmetic and no copy here; :meth:`_rows_of` turns them into rows on the writer thread.
-        TRL computes them afresh for every micro-batch and changes none of them in place."""
-        reference = inputs.get("ref_per_token_logps")
-        old = inputs.get("old_per_token_logps")
-        self._pending.append(_MicroBatch(
-            positions=positions.detach(),
-            ids=inputs["completion_ids"].detach(),
-            mask=inputs["completion_mask"].detach(),
-            logps=logps.detach(),
-            entropy=None if entropies is None else entropies.detach(),
-            reference=None if self.trainer.beta == 0.0 or reference is None else reference.detach(),
-            old=None if old is None else old.detach(),
-            bias_correction=bool(getattr(self.trainer.args, "use_bias_correction_kl", False)),
-            sequence_level=getattr(self.trainer, "importance_sampling_level", "token") == "sequence",
-        ))
-
-    @staticmethod
     @torch.no_grad()
-    def _rows_of(batch: _MicroBatch, captured: dict[int, _Captured]) -> None:
-        """Add the rows of ``batch``'s completions not in ``captured`` yet (first sight only: with
-        ``num_iterations`` > 1 a completion is trained on again, by a policy that has moved)."""
-        positions = batch.positions.tolist()
-        if all(p in captured for p in positions):
+    def _keep(self, inputs, positions: torch.Tensor, logps: torch.Tensor, entropies: torch.Tensor | None) -> None:
+        """Keep one micro-batch's per-token values, (B, T) each, as the completions' rows of plain Python numbers
+        (first sight only). A dozen small tensor operations and one copy each to Python lists: the decoding and
+        the packing wait for the writer thread."""
+        positions = positions.tolist()
+        if all(p in self.captured for p in positions):
             return
-        logps = batch.logps.float()
+        logps = logps.detach().float()
         kl = None
-        if batch.reference is not None:
+        reference = inputs.get("ref_per_token_logps")
+        if self.trainer.beta != 0.0 and reference is not None:
             # TRL's per_token_kl (GRPOTrainer._compute_loss), from the same tensors. The estimator is >= 0; float32
             # rounding of exp(d) - d - 1 can leave a hair below 0 for d near 0, hence the clamp.
-            delta = batch.reference.float() - logps
+            delta = reference.detach().float() - logps
             kl = torch.exp(delta) - delta - 1
-            if batch.bias_correction:
-                log_ratio = logps - (logps if batch.old is None else batch.old.float())
-                if batch.sequence_level:
-                    mask = batch.mask.float()
+            if getattr(self.trainer.args, "use_bias_correction_kl", False):
+                old = inputs.get("old_per_token_logps")
+                log_ratio = logps - (logps if old is None else old.detach().float())
+                if getattr(self.trainer, "importance_sampling_level", "token") == "sequence":
+                    mask = inputs["completion_mask"].float()
                     log_ratio = ((log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1)
                 kl = kl * torch.exp(log_ratio)
-            kl = kl.clamp(min=0.0).half().cpu()
-        values = logps.half().cpu()
-        entropy = None if batch.entropy is None else batch.entropy.half().cpu()
-        ids = batch.ids.cpu()
-        mask = batch.mask.cpu()
+            kl = kl.clamp(min=0.0).half().float().tolist()
+        values = logps.half().float().tolist()
+        entropy = None if entropies is None else entropies.detach().half().float().tolist()
+        ids = inputs["completion_ids"].tolist()
+        tokens = inputs["completion_mask"].sum(-1).tolist()
         for row, position in enumerate(positions):
-            if position in captured:
+            if position in self.captured:
                 continue
-            captured[position] = _Captured(
+            self.captured[position] = _Captured(
                 ids=ids[row],
-                mask=mask[row],
+                tokens=int(tokens[row]),
                 logprobs=values[row],
                 kl=None if kl is None else kl[row],
                 entropy=None if entropy is None else entropy[row],
             )
 
     # ---------------------------------------------------------------------------------------------- recording
-    def snapshot(self) -> Snapshot:
-        """What is captured of the latest training generation so far: a copy of the list of its micro-batches'
-        tensors and of the dict of rows (:attr:`captured`; the tensors and rows themselves are shared: never changed
-        once kept). Cheap: the training thread takes it at a log, and the writer thread gives it to
-        :meth:`attach`, which turns the micro-batches into rows there."""
-        return dict(self.captured), list(self._pending)
-
-    def _resolved(self, snapshot: Snapshot | None) -> dict[int, _Captured]:
-        """Position -> rows of a :meth:`snapshot` (default: of the capture as it is now), the micro-batches' rows
-        computed."""
-        captured, pending = self.snapshot() if snapshot is None else snapshot
-        captured = dict(captured)
-        for batch in pending:
-            self._rows_of(batch, captured)
-        return captured
+    def snapshot(self) -> dict[int, _Captured]:
+        """What is captured of the latest training generation so far, position -> its values: a copy of the dict
+        (the values are shared: never changed once kept). Cheap: the training thread takes it at a log, and the
+        writer thread gives it to :meth:`attach`."""
+        return dict(self.captured)
 
     def stats_at(self, position: int, num_tokens: int | None = None,
-                 snapshot: Snapshot | None = None) -> TokenStats | None:
+                 snapshot: dict[int, _Captured] | None = None) -> TokenStats | None:
         """The :class:`~storage.TokenStats` of the completion at ``position`` of the latest training generation
         (``None`` when TRL has not trained on it yet, or it is another process's).
 
@@ -302,31 +255,29 @@ class TokenCapture:
         without it, the tokens of TRL's ``completion_mask`` (which ``mask_truncated_completions`` empties).
         ``snapshot``: a :meth:`snapshot` (default: the capture as it is now).
         """
-        return self._stats_of(self._resolved(snapshot).get(position), num_tokens)
+        return self._stats_of((self.captured if snapshot is None else snapshot).get(position), num_tokens)
 
     def _stats_of(self, captured: _Captured | None, num_tokens: int | None) -> TokenStats | None:
         """:meth:`stats_at` of one completion's rows."""
         if captured is None or self.tokenizer is None:
             return None
-        width = captured.ids.size(0)
-        count = int(captured.mask.sum()) if num_tokens is None else min(int(num_tokens), width)
-        ids = captured.ids[:count].tolist()
+        count = captured.tokens if num_tokens is None else min(int(num_tokens), len(captured.ids))
 
-        def values(tensor: torch.Tensor | None) -> list[float] | None:
-            return None if tensor is None else tensor[:count].float().tolist()
+        def values(row: list[float] | None) -> list[float] | None:
+            return None if row is None else row[:count]
 
         return TokenStats(
-            pieces=token_pieces(self.tokenizer, ids, self.pieces),
+            pieces=token_pieces(self.tokenizer, captured.ids[:count], self.pieces),
             logprobs=values(captured.logprobs),
             kl=values(captured.kl),
             entropy=values(captured.entropy),
         )
 
-    def attach(self, groups: Sequence[GroupRecord], snapshot: Snapshot | None = None) -> list[GroupRecord]:
+    def attach(self, groups: Sequence[GroupRecord], snapshot: dict[int, _Captured] | None = None) -> list[GroupRecord]:
         """``groups`` (:func:`~grpo_core.worker.recorder.groups_from_trl_logs` of the latest training generation,
         in TRL's order) with :attr:`~storage.CompletionRecord.token_stats` set on each completion that has them in
         ``snapshot`` (a :meth:`snapshot`; default: the capture as it is now)."""
-        captured = self._resolved(snapshot)
+        captured = self.captured if snapshot is None else snapshot
         attached = []
         for number, group in enumerate(groups):
             completions = []

@@ -63,14 +63,13 @@ def _capture(rows: dict[int, tuple[list[int], list[float]]], *, kl: bool = True)
     capture.tokenizer = ByteTokenizer()
     for position, (ids, logprobs) in rows.items():
         width = 4  # padded to the micro-batch's longest completion
-        padded_ids = torch.tensor(ids + [4] * (width - len(ids)))
-        values = torch.tensor(logprobs + [0.0] * (width - len(logprobs)), dtype=torch.float16)
+        values = logprobs + [0.0] * (width - len(logprobs))
         capture.captured[position] = _Captured(
-            ids=padded_ids,
-            mask=torch.tensor([1] * len(ids) + [0] * (width - len(ids))),
+            ids=ids + [4] * (width - len(ids)),
+            tokens=len(ids),  # TRL's completion_mask
             logprobs=values,
-            kl=(-values / 4) if kl else None,
-            entropy=-values * 2,
+            kl=[-v / 4 for v in values] if kl else None,
+            entropy=[-v * 2 for v in values],
         )
     return capture
 
@@ -131,7 +130,7 @@ def _kept_capture() -> TokenCapture:
     return capture
 
 
-def test_the_loss_keeps_tensors_only_and_a_snapshot_outlives_the_next_generation():
+def test_the_loss_keeps_plain_values_once_and_a_snapshot_outlives_the_next_generation():
     capture = _kept_capture()
     logps = torch.tensor([[-0.5, -1.0, 0.0], [-2.0, -0.25, -4.0]])
     reference = logps + torch.tensor([[0.5, 0.0, 0.0], [0.0, 0.0, -1.0]])
@@ -140,10 +139,11 @@ def test_the_loss_keeps_tensors_only_and_a_snapshot_outlives_the_next_generation
               "ref_per_token_logps": reference}
     capture._keep(inputs, torch.tensor([3, 0]), logps, -logps * 2)  # TRL shuffled: rows are positions 3 and 0
     capture._keep(inputs, torch.tensor([3, 0]), logps - 9.0, None)  # num_iterations > 1: seen before, not kept
-    assert capture.captured == {}  # no rows computed on the training thread
+    assert sorted(capture.captured) == [0, 3]
+    assert all(type(v) is float for v in capture.captured[3].logprobs)  # plain numbers: no tensor for the writer
     snapshot = capture.snapshot()
     capture._generated({"completion_ids": torch.zeros(4, 3, dtype=torch.long)})  # the next generation
-    assert capture.snapshot() == ({}, [])
+    assert capture.snapshot() == {}
     groups = capture.attach(_groups(), snapshot)
     stats = [c.token_stats for g in groups for c in g.completions]
     assert stats[1] is None and stats[2] is None  # positions 1 and 2 were not trained on
