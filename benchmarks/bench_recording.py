@@ -96,10 +96,10 @@ def timed_recorder(recorder: RunRecorder, mode: str = "") -> tuple[list[float], 
     before scoring) and its end-of-training flush to accumulate their time (also by part, in :data:`PARTS`);
     returns the two lists of seconds."""
     spent: list[float] = []
-    for name in ("on_pre_optimizer_step", "on_step_end", "on_log", "on_prediction_step"):
+    for name in ("on_step_end", "on_log", "on_prediction_step"):
         setattr(recorder, name, _timed(getattr(recorder, name), spent, name, mode))
     if recorder.tap is not None:
-        recorder.tap.before_scoring = _timed(recorder.tap.before_scoring, spent, "wait before scoring", mode)
+        recorder.tap.before_scoring = _timed(recorder.tap.before_scoring, spent, "before scoring", mode)
     at_end: list[float] = []
     recorder.on_train_end = _timed(recorder.on_train_end, at_end)
     return spent, at_end

@@ -32,12 +32,13 @@ bucket per key kept in memory (:class:`storage.StepCache`), so a step reads noth
   unrecorded step.
 * **Train end, cancel, crash: everything.** ``on_train_end`` (also after a cancel, SIGTERM included) flushes; the
   worker's crash path calls :meth:`RunRecorder.close`, which flushes what was submitted before the exception.
-* **Cancel stays cheap and timely.** Every step's transaction reads the run's cancel flag. At
-  ``on_pre_optimizer_step`` (after the step's rollout, scoring and backward) the recorder also asks the writer
-  thread, when it is idle (the common case: the scoring waited for it), to read the flag (one primary-key read),
-  and ``on_step_end`` takes the answer, so a cancel requested before the step's optimizer update stops training at
-  that step. A writer still busy (no scoring since the last log, e.g. ``num_iterations`` > 1) is not waited for:
-  the flag its transactions read stops training at the next step at the latest.
+* **Cancel stays cheap and timely.** Every step's transaction reads the run's cancel flag. Before each scoring,
+  once the writer is idle (the tap waits for it), the recorder also has it read the flag (one primary-key read,
+  done while the step scores, backs up and updates), and ``on_step_end`` takes the answer (it is nearly always in
+  by then; it waits at most ``cancel_wait_s``), so a cancel requested before the step's scoring stops training at
+  that step, and one requested later (during the scoring, backward or optimizer update, or in a step without a
+  scoring, e.g. ``num_iterations`` > 1) at the next step, through the flag the step's own transaction reads. The
+  training thread never waits for a busy writer to answer.
 * A failed write fails the run: the next callback raises
   :class:`~grpo_core.worker.store_writer.RecordingError` from the write's exception; the failed step's
   transaction leaves nothing of it in the store.
@@ -309,8 +310,8 @@ class RunRecorder(TrainerCallback):
             log-probability, KL and entropy go with the recorded training groups (``None``: none recorded).
         writer: the :class:`~grpo_core.worker.store_writer.StoreWriter` that applies the writes (default: a new
             one on ``store``, its thread started by the first write).
-        cancel_wait_s: most seconds ``on_step_end`` waits for the idle writer's answer to the step's cancel check
-            (a slower answer lets the cancel take effect one step later).
+        cancel_wait_s: most seconds ``on_step_end`` waits for the answer to the cancel check submitted before the
+            step's scoring (a slower answer lets the cancel take effect one step later).
 
     An evaluation (TRL logs its metrics with the ``eval_`` prefix: ``eval_reward``, ``eval_rewards/<fn>/mean``, ...)
     is recorded under TRL's names, and its groups with ``split="eval"``. See the module docstring for what is in
@@ -356,6 +357,7 @@ class RunRecorder(TrainerCallback):
         self._eval_batches: list[tuple[int, dict[str, Any]]] = []  # (step, copy of TRL's buffers) per eval batch
         self.step_cache = StepCache()  # the writer thread's: each metric's last history bucket, the last group steps
         self._cancel_check: int | None = None
+        self._main_process = True  # on_train_begin says; before it (a test driving the callbacks): the main one
 
     def attach(self, trainer) -> None:
         """Give the recorder the trainer whose ``_logs`` buffers hold the latest groups (and tell the tap when the
@@ -363,15 +365,28 @@ class RunRecorder(TrainerCallback):
         self.trainer = trainer
         if self.tap is not None:
             self.tap.in_eval = lambda: not trainer.model.training
-            self.tap.before_scoring = self.wait_recorded
+            self.tap.before_scoring = self.before_scoring
 
     def wait_recorded(self) -> None:
-        """Block until every write submitted so far is in the store (the tap calls it before each scoring).
+        """Block until every write submitted so far is in the store.
 
         Raises:
             RecordingError: a write failed.
         """
         self.writer.wait_applied()
+
+    def before_scoring(self) -> None:
+        """The tap calls it before each scoring: wait until every write submitted so far is in the store, then (on
+        the main process) have the now idle writer read the run's cancel flag while the step scores, backs up and
+        updates; ``on_step_end`` takes the answer.
+
+        Raises:
+            RecordingError: a write failed.
+        """
+        self.writer.wait_applied()
+        if self._main_process and self.heartbeat is not None and self._cancel_check is None:
+            heartbeat = self.heartbeat
+            self._cancel_check = self.writer.submit(StoreWrite("cancel check", lambda _store: heartbeat.check_cancel()))
 
     def flush(self, timeout_s: float | None = None) -> None:
         """Wait until every write submitted so far is in the store (no limit by default).
@@ -390,17 +405,11 @@ class RunRecorder(TrainerCallback):
         self.writer.close(timeout_s)
 
     def on_train_begin(self, args, state, control, **kwargs):
+        self._main_process = state.is_world_process_zero
         if state.is_world_process_zero:
             self.writer.start()
             if self.heartbeat is not None:
                 self.heartbeat.beat(step=state.global_step, phase="training")
-
-    def on_pre_optimizer_step(self, args, state, control, **kwargs):
-        """After the step's rollout, scoring and backward: have an idle writer thread read the cancel flag (a busy
-        one reads it anyway in the transaction of the step it is writing)."""
-        if state.is_world_process_zero and self.heartbeat is not None and self.writer.applied >= self.writer.submitted:
-            heartbeat = self.heartbeat
-            self._cancel_check = self.writer.submit(StoreWrite("cancel check", lambda _store: heartbeat.check_cancel()))
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.heartbeat is not None and state.is_world_process_zero:
