@@ -1,7 +1,7 @@
 """Tests for grpo_core.worker.recorder's RunRecorder driven as TRL's Trainer drives it (its callbacks, in the
 Trainer's order), on a real SQLite store whose writes are made slow: the callbacks return without waiting for the
 store, step N is in the store before step N+1 is scored, a saving step flushes before the checkpoint, a cancel
-requested before the optimizer update stops that very step, and a failed write fails the next callback."""
+requested before the step's scoring stops that very step (one asked later, or with a busy writer, the next), and a failed write fails the next callback."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def test_a_saving_step_flushes_before_the_checkpoint_is_written(store):
     recorder.close()
 
 
-def test_a_cancel_requested_before_the_optimizer_update_stops_that_step(store):
+def test_a_cancel_requested_before_the_scoring_stops_that_step(store):
     run = _running_run(store)
     recorder = _recorder(store, run)
     state, control = TrainerState(), TrainerControl()
