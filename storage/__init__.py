@@ -19,6 +19,7 @@ from storage.records import (
     SweepInfo,
     TokenStats,
 )
+from storage.step_cache import StepCache
 from storage.store import Store
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "RunStatus",
     "SearchHit",
     "SearchPage",
+    "StepCache",
     "Store",
     "StoreError",
     "SweepInfo",

@@ -8,9 +8,11 @@ schema's creation and migration are in :mod:`storage.engine`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 import re
+import time
 import zlib
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
@@ -52,6 +54,7 @@ from storage.records import (
     SweepInfo,
     TokenStats,
 )
+from storage.step_cache import StepCache
 from storage.summary import SUMMARY_BUCKETS, Bucket, SeriesState, bucket_of, downsample, fold, level_for
 from storage.types import without_nul
 
@@ -91,6 +94,17 @@ def _finite(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) else None
+
+
+def _metric_rows(run_id: int, step: int, values: dict[str, Any], wall_time: float) -> dict[str, dict[str, Any]]:
+    """The ``metrics`` rows (key -> column values) of the scalars logged at ``step``: non-numbers skipped, a 0-d
+    tensor or NumPy scalar taken as its number, NaN/inf as NULL."""
+    rows: dict[str, dict[str, Any]] = {}
+    for k, v in values.items():
+        if v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool)) or hasattr(v, "item"):
+            v = v.item() if hasattr(v, "item") else v
+            rows[k] = {"run_id": run_id, "step": int(step), "key": k, "value": _finite(v), "wall_time": float(wall_time)}
+    return rows
 
 
 def _run_info(row: RunRow) -> RunInfo:
@@ -249,6 +263,48 @@ def _bucket_values(run_id: int, key: str, index: int, bucket: Bucket) -> dict[st
     return {"run_id": run_id, "key": key, "bucket": index, "first_step": bucket.first_step,
             "last_step": bucket.last_step, "count": bucket.count, "min": bucket.min, "max": bucket.max,
             "sum": bucket.sum, "last_value": bucket.last_value, "wall_time": bucket.wall_time}
+
+
+# The statements of Store.record_step, built once: a step's transaction only binds values (SQLAlchemy's compiled
+# cache then skips building and compiling them), and runs them as Core executemany, without ORM objects.
+_GROUPS = GroupRow.__table__
+_COMPLETIONS = CompletionRow.__table__
+_STEP_BEAT = (
+    update(RunRow.__table__).where(RunRow.__table__.c.id == bindparam("pk_id"))
+    .values(heartbeat_at=bindparam("heartbeat_at"), current_step=bindparam("current_step"))
+)
+_CANCEL_READ = select(RunRow.__table__.c.cancel_requested).where(RunRow.__table__.c.id == bindparam("pk_id"))
+_INSERT_METRICS = insert(MetricRow.__table__)
+_INSERT_BUCKETS = insert(MetricBucketRow.__table__)
+_INSERT_SERIES = insert(MetricSeriesRow.__table__)
+_INSERT_GROUPS = insert(_GROUPS).returning(_GROUPS.c.id, sort_by_parameter_order=True)
+_INSERT_COMPLETIONS = insert(_COMPLETIONS)
+_INSERT_COMPLETIONS_IDS = insert(_COMPLETIONS).returning(_COMPLETIONS.c.id, sort_by_parameter_order=True)
+_INSERT_TOKEN_STATS = insert(TokenStatsRow.__table__)
+
+
+def _split_clause(split: str):
+    """Rows of ``split`` in the ``groups`` table (``"train"`` is also NULL, as older rows have it)."""
+    return GroupRow.split.is_(None) | (GroupRow.split == "train") if split == "train" else GroupRow.split == split
+
+
+def _group_values(run_id: int, step: int, group: GroupRecord, split: str) -> dict[str, Any]:
+    return {"run_id": run_id, "step": step, "row_index": group.row_index, "prompt": group.prompt,
+            "extra": group.extra, "split": None if split == "train" else split}
+
+
+def _completion_values(group_id: int, c: CompletionRecord) -> dict[str, Any]:
+    return {"group_id": group_id, "index": c.index, "text": c.text,
+            "rewards": {k: _finite(v) for k, v in c.rewards.items()}, "total_reward": _finite(c.total_reward),
+            "advantage": _finite(c.advantage), "num_tokens": c.num_tokens, "truncated": bool(c.truncated)}
+
+
+def _token_stats_values(completion_id: int, stats: TokenStats) -> dict[str, Any]:
+    return {"completion_id": completion_id, "num_tokens": stats.num_tokens,
+            "pieces": [without_nul(p) for p in stats.pieces],
+            "logprobs": pack_float16(stats.logprobs),
+            "kl": None if stats.kl is None else pack_float16(stats.kl),
+            "entropy": None if stats.entropy is None else pack_float16(stats.entropy)}
 
 
 class Store:
@@ -569,8 +625,8 @@ class Store:
 
     def cancel_requested(self, run_id: int) -> bool:
         """Whether a cancel was asked for run ``run_id`` (one primary-key read; False for an unknown run)."""
-        with self._session() as session:
-            return bool(session.scalar(select(RunRow.cancel_requested).where(RunRow.id == run_id)))
+        with self.engine.connect() as connection:  # a Core read: no session, no ORM
+            return bool(connection.execute(_CANCEL_READ, {"pk_id": run_id}).scalar())
 
     def request_cancel(self, run_id: int) -> RunInfo:
         """Ask a run to stop. A queued run is cancelled at once; a running one stops at its next step.
@@ -711,40 +767,185 @@ class Store:
         """
         rows: dict[tuple[int, str], dict[str, Any]] = {}
         for step, values, wall_time in steps:
-            for k, v in values.items():
-                if v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool)) or hasattr(v, "item"):
-                    v = v.item() if hasattr(v, "item") else v
-                    rows[(int(step), k)] = {"run_id": run_id, "step": int(step), "key": k, "value": _finite(v),
-                                            "wall_time": float(wall_time)}
+            for key, row in _metric_rows(run_id, step, values, wall_time).items():
+                rows[(int(step), key)] = row
         if not rows:
             return 0
+        with self._session() as session:
+            self._write_metric_rows(session, run_id, rows)
+            session.commit()
+        return len(rows)
+
+    def _write_metric_rows(self, session: Session, run_id: int, rows: dict[tuple[int, str], dict[str, Any]]) -> None:
+        """The raw points ``rows`` ((step, key) -> row values) replacing any stored at the same step and key, the
+        run's ``current_step`` raised to their last step, and the downsampled history updated (or rebuilt, for
+        replaced points), in ``session``'s transaction (not committed)."""
         keys_of_step: dict[int, set[str]] = {}
         for step, key in rows:
             keys_of_step.setdefault(step, set()).add(key)
         steps_of_keys: dict[frozenset[str], list[int]] = {}
         for step, keys in keys_of_step.items():
             steps_of_keys.setdefault(frozenset(keys), []).append(step)
-        with self._session() as session:
-            replaced = 0
-            for keys, same in steps_of_keys.items():
-                replaced += session.execute(
-                    delete(MetricRow).where(
-                        MetricRow.run_id == run_id,
-                        MetricRow.step.in_(sorted(same)) if len(same) > 1 else MetricRow.step == same[0],
-                        MetricRow.key.in_(sorted(keys)),
-                    )
-                ).rowcount
-            session.execute(insert(MetricRow.__table__), list(rows.values()))  # core: no ORM bookkeeping
-            last = max(keys_of_step)
-            session.execute(
-                update(RunRow).where(RunRow.id == run_id, RunRow.current_step < last).values(current_step=last)
+        replaced = 0
+        for keys, same in steps_of_keys.items():
+            replaced += session.execute(
+                delete(MetricRow).where(
+                    MetricRow.run_id == run_id,
+                    MetricRow.step.in_(sorted(same)) if len(same) > 1 else MetricRow.step == same[0],
+                    MetricRow.key.in_(sorted(keys)),
+                )
+            ).rowcount
+        session.execute(insert(MetricRow.__table__), list(rows.values()))  # core: no ORM bookkeeping
+        last = max(keys_of_step)
+        session.execute(
+            update(RunRow).where(RunRow.id == run_id, RunRow.current_step < last).values(current_step=last)
+        )
+        points: dict[str, list[tuple[int, float | None, float]]] = {}
+        for row in sorted(rows.values(), key=lambda r: r["step"]):
+            points.setdefault(row["key"], []).append((row["step"], row["value"], row["wall_time"]))
+        self._update_summary(session, run_id, points, replaced=replaced > 0)
+
+    def record_step(
+        self,
+        run_id: int,
+        step: int,
+        *,
+        metrics: dict[str, Any] | None = None,
+        wall_time: float | None = None,
+        groups: Sequence[tuple[str, Sequence[GroupRecord]]] = (),
+        cache: StepCache | None = None,
+    ) -> bool:
+        """Everything a training step records, in one transaction, and the run's cancel flag read in it.
+
+        Stores the scalars ``metrics`` logged at ``step`` (as :meth:`record_metrics`, at ``wall_time`` seconds
+        since the epoch, default now) and, per ``(split, groups)`` pair, the step's groups of that split (as
+        :meth:`record_groups`), sets the run's ``heartbeat_at`` to now and its ``current_step`` to ``step``, and
+        reads ``cancel_requested``. Either all of it is stored or, when a statement fails, none of it.
+
+        ``cache`` (the :class:`~storage.step_cache.StepCache` of the run's only writer) makes a new step cost no
+        read: each key's last history bucket comes from it (the new one is written in the same transaction, so the
+        history never disagrees with the raw points), and a step after the last stored one deletes nothing. Keys
+        the cache lacks are read from the store (two reads for all of them; a key without any point yet starts its
+        history here); a replayed step, a key whose history level rises or raw points without a history take the
+        general path of :meth:`record_metric_steps` for that step. The cache gets the new state only once the transaction
+        committed, and is cleared when it fails.
+
+        Returns:
+            Whether a cancel was asked for the run.
+
+        Raises:
+            sqlalchemy.exc.SQLAlchemyError: the database refused a statement (nothing of the step is stored).
+        """
+        rows = {} if metrics is None else _metric_rows(run_id, step, metrics,
+                                                      time.time() if wall_time is None else wall_time)
+        new_series: dict[str, SeriesState] = {}
+        new_group_steps: dict[str, int] = {}
+        try:
+            with self._session() as session:
+                connection = session.connection()
+                if rows:
+                    new_series = self._write_step_metrics(session, connection, run_id, step, rows, cache)
+                for split, of_split in groups:
+                    last = None if cache is None else cache.group_steps.get(split)
+                    if last is None:
+                        last = connection.execute(select(func.max(GroupRow.step)).where(
+                            GroupRow.run_id == run_id, _split_clause(split))).scalar()
+                        last = -1 if last is None else int(last)
+                    self._write_groups(connection, run_id, step, of_split, split, replace=step <= last)
+                    new_group_steps[split] = max(last, step)
+                connection.execute(_STEP_BEAT, {"pk_id": run_id, "heartbeat_at": utcnow(), "current_step": int(step)})
+                cancel = bool(connection.execute(_CANCEL_READ, {"pk_id": run_id}).scalar())
+                session.commit()
+        except BaseException:
+            if cache is not None:
+                cache.clear()
+            raise
+        if cache is not None:
+            cache.series.update(new_series)
+            cache.group_steps.update(new_group_steps)
+        return cancel
+
+    def _write_step_metrics(self, session: Session, connection, run_id: int, step: int,
+                            rows: dict[str, dict[str, Any]], cache: StepCache | None) -> dict[str, SeriesState]:
+        """The metrics part of :meth:`record_step` (not committed); returns each key's new history state (its last
+        bucket only) for ``cache``, empty without one."""
+        if cache is None:
+            self._write_metric_rows(session, run_id, {(step, key): row for key, row in rows.items()})
+            return {}
+        known = {key: cache.series.get(key) for key in rows}
+        missing = [key for key, state in known.items() if state is None]
+        first_points: set[str] = set()  # keys with no point stored at all: their history starts here
+        if missing:  # a new process (a resume) or new keys (an evaluation's, the closing summary's): two reads
+            known.update(self._series_states(connection, run_id, missing))
+            unknown = [key for key in missing if known[key] is None]
+            if unknown:
+                stored = set(connection.execute(
+                    select(MetricRow.key).where(MetricRow.run_id == run_id, MetricRow.key.in_(unknown)).distinct()
+                ).scalars())
+                first_points = {key for key in unknown if key not in stored}
+        fast = all(
+            key in first_points or (
+                state is not None and state.last_step < step
+                and level_for(state.first_step, step, self.summary_buckets) == state.level
             )
-            points: dict[str, list[tuple[int, float | None, float]]] = {}
-            for row in sorted(rows.values(), key=lambda r: r["step"]):
-                points.setdefault(row["key"], []).append((row["step"], row["value"], row["wall_time"]))
-            self._update_summary(session, run_id, points, replaced=replaced > 0)
-            session.commit()
-        return len(rows)
+            for key, state in known.items()
+        )
+        if not fast:  # a replayed step, a level that rises, raw points without history: the general path
+            self._write_metric_rows(session, run_id, {(step, key): row for key, row in rows.items()})
+            return self._series_states(connection, run_id, sorted(rows))
+        connection.execute(_INSERT_METRICS, list(rows.values()))
+        inserts: list[dict[str, Any]] = []
+        updates: list[dict[str, Any]] = []
+        series_inserts: list[dict[str, Any]] = []
+        series_updates: list[dict[str, Any]] = []
+        new: dict[str, SeriesState] = {}
+        for key, row in rows.items():
+            point = [(step, row["value"], row["wall_time"])]
+            state = known[key]
+            if state is None:
+                state, _ = fold(None, point, self.summary_buckets)
+                index = None
+                series_inserts.append({"run_id": run_id, "key": key, "level": state.level,
+                                       "first_step": state.first_step, "last_step": step})
+            else:
+                ((index, bucket),) = state.buckets.items()
+                state, _ = fold(SeriesState(state.level, state.first_step, state.last_step,
+                                            {index: dataclasses.replace(bucket)}), point, self.summary_buckets)
+                series_updates.append({"pk_run_id": run_id, "pk_key": key, "last_step": step})
+            last_index = bucket_of(step, state.level)
+            last_bucket = state.buckets[last_index]
+            (updates if last_index == index else inserts).append(_bucket_values(run_id, key, last_index, last_bucket))
+            new[key] = SeriesState(state.level, state.first_step, step, {last_index: last_bucket})
+        if inserts:
+            connection.execute(_INSERT_BUCKETS, inserts)
+        if updates:
+            connection.execute(_BUCKET_UPDATE, [_by_key(values) for values in updates])
+        if series_inserts:
+            connection.execute(_INSERT_SERIES, series_inserts)
+        if series_updates:
+            connection.execute(_SERIES_UPDATE, series_updates)
+        return new
+
+    def _series_states(self, connection, run_id: int, keys: Sequence[str]) -> dict[str, SeriesState]:
+        """The stored history state of ``keys`` with their last bucket only (two reads), for a :class:`StepCache`."""
+        series = connection.execute(
+            select(MetricSeriesRow.key, MetricSeriesRow.level, MetricSeriesRow.first_step, MetricSeriesRow.last_step)
+            .where(MetricSeriesRow.run_id == run_id, MetricSeriesRow.key.in_(keys))
+        ).all()
+        last = {row.key: bucket_of(row.last_step, row.level) for row in series}
+        if not last:
+            return {}
+        states: dict[str, SeriesState] = {}
+        by_key = {row.key: row for row in series}
+        for row in connection.execute(_bucket_columns().where(
+            MetricBucketRow.run_id == run_id, MetricBucketRow.key.in_(sorted(last)),
+            MetricBucketRow.bucket.in_(sorted(set(last.values()))),
+        )).all():
+            if last[row.key] == row.bucket:
+                of_key = by_key[row.key]
+                states[row.key] = SeriesState(of_key.level, of_key.first_step, of_key.last_step,
+                                              {row.bucket: _bucket(row)})
+        return states
 
     # ----------------------------------------------------------------------------- downsampled metric history
     def _update_summary(
@@ -1019,46 +1220,39 @@ class Store:
         """Store the sampled groups of ``step`` of one ``split`` (``"train"`` or ``"eval"``), replacing any already
         stored for that step and split (with their per-token values). Completions that carry
         :attr:`CompletionRecord.token_stats` get them stored too (:meth:`token_stats` reads them). Returns how many."""
-        same_split = GroupRow.split.is_(None) | (GroupRow.split == "train") if split == "train" else GroupRow.split == split
         with self._session() as session:
-            old = select(GroupRow.id).where(GroupRow.run_id == run_id, GroupRow.step == step, same_split)
-            session.execute(delete(CompletionRow).where(CompletionRow.group_id.in_(old)))
-            session.execute(delete(GroupRow).where(GroupRow.run_id == run_id, GroupRow.step == step, same_split))
-            rows = []
-            for group in groups:
-                row = GroupRow(
-                    run_id=run_id,
-                    step=step,
-                    row_index=group.row_index,
-                    prompt=group.prompt,
-                    extra=group.extra,
-                    split=None if split == "train" else split,
-                )
-                row.completions = [
-                    CompletionRow(
-                        index=c.index,
-                        text=c.text,
-                        rewards={k: _finite(v) for k, v in c.rewards.items()},
-                        total_reward=_finite(c.total_reward),
-                        advantage=_finite(c.advantage),
-                        num_tokens=c.num_tokens,
-                        truncated=bool(c.truncated),
-                    )
-                    for c in group.completions
-                ]
-                rows.append(row)
-                session.add(row)
-            with_tokens = [
-                (completion_row, c.token_stats)
-                for row, group in zip(rows, groups, strict=True)
-                for completion_row, c in zip(row.completions, group.completions, strict=True)
-                if c.token_stats is not None
-            ]
-            if with_tokens:
-                session.flush()  # the completions' ids
-                session.add_all(_token_stats_row(r.id, stats) for r, stats in with_tokens)
+            self._write_groups(session.connection(), run_id, step, groups, split, replace=True)
             session.commit()
         return len(groups)
+
+    def _write_groups(self, connection, run_id: int, step: int, groups: Sequence[GroupRecord], split: str, *,
+                      replace: bool) -> None:
+        """Insert ``groups`` of ``step`` and ``split`` with their completions and per-token values, in
+        ``connection``'s transaction (not committed), after deleting the step's groups of that split when
+        ``replace`` (a step that may have been stored before). Core executemany: one insert per table, the new
+        ids read back in order through ``RETURNING`` (SQLAlchemy's insertmanyvalues, SQLite and PostgreSQL)."""
+        if replace:
+            old = select(GroupRow.id).where(GroupRow.run_id == run_id, GroupRow.step == step, _split_clause(split))
+            connection.execute(delete(CompletionRow).where(CompletionRow.group_id.in_(old)))
+            connection.execute(delete(GroupRow).where(GroupRow.run_id == run_id, GroupRow.step == step,
+                                                      _split_clause(split)))
+        if not groups:
+            return
+        group_ids = connection.execute(
+            _INSERT_GROUPS, [_group_values(run_id, step, group, split) for group in groups]
+        ).scalars().all()
+        completions = [(group_id, c) for group_id, group in zip(group_ids, groups, strict=True) for c in group.completions]
+        if not completions:
+            return
+        values = [_completion_values(group_id, c) for group_id, c in completions]
+        if not any(c.token_stats is not None for _, c in completions):
+            connection.execute(_INSERT_COMPLETIONS, values)
+            return
+        completion_ids = connection.execute(_INSERT_COMPLETIONS_IDS, values).scalars().all()
+        connection.execute(_INSERT_TOKEN_STATS, [
+            _token_stats_values(completion_id, c.token_stats)
+            for completion_id, (_, c) in zip(completion_ids, completions, strict=True) if c.token_stats is not None
+        ])
 
     def record_token_stats(self, group_id: int, index: int, stats: TokenStats) -> None:
         """Store (or replace) the per-token values of completion ``index`` of group ``group_id``.

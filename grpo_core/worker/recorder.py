@@ -12,27 +12,36 @@ Two pieces cooperate:
   ``control.should_training_stop`` plus ``control.should_save`` (a checkpoint to resume from). Only the main
   process writes; with several processes it broadcasts its cancel decision so that all stop at the same step.
 
-The callbacks run on the training thread and do not write to the store themselves: they hand plain-Python writes
-to a :class:`~grpo_core.worker.store_writer.StoreWriter`, whose thread applies them in order. What is recorded when:
+The callbacks run on the training thread and do not write to the store themselves, nor build what is written: at
+each log they copy plain values (the logged scalars, TRL's per-completion buffers, the token capture's list of
+tensors) and hand one write to a :class:`~grpo_core.worker.store_writer.StoreWriter`, whose thread builds the groups
+(with each token decoded) and records the step with :meth:`storage.Store.record_step`: its metrics, its groups, the
+heartbeat (``current_step``) and a read of the cancel flag, in one transaction, with the metric history's last
+bucket per key kept in memory (:class:`storage.StepCache`), so a step reads nothing back. What is recorded when:
 
 * **Step N is in the store before step N+1 is scored.** The tap waits, before the first reward function runs, for
   every write submitted so far (the writer had the whole generation of step N+1 to drain them, so the wait is
-  usually nil). A step is recorded when its metrics and groups are in the store; writes replace rather than add
-  (a key per step, the groups of a step and split), so no step is ever stored twice.
+  usually nil). A step is recorded when its transaction commits: its metrics and groups together or neither; writes
+  replace rather than add (a key per step, the groups of a step and split), so no step is ever stored twice.
 * **What a kill keeps.** SIGKILL flushes nothing. A worker killed after step N+1's scoring began (the gate of
   ``tests/integration/gates.py`` holds a worker exactly there) keeps steps 1..N whole; killed earlier in step N+1
-  (during its generation), it keeps steps 1..N-1 whole and step N as far as the writer got (possibly its metrics
-  without its groups), which a resume from the last checkpoint drops and trains again.
+  (during its generation), it keeps steps 1..N-1 whole and step N whole or not at all, which a resume from the last
+  checkpoint drops or trains again.
 * **A checkpoint is never ahead of the store.** At a step that saves, the records of the steps it covers are
   flushed before TRL writes the checkpoint (``on_log`` with ``should_save``), so a resume from it never skips an
   unrecorded step.
 * **Train end, cancel, crash: everything.** ``on_train_end`` (also after a cancel, SIGTERM included) flushes; the
   worker's crash path calls :meth:`RunRecorder.close`, which flushes what was submitted before the exception.
-* **Cancel stays cheap and timely.** At ``on_pre_optimizer_step`` (after the step's rollout, scoring and backward)
-  the recorder asks the writer thread to read the run's cancel flag (one primary-key read); ``on_step_end`` takes
-  the answer, so a cancel requested before the step's optimizer update stops training at that step.
+* **Cancel stays cheap and timely.** Every step's transaction reads the run's cancel flag. Before each scoring,
+  once the writer is idle (the tap waits for it), the recorder also has it read the flag (one primary-key read,
+  done while the step scores, backs up and updates), and ``on_step_end`` takes the answer (it is nearly always in
+  by then; it waits at most ``cancel_wait_s``), so a cancel requested before the step's scoring stops training at
+  that step, and one requested later (during the scoring, backward or optimizer update, or in a step without a
+  scoring, e.g. ``num_iterations`` > 1) at the next step, through the flag the step's own transaction reads. The
+  training thread never waits for a busy writer to answer.
 * A failed write fails the run: the next callback raises
-  :class:`~grpo_core.worker.store_writer.RecordingError` from the write's exception.
+  :class:`~grpo_core.worker.store_writer.RecordingError` from the write's exception; the failed step's
+  transaction leaves nothing of it in the store.
 """
 
 from __future__ import annotations
@@ -49,7 +58,7 @@ from grpo_core.rewards.registry import completion_text
 from grpo_core.run_rows import ROW_INDEX_COLUMN, prompt_text
 from grpo_core.worker.models import EndOfSequence
 from grpo_core.worker.store_writer import StoreWrite, StoreWriter
-from storage import CompletionRecord, GroupRecord, Store
+from storage import CompletionRecord, GroupRecord, StepCache, Store
 
 if TYPE_CHECKING:
     from grpo_core.worker.token_stats import TokenCapture
@@ -190,6 +199,19 @@ def tail_of_trl_logs(logs: dict[str, Any], count: int) -> dict[str, Any]:
     }
 
 
+def snapshot_of_trl_logs(logs: dict[str, Any]) -> dict[str, Any]:
+    """A copy of TRL's per-completion buffers (``GRPOTrainer._logs``: deques TRL's next generation extends) as plain
+    lists, for :func:`groups_from_trl_logs` on another thread. The entries themselves are shared (strings, numbers
+    and message lists TRL does not change); a buffer TRL lacks is empty."""
+    return {
+        "prompt": list(logs.get("prompt", ())),
+        "completion": list(logs.get("completion", ())),
+        "advantages": list(logs.get("advantages", ())),
+        "rewards": {name: list(values) for name, values in logs.get("rewards", {}).items()},
+        "extra": {name: list(values) for name, values in logs.get("extra", {}).items()},
+    }
+
+
 class Heartbeat:
     """A daemon thread that tells the store every ``interval_s`` seconds that the worker lives.
 
@@ -288,8 +310,8 @@ class RunRecorder(TrainerCallback):
             log-probability, KL and entropy go with the recorded training groups (``None``: none recorded).
         writer: the :class:`~grpo_core.worker.store_writer.StoreWriter` that applies the writes (default: a new
             one on ``store``, its thread started by the first write).
-        cancel_wait_s: most seconds ``on_step_end`` waits for the writer's answer to the step's cancel check
-            (a writer behind by more than that lets the cancel take effect one step later).
+        cancel_wait_s: most seconds ``on_step_end`` waits for the answer to the cancel check submitted before the
+            step's scoring (a slower answer lets the cancel take effect one step later).
 
     An evaluation (TRL logs its metrics with the ``eval_`` prefix: ``eval_reward``, ``eval_rewards/<fn>/mean``, ...)
     is recorded under TRL's names, and its groups with ``split="eval"``. See the module docstring for what is in
@@ -332,8 +354,10 @@ class RunRecorder(TrainerCallback):
         self.trainer = None
         self.cancelled = False
         self._recorded_generation = 0
-        self._eval_groups: list[GroupRecord] = []
+        self._eval_batches: list[tuple[int, dict[str, Any]]] = []  # (step, copy of TRL's buffers) per eval batch
+        self.step_cache = StepCache()  # the writer thread's: each metric's last history bucket, the last group steps
         self._cancel_check: int | None = None
+        self._main_process = True  # on_train_begin says; before it (a test driving the callbacks): the main one
 
     def attach(self, trainer) -> None:
         """Give the recorder the trainer whose ``_logs`` buffers hold the latest groups (and tell the tap when the
@@ -341,15 +365,28 @@ class RunRecorder(TrainerCallback):
         self.trainer = trainer
         if self.tap is not None:
             self.tap.in_eval = lambda: not trainer.model.training
-            self.tap.before_scoring = self.wait_recorded
+            self.tap.before_scoring = self.before_scoring
 
     def wait_recorded(self) -> None:
-        """Block until every write submitted so far is in the store (the tap calls it before each scoring).
+        """Block until every write submitted so far is in the store.
 
         Raises:
             RecordingError: a write failed.
         """
         self.writer.wait_applied()
+
+    def before_scoring(self) -> None:
+        """The tap calls it before each scoring: wait until every write submitted so far is in the store, then (on
+        the main process) have the now idle writer read the run's cancel flag while the step scores, backs up and
+        updates; ``on_step_end`` takes the answer.
+
+        Raises:
+            RecordingError: a write failed.
+        """
+        self.writer.wait_applied()
+        if self._main_process and self.heartbeat is not None and self._cancel_check is None:
+            heartbeat = self.heartbeat
+            self._cancel_check = self.writer.submit(StoreWrite("cancel check", lambda _store: heartbeat.check_cancel()))
 
     def flush(self, timeout_s: float | None = None) -> None:
         """Wait until every write submitted so far is in the store (no limit by default).
@@ -368,24 +405,20 @@ class RunRecorder(TrainerCallback):
         self.writer.close(timeout_s)
 
     def on_train_begin(self, args, state, control, **kwargs):
+        self._main_process = state.is_world_process_zero
         if state.is_world_process_zero:
             self.writer.start()
             if self.heartbeat is not None:
                 self.heartbeat.beat(step=state.global_step, phase="training")
-
-    def on_pre_optimizer_step(self, args, state, control, **kwargs):
-        """After the step's rollout, scoring and backward: have the writer thread read the cancel flag."""
-        if state.is_world_process_zero and self.heartbeat is not None:
-            heartbeat = self.heartbeat
-            self._cancel_check = self.writer.submit(StoreWrite("cancel check", lambda _store: heartbeat.check_cancel()))
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.heartbeat is not None and state.is_world_process_zero:
             if self._cancel_check is not None:
                 self.writer.wait_applied(self._cancel_check, timeout_s=self.cancel_wait_s)
                 self._cancel_check = None
-            heartbeat, step = self.heartbeat, state.global_step
-            self.writer.submit(StoreWrite(f"step {step} heartbeat", lambda _store: heartbeat.beat(step=step)))
+            if not getattr(control, "should_log", False):  # a logging step beats in its log's transaction
+                heartbeat, step = self.heartbeat, state.global_step
+                self.writer.submit(StoreWrite(f"step {step} heartbeat", lambda _store: heartbeat.beat(step=step)))
         if self._cancel_agreed(args):
             self.cancelled = True
             control.should_training_stop = True
@@ -415,6 +448,10 @@ class RunRecorder(TrainerCallback):
         return bool(decision[0])
 
     def on_log(self, args, state, control, logs=None, **kwargs):
+        """Hand the step's metrics, and the groups of a new generation (or of the evaluation that just ended), to
+        the writer thread as one write: :meth:`storage.Store.record_step`, one transaction with the heartbeat and
+        the cancel read. The training thread only copies plain values; the groups and their token values are built
+        on the writer thread."""
         if not state.is_world_process_zero or not logs:
             return
         step = state.global_step
@@ -424,60 +461,68 @@ class RunRecorder(TrainerCallback):
         if self.device_metrics is not None and not evaluation and "train_runtime" not in logs:
             values.update(self.device_metrics())
         wall_time = time.time()
-        run_id = self.run_id
-        self.writer.submit(StoreWrite(f"step {step} metrics",
-                                      lambda store: store.record_metrics(run_id, step, values, wall_time)))
         if evaluation:
-            self._record_eval_groups(step)
+            split, build = "eval", self._eval_groups_builder()
         else:
-            self._record_train_groups(step)
+            split, build = "train", self._train_groups_builder(step)
+        run_id, heartbeat, cache = self.run_id, self.heartbeat, self.step_cache
+
+        def record(store: Store) -> None:
+            groups = build() if build is not None else []
+            cancel = store.record_step(run_id, step, metrics=values, wall_time=wall_time,
+                                       groups=[(split, groups)] if groups else (), cache=cache)
+            if cancel and heartbeat is not None:
+                heartbeat.cancel_requested.set()
+
+        label = f"step {step} metrics" + (f", {split} groups" if build is not None else "")
+        self.writer.submit(StoreWrite(label, record))
         if control.should_save:
             self.writer.flush(None)  # the checkpoint TRL writes next must not get ahead of the store
 
-    def _record_train_groups(self, step: int) -> None:
+    def _train_groups_builder(self, step: int) -> Callable[[], list[GroupRecord]] | None:
+        """A function, for the writer thread, building the groups of the latest training generation (with their
+        token values) from copies taken now; ``None`` when that generation is recorded already or has no group."""
         generation = self.tap.calls if self.tap is not None else None
         if self.trainer is None or generation == self._recorded_generation:
-            return
-        groups = groups_from_trl_logs(
-            self.trainer._logs,
-            step=step,
-            num_generations=self.num_generations,
-            reward_names=self.reward_names,
-            reward_weights=self.reward_weights,
-            rows=self.rows,
-        )
-        if groups:
-            if self.token_capture is not None:  # here, before the next generation resets the capture
-                groups = self.token_capture.attach(groups)
-            self._submit_groups(step, groups, "train")
-            self._recorded_generation = generation
+            return None
+        logs = snapshot_of_trl_logs(self.trainer._logs)
+        if min(len(logs["prompt"]), len(logs["completion"]), len(logs["advantages"])) < self.num_generations:
+            return None
+        self._recorded_generation = generation
+        capture = self.token_capture
+        captured = capture.snapshot() if capture is not None else None  # now: the next generation resets it
+        names, weights, size, rows = self.reward_names, self.reward_weights, self.num_generations, self.rows
 
-    def _submit_groups(self, step: int, groups: list[GroupRecord], split: str) -> None:
-        run_id = self.run_id
-        self.writer.submit(StoreWrite(f"step {step} {split} groups",
-                                      lambda store: store.record_groups(run_id, step, groups, split=split)))
+        def build() -> list[GroupRecord]:
+            groups = groups_from_trl_logs(logs, step=step, num_generations=size, reward_names=names,
+                                          reward_weights=weights, rows=rows)
+            return groups if capture is None else capture.attach(groups, captured)
+
+        return build
 
     def on_prediction_step(self, args, state, control, **kwargs):
-        """After each eval batch: cut its completions off the tail of TRL's buffers (which keep only the latest
-        ``generation_batch_size`` entries) into eval groups, kept until the evaluation's ``on_log``."""
+        """After each eval batch: copy its completions off the tail of TRL's buffers (which keep only the latest
+        ``generation_batch_size`` entries), to be cut into eval groups on the writer thread at the evaluation's
+        ``on_log``."""
         count = self.tap.eval_completions if self.tap is not None else 0
         if not state.is_world_process_zero or self.trainer is None or not count:
             return
         self.tap.eval_completions = 0
         # the tap counts this process's completions; TRL's buffers hold those gathered from every process
         gathered = count * max(1, getattr(args, "world_size", 1))
-        self._eval_groups += groups_from_trl_logs(
-            tail_of_trl_logs(self.trainer._logs, gathered),
-            step=state.global_step,
-            num_generations=self.num_generations,
-            reward_names=self.reward_names,
-            reward_weights=self.reward_weights,
-            rows=self.eval_rows,
-            split="eval",
-        )
+        self._eval_batches.append((state.global_step, tail_of_trl_logs(self.trainer._logs, gathered)))
 
-    def _record_eval_groups(self, step: int) -> None:
-        """Submit the groups of the evaluation that just ended (collected by :meth:`on_prediction_step`)."""
-        groups, self._eval_groups = self._eval_groups, []
-        if groups:
-            self._submit_groups(step, groups, "eval")
+    def _eval_groups_builder(self) -> Callable[[], list[GroupRecord]] | None:
+        """A function, for the writer thread, building the groups of the evaluation that just ended (the batches
+        :meth:`on_prediction_step` copied); ``None`` when there are none."""
+        batches, self._eval_batches = self._eval_batches, []
+        if not batches:
+            return None
+        names, weights, size, rows = self.reward_names, self.reward_weights, self.num_generations, self.eval_rows
+
+        def build() -> list[GroupRecord]:
+            return [group for step, logs in batches for group in groups_from_trl_logs(
+                logs, step=step, num_generations=size, reward_names=names, reward_weights=weights, rows=rows,
+                split="eval")]
+
+        return build

@@ -18,7 +18,8 @@ callables, ``write(store) -> None``, and applies them on its own thread in the o
   is scored" rule, and a flush before a checkpoint).
 
 A write is any callable taking the :class:`~storage.Store`; :class:`StoreWrite` names one for the log and the
-error message. A new kind of record is one more callable submitted the same way. Writes must hold plain Python
+error message. The recorder submits one per step (:meth:`storage.Store.record_step`, one transaction) and, when the
+writer is idle, a cancel check. A new kind of record is one more callable submitted the same way. Writes must hold plain Python
 values (numbers, strings, records), never tensors: they outlive the step that made them.
 
 With ``inline=True`` nothing is queued: each write is applied inside :meth:`~StoreWriter.submit`, on the caller's
@@ -37,7 +38,7 @@ from typing import Any
 
 from storage import Store
 
-#: Default most writes waiting in the queue (a step submits about three: a beat, its metrics, its groups).
+#: Default most writes waiting in the queue (a step submits one or two: a cancel check, its record).
 MAX_PENDING = 64
 #: Default most writes applied per wake-up of the writer thread.
 BATCH_SIZE = 32
@@ -98,6 +99,7 @@ class StoreWriter:
         self._failed_write = ""
         self._closed = False
         self._thread: threading.Thread | None = None
+        self.busy_s = 0.0  # CPU seconds of the applying thread spent in writes (time.thread_time), for benchmarks
 
     # ------------------------------------------------------------------------------------------ training thread
     @property
@@ -226,11 +228,13 @@ class StoreWriter:
 
     def _apply(self, number: int, write: Callable[[Store], Any]) -> None:
         if self._error is None:
+            started = time.thread_time()
             try:
                 write(self.store)
             except BaseException as exc:  # noqa: BLE001 - handed to the training thread, which raises it
                 self._failed_write = getattr(write, "label", None) or getattr(write, "__name__", repr(write))
                 self._error = exc
+            self.busy_s += time.thread_time() - started
         with self._done:
             self._applied = number
             self._done.notify_all()

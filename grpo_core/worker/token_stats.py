@@ -11,13 +11,17 @@ once per generation in ``_generate_and_score_completions``) to make ``per_token_
   TRL shuffles and splits the batch into micro-batches (``shuffle_sequence_dict``, ``split_tensor_dict``), which
   carry the positions along like any other per-completion tensor;
 * ``_compute_loss``: around one training micro-batch, keeps what ``_get_per_token_logps_and_entropies`` returned
-  (detached, float16, on the CPU) with the micro-batch's completion ids, reference log-probabilities and positions,
-  the first time each completion is seen (with ``num_iterations`` > 1 it is trained on again, by a policy that
-  has moved);
+  (rounded to float16, as plain Python lists) with the micro-batch's completion ids, the KL from its reference
+  log-probabilities, and positions, the first time each completion is seen (with ``num_iterations`` > 1 it is
+  trained on again, by a policy that has moved);
 * ``_get_per_token_logps_and_entropies``: hands its result to the capture while ``_compute_loss`` runs.
 
 :meth:`TokenCapture.attach` puts the values on the completions of the groups the
-:class:`~grpo_core.worker.recorder.RunRecorder` records, with each token decoded (:func:`token_pieces`). Only the main
+:class:`~grpo_core.worker.recorder.RunRecorder` records, with each token decoded (:func:`token_pieces`). The recorder
+calls it on its writer thread, with the :meth:`TokenCapture.snapshot` it took on the training thread at the step's log
+(a copy of one dict: the training thread does no decoding, and the writer thread runs no torch, whose CPU thread
+pool a second calling thread makes contend with training: a 2.4x slower step on two cores); the decoding uses the capture's own copy of the tokenizer,
+so that it never shares a tokenizer with TRL's generation on the training thread. Only the main
 process captures, and only its own completions: with several processes those are the first of the gathered batch
 (TRL's ``gather_object`` concatenates by rank), the other processes' completions get none. Evaluation batches are not
 captured. KL is per token only when ``beta`` > 0 (without it TRL loads no reference model); it is ``None`` otherwise.
@@ -25,6 +29,7 @@ captured. KL is per token only when ``beta`` > 0 (without it TRL loads no refere
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Sequence
 from typing import Any
@@ -86,16 +91,28 @@ def token_pieces(tokenizer: Any, ids: Sequence[int], cache: dict[int, tuple[str,
     return pieces
 
 
+def _private_copy(tokenizer: Any) -> Any:
+    """A copy of ``tokenizer`` for the writer thread's decoding (a fast tokenizer's Rust object refuses to be used
+    while TRL's generation changes its padding settings on the training thread: "Already borrowed"); the tokenizer
+    itself when it cannot be copied."""
+    try:
+        return copy.deepcopy(tokenizer)
+    except Exception:  # noqa: BLE001 - decoding with the shared one still works, only not concurrently
+        return tokenizer
+
+
 @dataclasses.dataclass
 class _Captured:
-    """One completion's padded rows, as TRL computed them (float16 on the CPU): ``ids`` (T,), ``logprobs`` (T,),
-    ``kl`` (T,) or ``None``, ``entropy`` (T,) or ``None``; ``mask`` (T,) is TRL's ``completion_mask``."""
+    """One completion's values as TRL computed them, as plain Python (no tensor: the writer thread that decodes and
+    stores them must not run torch, whose CPU thread pool it would contend for with training): ``ids`` and the
+    float16-rounded ``logprobs``, ``kl`` (or ``None``) and ``entropy`` (or ``None``), one per position of the padded
+    micro-batch row (T each); ``tokens``: how many of them TRL's ``completion_mask`` counts."""
 
-    ids: torch.Tensor
-    mask: torch.Tensor
-    logprobs: torch.Tensor
-    kl: torch.Tensor | None
-    entropy: torch.Tensor | None
+    ids: list[int]
+    tokens: int
+    logprobs: list[float]
+    kl: list[float] | None
+    entropy: list[float] | None
 
 
 class TokenCapture:
@@ -128,7 +145,7 @@ class TokenCapture:
             return self
         self.trainer = trainer
         processing = trainer.processing_class
-        self.tokenizer = getattr(processing, "tokenizer", processing)  # a multimodal processor holds a tokenizer
+        self.tokenizer = _private_copy(getattr(processing, "tokenizer", processing))  # a multimodal processor holds one
         generate = trainer._generate_and_score_completions
         compute_loss = trainer._compute_loss
         logps_and_entropies = trainer._get_per_token_logps_and_entropies
@@ -163,7 +180,7 @@ class TokenCapture:
         """After TRL generated and scored a batch: a training batch starts a new capture and gets positions."""
         if self.trainer is not None and self.trainer.model.training and "completion_ids" in output:
             ids = output["completion_ids"]
-            self.captured = {}
+            self.captured = {}  # a new dict: a snapshot of the last generation keeps its own
             output[POSITION_KEY] = torch.arange(ids.size(0), device=ids.device)
         return output
 
@@ -185,7 +202,9 @@ class TokenCapture:
 
     @torch.no_grad()
     def _keep(self, inputs, positions: torch.Tensor, logps: torch.Tensor, entropies: torch.Tensor | None) -> None:
-        """Keep one micro-batch's per-token values, (B, T) each, as the completions' rows (first sight only)."""
+        """Keep one micro-batch's per-token values, (B, T) each, as the completions' rows of plain Python numbers
+        (first sight only). A dozen small tensor operations and one copy each to Python lists: the decoding and
+        the packing wait for the writer thread."""
         positions = positions.tolist()
         if all(p in self.captured for p in positions):
             return
@@ -204,55 +223,67 @@ class TokenCapture:
                     mask = inputs["completion_mask"].float()
                     log_ratio = ((log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1)
                 kl = kl * torch.exp(log_ratio)
-            kl = kl.clamp(min=0.0).half().cpu()
-        values = logps.half().cpu()
-        entropy = None if entropies is None else entropies.detach().half().cpu()
-        ids = inputs["completion_ids"].detach().cpu()
-        mask = inputs["completion_mask"].detach().cpu()
+            kl = kl.clamp(min=0.0).half().float().tolist()
+        values = logps.half().float().tolist()
+        entropy = None if entropies is None else entropies.detach().half().float().tolist()
+        ids = inputs["completion_ids"].tolist()
+        tokens = inputs["completion_mask"].sum(-1).tolist()
         for row, position in enumerate(positions):
             if position in self.captured:
                 continue
             self.captured[position] = _Captured(
                 ids=ids[row],
-                mask=mask[row],
+                tokens=int(tokens[row]),
                 logprobs=values[row],
                 kl=None if kl is None else kl[row],
                 entropy=None if entropy is None else entropy[row],
             )
 
     # ---------------------------------------------------------------------------------------------- recording
-    def stats_at(self, position: int, num_tokens: int | None = None) -> TokenStats | None:
+    def snapshot(self) -> dict[int, _Captured]:
+        """What is captured of the latest training generation so far, position -> its values: a copy of the dict
+        (the values are shared: never changed once kept). Cheap: the training thread takes it at a log, and the
+        writer thread gives it to :meth:`attach`."""
+        return dict(self.captured)
+
+    def stats_at(self, position: int, num_tokens: int | None = None,
+                 snapshot: dict[int, _Captured] | None = None) -> TokenStats | None:
         """The :class:`~storage.TokenStats` of the completion at ``position`` of the latest training generation
         (``None`` when TRL has not trained on it yet, or it is another process's).
 
         ``num_tokens`` is the completion's length (the :class:`~grpo_core.worker.recorder.RolloutTap`'s count);
         without it, the tokens of TRL's ``completion_mask`` (which ``mask_truncated_completions`` empties).
+        ``snapshot``: a :meth:`snapshot` (default: the capture as it is now).
         """
-        captured = self.captured.get(position)
+        return self._stats_of((self.captured if snapshot is None else snapshot).get(position), num_tokens)
+
+    def _stats_of(self, captured: _Captured | None, num_tokens: int | None) -> TokenStats | None:
+        """:meth:`stats_at` of one completion's rows."""
         if captured is None or self.tokenizer is None:
             return None
-        width = captured.ids.size(0)
-        count = int(captured.mask.sum()) if num_tokens is None else min(int(num_tokens), width)
-        ids = captured.ids[:count].tolist()
+        count = captured.tokens if num_tokens is None else min(int(num_tokens), len(captured.ids))
 
-        def values(tensor: torch.Tensor | None) -> list[float] | None:
-            return None if tensor is None else tensor[:count].float().tolist()
+        def values(row: list[float] | None) -> list[float] | None:
+            return None if row is None else row[:count]
 
         return TokenStats(
-            pieces=token_pieces(self.tokenizer, ids, self.pieces),
+            pieces=token_pieces(self.tokenizer, captured.ids[:count], self.pieces),
             logprobs=values(captured.logprobs),
             kl=values(captured.kl),
             entropy=values(captured.entropy),
         )
 
-    def attach(self, groups: Sequence[GroupRecord]) -> list[GroupRecord]:
+    def attach(self, groups: Sequence[GroupRecord], snapshot: dict[int, _Captured] | None = None) -> list[GroupRecord]:
         """``groups`` (:func:`~grpo_core.worker.recorder.groups_from_trl_logs` of the latest training generation,
-        in TRL's order) with :attr:`~storage.CompletionRecord.token_stats` set on each completion that has them."""
+        in TRL's order) with :attr:`~storage.CompletionRecord.token_stats` set on each completion that has them in
+        ``snapshot`` (a :meth:`snapshot`; default: the capture as it is now)."""
+        captured = self.captured if snapshot is None else snapshot
         attached = []
         for number, group in enumerate(groups):
             completions = []
             for completion in group.completions:
-                stats = self.stats_at(number * self.num_generations + completion.index, completion.num_tokens)
+                stats = self._stats_of(captured.get(number * self.num_generations + completion.index),
+                                       completion.num_tokens)
                 completions.append(completion if stats is None else dataclasses.replace(completion, token_stats=stats))
             attached.append(dataclasses.replace(group, completions=completions))
         return attached

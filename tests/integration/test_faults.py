@@ -4,7 +4,7 @@ launcher, into the store: a SQLite file, and a PostgreSQL database where the sui
 * out of memory (an address-space limit on the worker, a reward rule that allocates past it): failed "out of
   memory", earlier steps intact;
 * two runs at once writing to one SQLite file: both complete, every row there, no "database is locked";
-* cancel during the first step: cancelled at step 1, with a checkpoint;
+* cancel during the first step's scoring: cancelled at step 2 at the latest, with a checkpoint;
 * resume after a cancel, and after a killed worker: steps 1..N, each recorded exactly once;
 * a worker killed (SIGKILL: nothing is flushed) while step N+1 is scored, just after checkpoint-N: steps 1..N are
   in the store exactly once (the recorder's writer thread stored step N before step N+1's scoring began, and the
@@ -164,16 +164,18 @@ def test_cancel_during_generation_stops_within_one_step_and_saves_a_checkpoint(
     final = store.get_run(run.id)
     assert final.status == RunStatus.CANCELLED
     assert final.error is None  # it stopped by itself
-    assert final.current_step == 1
-    _assert_steps_recorded_once(store, run.id, steps=1)
+    # Asked during step 1's scoring (the gate is a reward function), after the flag's read before the scoring: the
+    # step's own transaction reads it, during step 2, which stops (grpo_core/worker/recorder.py: cancel).
+    assert final.current_step == 2
+    _assert_steps_recorded_once(store, run.id, steps=2)
     checkpoint = last_checkpoint(final.run_dir)
-    assert checkpoint is not None and checkpoint.step == 1  # saved on the way out, for Resume
+    assert checkpoint is not None and checkpoint.step == 2  # saved on the way out, for Resume
 
 
 @pytest.mark.backends("sqlite", "postgres")
 def test_resume_after_cancel_continues_with_every_step_once(store, settings, tiny_model_dir, tmp_path):
     gate = Gate.create(tmp_path, at_step=2)  # steps 1 and 2 recorded, step 3 in progress
-    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=4, rewards=[*REWARDS, gate.rule(0.1)]))
+    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=5, rewards=[*REWARDS, gate.rule(0.1)]))
     launcher = Launcher(store, settings)
     gate.wait_reached(240, launcher=launcher)
     assert store.get_run(run.id).current_step == 2
@@ -185,21 +187,22 @@ def test_resume_after_cancel_continues_with_every_step_once(store, settings, tin
           f"{_step_times(store, run.id)}")
     cancelled = store.get_run(run.id)
     assert cancelled.status == RunStatus.CANCELLED
-    assert cancelled.current_step == 3  # the step in progress finishes, then the run stops
-    assert last_checkpoint(cancelled.run_dir).step == 3
+    # asked during step 3's scoring: step 3 finishes, step 4 reads the flag and stops (recorder.py: cancel)
+    assert cancelled.current_step == 4
+    assert last_checkpoint(cancelled.run_dir).step == 4
 
     _wait_until_worker_gone(store, launcher, run.id)
     queued = resume_run(store, settings, run.id)
     assert queued.status == RunStatus.QUEUED and queued.id == run.id
-    assert Path(queued.resume_from).name == "checkpoint-3"
+    assert Path(queued.resume_from).name == "checkpoint-4"
     assert launcher.wait_idle(timeout_s=240)
 
     final = store.get_run(run.id)
     log = Path(final.log_path).read_text(errors="replace")
     assert final.status == RunStatus.COMPLETED, (final.error, log[-2000:])
-    assert final.current_step == 4
-    assert "resuming from checkpoint-3" in log
-    _assert_steps_recorded_once(store, run.id, steps=4)
+    assert final.current_step == 5
+    assert "resuming from checkpoint-4" in log
+    _assert_steps_recorded_once(store, run.id, steps=5)
     assert (Path(final.run_dir) / "adapter" / "adapter_config.json").is_file()
 
 
@@ -265,23 +268,26 @@ def test_a_worker_killed_after_a_checkpoint_keeps_every_step_before_it_once_and_
 
 def test_a_store_write_failing_on_the_writer_thread_fails_the_run_without_hanging(store, settings, tiny_model_dir):
     run = submit_run(store, tiny_config(tiny_model_dir, max_steps=4))
-    original = store.record_groups
+    original = store.record_step
 
-    def groups_fail_from_step_2(run_id, step, groups, **kwargs):
-        if step >= 2:
+    def groups_fail_from_step_2(run_id, step, **kwargs):
+        if step >= 2 and kwargs.get("groups"):
             raise RuntimeError("groups table unavailable")
-        return original(run_id, step, groups, **kwargs)
+        return original(run_id, step, **kwargs)
 
-    store.record_groups = groups_fail_from_step_2  # the worker's writer thread calls it through this store
+    store.record_step = groups_fail_from_step_2  # the worker's writer thread calls it through this store
     started = time.monotonic()
     assert train_run(store, settings, run.id) == RunStatus.FAILED
     assert time.monotonic() - started < 240
     final = store.get_run(run.id)
-    assert ("RecordingError: recording to the store failed (step 2 train groups): "
+    assert ("RecordingError: recording to the store failed (step 2 metrics, train groups): "
             "RuntimeError: groups table unavailable") in final.error, final.error
-    assert final.current_step == 2  # stopped at the scoring of step 3, which waits for step 2's writes
+    # Stopped at the scoring of step 3, which waits for step 2's write: one transaction for the step's metrics,
+    # groups and heartbeat, so step 2 is stored not at all and step 1 whole.
+    assert final.current_step == 1
     assert store.group_steps(run.id) == [1]
     assert "reward" in _metric_counts(store, run.id)[1]
+    assert 2 not in _metric_counts(store, run.id)
 
 
 # --------------------------------------------------------------------------------------------------- disk full

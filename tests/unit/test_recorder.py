@@ -1,7 +1,7 @@
 """Tests for grpo_core.worker.recorder's RunRecorder driven as TRL's Trainer drives it (its callbacks, in the
 Trainer's order), on a real SQLite store whose writes are made slow: the callbacks return without waiting for the
 store, step N is in the store before step N+1 is scored, a saving step flushes before the checkpoint, a cancel
-requested before the optimizer update stops that very step, and a failed write fails the next callback."""
+requested before the step's scoring stops that very step (one asked later, or with a busy writer, the next), and a failed write fails the next callback."""
 
 from __future__ import annotations
 
@@ -27,8 +27,9 @@ def _running_run(store):
 
 
 def _slow_metrics(store, seconds: float = SLOW_S) -> list[str]:
-    """Make ``store.record_metrics`` take ``seconds``; returns the list of thread names it ran on."""
-    original = store.record_metrics
+    """Make ``store.record_step`` (a step's metrics, groups and heartbeat, one transaction) take ``seconds``; returns
+    the list of thread names it ran on."""
+    original = store.record_step
     threads: list[str] = []
 
     def slow(*args, **kwargs):
@@ -36,7 +37,7 @@ def _slow_metrics(store, seconds: float = SLOW_S) -> list[str]:
         time.sleep(seconds)
         return original(*args, **kwargs)
 
-    store.record_metrics = slow
+    store.record_step = slow
     return threads
 
 
@@ -96,13 +97,14 @@ def test_a_saving_step_flushes_before_the_checkpoint_is_written(store):
     recorder.close()
 
 
-def test_a_cancel_requested_before_the_optimizer_update_stops_that_step(store):
+def test_a_cancel_requested_before_the_scoring_stops_that_step(store):
     run = _running_run(store)
     recorder = _recorder(store, run)
     state, control = TrainerState(), TrainerControl()
     _step(recorder, state, control, {"reward": 0.5})
     assert not control.should_training_stop
     store.request_cancel(run.id)  # during step 2's rollout
+    recorder.tap(["a", "b"])  # the scoring of step 2: step 1 is in the store, the writer idle
     _step(recorder, state, control, {"reward": 0.6})
     assert control.should_training_stop and control.should_save
     assert recorder.cancelled
@@ -117,7 +119,7 @@ def test_a_failed_write_fails_the_next_callback_with_its_cause(store):
     def broken(*args, **kwargs):
         raise RuntimeError("metrics table is gone")
 
-    store.record_metrics = broken
+    store.record_step = broken
     recorder = _recorder(store, run)
     state, control = TrainerState(), TrainerControl()
     _step(recorder, state, control, {"reward": 0.5})  # queued; fails on the writer thread
@@ -151,3 +153,68 @@ def test_the_inline_mode_writes_on_the_training_thread(store):
     _step(recorder, TrainerState(), TrainerControl(), {"reward": 0.5})
     assert threads == [threading.current_thread().name]
     assert [p.step for p in store.metrics_since(run.id)] == [1]
+
+
+class _ThreadNotingCapture:
+    """Stands for a TokenCapture: notes the thread its ``snapshot`` and ``attach`` run on."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def snapshot(self):
+        self.calls.append(("snapshot", threading.current_thread().name))
+        return "snapshot of step"
+
+    def attach(self, groups, snapshot=None):
+        self.calls.append((f"attach {snapshot}", threading.current_thread().name))
+        return groups
+
+
+def test_the_groups_are_built_on_the_writer_thread_and_recorded_with_the_metrics_in_one_write(store):
+    from collections import deque
+
+    run = _running_run(store)
+    capture = _ThreadNotingCapture()
+    recorder = _recorder(store, run, token_capture=capture)
+    logs = {"prompt": deque(["2+2?", "2+2?"]), "completion": deque(["4", "5"]),
+            "rewards": {"r": deque([1.0, 0.0])}, "advantages": deque([0.5, -0.5]), "extra": {}}
+    recorder.attach(SimpleNamespace(model=SimpleNamespace(training=True), _logs=logs))
+    writes: list[str] = []
+    submit = recorder.writer.submit
+    recorder.writer.submit = lambda write, **kw: (writes.append(getattr(write, "label", "?")), submit(write, **kw))[1]
+    recorder.tap(["4", "5"])  # the scoring of step 1
+    state, control = TrainerState(), TrainerControl()
+    _step(recorder, state, control, {"reward": 0.5})
+    logs["completion"].extend(["later", "later"])  # TRL's next generation changes its buffers: the copy is kept
+    recorder.flush(10)
+    main = threading.current_thread().name
+    assert capture.calls == [("snapshot", main), ("attach snapshot of step", f"recorder-{run.id}")]
+    assert writes[-1] == "step 1 metrics, train groups"
+    (group,) = store.groups_at(run.id, 1)
+    assert [(c.text, c.advantage, c.rewards) for c in group.completions] == [("4", 0.5, {"r": 1.0}),
+                                                                          ("5", -0.5, {"r": 0.0})]
+    assert [p.key for p in store.metrics_since(run.id)] == ["reward"]
+    # The same generation logged again (TRL logs without a new rollout): its groups are not recorded twice.
+    _step(recorder, state, control, {"reward": 0.6})
+    recorder.close()
+    assert writes[-1] == "step 2 metrics" and store.group_steps(run.id) == [1]
+
+
+def test_a_busy_writer_is_not_waited_for_and_the_cancel_stops_the_next_step_at_the_latest(store):
+    run = _running_run(store)
+    _slow_metrics(store)  # every step's write takes SLOW_S
+    recorder = _recorder(store, run)
+    state, control = TrainerState(), TrainerControl()
+    _step(recorder, state, control, {"reward": 0.5})
+    started = time.perf_counter()
+    _step(recorder, state, control, {"reward": 0.6})  # no scoring in between: step 1 still being written
+    assert time.perf_counter() - started < SLOW_S / 3  # no cancel check queued behind it, nothing waited for
+    store.request_cancel(run.id)  # during step 3's rollout, the writer still busy with steps 1 and 2
+    _step(recorder, state, control, {"reward": 0.7})
+    if not control.should_training_stop:  # the writer had not read the flag by step 3's end: step 4 stops
+        recorder.tap(["a", "b"])  # the scoring of step 4 waits for steps 1-3, whose transactions read the flag
+        _step(recorder, state, control, {"reward": 0.8})
+    assert control.should_training_stop and recorder.cancelled
+    recorder.close()
+    assert [p.step for p in store.metrics_since(run.id)] == list(range(1, state.global_step + 1))
+    assert state.global_step in (3, 4)

@@ -4,6 +4,7 @@ captured rows of TRL's micro-batches put back on the completions of the recorded
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from grpo_core.worker.token_stats import POSITION_KEY, TokenCapture, _Captured, token_pieces
@@ -62,14 +63,13 @@ def _capture(rows: dict[int, tuple[list[int], list[float]]], *, kl: bool = True)
     capture.tokenizer = ByteTokenizer()
     for position, (ids, logprobs) in rows.items():
         width = 4  # padded to the micro-batch's longest completion
-        padded_ids = torch.tensor(ids + [4] * (width - len(ids)))
-        values = torch.tensor(logprobs + [0.0] * (width - len(logprobs)), dtype=torch.float16)
+        values = logprobs + [0.0] * (width - len(logprobs))
         capture.captured[position] = _Captured(
-            ids=padded_ids,
-            mask=torch.tensor([1] * len(ids) + [0] * (width - len(ids))),
+            ids=ids + [4] * (width - len(ids)),
+            tokens=len(ids),  # TRL's completion_mask
             logprobs=values,
-            kl=(-values / 4) if kl else None,
-            entropy=-values * 2,
+            kl=[-v / 4 for v in values] if kl else None,
+            entropy=[-v * 2 for v in values],
         )
     return capture
 
@@ -118,3 +118,37 @@ def test_a_training_generation_starts_a_new_capture_and_gets_positions():
     capture.captured[0] = "kept"
     output = capture._generated({"completion_ids": torch.zeros(2, 5, dtype=torch.long)})
     assert POSITION_KEY not in output and capture.captured == {0: "kept"}
+
+
+def _kept_capture() -> TokenCapture:
+    """A capture on a stand-in trainer (beta 0.04, TRL's defaults otherwise), in a training generation."""
+    capture = TokenCapture(num_generations=2)
+    capture.tokenizer = ByteTokenizer()
+    capture.trainer = type("T", (), {"model": torch.nn.Linear(1, 1), "beta": 0.04,
+                                     "args": type("A", (), {})()})()
+    capture._generated({"completion_ids": torch.zeros(4, 3, dtype=torch.long)})
+    return capture
+
+
+def test_the_loss_keeps_plain_values_once_and_a_snapshot_outlives_the_next_generation():
+    capture = _kept_capture()
+    logps = torch.tensor([[-0.5, -1.0, 0.0], [-2.0, -0.25, -4.0]])
+    reference = logps + torch.tensor([[0.5, 0.0, 0.0], [0.0, 0.0, -1.0]])
+    inputs = {"completion_ids": torch.tensor([[0, 1, 4], [1, 1, 0]]), "completion_mask": torch.tensor([[1, 1, 0],
+                                                                                                         [1, 1, 1]]),
+              "ref_per_token_logps": reference}
+    capture._keep(inputs, torch.tensor([3, 0]), logps, -logps * 2)  # TRL shuffled: rows are positions 3 and 0
+    capture._keep(inputs, torch.tensor([3, 0]), logps - 9.0, None)  # num_iterations > 1: seen before, not kept
+    assert sorted(capture.captured) == [0, 3]
+    assert all(type(v) is float for v in capture.captured[3].logprobs)  # plain numbers: no tensor for the writer
+    snapshot = capture.snapshot()
+    capture._generated({"completion_ids": torch.zeros(4, 3, dtype=torch.long)})  # the next generation
+    assert capture.snapshot() == {}
+    groups = capture.attach(_groups(), snapshot)
+    stats = [c.token_stats for g in groups for c in g.completions]
+    assert stats[1] is None and stats[2] is None  # positions 1 and 2 were not trained on
+    assert stats[0].pieces == [" b", " b"] and stats[0].logprobs == [-2.0, -0.25]  # position 0, its 2 tokens
+    assert stats[0].entropy == [4.0, 0.5]
+    assert stats[0].kl == [0.0, 0.0]
+    assert stats[3].pieces == ["a", " b"] and stats[3].logprobs == [-0.5, -1.0]  # position 3, the mask's 2 tokens
+    assert stats[3].kl[0] == pytest.approx(0.1487, abs=1e-3) and stats[3].kl[1] == 0.0  # exp(.5) - .5 - 1
