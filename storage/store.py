@@ -1161,7 +1161,7 @@ class Store:
         # A plain connection, not an ORM session (no ORM row processing), and rows as tuples rather than read by
         # attribute name: about half the cost of the doctor's first read of 40,000 points.
         with self.engine.connect() as conn:
-            return conn.execute(query.order_by(MetricRow.step, MetricRow.key)).tuples().all()
+            return conn.execute(query.order_by(MetricRow.step, MetricRow.key)).all()
 
     def metrics_overview(
         self,
