@@ -1163,6 +1163,42 @@ class Store:
         with self.engine.connect() as conn:
             return conn.execute(query.order_by(MetricRow.step, MetricRow.key)).all()
 
+    def metric_nan_steps(
+        self, run_id: int, after_step: int = -1, exclude: Sequence[str] = ()
+    ) -> dict[str, tuple[list[int], bool]]:
+        """Where a run's metrics were NaN (stored as NULL) at steps ``> after_step``, for the keys not in ``exclude``:
+        ``key -> (its NaN steps ascending, whether it also has a number there)``; keys never NaN are left out.
+
+        What the run doctor's NaN check needs of the keys whose values it does not read: the index on
+        (run, key, step, value) answers it without a row per point reaching Python. The keys come from the run's
+        downsampled history (one row per key), or, for a run recorded before the history, from the steps read.
+        """
+        skip = set(exclude)
+        with self.engine.connect() as conn:
+            keys = conn.execute(select(MetricSeriesRow.key).where(MetricSeriesRow.run_id == run_id)).scalars().all()
+            if not keys:
+                keys = conn.execute(
+                    select(MetricRow.key).where(MetricRow.run_id == run_id, MetricRow.step > after_step).distinct()
+                ).scalars().all()
+            keys = [key for key in keys if key not in skip]
+            if not keys:
+                return {}
+            window = (MetricRow.run_id == run_id, MetricRow.key.in_(keys), MetricRow.step > after_step)
+            nulls = conn.execute(
+                select(MetricRow.key, MetricRow.step).where(*window, MetricRow.value.is_(None))
+                .order_by(MetricRow.key, MetricRow.step)
+            ).all()
+            steps: dict[str, list[int]] = {}
+            for key, step in nulls:
+                steps.setdefault(key, []).append(step)
+            if not steps:
+                return {}
+            numbered = set(conn.execute(
+                select(MetricRow.key).where(MetricRow.run_id == run_id, MetricRow.key.in_(list(steps)),
+                                            MetricRow.step > after_step, MetricRow.value.is_not(None)).distinct()
+            ).scalars())
+        return {key: (of_key, key in numbered) for key, of_key in steps.items()}
+
     def metrics_overview(
         self,
         run_id: int,

@@ -13,7 +13,7 @@ import gradio as gr
 from app.charts import MetricSeries
 from app.context import AppContext
 from grpo_core.doctor import Finding, Severity, diagnose, step_ranges
-from grpo_core.doctor.thresholds import RECENT_STEPS
+from grpo_core.doctor.thresholds import RECENT_STEPS, SERIES_KEYS
 from storage import StoreError
 
 #: How many of the latest groups the doctor reads: for its examples, the causes of zero-std groups, the pass rate
@@ -86,26 +86,45 @@ def doctor_html(findings: Sequence[Finding], num_steps: int) -> str:
 
 @dataclass
 class DoctorState:
-    """What one page's doctor panel has: the run's metric series so far and the last HTML it sent."""
+    """What one page's doctor panel has: the run's series of the keys the checks read
+    (:data:`~grpo_core.doctor.thresholds.SERIES_KEYS`), where the other keys were NaN (``key -> (steps, whether it
+    was a number at other steps)``, ``Store.metric_nan_steps``), and the last HTML it sent."""
 
     series: MetricSeries = field(default_factory=MetricSeries)
+    nan_steps: dict[str, tuple[list[int], bool]] = field(default_factory=dict)
     html: str = ""
+
+    def add_nan_steps(self, found: dict[str, tuple[list[int], bool]]) -> None:
+        """Merge a later read of ``Store.metric_nan_steps`` (a step read again is counted once)."""
+        for key, (steps, numbered) in found.items():
+            known, was_numbered = self.nan_steps.get(key, ([], False))
+            self.nan_steps[key] = (sorted(set(known) | set(steps)), was_numbered or numbered)
+
+    def keep_last(self, steps: int) -> None:
+        """:meth:`MetricSeries.keep_last` for the series and the NaN steps."""
+        self.series.keep_last(steps)
+        first = self.series.last_step - steps
+        for key, (of_key, numbered) in list(self.nan_steps.items()):
+            self.nan_steps[key] = ([s for s in of_key if s > first], numbered)
 
 
 def doctor_report(ctx: AppContext, run_id: int, state: DoctorState | None) -> tuple[str, DoctorState]:
     """Diagnose run ``run_id``: bring the state's series up to date (only steps after the last seen; at first the
-    latest :data:`~grpo_core.doctor.thresholds.RECENT_STEPS` steps, and no more are kept), read the latest groups
-    and the run's config, and render. Raises StoreError when the run does not exist."""
+    latest :data:`~grpo_core.doctor.thresholds.RECENT_STEPS` steps, and no more are kept; the values of the keys the
+    checks read, and where the others were NaN), read the latest groups and the run's config, and render. Raises StoreError when the run does not exist."""
     run = ctx.store.get_run(run_id)
     if state is None or state.series.run_id != run_id:
         state = DoctorState(series=MetricSeries(run_id=run_id))
         after = max(-1, (run.current_step or 0) - RECENT_STEPS)  # the latest steps only, however long the run
     else:
         after = state.series.cursor
-    state.series.extend_rows(ctx.store.metric_rows(run_id, after))
-    state.series.keep_last(RECENT_STEPS)
+    # the values of the keys the checks read; of the others only where they were NaN (a long run logs ~40 keys)
+    state.series.extend_rows(ctx.store.metric_rows(run_id, after, keys=SERIES_KEYS))
+    state.add_nan_steps(ctx.store.metric_nan_steps(run_id, after, exclude=SERIES_KEYS))
+    state.keep_last(RECENT_STEPS)
     groups = ctx.store.recent_groups(run_id, limit=SAMPLE_GROUPS)
-    findings = diagnose(state.series.data, groups, run.config)
+    nan_steps = {key: steps for key, (steps, numbered) in state.nan_steps.items() if numbered}
+    findings = diagnose(state.series.data, groups, run.config, nan_steps=nan_steps)
     return doctor_html(findings, num_steps=len(state.series.wall)), state
 
 

@@ -78,7 +78,10 @@ __all__ = [
 
 
 def diagnose(
-    series: Series, groups: Sequence[GroupRecord] = (), config: Mapping[str, Any] | None = None
+    series: Series,
+    groups: Sequence[GroupRecord] = (),
+    config: Mapping[str, Any] | None = None,
+    nan_steps: Mapping[str, Sequence[int]] | None = None,
 ) -> list[Finding]:
     """Everything the doctor finds in one run, most severe first.
 
@@ -88,6 +91,9 @@ def diagnose(
         groups: a sample of recent groups (``Store.recent_groups``), for example completions; may be empty.
         config: the run's config (``RunInfo.config``, a ``RunConfig`` dump), for the numbers in the advice
             (``beta``, ``learning_rate``, ``max_completion_length``, ...); may be missing.
+        nan_steps: for keys left out of ``series`` (a reader that reads the values of
+            :data:`~grpo_core.doctor.thresholds.SERIES_KEYS` only), the steps where each was NaN, for keys that were
+            a number at other steps (``Store.metric_nan_steps``); a key in ``series`` is judged from ``series``.
 
     Returns:
         The findings; empty when nothing looks wrong (or nothing was logged yet).
@@ -109,7 +115,8 @@ def diagnose(
     )
     findings: dict[str, Finding] = {}
     for check in checks:
-        for finding in check(series, groups, config):
+        found = _nan(series, groups, config, nan_steps) if check is _nan else check(series, groups, config)
+        for finding in found:
             findings.setdefault(finding.code, finding)  # one block per code in the panel
     # stable: checks keep their order within a severity
     return sorted(findings.values(), key=lambda f: _ORDER[f.severity])

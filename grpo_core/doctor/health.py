@@ -155,9 +155,17 @@ def _all_finite(values: Sequence[Any]) -> bool:
         return False
 
 
-def _nan(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
+def _nan(
+    series: Series,
+    groups: Sequence[GroupRecord],
+    config: Mapping[str, Any],
+    nan_steps: Mapping[str, Sequence[int]] | None = None,
+) -> list[Finding]:
     core: dict[str, list[int]] = {}
     rules: dict[str, list[int]] = {}
+    for key, steps in (nan_steps or {}).items():  # keys whose values were not read: where they were NaN
+        if key not in series and steps:
+            (core if key in CORE_KEYS else rules)[key] = sorted(steps)
     for key in sorted(series):
         if _all_finite(series[key][1]):
             continue  # the common case, checked without a pass in Python over the 1,000 points read
@@ -167,6 +175,7 @@ def _nan(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any
         bad = [s for s, v in points if v is None]
         if bad:
             (core if key in CORE_KEYS else rules)[key] = bad
+    core, rules = dict(sorted(core.items())), dict(sorted(rules.items()))
     findings = []
     if core:
         findings.append(

@@ -12,6 +12,10 @@ FLAT_REWARD_MIN_STEPS = 3
 EXAMPLES = 3
 #: NaN in these means the optimisation itself broke; NaN elsewhere (a rule's mean) usually means "did not apply".
 CORE_KEYS = ("loss", "grad_norm", "kl", "reward", "reward_std", "entropy")
+#: The metrics whose values the checks read; of the others (``rewards/<fn>/mean``, ...) only where they were NaN
+#: matters (``diagnose``'s ``nan_steps``), so a reader of a long run may read the values of these alone.
+SERIES_KEYS = (*CORE_KEYS, "frac_reward_zero_std", "completions/clipped_ratio", "completions/mean_length",
+               "eval_reward")
 
 # Trend tests (reward, entropy, completion length).
 #: Fewest logged points a trend is judged on: Mann-Kendall's normal approximation is fair from about 10 points

@@ -87,6 +87,15 @@ def test_diagnose_flags(name, series, expected):
     assert sorted(_codes(diagnose(series))) == sorted(expected), name
 
 
+def test_nan_steps_of_keys_not_read_count_as_the_series_would():
+    without_entropy = {k: v for k, v in HEALTHY.items() if k != "entropy"}
+    findings = {f.code: f for f in diagnose(without_entropy, nan_steps={"rewards/b/mean": [4, 2], "entropy": [5]})}
+    assert findings["nan"].steps == (5,) and findings["nan"].title == "NaN or inf in entropy (1 steps)"
+    assert findings["nan_rule"].steps == (2, 4) and findings["nan_rule"].title == "NaN in rewards/b/mean (2 steps)"
+    # a key in the series is judged from the series, whatever nan_steps says of it
+    assert _codes(diagnose(HEALTHY, nan_steps={"grad_norm": [1, 2]})) == []
+
+
 def test_findings_are_sorted_by_severity_and_list_their_steps():
     series = _series(
         reward=[0.0, 0.0, 0.0, 0.0],

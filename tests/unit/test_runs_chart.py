@@ -100,3 +100,40 @@ def test_keep_last_forgets_old_points_and_the_band():
     assert "reward" in series.envelope
     series.keep_last(1)
     assert series.data["reward"] == ([4], [0.9]) and list(series.wall) == [4] and series.envelope == {}
+
+
+def test_metric_nan_steps_names_the_other_keys_where_they_were_nan(store):
+    run = store.create_run(name="nan", config={}, dataset_id=None, max_steps=10)
+    store.record_metric_steps(run.id, [
+        (step, {"reward": 0.5, "rewards/code_tests/mean": None if step in (3, 6) else 0.25,
+                "rewards/plugin/mean": None, "eval_loss": float("nan") if step == 6 else 1.0}, 1000.0 + step)
+        for step in range(1, 8)
+    ])
+    assert store.metric_nan_steps(run.id, exclude=["reward"]) == {
+        "eval_loss": ([6], True),
+        "rewards/code_tests/mean": ([3, 6], True),
+        "rewards/plugin/mean": ([1, 2, 3, 4, 5, 6, 7], False),  # never a number
+    }
+    assert store.metric_nan_steps(run.id, 4, exclude=["reward", "rewards/plugin/mean"]) == {
+        "eval_loss": ([6], True), "rewards/code_tests/mean": ([6], True)}
+    assert store.metric_nan_steps(run.id, 7) == {}
+
+
+def test_the_doctor_reads_the_values_of_its_keys_and_where_the_others_were_nan(store, monkeypatch):
+    from app.tabs import doctor as doctor_tab
+    from grpo_core.doctor.thresholds import SERIES_KEYS
+
+    run = store.create_run(name="nan", config={}, dataset_id=None, max_steps=100)
+    _record(store, run.id, range(1, 21))
+    store.record_metric_steps(run.id, [(21, {"reward": 0.5, "rewards/numeric_answer/mean": None}, 1021.0)])
+    store.update_run(run.id, current_step=21)
+    ctx = SimpleNamespace(store=store)
+    html, state = doctor_tab.doctor_report(ctx, run.id, None)
+    assert set(state.series.data) == {"reward", "kl", "grad_norm"} <= set(SERIES_KEYS)  # no rule means read
+    assert "rewards/numeric_answer/mean (1 steps)" in html and "NaN in" in html
+    # a refresh adds a later NaN of that key, the step read again counted once
+    store.record_metric_steps(run.id, [(22, {"reward": 0.5, "rewards/numeric_answer/mean": None}, 1022.0)])
+    store.update_run(run.id, current_step=22)
+    html, state = doctor_tab.doctor_report(ctx, run.id, state)
+    assert state.nan_steps["rewards/numeric_answer/mean"] == ([21, 22], True)
+    assert "rewards/numeric_answer/mean (2 steps)" in html
