@@ -21,7 +21,8 @@ its median and 95th percentile reported in milliseconds, against a goal of 100 m
 * Runs tab: the run list (``runs_frame``: the runs and each one's latest reward), the first chart load
   (``refresh_series`` -> ``Store.metric_summary``: at most 1,000 buckets per key), a chart refresh
   (``metrics_since`` of the last 10 steps: what a page polling every 2 s asks for), the doctor panel's first read
-  (``doctor_report``: the latest 1,000 steps of every key and the latest groups, then the diagnosis);
+  (``doctor_report``: the latest 1,000 steps of the keys its checks read, where the other keys were NaN, and the
+  latest groups, then the diagnosis);
 * Inspect tab: the step list (``step_choices``), a group page (``groups_at``), the reward histogram with pass@G of
   the latest 200 steps (``stats_figure``, the figure built), the dataset-row list (``prompt_row_choices``), one
   prompt across steps (``history_page``): the first page of 50 groups, a page from a step in the run's second half,
