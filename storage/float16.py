@@ -30,7 +30,11 @@ def pack_float16(values: Sequence[float]) -> bytes:
     Raises:
         TypeError / ValueError: a value is not a number.
     """
-    return struct.pack(f"<{len(values)}e", *(_half(v) for v in values))
+    layout = f"<{len(values)}e"
+    try:
+        return struct.pack(layout, *values)  # the common case, in C: every value a number within float16's range
+    except (OverflowError, struct.error):
+        return struct.pack(layout, *(_half(v) for v in values))
 
 
 def unpack_float16(data: bytes) -> list[float]:
