@@ -37,6 +37,7 @@ No ``from __future__ import annotations`` here: ``gr.api`` reads the handlers' r
 
 import dataclasses
 import logging
+import math
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -221,16 +222,23 @@ def create_public_api(ctx: AppContext) -> None:
         ``step`` and ``id`` as ``after_step`` and ``after_group`` (without ``after_group`` every group of
         ``after_step`` counts as seen)."""
         _run(run_id)
-        limit = max(1, min(int(limit), MAX_GROUPS))
-        after = (int(after_step), None if after_group is None else int(after_group))
+        after_step, step, limit, row_index, after_group = (
+            _whole("run_groups", name, value)
+            for name, value in (("after_step", after_step), ("step", step), ("limit", limit),
+                                ("row_index", row_index), ("after_group", after_group))
+        )
+        if limit < 1:
+            raise refused(f"run_groups: limit must be at least 1, got {limit}")
+        limit = min(limit, MAX_GROUPS)
+        after = (after_step, after_group)
         if step is not None:
-            groups = ctx.store.groups_at(int(run_id), int(step))
+            groups = ctx.store.groups_at(int(run_id), step)
             if row_index is not None:
-                groups = [g for g in groups if g.row_index == int(row_index)]
+                groups = [g for g in groups if g.row_index == row_index]
         elif row_index is not None:
-            groups = ctx.store.groups_for_prompt(int(run_id), int(row_index), limit, after=after)
+            groups = ctx.store.groups_for_prompt(int(run_id), row_index, limit, after=after)
         else:
-            groups = ctx.store.groups_since(int(run_id), int(after_step), limit=limit, after_group=after[1])
+            groups = ctx.store.groups_since(int(run_id), after_step, limit=limit, after_group=after_group)
         return [group_dict(group) for group in groups]
 
     def cancel_run(run_id: int, request: gr.Request) -> dict:
@@ -323,6 +331,18 @@ def create_public_api(ctx: AppContext) -> None:
         except (DatasetInUseError, NotOwnerError, StoreError, OSError, TypeError, ValueError) as exc:
             raise refused(f"delete_dataset: {exc}") from None
         return {"dataset_id": done.dataset_id, "deleted": True, "kept_for_runs": list(done.kept_for_runs)}
+
+    def _whole(endpoint: str, name: str, value: Any) -> int | None:
+        """``value`` as a whole number (``None`` stays ``None``); a refusal naming the argument otherwise."""
+        if value is None:
+            return None
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        if not math.isfinite(number) or number != int(number):
+            raise refused(f"{endpoint}: {name} must be a whole number, got {value!r}")
+        return int(number)
 
     def _run(run_id: int) -> RunInfo:
         try:

@@ -316,6 +316,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
         path = Path(args.keep or tmp) / "grpo.db"
+        path.parent.mkdir(parents=True, exist_ok=True)
         url = args.db or sqlite_url(path)
         store = generation_store(url) if not args.reuse else Store(url)
         backend = store.engine.dialect.name

@@ -1430,8 +1430,9 @@ class Store:
         after: tuple[int, int | None] | None = None,
         before: tuple[int, int] | None = None,
     ) -> list[GroupRecord]:
-        """The groups a run sampled for one dataset row, in step order (then in recording order): at most ``limit``,
-        the earliest ones, or with ``before`` the latest ones.
+        """The training groups a run sampled for one dataset row, in step order (then in recording order): at most
+        ``limit``, the earliest ones, or with ``before`` the latest ones. Eval groups are left out: their
+        ``row_index`` counts the rows of the eval dataset, another prompt.
 
         ``row_index`` is the row's index in the run's dataset (:attr:`GroupRecord.row_index`); a row sampled
         twice in one step gives two groups of that step, in the order they were recorded. ``after`` and ``before``
@@ -1441,7 +1442,8 @@ class Store:
         """
         query = (
             select(GroupRow)
-            .where(GroupRow.run_id == run_id, GroupRow.row_index == row_index, *_keyset(after, before))
+            .where(GroupRow.run_id == run_id, GroupRow.row_index == row_index, _split_clause("train"),
+                   *_keyset(after, before))
             .options(selectinload(GroupRow.completions))
         )
         if before is not None and after is None:  # the page ending just before the cursor: read it backwards
@@ -1479,7 +1481,7 @@ class Store:
         if last:
             after, before = None, (2**31 - 1, 2**31 - 1)  # past every (step, id): the largest INTEGER
         groups = self.groups_for_prompt(run_id, row_index, limit, after=after, before=before)
-        of_row = (GroupRow.run_id == run_id, GroupRow.row_index == row_index)
+        of_row = (GroupRow.run_id == run_id, GroupRow.row_index == row_index, _split_clause("train"))
         with self._session() as session:
             total = session.scalar(select(func.count()).select_from(GroupRow).where(*of_row)) or 0
             if groups:
@@ -1498,13 +1500,14 @@ class Store:
         return PromptPage(row_index=int(row_index), total=int(total), offset=int(offset), limit=limit, groups=groups)
 
     def prompt_rows(self, run_id: int, limit: int = 500, *, recent: int | None = None) -> list[PromptRow]:
-        """The dataset rows a run sampled, the most often sampled first (then by row index); at most ``limit``.
+        """The dataset rows a run sampled for training, the most often sampled first (then by row index); at most
+        ``limit``.
 
         ``recent`` counts only the run's latest ``recent`` groups (by step; the whole steps of the boundary): a
         bounded read for a long run, where counting every group grows with its length.
         """
         count = func.count(GroupRow.id)
-        conditions = [GroupRow.run_id == run_id]
+        conditions = [GroupRow.run_id == run_id, _split_clause("train")]
         with self._session() as session:
             if recent is not None:
                 boundary = session.scalar(
@@ -1516,7 +1519,7 @@ class Store:
             # ``row_index + 0`` for a window: grouping by the bare column, SQLite walks the index on (run_id,
             # row_index, step) in row order across the whole run (~140 ms at 2.5M groups) instead of seeking each
             # row's recent steps in it (~8 ms); PostgreSQL plans both the same.
-            row = GroupRow.row_index + 0 if len(conditions) > 1 else GroupRow.row_index
+            row = GroupRow.row_index + 0 if len(conditions) > 2 else GroupRow.row_index
             rows = session.execute(
                 select(row, count, func.min(GroupRow.step), func.max(GroupRow.step))
                 .where(*conditions)

@@ -76,12 +76,17 @@ def doctor_html(findings: Sequence[Finding], num_steps: int) -> str:
             f'<div class="doctor-advice">{html.escape(finding.advice)}</div>'
         )
         if finding.steps:
-            out.append(f'<div class="doctor-steps">steps {html.escape(step_ranges(finding.steps))}</div>')
+            shown = step_ranges(finding.steps, max_ranges=STEP_RANGES_SHOWN)
+            out.append(f'<div class="doctor-steps">steps {html.escape(shown)}</div>')
         if finding.examples:
             out.append("<ul>" + "".join(f"<li>{html.escape(e)}</li>" for e in finding.examples) + "</ul>")
         out.append("</div>")
     out.append("</div>")
     return "".join(out)
+
+
+#: Most step ranges a finding lists (the first and the latest; a long run's flagged steps would fill the page).
+STEP_RANGES_SHOWN = 12
 
 
 @dataclass

@@ -99,8 +99,12 @@ def _config_value(config: Mapping[str, Any], key: str) -> str:
     return f" (now {config[key]})" if key in config else ""
 
 
-def step_ranges(steps: Iterable[int]) -> str:
-    """Steps as compact ranges: ``[1, 2, 3, 7, 9, 10]`` -> ``"1–3, 7, 9–10"``; empty -> ``""``."""
+def step_ranges(steps: Iterable[int], max_ranges: int | None = None) -> str:
+    """Steps as compact ranges: ``[1, 2, 3, 7, 9, 10]`` -> ``"1–3, 7, 9–10"``; empty -> ``""``.
+
+    With ``max_ranges``, at most that many ranges are written, the first and the latest halves, with how many are
+    left out between them: ``"1–3, 7, … 40 more …, 2201, 2204–2206"``.
+    """
     ordered = sorted(set(steps))
     parts: list[str] = []
     start = prev = None
@@ -111,6 +115,9 @@ def step_ranges(steps: Iterable[int]) -> str:
         if step is not None and start is None:
             start = step
         prev = step
+    if max_ranges is not None and len(parts) > max_ranges:
+        head, tail = (max_ranges + 1) // 2, max_ranges // 2
+        parts = [*parts[:head], f"… {len(parts) - head - tail} more …", *(parts[-tail:] if tail else [])]
     return ", ".join(parts)
 
 

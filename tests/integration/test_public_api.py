@@ -198,6 +198,12 @@ def test_without_the_login_the_client_is_refused(served):
 def test_a_refused_call_is_one_log_line_not_a_traceback(client, server):
     with pytest.raises(AppError, match="no run with id 987654"):
         client.predict(run_id=987654, api_name="/cancel_run")
+    runs = client.predict(api_name="/list_runs")
+    if runs:  # a run the earlier tests launched: its arguments are checked before anything is read
+        with pytest.raises(AppError, match="run_groups: row_index must be a whole number, got 'abc'"):
+            client.predict(run_id=runs[0]["id"], row_index="abc", api_name="/run_groups")
+        with pytest.raises(AppError, match="run_groups: limit must be at least 1, got 0"):
+            client.predict(run_id=runs[0]["id"], limit=0, api_name="/run_groups")
     log = server.log_path.read_text(encoding="utf-8", errors="replace")
     assert "API call refused: no run with id 987654" in log
     assert "Traceback" not in log

@@ -251,6 +251,13 @@ def test_step_ranges(steps, text):
     assert step_ranges(steps) == text
 
 
+def test_step_ranges_of_a_long_run_keep_the_first_and_the_latest():
+    steps = list(range(1, 200, 2))  # 100 single steps
+    assert step_ranges(steps, max_ranges=4) == "1, 3, … 96 more …, 197, 199"
+    assert step_ranges(steps, max_ranges=3) == "1, 3, … 97 more …, 199"
+    assert step_ranges([1, 2, 5], max_ranges=4) == "1–2, 5"  # within the limit: all of them
+
+
 # ------------------------------------------------------------------------------------------- trend test
 
 

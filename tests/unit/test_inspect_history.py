@@ -127,3 +127,19 @@ def test_prompt_rows_of_the_recent_groups_only(ctx):
     recent = context.store.prompt_rows(run, recent=5)  # the latest 5 groups: steps 8-12, row 7 only
     assert [(r.row_index, r.num_groups, r.first_step, r.last_step) for r in recent] == [(7, 5, 8, 12)]
     assert context.store.prompt_rows(run, recent=1000) == every
+
+
+def test_eval_groups_are_not_in_a_training_rows_history(ctx):
+    context, run = ctx
+    # an evaluation at steps 4 and 8 on another dataset whose row 7 is another prompt
+    for step in (4, 8):
+        eval_group = GroupRecord(step=step, row_index=7, prompt="What is 4 + 8?", completions=[], split="eval")
+        context.store.record_groups(run, step, [eval_group], split="eval")
+    store = context.store
+    page = store.prompt_page(run, 7, limit=50)
+    assert page.total == 13 and len(page.groups) == 13
+    assert all(g.prompt == "What is 7 + 7?" and g.split in (None, "train") for g in page.groups)
+    assert [g.step for g in store.groups_for_prompt(run, 7, 50, after=(3, None))][:2] == [4, 5]
+    assert {r.row_index: r.num_groups for r in store.prompt_rows(run)} == {7: 13, 2: 1}
+    assert {r.row_index: r.num_groups for r in store.prompt_rows(run, recent=3)} == {7: 3}
+    assert [g.split for g in store.groups_at(run, 8)].count("eval") == 1  # still in the step's view
