@@ -13,15 +13,16 @@ from grpo_core.doctor.findings import (
 from grpo_core.doctor.thresholds import (
     SCORE_TOLERANCE,
 )
+from grpo_core.rewards.compose import reward_function_name
 from storage import CompletionRecord, GroupRecord
 
 
 def reward_weights(config: Mapping[str, Any]) -> dict[str, float]:
     """Each reward function's weight by its metric name, in the config's order.
 
-    Names follow :func:`grpo_core.rewards.compose.build_reward_funcs`: a spec's ``name``, else its ``rule``, with
-    ``_2``, ``_3``... on a repeated name (a ``plugin`` rule without ``name`` is logged under its function's name,
-    which the config does not hold; callers give unknown names weight 1).
+    Names follow :func:`grpo_core.rewards.compose.build_reward_funcs`: a spec's ``name``, else its function's
+    (:func:`~grpo_core.rewards.compose.reward_function_name`: a ``plugin``'s function, else the rule), with ``_2``,
+    ``_3``... on a repeated name; callers give unknown names weight 1.
 
     Args:
         config: a run config dump; ``config["rewards"]`` is a list of ``RewardSpec`` mappings.
@@ -33,7 +34,7 @@ def reward_weights(config: Mapping[str, Any]) -> dict[str, float]:
     for spec in config.get("rewards") or ():
         if not isinstance(spec, Mapping) or not spec.get("rule"):
             continue
-        base = (spec.get("name") or "").strip() or str(spec["rule"])
+        base = reward_function_name(spec)
         name, suffix = base, 2
         while name in weights:
             name, suffix = f"{base}_{suffix}", suffix + 1

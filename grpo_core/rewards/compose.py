@@ -210,6 +210,29 @@ def build_reward_funcs(
     return _apply_gates(parsed, funcs, names), weights, names
 
 
+def reward_function_name(spec: RewardSpec | Mapping[str, Any]) -> str:
+    """The name a spec's reward function gets before the ``_2``, ``_3``... of a repeated name (what TRL logs as
+    ``rewards/<name>/mean``), without building it: the spec's ``name``; else, for a ``plugin``, its ``name``
+    parameter or the function its ``target`` names (``rules.py:short`` -> ``short``); else the rule.
+
+    ``spec``: a :class:`RewardSpec` or its dict, as a run's stored config holds it.
+    """
+    if isinstance(spec, Mapping):
+        rule, name, params = str(spec.get("rule") or ""), spec.get("name"), spec.get("params") or {}
+    else:
+        rule, name, params = spec.rule, spec.name, spec.params
+    if name and str(name).strip():
+        return str(name).strip()
+    if rule == "plugin":
+        named = str(params.get("name") or "").strip()
+        target = str(params.get("target") or "").strip()
+        if named:
+            return named
+        if ":" in target:
+            return target.rsplit(":", 1)[1].strip().split(".")[-1] or rule
+    return rule
+
+
 @dataclass
 class GroupScore:
     """The scores of one group of completions of the same prompt.

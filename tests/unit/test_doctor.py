@@ -424,6 +424,21 @@ def test_reward_weights_name_rules_as_the_reward_functions_are_named():
     assert reward_weights({}) == {}
 
 
+def test_a_plugin_without_a_name_is_weighed_under_its_functions_name_as_trl_logs_it():
+    from grpo_core.rewards.compose import build_reward_funcs
+
+    rewards = [
+        {"rule": "numeric_answer", "weight": 1.0},
+        {"rule": "plugin", "weight": 0.5, "params": {"target": "rules.py:short"}},
+        {"rule": "plugin", "weight": 0.2, "params": {"target": "pkg.mod:Scorer.score", "name": "scorer"}},
+        {"rule": "plugin", "weight": 0.1, "params": {"target": "other.py:short"}},
+        {"rule": "reward_model", "weight": 0.3, "params": {"model": "some/model"}},
+    ]
+    weights = reward_weights({"rewards": rewards})
+    assert weights == {"numeric_answer": 1.0, "short": 0.5, "scorer": 0.2, "short_2": 0.1, "reward_model": 0.3}
+    assert list(weights) == build_reward_funcs(rewards)[2]  # the names the worker gives TRL
+
+
 @pytest.mark.parametrize(
     ("config", "groups", "rule"),
     [
