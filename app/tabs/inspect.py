@@ -137,7 +137,7 @@ def create_inspect_tab(
     reload.click(on_reload, inputs=shown_by, outputs=[step, *shown])
     if tab is not None:  # the run dropdown shows a run from the start: fill its steps when the tab opens
         tab.select(on_reload, inputs=shown_by, outputs=[step, *shown])
-    tools = {**create_token_view(ctx, run, step), **create_inspect_tools(ctx, run, step, reload)}
+    tools = {**create_token_view(ctx, run, step), **create_inspect_tools(ctx, run, step, reload, tab)}
     return {"run": run, "step": step, "groups": groups, "summary": summary, "refresh": reload, "filter": show,
             "top_n": top_n, "threshold": threshold, "stats": stats, **tools}
 

@@ -113,7 +113,7 @@ def _history_outputs(page: PromptPage | None) -> tuple[str, dict | None]:
 
 
 def create_inspect_tools(
-    ctx: AppContext, run: gr.Dropdown, step: gr.Dropdown, reload: gr.Button
+    ctx: AppContext, run: gr.Dropdown, step: gr.Dropdown, reload: gr.Button, tab: gr.Tab | None = None
 ) -> dict[str, gr.components.Component]:
     """Build the search, prompt-across-steps and diff panels inside the current ``gr.Blocks`` and wire them to the
     Inspect tab's ``run`` and ``step`` dropdowns and its ``reload`` button."""
@@ -199,6 +199,8 @@ def create_inspect_tools(
 
     run.change(on_run, inputs=run, outputs=[prompt_row, history, history_state, results, offset_state])
     reload.click(on_reload, inputs=[run, prompt_row, history_state], outputs=[prompt_row, history, history_state])
+    if tab is not None:  # a run shown from the start (no change event): its dataset rows when the tab opens
+        tab.select(on_reload, inputs=[run, prompt_row, history_state], outputs=[prompt_row, history, history_state])
     search.click(lambda r, t: on_search(r, t, 0), inputs=[run, query], outputs=[results, offset_state])
     query.submit(lambda r, t: on_search(r, t, 0), inputs=[run, query], outputs=[results, offset_state])
     previous.click(
@@ -219,10 +221,11 @@ def create_inspect_tools(
             lambda r, i, shown, move=move: on_history(r, i, move, shown),
             inputs=[run, prompt_row, history_state], outputs=history_out,
         ).then(on_choices, inputs=[run, step, prompt_row, history_state], outputs=[left, right, diff])
-    from_step.submit(
-        lambda r, i, s: on_history(r, i, "first", None, s), inputs=[run, prompt_row, from_step],
-        outputs=history_out,
-    ).then(on_choices, inputs=[run, step, prompt_row, history_state], outputs=[left, right, diff])
+    for event in (from_step.submit, from_step.blur):  # Enter, or leaving the box
+        event(
+            lambda r, i, s: on_history(r, i, "first", None, s), inputs=[run, prompt_row, from_step],
+            outputs=history_out,
+        ).then(on_choices, inputs=[run, step, prompt_row, history_state], outputs=[left, right, diff])
     step.change(on_choices, inputs=[run, step, prompt_row, history_state], outputs=[left, right, diff])
     left.change(on_diff, inputs=[left, right], outputs=diff)
     right.change(on_diff, inputs=[left, right], outputs=diff)
