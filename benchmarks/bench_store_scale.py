@@ -65,7 +65,7 @@ from app.tabs.doctor import doctor_report  # noqa: E402
 from app.tabs.inspect import stats_figure, step_choices  # noqa: E402
 from app.tabs.inspect_tools import history_page, prompt_row_choices  # noqa: E402
 from app.tabs.runs import refresh_series, runs_frame  # noqa: E402
-from storage import MetricSummary, Store, sqlite_url  # noqa: E402
+from storage import MetricSummary, RunStatus, Store, sqlite_url  # noqa: E402
 from storage.models import GroupRow, MetricRow, RunRow  # noqa: E402
 
 CHART_KEYS = list(_CHART_KEYS)  # what the Runs tab draws
@@ -207,8 +207,11 @@ def generate_groups(store: Store, run_id: int, args: argparse.Namespace) -> None
 
 
 def finish(store: Store, run_id: int, args: argparse.Namespace) -> None:
-    """Set the run's step and refresh the planner's statistics (``ANALYZE``)."""
+    """Set the run's step, mark it completed (a dashboard served on the store then starts no worker for it) and
+    refresh the planner's statistics (``ANALYZE``)."""
     store.update_run(run_id, current_step=max(args.steps, store.get_run(run_id).current_step))
+    if store.claim_run(run_id):
+        store.finish_run(run_id, RunStatus.COMPLETED)
     with store.engine.begin() as conn:
         conn.execute(text("ANALYZE"))
 
