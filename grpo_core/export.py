@@ -184,7 +184,9 @@ def export_config_yaml(
     missing: tuple[str, ...] = ()
     if copy_dataset:
         config, plugins, missing = _copy_plugin_files(config, dest.parent)
-    dest.write_text(provenance_comment(run.provenance) + config.to_yaml(), encoding="utf-8")
+    changed = "".join(f"# plugin file changed since the run trained: {path} (copied as it is now)\n"
+                      for path in changed_plugin_files(run))
+    dest.write_text(provenance_comment(run.provenance) + changed + config.to_yaml(), encoding="utf-8")
     return ConfigExport(dest, copied, plugins, missing)
 
 

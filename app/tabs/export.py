@@ -30,7 +30,7 @@ def create_export_panel(ctx: AppContext, run_selector: gr.Dropdown) -> dict[str,
         button = gr.Button("Export the selected run", elem_id="export-button")
         status = gr.Markdown(elem_id="export-status")
         with gr.Row():
-            config = gr.File(label="config YAML + dataset", file_count="multiple", interactive=False,
+            config = gr.File(label="config YAML + dataset + plugin files", file_count="multiple", interactive=False,
                              elem_id="export-config")
             metrics = gr.File(label="metrics CSV", interactive=False, elem_id="export-metrics")
             groups = gr.File(label="groups Parquet", interactive=False, elem_id="export-groups")
@@ -50,7 +50,7 @@ def create_export_panel(ctx: AppContext, run_selector: gr.Dropdown) -> dict[str,
         note = "" if result.adapter is not None else " No adapter yet: the run has not finished training."
         text = f"Exported run #{result.run_id} to `{result.folder}`.{note}"
         text += "".join(f"\n\n⚠️ {warning}" for warning in result.warnings())
-        config_files = [str(p) for p in (result.config, result.dataset) if p is not None]
+        config_files = [str(p) for p in (result.config, result.dataset, *result.plugins) if p is not None]
         adapter_file = str(result.adapter) if result.adapter is not None else None
         return text, config_files, str(result.metrics), str(result.groups), adapter_file, str(result.bundle)
 

@@ -193,6 +193,7 @@ def test_export_says_when_a_plugin_file_changed_since_the_run_trained(store, set
     assert changed.changed_plugins == (str(rules),)
     assert changed.warnings() == [f"plugin file changed since the run trained: {rules} (copied as it is now)"]
     assert changed.plugins[0].read_text() == rules.read_text()
+    assert f"# plugin file changed since the run trained: {rules} (copied as it is now)\n" in changed.config.read_text()
 
 
 def test_adapter_zip_holds_the_adapter_folder(settings, run, tmp_path):
