@@ -74,7 +74,8 @@ def _dataset_name(name: str | None, source_name: str) -> str:
     candidate = (name or "").strip() or Path(source_name).stem
     if len(candidate) > NAME_MAX_CHARS:
         raise DatasetError(
-            source_name, f"dataset name is {len(candidate)} characters long; the limit is {NAME_MAX_CHARS}"
+            source_name,
+            f"dataset name is {len(candidate)} characters long; the limit is {NAME_MAX_CHARS}: give a shorter name",
         )
     if not _NAME_OK.match(candidate):
         raise DatasetError(source_name, f"dataset name {candidate!r} may use letters, digits, spaces and . ( ) - + _")
