@@ -199,7 +199,7 @@ def test_metric_series_extend_is_incremental_and_deduplicates():
 def _one_by_one(rows):
     series = MetricSeries()
     for row in rows:  # each row alone: the point-by-point path
-        series._append_rows([row])
+        series.extend_rows([row])
     return series
 
 
