@@ -88,7 +88,7 @@ def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, 
     blocks = build_blocks(ctx)
     blocks.queue(default_concurrency_limit=8)
     # The objects made so far (modules, the UI: ~200,000) live as long as the process: kept out of the garbage
-    # collector's full passes, which a page read of many rows (a first chart load, the doctor's 40,000 points)
+    # collector's full passes, which a page read of many rows (a first chart load, the doctor's first read)
     # otherwise triggers, each ~100 ms at that heap size (benchmarks/bench_store_scale.py).
     gc.collect()
     gc.freeze()
