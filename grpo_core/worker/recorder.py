@@ -457,8 +457,9 @@ class RunRecorder(TrainerCallback):
         step = state.global_step
         evaluation = any(key.startswith("eval_") for key in logs)
         values = {key: _plain(value) for key, value in logs.items()}
+        summary = "train_runtime" in logs  # the closing summary TRL logs once, at the last step
         # a training step's log, not an evaluation's nor the closing summary (train_runtime, ...) at the same step
-        if self.device_metrics is not None and not evaluation and "train_runtime" not in logs:
+        if self.device_metrics is not None and not evaluation and not summary:
             values.update(self.device_metrics())
         wall_time = time.time()
         if evaluation:
@@ -474,7 +475,7 @@ class RunRecorder(TrainerCallback):
             if cancel and heartbeat is not None:
                 heartbeat.cancel_requested.set()
 
-        label = f"step {step} metrics" + (f", {split} groups" if build is not None else "")
+        label = f"step {step} " + ("run summary" if summary else "metrics") + (f", {split} groups" if build else "")
         self.writer.submit(StoreWrite(label, record))
         if control.should_save:
             self.writer.flush(None)  # the checkpoint TRL writes next must not get ahead of the store

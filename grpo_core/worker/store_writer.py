@@ -30,6 +30,7 @@ and for tests that want no thread).
 from __future__ import annotations
 
 import queue
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -42,6 +43,7 @@ from storage import Store
 MAX_PENDING = 64
 #: Default most writes applied per wake-up of the writer thread.
 BATCH_SIZE = 32
+_DIGITS = re.compile(r"\d+")
 #: Default seconds :meth:`StoreWriter.close` waits for the queue to drain and the thread to end.
 JOIN_TIMEOUT_S = 60.0
 
@@ -100,6 +102,7 @@ class StoreWriter:
         self._closed = False
         self._thread: threading.Thread | None = None
         self.busy_s = 0.0  # CPU seconds of the applying thread spent in writes (time.thread_time), for benchmarks
+        self.busy_by_label: dict[str, float] = {}  # the same, by each write's label with its digits dropped
 
     # ------------------------------------------------------------------------------------------ training thread
     @property
@@ -234,7 +237,10 @@ class StoreWriter:
             except BaseException as exc:  # noqa: BLE001 - handed to the training thread, which raises it
                 self._failed_write = getattr(write, "label", None) or getattr(write, "__name__", repr(write))
                 self._error = exc
-            self.busy_s += time.thread_time() - started
+            spent = time.thread_time() - started
+            self.busy_s += spent
+            label = _DIGITS.sub("N", getattr(write, "label", None) or getattr(write, "__name__", "write"))
+            self.busy_by_label[label] = self.busy_by_label.get(label, 0.0) + spent
         with self._done:
             self._applied = number
             self._done.notify_all()

@@ -39,6 +39,9 @@ def test_metrics_of_every_step_reach_the_store_once_after_close(store):
     writer.close(30)
     points = store.metrics_since(run.id, keys=["reward"])
     assert [(p.step, p.value) for p in points] == [(step, pytest.approx(step / 10)) for step in range(1, 31)]
+    # the CPU the writes took, in all and by label (digits folded, so one label per kind of write)
+    assert set(writer.busy_by_label) == {"step N metrics"}
+    assert writer.busy_by_label["step N metrics"] == pytest.approx(writer.busy_s) and writer.busy_s > 0
     with pytest.raises(RecordingError, match="closed"):
         writer.submit(lambda _store: None)
 
