@@ -20,15 +20,15 @@ capture of every completion's per-token log-probability, KL and entropy (:mod:`g
 gives the trainer back TRL's own methods), and the bench prints the bytes each completion's token record takes in
 the store (float16 arrays and the token pieces' JSON).
 
-The per-repetition ratios scatter on a shared two-core machine (0.8 to 1.3 within one run), so the verdict line gives
+The per-repetition ratios scatter on a shared two-core machine (0.7 to 1.6 within one run), so the verdict line gives
 a 95% bootstrap interval for their median (repetitions resampled with replacement) and says "not resolved" when
 the interval holds the goal on both sides.
 
 ``--burn-ms X`` adds a fourth mode, "burn": the recorder and the writer thread as in "recorded", but each step's
 write replaced by X ms of CPU that holds no GIL (SHA-256 over 64 KiB blocks, which CPython hashes with the GIL
 released). Comparing it with "bare" prices a millisecond of CPU on another thread of this process on this
-machine: with training on both cores it costs more than a millisecond of step time (one run here: 4.5 ms of burn
-made steps 9% longer; a ``SCHED_IDLE`` writer thread or a shorter GIL switch interval did not change that, so it
+machine: with training on both cores it costs more than a millisecond of step time (runs here: 4 to 4.5 ms of burn
+made steps 6 to 16% longer; a ``SCHED_IDLE`` writer thread or a shorter GIL switch interval did not change that, so it
 is contention for the cores themselves, not scheduling nor the GIL). That figure, times the writer's CPU per step,
 says what the recorded ratio can be on a given machine.
 

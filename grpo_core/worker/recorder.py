@@ -475,7 +475,9 @@ class RunRecorder(TrainerCallback):
             if cancel and heartbeat is not None:
                 heartbeat.cancel_requested.set()
 
-        label = f"step {step} " + ("run summary" if summary else "metrics") + (f", {split} groups" if build else "")
+        label = f"step {step} " + ("run summary" if summary else "metrics")
+        if build is not None:
+            label += f", {split} groups"
         self.writer.submit(StoreWrite(label, record))
         if control.should_save:
             self.writer.flush(None)  # the checkpoint TRL writes next must not get ahead of the store

@@ -43,9 +43,9 @@ from storage import Store
 MAX_PENDING = 64
 #: Default most writes applied per wake-up of the writer thread.
 BATCH_SIZE = 32
-_DIGITS = re.compile(r"\d+")
 #: Default seconds :meth:`StoreWriter.close` waits for the queue to drain and the thread to end.
 JOIN_TIMEOUT_S = 60.0
+_DIGITS = re.compile(r"\d+")  # folded out of a write's label: one label per kind of write ("step N metrics")
 
 
 class RecordingError(RuntimeError):
@@ -101,8 +101,9 @@ class StoreWriter:
         self._failed_write = ""
         self._closed = False
         self._thread: threading.Thread | None = None
-        self.busy_s = 0.0  # CPU seconds of the applying thread spent in writes (time.thread_time), for benchmarks
-        self.busy_by_label: dict[str, float] = {}  # the same, by each write's label with its digits dropped
+        # CPU seconds of the applying thread spent in writes (time.thread_time), by each write's label with its
+        # digits folded; for benchmarks
+        self.busy_by_label: dict[str, float] = {}
 
     # ------------------------------------------------------------------------------------------ training thread
     @property
@@ -115,6 +116,11 @@ class StoreWriter:
         """Sequence number of the last write the thread is done with (applied, or discarded after a failure)."""
         with self._done:
             return self._applied
+
+    @property
+    def busy_s(self) -> float:
+        """CPU seconds the applying thread spent in writes so far (``time.thread_time``), all labels together."""
+        return sum(self.busy_by_label.values())
 
     @property
     def error(self) -> BaseException | None:
@@ -238,7 +244,6 @@ class StoreWriter:
                 self._failed_write = getattr(write, "label", None) or getattr(write, "__name__", repr(write))
                 self._error = exc
             spent = time.thread_time() - started
-            self.busy_s += spent
             label = _DIGITS.sub("N", getattr(write, "label", None) or getattr(write, "__name__", "write"))
             self.busy_by_label[label] = self.busy_by_label.get(label, 0.0) + spent
         with self._done:
