@@ -112,7 +112,8 @@ class BurningWriter(StoreWriter):
         self.burn = cpu_burn(seconds)
 
     def submit(self, write, *, poll_s: float = 0.1) -> int:
-        if getattr(write, "label", "").endswith(("metrics", "groups")):  # a step's record, not the summary
+        label = getattr(write, "label", "")
+        if label.endswith(("metrics", "groups")) and "run summary" not in label:  # a step's record, not the summary
             write = StoreWrite(write.label, self.burn)
         return super().submit(write, poll_s=poll_s)
 
