@@ -32,13 +32,16 @@ bucket per key kept in memory (:class:`storage.StepCache`), so a step reads noth
   unrecorded step.
 * **Train end, cancel, crash: everything.** ``on_train_end`` (also after a cancel, SIGTERM included) flushes; the
   worker's crash path calls :meth:`RunRecorder.close`, which flushes what was submitted before the exception.
-* **Cancel stays cheap and timely.** Every step's transaction reads the run's cancel flag. Before each scoring,
-  once the writer is idle (the tap waits for it), the recorder also has it read the flag (one primary-key read,
-  done while the step scores, backs up and updates), and ``on_step_end`` takes the answer (it is nearly always in
-  by then; it waits at most ``cancel_wait_s``), so a cancel requested before the step's scoring stops training at
-  that step, and one requested later (during the scoring, backward or optimizer update, or in a step without a
-  scoring, e.g. ``num_iterations`` > 1) at the next step, through the flag the step's own transaction reads. The
-  training thread never waits for a busy writer to answer.
+* **Cancel stays cheap and timely.** A logged step's transaction reads the run's cancel flag, and so does a progress
+  beat. Before a scoring, once the writer is idle (the tap waits for it), the recorder also has it read the flag
+  (one primary-key read, done while the step scores, backs up and updates) unless it was read in the last
+  ``progress_interval_s``, and ``on_step_end`` takes the answer (it is nearly always in by then; it waits at most
+  ``cancel_wait_s``). With steps longer than ``progress_interval_s``, a cancel requested before the step's scoring
+  stops training at that step, and one requested later (during the scoring, backward or optimizer update, or in a
+  step without a scoring, e.g. ``num_iterations`` > 1) at the next step, through the flag the step's own
+  transaction reads. Faster steps (a GPU's) skip the reads in between, as they skip the progress beats of steps
+  that log nothing: a cancel stops them within about ``progress_interval_s`` and a step. The training thread never
+  waits for a busy writer to answer.
 * A failed write fails the run: the next callback raises
   :class:`~grpo_core.worker.store_writer.RecordingError` from the write's exception; the failed step's
   transaction leaves nothing of it in the store.
@@ -64,6 +67,9 @@ if TYPE_CHECKING:
     from grpo_core.worker.token_stats import TokenCapture
 
 _EXTRA_TOKENS = "_num_tokens"
+#: Default least seconds between two cancel checks before a scoring, and between two progress beats of steps that log
+#: nothing (the dashboard's pages refresh every 2 s; the heartbeat thread beats every 5 s besides).
+PROGRESS_INTERVAL_S = 1.0
 _EXTRA_TRUNCATED = "_truncated"
 
 
@@ -312,6 +318,11 @@ class RunRecorder(TrainerCallback):
             one on ``store``, its thread started by the first write).
         cancel_wait_s: most seconds ``on_step_end`` waits for the answer to the cancel check submitted before the
             step's scoring (a slower answer lets the cancel take effect one step later).
+        progress_interval_s: least seconds between two of the writes a step makes besides its record: the cancel
+            check before a scoring, and the progress beat (``current_step``) of a step that logs nothing. Steps
+            longer than this get both every step; faster ones (a GPU's) every ``progress_interval_s``, so a cancel
+            takes effect within about that long plus a step. A logged step's own transaction beats and reads the
+            flag every time, and the last step is always beaten.
 
     An evaluation (TRL logs its metrics with the ``eval_`` prefix: ``eval_reward``, ``eval_rewards/<fn>/mean``, ...)
     is recorded under TRL's names, and its groups with ``split="eval"``. See the module docstring for what is in
@@ -337,6 +348,7 @@ class RunRecorder(TrainerCallback):
         token_capture: TokenCapture | None = None,
         writer: StoreWriter | None = None,
         cancel_wait_s: float = 1.0,
+        progress_interval_s: float = PROGRESS_INTERVAL_S,
     ) -> None:
         self.store = store
         self.run_id = run_id
@@ -351,6 +363,9 @@ class RunRecorder(TrainerCallback):
         self.token_capture = token_capture
         self.writer = writer if writer is not None else StoreWriter(store, name=f"recorder-{run_id}")
         self.cancel_wait_s = cancel_wait_s
+        self.progress_interval_s = progress_interval_s
+        self._next_check = 0.0  # time.monotonic() from which a scoring gets a cancel check again
+        self._next_beat = 0.0  # time.monotonic() from which a step that logs nothing gets a progress beat again
         self.trainer = None
         self.cancelled = False
         self._recorded_generation = 0
@@ -384,7 +399,9 @@ class RunRecorder(TrainerCallback):
             RecordingError: a write failed.
         """
         self.writer.wait_applied()
-        if self._main_process and self.heartbeat is not None and self._cancel_check is None:
+        if (self._main_process and self.heartbeat is not None and self._cancel_check is None
+                and time.monotonic() >= self._next_check):
+            self._next_check = time.monotonic() + self.progress_interval_s
             heartbeat = self.heartbeat
             self._cancel_check = self.writer.submit(StoreWrite("cancel check", lambda _store: heartbeat.check_cancel()))
 
@@ -416,7 +433,10 @@ class RunRecorder(TrainerCallback):
             if self._cancel_check is not None:
                 self.writer.wait_applied(self._cancel_check, timeout_s=self.cancel_wait_s)
                 self._cancel_check = None
-            if not getattr(control, "should_log", False):  # a logging step beats in its log's transaction
+            # a logging step beats in its log's transaction; the others every progress_interval_s, and when saving
+            if not getattr(control, "should_log", False) and (time.monotonic() >= self._next_beat
+                                                              or control.should_save):
+                self._next_beat = time.monotonic() + self.progress_interval_s
                 heartbeat, step = self.heartbeat, state.global_step
                 self.writer.submit(StoreWrite(f"step {step} heartbeat", lambda _store: heartbeat.beat(step=step)))
         if self._cancel_agreed(args):
@@ -428,7 +448,11 @@ class RunRecorder(TrainerCallback):
         return control
 
     def on_train_end(self, args, state, control, **kwargs):
-        """Training ended (finished or cancelled): every write is in the store before the run is marked."""
+        """Training ended (finished or cancelled): the last step beaten, every write in the store before the run is
+        marked."""
+        if self.heartbeat is not None and state.is_world_process_zero:
+            heartbeat, step = self.heartbeat, state.global_step
+            self.writer.submit(StoreWrite(f"step {step} heartbeat", lambda _store: heartbeat.beat(step=step)))
         self.writer.flush(None)
 
     def _cancel_agreed(self, args) -> bool:
@@ -479,6 +503,8 @@ class RunRecorder(TrainerCallback):
         if build is not None:
             label += f", {split} groups"
         self.writer.submit(StoreWrite(label, record))
+        # the record beats and reads the cancel flag: the next scoring's check and beat can wait
+        self._next_beat = self._next_check = time.monotonic() + self.progress_interval_s
         if control.should_save:
             self.writer.flush(None)  # the checkpoint TRL writes next must not get ahead of the store
 

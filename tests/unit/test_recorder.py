@@ -1,7 +1,9 @@
 """Tests for grpo_core.worker.recorder's RunRecorder driven as TRL's Trainer drives it (its callbacks, in the
 Trainer's order), on a real SQLite store whose writes are made slow: the callbacks return without waiting for the
 store, step N is in the store before step N+1 is scored, a saving step flushes before the checkpoint, a cancel
-requested before the step's scoring stops that very step (one asked later, or with a busy writer, the next), and a failed write fails the next callback."""
+requested before the step's scoring stops that very step (one asked later, or with a busy writer, the next), steps
+faster than the progress interval get a cancel check and a progress beat once per interval (the last step always
+beaten), and a failed write fails the next callback."""
 
 from __future__ import annotations
 
@@ -99,9 +101,10 @@ def test_a_saving_step_flushes_before_the_checkpoint_is_written(store):
 
 def test_a_cancel_requested_before_the_scoring_stops_that_step(store):
     run = _running_run(store)
-    recorder = _recorder(store, run)
+    recorder = _recorder(store, run, progress_interval_s=0.0)  # a check before every scoring, as for slow steps
     state, control = TrainerState(), TrainerControl()
     _step(recorder, state, control, {"reward": 0.5})
+    recorder.wait_recorded()  # step 1's own transaction read the flag before the cancel
     assert not control.should_training_stop
     store.request_cancel(run.id)  # during step 2's rollout
     recorder.tap(["a", "b"])  # the scoring of step 2: step 1 is in the store, the writer idle
@@ -202,6 +205,53 @@ def test_the_groups_are_built_on_the_writer_thread_and_recorded_with_the_metrics
     recorder.close()
     assert writes[-1] == "step 2 run summary"
     assert {p.key for p in store.metrics_since(run.id)} >= {"train_runtime", "train_loss"}
+
+
+def _fast_step(recorder: RunRecorder, state: TrainerState, control: TrainerControl) -> None:
+    """A step that logs nothing (``logging_steps`` > 1): its scoring, then its end."""
+    recorder.tap(["a", "b"])
+    state.global_step += 1
+    recorder.on_step_end(ARGS, state, control)
+
+
+def _write_labels(recorder: RunRecorder) -> list[str]:
+    labels: list[str] = []
+    submit = recorder.writer.submit
+    recorder.writer.submit = lambda write, **kw: (labels.append(write.label), submit(write, **kw))[1]
+    return labels
+
+
+def test_fast_steps_get_a_cancel_check_and_a_progress_beat_once_per_interval(store):
+    run = _running_run(store)
+    recorder = _recorder(store, run, progress_interval_s=0.5)
+    labels = _write_labels(recorder)
+    state, control = TrainerState(), TrainerControl()
+    for _ in range(3):
+        _fast_step(recorder, state, control)
+    assert labels == ["cancel check", "step 1 heartbeat"]  # steps 2 and 3 came within the interval
+    store.request_cancel(run.id)
+    time.sleep(0.55)
+    _fast_step(recorder, state, control)  # the interval has passed: checked before its scoring, stopped at its end
+    assert labels[2:] == ["cancel check", "step 4 heartbeat"]
+    assert control.should_training_stop and control.should_save and recorder.cancelled
+    recorder.on_train_end(ARGS, state, control)
+    assert store.get_run(run.id).current_step == 4
+    recorder.close()
+
+
+def test_the_last_step_is_beaten_at_the_end_even_within_the_interval(store):
+    run = _running_run(store)
+    recorder = _recorder(store, run, progress_interval_s=60.0)
+    labels = _write_labels(recorder)
+    state, control = TrainerState(), TrainerControl()
+    for _ in range(3):
+        _fast_step(recorder, state, control)
+    recorder.wait_recorded()
+    assert store.get_run(run.id).current_step == 1
+    recorder.on_train_end(ARGS, state, control)
+    assert labels == ["cancel check", "step 1 heartbeat", "step 3 heartbeat"]
+    assert store.get_run(run.id).current_step == 3
+    recorder.close()
 
 
 def test_a_busy_writer_is_not_waited_for_and_the_cancel_stops_the_next_step_at_the_latest(store):
