@@ -32,11 +32,16 @@ made steps 6 to 16% longer; a ``SCHED_IDLE`` writer thread or a shorter GIL swit
 is contention for the cores themselves, not scheduling nor the GIL). That figure, times the writer's CPU per step,
 says what the recorded ratio can be on a given machine.
 
-What it leaves out: the GPU (on a GPU a step is shorter, so the same milliseconds weigh more), several processes,
-PostgreSQL, and a browser polling the same store. A tiny model's step is short too, which makes the ratio a
+``--logging-steps N`` is TRL's ``logging_steps``: the recorder writes a step's metrics and groups at TRL's logs
+only, so it prices recording every N steps (TRL's own default is 10; the dashboard's is 1). ``--device cuda`` trains
+on the GPU (``make gpu-check`` runs it there): the steps are short, as the goal is about,
+and torch leaves the CPU cores mostly to the Python side, so the writer thread should compete for the GIL more than for
+the cores. ``--threads`` sets torch's CPU threads (default: the cores, at most 4). What it leaves out: several
+processes, PostgreSQL, and a browser polling the same store. A tiny model's step is short too, which makes the ratio a
 pessimistic bound for real models; the direct per-step milliseconds are the number that transfers.
 
-Usage: ``python benchmarks/bench_recording.py [--steps 6] [--reps 8] [--model FOLDER] [--burn-ms X]``
+Usage: ``python benchmarks/bench_recording.py [--steps 6] [--reps 8] [--model FOLDER] [--device cpu|cuda]
+[--threads N] [--logging-steps N] [--burn-ms X]``
 """
 
 from __future__ import annotations
@@ -217,13 +222,24 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=8, help="repetitions per mode (alternated)")
     parser.add_argument("--model", help="local model folder (default: a tiny random Llama built here)")
     parser.add_argument("--max-completion-length", type=int, default=16, help="tokens per completion")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where to train (cuda: the fast steps of a GPU, where the writer has idle cores)")
+    parser.add_argument("--threads", type=int, default=max(1, min(4, os.cpu_count() or 1)),
+                        help="torch's CPU threads (default: the cores, at most 4)")
+    parser.add_argument("--logging-steps", type=int, default=1,
+                        help="TRL's logging_steps: the recorder writes metrics and groups every N steps")
     parser.add_argument("--burn-ms", type=float, default=0.0,
                         help="add the 'burn' mode: each step's write replaced by this much GIL-free CPU (calibration)")
     args = parser.parse_args()
 
     import torch
 
-    torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+    if args.steps < 3:
+        parser.error("--steps must be at least 3: a step is timed from its start to the next one's, and the first "
+                     "interval is warm-up")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA GPU here")
+    torch.set_num_threads(max(1, args.threads))
     rows = load_prompt_dataset(EXAMPLE).rows
     with tempfile.TemporaryDirectory(prefix="bench-recording-") as tmp:
         tmp_path = Path(tmp)
@@ -246,7 +262,8 @@ def main() -> None:
             "num_generations": 4,
             "per_device_train_batch_size": 8,
             "temperature": 1.0,
-            "device": "cpu",
+            "device": args.device,
+            "logging_steps": args.logging_steps,
         })
         store = Store(sqlite_url(tmp_path / "grpo.db"))
         modes = ["bare", *RECORDED_MODES, *([BURN] if args.burn_ms > 0 else [])]
@@ -273,8 +290,17 @@ def main() -> None:
         store.close()
 
     print(f"\nmodel: {'tiny random Llama' if not args.model else args.model}, {args.steps} steps x {args.reps} reps "
-          f"per mode, CPU, {torch.get_num_threads()} threads")
+          f"per mode, logging_steps {args.logging_steps}, {device_name(args.device)}, {torch.get_num_threads()} CPU threads for torch")
     print_table(times, recorder_s, flush_s, args.steps, (records, tokens, size), rep_medians, writes_s)
+
+
+def device_name(device: str) -> str:
+    """``CPU``, or the CUDA device's name (``NVIDIA H200``) for ``cuda``."""
+    if device != "cuda":
+        return "CPU"
+    import torch
+
+    return torch.cuda.get_device_name(0)
 
 
 def rep_ratios(rep_medians: dict[str, list[float]], mode: str) -> list[float]:

