@@ -221,13 +221,20 @@ def _write_labels(recorder: RunRecorder) -> list[str]:
     return labels
 
 
-def test_fast_steps_get_a_cancel_check_and_a_progress_beat_once_per_interval(store):
+def _three_fast_steps(store, progress_interval_s: float):
+    """A recorder with ``progress_interval_s`` after three steps that log nothing, taken in quick succession;
+    returns the run, the recorder, the labels of the writes it submitted, and TRL's state and control."""
     run = _running_run(store)
-    recorder = _recorder(store, run, progress_interval_s=0.5)
+    recorder = _recorder(store, run, progress_interval_s=progress_interval_s)
     labels = _write_labels(recorder)
     state, control = TrainerState(), TrainerControl()
     for _ in range(3):
         _fast_step(recorder, state, control)
+    return run, recorder, labels, state, control
+
+
+def test_fast_steps_get_a_cancel_check_and_a_progress_beat_once_per_interval(store):
+    run, recorder, labels, state, control = _three_fast_steps(store, 0.5)
     assert labels == ["cancel check", "step 1 heartbeat"]  # steps 2 and 3 came within the interval
     store.request_cancel(run.id)
     time.sleep(0.55)
@@ -240,12 +247,7 @@ def test_fast_steps_get_a_cancel_check_and_a_progress_beat_once_per_interval(sto
 
 
 def test_the_last_step_is_beaten_at_the_end_even_within_the_interval(store):
-    run = _running_run(store)
-    recorder = _recorder(store, run, progress_interval_s=60.0)
-    labels = _write_labels(recorder)
-    state, control = TrainerState(), TrainerControl()
-    for _ in range(3):
-        _fast_step(recorder, state, control)
+    run, recorder, labels, state, control = _three_fast_steps(store, 60.0)
     recorder.wait_recorded()
     assert store.get_run(run.id).current_step == 1
     recorder.on_train_end(ARGS, state, control)
