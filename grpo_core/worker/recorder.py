@@ -34,14 +34,16 @@ bucket per key kept in memory (:class:`storage.StepCache`), so a step reads noth
   worker's crash path calls :meth:`RunRecorder.close`, which flushes what was submitted before the exception.
 * **Cancel stays cheap and timely.** A logged step's transaction reads the run's cancel flag, and so does a progress
   beat. Before a scoring, once the writer is idle (the tap waits for it), the recorder also has it read the flag
-  (one primary-key read, done while the step scores, backs up and updates) unless it was read in the last
-  ``progress_interval_s``, and ``on_step_end`` takes the answer (it is nearly always in by then; it waits at most
-  ``cancel_wait_s``). With steps longer than ``progress_interval_s``, a cancel requested before the step's scoring
-  stops training at that step, and one requested later (during the scoring, backward or optimizer update, or in a
-  step without a scoring, e.g. ``num_iterations`` > 1) at the next step, through the flag the step's own
-  transaction reads. Faster steps (a GPU's) skip the reads in between, as they skip the progress beats of steps
-  that log nothing: a cancel stops them within about ``progress_interval_s`` and a step. The training thread never
-  waits for a busy writer to answer.
+  (one primary-key read, done while the step scores, runs the backward pass and updates) if the previous such check
+  was at least ``progress_interval_s`` ago, and ``on_step_end`` takes the answer (it is nearly always in by then; it
+  waits at most ``cancel_wait_s``). With steps longer than ``progress_interval_s``, every step gets that check: a
+  cancel requested before the step's scoring stops training at that step, and one requested later (during the
+  scoring, backward or optimizer update, or in a step without a scoring, e.g. ``num_iterations`` > 1) at the next
+  step, through the flag the step's own transaction (or its progress beat) reads. Faster steps (a GPU's) get the
+  check, and the progress beat of a step that logs nothing, once per ``progress_interval_s``: a cancel stops them
+  within about ``progress_interval_s`` and a step. The training thread never waits for the cancel check's answer
+  behind other writes: it waits at most ``cancel_wait_s``, and only for the check it queued while the writer was
+  idle.
 * A failed write fails the run: the next callback raises
   :class:`~grpo_core.worker.store_writer.RecordingError` from the write's exception; the failed step's
   transaction leaves nothing of it in the store.
@@ -318,11 +320,11 @@ class RunRecorder(TrainerCallback):
             one on ``store``, its thread started by the first write).
         cancel_wait_s: most seconds ``on_step_end`` waits for the answer to the cancel check submitted before the
             step's scoring (a slower answer lets the cancel take effect one step later).
-        progress_interval_s: least seconds between two of the writes a step makes besides its record: the cancel
-            check before a scoring, and the progress beat (``current_step``) of a step that logs nothing. Steps
-            longer than this get both every step; faster ones (a GPU's) every ``progress_interval_s``, so a cancel
-            takes effect within about that long plus a step. A logged step's own transaction beats and reads the
-            flag every time, and the last step is always beaten.
+        progress_interval_s: least seconds between two cancel checks before a scoring, and between two progress
+            beats (``current_step``) of steps that log nothing (counted from the last beat, a logged step's
+            transaction included). Steps longer than this get both every step; faster ones (a GPU's) once per
+            ``progress_interval_s``, so a cancel takes effect within about that long plus a step. A logged step's
+            own transaction beats and reads the flag every time, and the last step is always beaten.
 
     An evaluation (TRL logs its metrics with the ``eval_`` prefix: ``eval_reward``, ``eval_rewards/<fn>/mean``, ...)
     is recorded under TRL's names, and its groups with ``split="eval"``. See the module docstring for what is in
@@ -392,8 +394,9 @@ class RunRecorder(TrainerCallback):
 
     def before_scoring(self) -> None:
         """The tap calls it before each scoring: wait until every write submitted so far is in the store, then (on
-        the main process) have the now idle writer read the run's cancel flag while the step scores, backs up and
-        updates; ``on_step_end`` takes the answer.
+        the main process) have the now idle writer read the run's cancel flag while the step scores, runs the backward
+        pass and updates, unless the previous check was less than ``progress_interval_s`` ago; ``on_step_end`` takes
+        the answer.
 
         Raises:
             RecordingError: a write failed.
@@ -503,8 +506,9 @@ class RunRecorder(TrainerCallback):
         if build is not None:
             label += f", {split} groups"
         self.writer.submit(StoreWrite(label, record))
-        # the record beats and reads the cancel flag: the next scoring's check and beat can wait
-        self._next_beat = self._next_check = time.monotonic() + self.progress_interval_s
+        # the record beats: the progress beat of the steps after it can wait (the check before the next scoring not:
+        # a step longer than progress_interval_s gets it every time, whatever its generation takes)
+        self._next_beat = time.monotonic() + self.progress_interval_s
         if control.should_save:
             self.writer.flush(None)  # the checkpoint TRL writes next must not get ahead of the store
 

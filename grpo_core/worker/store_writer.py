@@ -18,8 +18,9 @@ callables, ``write(store) -> None``, and applies them on its own thread in the o
   is scored" rule, and a flush before a checkpoint).
 
 A write is any callable taking the :class:`~storage.Store`; :class:`StoreWrite` names one for the log and the
-error message. The recorder submits one per step (:meth:`storage.Store.record_step`, one transaction) and, when the
-writer is idle, a cancel check. A new kind of record is one more callable submitted the same way. Writes must hold plain Python
+error message. The recorder submits one per logged step (:meth:`storage.Store.record_step`, one transaction), a
+progress beat for a step that logs nothing and, when the writer is idle before a scoring, a cancel check (each of
+the last two at most once per its ``progress_interval_s``). A new kind of record is one more callable submitted the same way. Writes must hold plain Python
 values (numbers, strings, records), never tensors: they outlive the step that made them.
 
 With ``inline=True`` nothing is queued: each write is applied inside :meth:`~StoreWriter.submit`, on the caller's

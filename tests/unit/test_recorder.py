@@ -246,6 +246,21 @@ def test_fast_steps_get_a_cancel_check_and_a_progress_beat_once_per_interval(sto
     recorder.close()
 
 
+def test_a_step_longer_than_the_interval_gets_the_check_before_its_scoring_even_after_a_logged_step(store):
+    run = _running_run(store)
+    recorder = _recorder(store, run, progress_interval_s=0.3)
+    state, control = TrainerState(), TrainerControl()
+    recorder.tap(["a", "b"])  # step 1's scoring: the first check
+    time.sleep(0.35)  # a slow step 1: its log comes after the interval
+    _step(recorder, state, control, {"reward": 0.5})
+    recorder.wait_recorded()  # step 1's own transaction read the flag before the cancel
+    store.request_cancel(run.id)  # during step 2's rollout, just after step 1's log
+    recorder.tap(["a", "b"])  # step 2's scoring: checked, a check being due whatever step 1's log read
+    _step(recorder, state, control, {"reward": 0.6})
+    assert control.should_training_stop and recorder.cancelled
+    recorder.close()
+
+
 def test_the_last_step_is_beaten_at_the_end_even_within_the_interval(store):
     run, recorder, labels, state, control = _three_fast_steps(store, 60.0)
     recorder.wait_recorded()
