@@ -20,7 +20,8 @@ capture of every completion's per-token log-probability, KL and entropy (:mod:`g
 gives the trainer back TRL's own methods), and the bench prints the bytes each completion's token record takes in
 the store (float16 arrays and the token pieces' JSON).
 
-The per-repetition ratios scatter on a shared two-core machine (0.7 to 1.6 within one run), so the verdict line gives
+The per-repetition ratios scatter on a shared two-core machine (0.7 to 1.6 within one run on a quiet machine, 0.04
+to 4 while other work ran), so the verdict line gives
 a 95% bootstrap interval for their median (repetitions resampled with replacement) and says "not resolved" when
 the interval holds the goal on both sides.
 
@@ -34,7 +35,7 @@ says what the recorded ratio can be on a given machine.
 
 ``--logging-steps N`` is TRL's ``logging_steps``: the recorder writes a step's metrics and groups at TRL's logs
 only, so it prices recording every N steps (TRL's own default is 10; the dashboard's is 1). ``--device cuda`` trains
-on the GPU (``make gpu-check`` runs it there): the steps are short, as the goal is about,
+on the GPU (``make gpu-check`` runs it there): short steps, the case the ≤ 1.02 goal is about,
 and torch leaves the CPU cores mostly to the Python side, so the writer thread should compete for the GIL more than for
 the cores. ``--threads`` sets torch's CPU threads (default: the cores, at most 4). What it leaves out: several
 processes, PostgreSQL, and a browser polling the same store. A tiny model's step is short too, which makes the ratio a
