@@ -69,10 +69,10 @@ if TYPE_CHECKING:
     from grpo_core.worker.token_stats import TokenCapture
 
 _EXTRA_TOKENS = "_num_tokens"
+_EXTRA_TRUNCATED = "_truncated"
 #: Default least seconds between two cancel checks before a scoring, and between two progress beats of steps that log
 #: nothing (the dashboard's pages refresh every 2 s; the heartbeat thread beats every 5 s besides).
 PROGRESS_INTERVAL_S = 1.0
-_EXTRA_TRUNCATED = "_truncated"
 
 
 class RolloutTap:
