@@ -291,7 +291,8 @@ def main() -> None:
         store.close()
 
     print(f"\nmodel: {'tiny random Llama' if not args.model else args.model}, {args.steps} steps x {args.reps} reps "
-          f"per mode, logging_steps {args.logging_steps}, {device_name(args.device)}, {torch.get_num_threads()} CPU threads for torch")
+          f"per mode, logging_steps {args.logging_steps}, {device_name(args.device)}, "
+          f"{torch.get_num_threads()} CPU threads for torch")
     print_table(times, recorder_s, flush_s, args.steps, (records, tokens, size), rep_medians, writes_s)
 
 

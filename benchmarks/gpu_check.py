@@ -319,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     recording = recording_bench(out, min(BENCH_S, deadline - time.monotonic()), env,
                                 "cpu" if args.cpu_smoke else "cuda", *((3, 1) if args.cpu_smoke else (12, 4)))
     failed = failed or recording.startswith(("failed", "did not finish"))
-    report = table(results) + f"\n\nRecording overhead ({'CPU' if args.cpu_smoke else 'this GPU'}, tiny model): " + recording
+    where = "CPU" if args.cpu_smoke else "this GPU"
+    report = f"{table(results)}\n\nRecording overhead ({where}, tiny model): {recording}"
     print(report, flush=True)
     (out / "gpu_check.md").write_text(report + "\n", encoding="utf-8")
     return EXIT_FAILED if failed else 0

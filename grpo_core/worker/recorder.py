@@ -440,8 +440,7 @@ class RunRecorder(TrainerCallback):
             if not getattr(control, "should_log", False) and (time.monotonic() >= self._next_beat
                                                               or control.should_save):
                 self._next_beat = time.monotonic() + self.progress_interval_s
-                heartbeat, step = self.heartbeat, state.global_step
-                self.writer.submit(StoreWrite(f"step {step} heartbeat", lambda _store: heartbeat.beat(step=step)))
+                self._submit_beat(state.global_step)
         if self._cancel_agreed(args):
             self.cancelled = True
             control.should_training_stop = True
@@ -454,9 +453,13 @@ class RunRecorder(TrainerCallback):
         """Training ended (finished or cancelled): the last step beaten, every write in the store before the run is
         marked."""
         if self.heartbeat is not None and state.is_world_process_zero:
-            heartbeat, step = self.heartbeat, state.global_step
-            self.writer.submit(StoreWrite(f"step {step} heartbeat", lambda _store: heartbeat.beat(step=step)))
+            self._submit_beat(state.global_step)
         self.writer.flush(None)
+
+    def _submit_beat(self, step: int) -> None:
+        """Have the writer record a heartbeat with ``step`` as the run's progress (it also reads the cancel flag)."""
+        heartbeat = self.heartbeat
+        self.writer.submit(StoreWrite(f"step {step} heartbeat", lambda _store: heartbeat.beat(step=step)))
 
     def _cancel_agreed(self, args) -> bool:
         """Whether the main process saw a cancel request; every process gets its answer (one broadcast per step).

@@ -238,15 +238,15 @@ class StoreWriter:
 
     def _apply(self, number: int, write: Callable[[Store], Any]) -> None:
         if self._error is None:
+            name = getattr(write, "label", None) or getattr(write, "__name__", repr(write))
             started = time.thread_time()
             try:
                 write(self.store)
             except BaseException as exc:  # noqa: BLE001 - handed to the training thread, which raises it
-                self._failed_write = getattr(write, "label", None) or getattr(write, "__name__", repr(write))
+                self._failed_write = name
                 self._error = exc
-            spent = time.thread_time() - started
-            label = _DIGITS.sub("N", getattr(write, "label", None) or getattr(write, "__name__", "write"))
-            self.busy_by_label[label] = self.busy_by_label.get(label, 0.0) + spent
+            kind = _DIGITS.sub("N", name)
+            self.busy_by_label[kind] = self.busy_by_label.get(kind, 0.0) + time.thread_time() - started
         with self._done:
             self._applied = number
             self._done.notify_all()
