@@ -10,13 +10,12 @@ the worker side (:mod:`grpo_core.worker.trl_args`).
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from grpo_core.bounded_parse import dump_yaml, load_yaml
 from grpo_core.rewards.compose import RewardSpec
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
@@ -275,7 +274,7 @@ class RunConfig(BaseModel):
 
     def to_yaml(self) -> str:
         """The config as YAML (round-trips through :func:`load_run_config`)."""
-        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+        return dump_yaml(self.model_dump(mode="json"))
 
 
 def _describe(error: ValidationError) -> str:
@@ -312,44 +311,15 @@ def load_run_config(path: str | Path) -> RunConfig:
     return parse_run_config_text(text, source=str(path))
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a mapping that names a key twice (PyYAML keeps the last silently)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, Hashable) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"{key!r} is given twice (the last would win silently)", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def load_yaml(text: str, *, source: str = "config", error: type[Exception] | None = None) -> Any:
-    """``text`` read as YAML (JSON is YAML) with the safe loader, a key repeated in a mapping refused.
-
-    Raises:
-        ConfigError (or ``error``): not YAML, or a repeated key; the message starts with ``source`` and gives the
-            line and column.
-    """
-    try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise (error or ConfigError)(f"{source}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
-
-
 def parse_run_config_text(text: str, *, source: str = "config") -> RunConfig:
     """Parse a run config written as YAML or JSON (JSON is YAML) text.
 
     Raises:
-        ConfigError: the text is not YAML (with line and column), not a mapping, or fails validation; the message
-            starts with ``source``.
+        ConfigError: the text is not YAML (with line and column), breaks a limit of
+            :func:`grpo_core.bounded_parse.load_yaml` (size, aliases, tags, nesting), is not a mapping, or fails
+            validation; the message starts with ``source``.
     """
-    data = load_yaml(text, source=source)
+    data = load_yaml(text, source=source, error=ConfigError)
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping of config fields, got {type(data).__name__}")
     return parse_run_config(data, source=source)

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from grpo_core.bounded_parse import ParseError, load_json
 from grpo_core.config import ConfigError, RunConfig
 from grpo_core.datasets import ColumnMapping, load_prompt_dataset, read_normalized, remap_rows
 from grpo_core.rewards.registry import completion_text
@@ -157,8 +158,8 @@ def prompt_from_text(text: str, chat: bool) -> str | list[dict[str, Any]]:
     stripped = text.strip()
     if stripped.startswith("["):
         try:
-            value = json.loads(stripped)
-        except json.JSONDecodeError:
+            value = load_json(stripped, source="prompt")
+        except ParseError:
             value = None
         if isinstance(value, list) and value and all(isinstance(m, dict) and "content" in m for m in value):
             return value

@@ -37,10 +37,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
 from pydantic import TypeAdapter, ValidationError
 
-from grpo_core.config import ConfigError, RunConfig, load_yaml, parse_run_config
+from grpo_core.bounded_parse import load_yaml
+from grpo_core.config import ConfigError, RunConfig, parse_run_config
 from grpo_core.runs import stored_run_config, validate_run_config
 from storage import RunInfo, RunStatus, Store, SweepInfo
 
@@ -108,8 +108,8 @@ def varied_fields(grid: Mapping[str, Sequence[Any]]) -> list[str]:
 def _scalar(text: str) -> Any:
     """One comma-separated value as YAML reads it (``0.04`` -> float, ``true`` -> bool, ``cosine`` -> str)."""
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
+        return load_yaml(text, source="sweep value")
+    except ValueError:
         return text
 
 
@@ -178,7 +178,7 @@ def parse_sweep_config_text(text: str, grid_text: str = "", *, source: str = "co
         SweepError: no grid (neither a ``sweep:`` block nor ``grid_text``), both given, or either unreadable.
         ConfigError: the text is not YAML, not a mapping, or the config (without its block) is invalid.
     """
-    data = load_yaml(text or "", source=source)
+    data = load_yaml(text or "", source=source, error=ConfigError)
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -15,13 +15,13 @@ from typing import Any
 
 import gradio as gr
 import pandas as pd
-import yaml
 
 from app.catalog_sync import CatalogSync, dataset_choices, run_choices
 from app.context import AppContext
 from app.tabs.launch_tools import clone_drift_notes, dataset_row_for_bench, stream_preflight
 from app.tabs.memory_panel import create_memory_panel, fit_markdown
 from app.tabs.sweeps import create_sweep_launcher
+from grpo_core.bounded_parse import dump_yaml, load_json, load_yaml
 from grpo_core.config import DEFAULT_MODEL, ConfigError, RunConfig, parse_run_config
 from grpo_core.dataset_library import ARITHMETIC_EXAMPLE, QUICK_START_EXAMPLE
 from grpo_core.gpus import machine_gpus
@@ -104,21 +104,17 @@ ZERO_MEANS_UNSET = ("epsilon_high", "steps_per_generation", "min_p")
 
 def trl_args_text(args: dict[str, Any]) -> str:
     """``trl_args`` as the form's YAML text (empty for none)."""
-    return yaml.safe_dump(args, sort_keys=False, allow_unicode=True) if args else ""
+    return dump_yaml(args) if args else ""
 
 
 def parse_trl_args_text(text: str) -> dict[str, Any]:
     """The form's ``trl_args`` text (YAML or JSON) as a mapping (empty text = none).
 
     Raises:
-        ConfigError: not YAML (with line and column), or not a mapping of field names.
+        ConfigError: not YAML (with line and column), over a limit of :func:`grpo_core.bounded_parse.load_yaml`, or
+            not a mapping of field names.
     """
-    try:
-        value = yaml.safe_load(text or "") or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        raise ConfigError(f"other GRPOConfig fields: not valid YAML{where}") from None
+    value = load_yaml(text or "", source="other GRPOConfig fields", error=ConfigError) or {}
     if not isinstance(value, dict):
         raise ConfigError("other GRPOConfig fields: write a mapping, one `field: value` a line")
     return value
@@ -162,13 +158,7 @@ def rule_defaults_json(rule_name: str) -> str:
 
 def _parse_params(index: int, rule: str, text: str) -> dict[str, Any]:
     text = (text or "").strip() or "{}"
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"reward rule {index} ({rule}): parameters are not valid JSON (line {exc.lineno}, column {exc.colno}: "
-            f"{exc.msg})"
-        ) from None
+    value = load_json(text, source=f"reward rule {index} ({rule}): parameters", error=ConfigError)
     if not isinstance(value, dict):
         raise ConfigError(f"reward rule {index} ({rule}): parameters must be a JSON object")
     return value
@@ -504,12 +494,9 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
 
     def _bench_inputs(row_text: str, completions_text: str, slot_values: tuple) -> tuple[Any, list[str], list]:
         """(row, completions, specs) from the bench and the rule slots; raises ValueError with the message to show."""
-        try:
-            row = json.loads(row_text or "{}")
-            if not isinstance(row, dict):
-                raise ValueError("the dataset row must be a JSON object")
-        except (json.JSONDecodeError, ValueError) as exc:
-            raise ValueError(f"dataset row: {exc}") from None
+        row = load_json(row_text or "{}", source="dataset row", error=ValueError)
+        if not isinstance(row, dict):
+            raise ValueError("dataset row: must be a JSON object")
         completions = [c.strip("\n") for c in (completions_text or "").split("\n---\n")]
         specs = []
         for index in range(RULE_SLOTS):

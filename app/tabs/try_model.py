@@ -17,6 +17,7 @@ import gradio as gr
 
 from app.catalog_sync import CatalogSync, run_choices
 from app.context import AppContext
+from grpo_core.bounded_parse import ParseError, load_json
 from grpo_core.config import ConfigError
 from grpo_core.datasets import DatasetError
 from grpo_core.run_files import ArtifactError, run_dir, weights_choices
@@ -173,9 +174,9 @@ def create_try_model_tab(ctx: AppContext, sync: CatalogSync | None = None) -> di
         if info is None:
             return "Choose a run.", "", ""
         try:
-            row = json.loads(columns_text or "{}")
-        except json.JSONDecodeError as exc:
-            return f"The columns are not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).", "", ""
+            row = load_json(columns_text or "{}", source="The columns")
+        except ParseError as exc:
+            return f"{exc}.", "", ""
         if not isinstance(row, dict):
             return "The columns must be a JSON object, like {\"answer\": 42}.", "", ""
         try:

@@ -1,0 +1,237 @@
+"""Bounded reading of YAML and JSON text that a user sends: run configs, sweeps, rule parameters, dataset rows.
+
+Every text that crosses the API or the UI is read here, with limits checked *while* it is read, so a few hundred
+bytes cannot turn into gigabytes or minutes of work (the "billion laughs" attack: nested YAML aliases, each
+repeating the one before, expand 577 bytes into ~10^9 nodes when a consumer walks, validates or writes the result):
+
+- **size**: at most :data:`MAX_TEXT_BYTES` bytes (UTF-8), checked before anything is parsed;
+- **aliases** (``*name``) are refused during composition, before any node is built from them, and so are merge keys
+  (``<<``, whose only use is to repeat another mapping); an anchor alone (``&name``) is harmless and accepted;
+- **tags**: only the core schema's (``!!str``, ``!!int``, ``!!float``, ``!!bool``, ``!!null``, ``!!seq``,
+  ``!!map``); ``!!python/...``, ``!!binary``, ``!!set``, ``!!timestamp`` and application tags are refused by name.
+  A plain scalar that looks like a date stays text (PyYAML would make it a ``datetime``, which no field accepts);
+- **shape**: at most :data:`MAX_NODES` nodes (scalars, lists and mappings) and :data:`MAX_DEPTH` levels of nesting;
+- **time**: composition stops after :data:`MAX_PARSE_S` seconds (a backstop: the limits above keep an accepted
+  text's parse to tens of milliseconds; see ``benchmarks/bench_bounded_parse.py``);
+- a key given twice in one mapping is refused (both parsers would keep the last silently).
+
+The YAML side is PyYAML's pure-Python ``SafeLoader`` with :meth:`_BoundedLoader.compose_node` counting and checking
+each node as it is composed (the C loader composes in C, out of reach of a check). Errors are one line starting with
+the text's ``source`` and, where the parser knows it, the line and column (1-based). Imports no torch; pure.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+#: Largest text accepted, in bytes of UTF-8: a run config with every field and several reward rules is ~4 KB.
+MAX_TEXT_BYTES = 64 * 1024
+#: Most scalars, lists and mappings in one text.
+MAX_NODES = 10_000
+#: Deepest nesting of lists and mappings (a run config nests ~5 levels: rewards, a rule, its params, a schema).
+MAX_DEPTH = 32
+#: Seconds one parse may take before it is stopped.
+MAX_PARSE_S = 2.0
+
+YAML_CORE_TAGS = frozenset(
+    f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "seq", "map")
+)
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+
+
+class ParseError(ValueError):
+    """A text refused by :func:`load_yaml` or :func:`load_json`; the message names the source and, where known, the
+    line and column."""
+
+
+@dataclass(frozen=True)
+class ParseLimits:
+    """The bounds one parse is held to (see the module docstring); ``max_bytes=None``: no size limit (a file whose
+    size an upload limit already bounds)."""
+
+    max_bytes: int | None = MAX_TEXT_BYTES
+    max_nodes: int = MAX_NODES
+    max_depth: int = MAX_DEPTH
+    max_seconds: float = MAX_PARSE_S
+
+
+DEFAULT_LIMITS = ParseLimits()
+
+
+class _Refused(yaml.MarkedYAMLError):
+    """A limit broken while composing; ``problem`` is the whole reason (not a syntax error)."""
+
+
+def _where(mark: Any) -> str:
+    return f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+
+
+def _size_error(text: str, source: str, limits: ParseLimits) -> str | None:
+    if limits.max_bytes is None:
+        return None
+    size = len(text.encode("utf-8", errors="surrogatepass"))
+    if size <= limits.max_bytes:
+        return None
+    return (f"{source}: {size:,} bytes is over the limit of {limits.max_bytes:,} bytes for one text; "
+            "a run config is a few kilobytes")
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, composing under :class:`ParseLimits` (aliases, merge keys and foreign tags refused)
+    and refusing a key repeated in a mapping."""
+
+    def __init__(self, stream: str, limits: ParseLimits = DEFAULT_LIMITS) -> None:
+        super().__init__(stream)
+        self.limits = limits
+        self.nodes = 0
+        self.depth = 0
+        self.deadline = time.monotonic() + limits.max_seconds
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        mark = event.start_mark
+        if isinstance(event, yaml.AliasEvent):
+            raise _Refused(problem=f"YAML alias *{event.anchor} refused: aliases can expand a few hundred bytes "
+                           "into gigabytes; write the value out", problem_mark=mark)
+        self.nodes += 1
+        if self.nodes > self.limits.max_nodes:
+            raise _Refused(problem=f"more than {self.limits.max_nodes:,} values; a config is far smaller",
+                           problem_mark=mark)
+        if self.depth >= self.limits.max_depth:
+            raise _Refused(problem=f"nested deeper than {self.limits.max_depth} levels", problem_mark=mark)
+        if time.monotonic() > self.deadline:
+            raise _Refused(problem=f"reading took over {self.limits.max_seconds:g} s; send a smaller text",
+                           problem_mark=mark)
+        tag = getattr(event, "tag", None)
+        if tag not in (None, "!") and tag not in YAML_CORE_TAGS:
+            shown = tag.replace("tag:yaml.org,2002:", "!!")
+            raise _Refused(problem=f"YAML tag {shown} refused: only plain values, lists and mappings are read",
+                           problem_mark=mark)
+        self.depth += 1
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+        if node.tag == _MERGE_TAG:
+            raise _Refused(problem="YAML merge key << refused: write the fields out", problem_mark=mark)
+        return node
+
+    def construct_mapping(self, node, deep=False):
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, Hashable) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"{key!r} is given twice (the last would win silently)", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+# A plain scalar that looks like a date stays the text it is (an explicit !!timestamp is refused above).
+_BoundedLoader.add_constructor(_TIMESTAMP_TAG, yaml.SafeLoader.construct_yaml_str)
+
+
+def load_yaml(text: str, *, source: str = "config", error: type[Exception] = ParseError,
+              limits: ParseLimits = DEFAULT_LIMITS) -> Any:
+    """``text`` read as YAML (JSON is YAML) within ``limits``: plain values, lists and mappings only.
+
+    Returns the value (``None`` for an empty text).
+
+    Raises:
+        ParseError (or ``error``): the text is over the size limit, not YAML, uses an alias, a merge key or a tag
+            outside the core schema, has too many values or too deep a nesting, repeats a key, or took too long;
+            the message starts with ``source`` and gives the line and column where the parser knows them.
+    """
+    text = text or ""
+    too_big = _size_error(text, source, limits)
+    if too_big:
+        raise error(too_big)
+    loader = _BoundedLoader(text, limits)
+    try:
+        return loader.get_single_data()
+    except _Refused as exc:
+        raise error(f"{source}{_where(exc.problem_mark)}: {exc.problem}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise error(f"{source}{_where(mark)}: not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
+    except (ValueError, OverflowError) as exc:  # e.g. an integer of more digits than Python converts
+        raise error(f"{source}: a value cannot be read ({exc})") from None
+    finally:
+        loader.dispose()
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKey(key)
+        result[key] = value
+    return result
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _check_shape(value: Any, source: str, limits: ParseLimits, error: type[Exception]) -> None:
+    """Count the nodes and the depth of a parsed JSON value without recursion."""
+    nodes = 0
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        nodes += 1
+        if nodes > limits.max_nodes:
+            raise error(f"{source}: more than {limits.max_nodes:,} values; a config is far smaller")
+        if depth > limits.max_depth:
+            raise error(f"{source}: nested deeper than {limits.max_depth} levels")
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+
+
+def load_json(text: str, *, source: str = "JSON", error: type[Exception] = ParseError,
+              limits: ParseLimits = DEFAULT_LIMITS) -> Any:
+    """``text`` read as JSON within ``limits`` (a key repeated in one object refused).
+
+    Raises:
+        ParseError (or ``error``): over the size limit, not JSON (with line and column), a repeated key, too many
+            values, too deep a nesting, or a number Python cannot convert; the message starts with ``source``.
+    """
+    text = text or ""
+    too_big = _size_error(text, source, limits)
+    if too_big:
+        raise error(too_big)
+    try:
+        value = json.loads(text, object_pairs_hook=_unique_pairs)
+    except json.JSONDecodeError as exc:
+        raise error(f"{source}, line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})") from None
+    except _DuplicateKey as exc:
+        raise error(f"{source}: key {exc.args[0]!r} is given twice (the last would win silently)") from None
+    except RecursionError:
+        raise error(f"{source}: nested deeper than {limits.max_depth} levels") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise error(f"{source}: a value cannot be read ({exc})") from None
+    _check_shape(value, source, limits, error)
+    return value
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """PyYAML's safe dumper writing every value out: no ``&anchor``/``*alias`` for an object met twice, so what it
+    writes is what :func:`load_yaml` reads back."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def dump_yaml(value: Any) -> str:
+    """``value`` (plain values, lists, mappings) as block YAML, keys in their order, without anchors or aliases."""
+    return yaml.dump(value, Dumper=_PlainDumper, sort_keys=False, allow_unicode=True)
