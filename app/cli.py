@@ -50,6 +50,16 @@ def build_parser() -> argparse.ArgumentParser:
         "(env GRPO_WEBHOOK_URL; a run's own webhook_url wins)",
     )
     serve.add_argument(
+        "--webhook-allow-host", action="append", metavar="HOST",
+        help="let webhooks reach HOST although it is internal (loopback, private network, this machine): a host "
+        "name, an IP address or a CIDR network; repeatable (env GRPO_WEBHOOK_ALLOW_HOSTS, comma-separated)",
+    )
+    serve.add_argument(
+        "--run-webhooks", choices=["all", "admins", "none"],
+        help="who may set a run's own webhook_url (env GRPO_RUN_WEBHOOKS; default: all without logins, admins "
+        "with them)",
+    )
+    serve.add_argument(
         "--max-upload-mb", type=int, metavar="MB", help="largest dataset upload (env GRPO_MAX_UPLOAD_MB; default 200)"
     )
     serve.add_argument(
@@ -119,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
                 max_concurrent_runs=args.max_concurrent_runs,
                 max_upload_mb=args.max_upload_mb,
                 webhook_url=args.webhook_url,
+                webhook_allow_hosts=args.webhook_allow_host,
+                run_webhooks=args.run_webhooks,
                 executor=args.executor,
                 ray_address=args.ray_address,
                 shared_dir=args.shared_dir,

@@ -1,8 +1,11 @@
 """Webhook alerts: a JSON message when a run completes, fails or is cancelled, and once per new run-doctor warning.
 
-The URL is the run's ``webhook_url`` (:class:`~grpo_core.config.RunConfig`), else the dashboard's
-``--webhook-url`` / ``GRPO_WEBHOOK_URL`` (:attr:`grpo_core.settings.Settings.webhook_url`); a run with neither gets
-none. The :class:`Notifier` lives in the web process: an APScheduler job reads the store every ``interval_s``
+The URL is the run's ``webhook_url`` (:class:`~grpo_core.config.RunConfig`) where its owner may set one
+(``--run-webhooks``), else the dashboard's ``--webhook-url`` / ``GRPO_WEBHOOK_URL``
+(:attr:`grpo_core.settings.Settings.webhook_url`); a run with neither gets none. Every POST goes through
+:func:`grpo_core.webhook_targets.post_json`: an internal destination (loopback, private, this machine, the dashboard)
+is refused unless an admin allowed its host, a redirect is not followed, and the answer's body is never read; a
+refusal is recorded on the run with its reason, not retried. The :class:`Notifier` lives in the web process: an APScheduler job reads the store every ``interval_s``
 (never the launcher or the worker, which therefore never wait on a webhook), and a background thread delivers the
 messages, retrying with exponential backoff. Each message has a key (:func:`status_key`, :func:`finding_key`)
 stored on the run once it was delivered or given up on (``Store.record_alert``), so a message goes out once, even
@@ -21,13 +24,11 @@ alerts on does not replay a store's history. Doctor findings of ``info`` severit
 
 from __future__ import annotations
 
-import json
+import functools
 import logging
 import queue
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -36,6 +37,7 @@ from typing import Any
 from grpo_core.doctor import Finding, Severity, diagnose, series_from_points
 from grpo_core.doctor.thresholds import RECENT_STEPS
 from grpo_core.settings import Settings
+from grpo_core.webhook_targets import WebhookPolicy, WebhookRefused, may_set_run_webhook, post_json
 from storage import MetricPoint, RunInfo, RunStatus, Store, StoreError
 
 log = logging.getLogger(__name__)
@@ -56,8 +58,12 @@ ALERT_SEVERITIES = (Severity.ERROR, Severity.WARNING)
 
 
 def webhook_url(run: RunInfo, settings: Settings) -> str:
-    """The URL a run's messages go to: its own ``webhook_url``, else the dashboard's; ``""``: none."""
-    return str(run.config.get("webhook_url") or "").strip() or settings.webhook_url
+    """The URL a run's messages go to: its own ``webhook_url`` where its owner may set one (``--run-webhooks``),
+    else the dashboard's; ``""``: none."""
+    own = str(run.config.get("webhook_url") or "").strip()
+    if own and may_set_run_webhook(WebhookPolicy.from_settings(settings), run.owner, settings.admins):
+        return own
+    return settings.webhook_url
 
 
 def status_key(run: RunInfo) -> str:
@@ -117,22 +123,6 @@ def alert_message(
     return message
 
 
-def post_json(url: str, body: dict[str, Any], timeout_s: float = TIMEOUT_S) -> None:
-    """POST ``body`` as JSON to ``url``.
-
-    Raises:
-        OSError: the connection failed, timed out, or the answer's status was not 2xx (``urllib.error.HTTPError``).
-        ValueError: ``url`` is not an http(s) URL.
-    """
-    if not url.lower().startswith(("http://", "https://")):
-        raise ValueError(f"webhook URL {url!r} is not http(s)")
-    data = json.dumps(body).encode("utf-8")
-    request = urllib.request.Request(url, data=data, method="POST",
-                                     headers={"Content-Type": "application/json", "User-Agent": "grpo-dashboard"})
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - scheme checked above
-        response.read()
-
-
 @dataclass
 class _Delivery:
     run_id: int
@@ -156,7 +146,8 @@ class Notifier:
     Args:
         store: the store to read (and to record deliveries in).
         settings: the dashboard's ``webhook_url`` and ``host``/``port`` (for the link).
-        post: ``post(url, body)`` delivers one message or raises (default :func:`post_json`; tests swap it).
+        post: ``post(url, body)`` delivers one message or raises (default
+            :func:`grpo_core.webhook_targets.post_json` under the settings' :class:`WebhookPolicy`; tests swap it).
         interval_s: seconds between two reads of the store (:meth:`start`).
         backoff_s: wait before the first retry, doubled for each next one.
         now: the clock (UTC); the notifier's start time bounds which finished runs get a status message.
@@ -167,7 +158,7 @@ class Notifier:
         store: Store,
         settings: Settings,
         *,
-        post: Callable[[str, dict[str, Any]], None] = post_json,
+        post: Callable[[str, dict[str, Any]], None] | None = None,
         interval_s: float = DEFAULT_INTERVAL_S,
         backoff_s: float = BACKOFF_S,
         max_attempts: int = MAX_ATTEMPTS,
@@ -175,7 +166,8 @@ class Notifier:
     ) -> None:
         self.store = store
         self.settings = settings
-        self.post = post
+        self.post = post or functools.partial(post_json, policy=WebhookPolicy.from_settings(settings),
+                                              timeout_s=TIMEOUT_S)
         self.interval_s = interval_s
         self.backoff_s = backoff_s
         self.max_attempts = max_attempts
@@ -295,10 +287,14 @@ class Notifier:
     def deliver(self, delivery: _Delivery) -> str | None:
         """POST one message, retrying with backoff; record it on the run. Returns the error given up on, or None."""
         error = None
+        refused = False
         for attempt in range(1, self.max_attempts + 1):
             try:
                 self.post(delivery.url, delivery.body)
                 error = None
+                break
+            except WebhookRefused as exc:  # nothing was sent, and retrying would not change that
+                error, refused = str(exc), True
                 break
             except (OSError, ValueError) as exc:
                 error = f"{exc.__class__.__name__}: {exc}"
@@ -309,7 +305,8 @@ class Notifier:
                 time.sleep(self.backoff_s * 2 ** (attempt - 1))
         shown = None
         if error is not None:
-            shown = f"webhook message {delivery.key} not delivered after {attempt} attempt(s): {error}"
+            shown = f"webhook message {delivery.key} not sent: {error}" if refused else \
+                f"webhook message {delivery.key} not delivered after {attempt} attempt(s): {error}"
             log.error("alerts: run #%s: %s", delivery.run_id, shown)
         try:
             self.store.record_alert(delivery.run_id, delivery.key, shown)

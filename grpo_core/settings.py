@@ -11,6 +11,7 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 
 from grpo_core.access import DEFAULT_MAX_UPLOAD_MB, AccessError, Credentials, load_credentials, read_auth_admins
+from grpo_core.webhook_targets import RUN_WEBHOOKS, parse_allowed_host
 from storage import sqlite_url
 
 ENV_DATA_DIR = "GRPO_DATA_DIR"
@@ -22,6 +23,8 @@ ENV_AUTH = "GRPO_AUTH"
 ENV_AUTH_FILE = "GRPO_AUTH_FILE"
 ENV_MAX_UPLOAD_MB = "GRPO_MAX_UPLOAD_MB"
 ENV_WEBHOOK_URL = "GRPO_WEBHOOK_URL"
+ENV_WEBHOOK_ALLOW_HOSTS = "GRPO_WEBHOOK_ALLOW_HOSTS"
+ENV_RUN_WEBHOOKS = "GRPO_RUN_WEBHOOKS"
 ENV_EXECUTOR = "GRPO_EXECUTOR"
 ENV_RAY_ADDRESS = "GRPO_RAY_ADDRESS"
 ENV_SHARED_DIR = "GRPO_SHARED_DIR"
@@ -47,6 +50,10 @@ class Settings:
         auth: ``((user, password), ...)`` that Gradio's login accepts; empty: no login (left out of ``repr``).
         max_upload_mb: largest dataset upload accepted, in binary megabytes (Gradio's limit and the importer's).
         webhook_url: where run alerts go when a run sets none (:mod:`grpo_core.alerts`); empty: no alerts.
+        webhook_allow_hosts: host names, addresses or CIDR networks webhooks may reach although internal (loopback,
+            private, this machine); see :mod:`grpo_core.webhook_targets`.
+        run_webhooks: who may set a run's own ``webhook_url``: ``all``, ``admins`` or ``none``; empty: ``all``
+            without logins, ``admins`` with them.
         admins: logins that may change anyone's runs (``[admin]`` lines of the auth file; see
             :mod:`grpo_core.ownership`).
         executor: where workers train: ``"local"`` (child processes of the web process) or ``"ray"`` (Ray jobs on
@@ -67,6 +74,8 @@ class Settings:
     max_upload_mb: int = DEFAULT_MAX_UPLOAD_MB
     admins: frozenset[str] = frozenset()
     webhook_url: str = ""
+    webhook_allow_hosts: tuple[str, ...] = ()
+    run_webhooks: str = ""
     executor: str = "local"
     ray_address: str = ""
     shared_dir: Path | None = None
@@ -144,6 +153,8 @@ def load_settings(
     max_concurrent_runs: int | None = None,
     max_upload_mb: int | None = None,
     webhook_url: str | None = None,
+    webhook_allow_hosts: list[str] | tuple[str, ...] | None = None,
+    run_webhooks: str | None = None,
     executor: str | None = None,
     ray_address: str | None = None,
     shared_dir: str | Path | None = None,
@@ -155,7 +166,8 @@ def load_settings(
     Raises:
         ValueError: ``GRPO_PORT``, ``GRPO_MAX_CONCURRENT_RUNS`` or ``GRPO_MAX_UPLOAD_MB`` is not a whole number,
             the upload limit is below 1 MB, the executor is neither ``local`` nor ``ray``, or it is ``ray`` without
-            a Ray address.
+            a Ray address, a webhook allowed host is neither a name, an address nor a network, or
+            ``run_webhooks`` is not one of ``all``, ``admins``, ``none``.
     """
     env = os.environ
     root = Path(data_dir or env.get(ENV_DATA_DIR) or "grpo_data").expanduser().resolve()
@@ -186,6 +198,13 @@ def load_settings(
         raise ValueError("the ray executor needs the cluster's address: --ray-address http://HEAD:8265 "
                          f"(or {ENV_RAY_ADDRESS})")
     shared = shared_dir or env.get(ENV_SHARED_DIR) or None
+    allowed = list(webhook_allow_hosts) if webhook_allow_hosts else \
+        (env.get(ENV_WEBHOOK_ALLOW_HOSTS) or "").replace(",", " ").split()
+    for host in allowed:
+        parse_allowed_host(host)
+    who = (run_webhooks or env.get(ENV_RUN_WEBHOOKS) or "").strip().lower()
+    if who and who not in RUN_WEBHOOKS:
+        raise ValueError(f"run webhooks: one of {', '.join(RUN_WEBHOOKS)}, not {who!r}")
     return Settings(
         data_dir=root,
         db_url=url,
@@ -194,6 +213,8 @@ def load_settings(
         max_concurrent_runs=concurrent,
         max_upload_mb=upload_mb,
         webhook_url=(webhook_url or env.get(ENV_WEBHOOK_URL) or "").strip(),
+        webhook_allow_hosts=tuple(host.strip() for host in allowed),
+        run_webhooks=who,
         executor=chosen,
         ray_address=address,
         shared_dir=Path(shared).expanduser().resolve() if shared else None,

@@ -1,7 +1,9 @@
 """Webhook alerts against a real HTTP server on 127.0.0.1: completed, failed and cancelled runs and a run-doctor
 warning each send one message (not again on the next check, nor after a restart of the notifier); a server that
 answers 500 twice is retried with backoff; an unreachable one is given up on and the failure shown on the run;
-runs without a URL, and runs that finished long before the notifier started, send nothing."""
+runs without a URL, and runs that finished long before the notifier started, send nothing. The receivers listen on
+loopback, which the dashboard allows here as an admin would (``--webhook-allow-host 127.0.0.1``); what is refused
+without it is in ``tests/unit/test_webhook_targets.py``."""
 
 from __future__ import annotations
 
@@ -59,6 +61,12 @@ def receiver():
     result = _Receiver()
     yield result
     result.close()
+
+
+@pytest.fixture
+def settings(settings):
+    """The shared settings, loopback allowed as a webhook destination (the receivers listen there)."""
+    return settings.with_overrides(webhook_allow_hosts=("127.0.0.1",))
 
 
 def _running_run(store, name, url="", rewards=(0.5,)):
