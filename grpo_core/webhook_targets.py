@@ -222,11 +222,11 @@ def check_destination(url: str, policy: WebhookPolicy, *, resolve: bool = True,
     host = normalize_host(parsed.host)
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
     shown = f"webhook URL {url.strip()!r}"
-    allow_hint = f"an admin may allow it with --webhook-allow-host {host}"
     name_allowed = policy.allows_name(host)
     literal = _literal_address(host)
     if literal is None and (host in _LOOPBACK_NAMES or host.endswith(".localhost")) and not name_allowed:
-        raise WebhookRefused(f"{shown}: {host} is this machine (a loopback name); {allow_hint}")
+        raise WebhookRefused(f"{shown}: {host} is this machine (a loopback name); an admin may allow it with "
+                             f"--webhook-allow-host {host}")
     if literal is not None:
         addresses = [literal]
     elif resolve:
@@ -242,16 +242,22 @@ def check_destination(url: str, policy: WebhookPolicy, *, resolve: bool = True,
         return Destination(parsed, host, port)
     machine = _machine_addresses()
     for ip in addresses:
-        if (ip in machine or ip.is_loopback or ip.is_unspecified) and port == policy.dashboard_port:
+        same = ip.ipv4_mapped or ip if isinstance(ip, ipaddress.IPv6Address) else ip  # ::ffff:a.b.c.d is a.b.c.d
+        if (same in machine or same.is_loopback or same.is_unspecified) and port == policy.dashboard_port:
             raise WebhookRefused(f"{shown}: {host} port {port} is the dashboard itself; webhooks never call it")
-        if name_allowed or policy.allows_address(ip):
+        if name_allowed or policy.allows_address(same):
             continue
         problem = address_problem(ip)
-        if problem is None and ip in machine:
+        if problem is None and same in machine:
             problem = "an address of this machine"
         if problem:
-            where = host if str(ip) == host else f"{host} resolves to {ip}, which"
-            raise WebhookRefused(f"{shown}: {where} is {problem}; {allow_hint}")
+            if str(ip) == host:
+                where = host
+            else:
+                where = f"{host} {'means' if literal is not None else 'resolves to'} {ip}, which"
+            allowed_as = ip if literal is not None else host
+            raise WebhookRefused(f"{shown}: {where} is {problem}; an admin may allow it with --webhook-allow-host "
+                                 f"{allowed_as}")
     return Destination(parsed, host, port, addresses[0])
 
 
