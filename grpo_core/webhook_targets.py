@@ -167,12 +167,18 @@ def _system_resolve(host: str, port: int) -> list[str]:
 
 @dataclass(frozen=True)
 class Destination:
-    """A checked webhook URL: ``url`` as parsed, ``address`` the IP to connect to (``None`` when not resolved)."""
+    """A checked webhook URL: ``url`` as parsed, ``addresses`` every address its host resolved to, all checked, in
+    the resolver's order of preference (empty when not resolved)."""
 
     url: httpx.URL
     host: str
     port: int
-    address: IpAddress | None = None
+    addresses: tuple[IpAddress, ...] = ()
+
+    @property
+    def address(self) -> IpAddress | None:
+        """The first address to connect to (``None`` when not resolved)."""
+        return self.addresses[0] if self.addresses else None
 
 
 def parse_webhook_url(url: str) -> httpx.URL:
@@ -258,7 +264,7 @@ def check_destination(url: str, policy: WebhookPolicy, *, resolve: bool = True,
             allowed_as = ip if literal is not None else host
             raise WebhookRefused(f"{shown}: {where} is {problem}; an admin may allow it with --webhook-allow-host "
                                  f"{allowed_as}")
-    return Destination(parsed, host, port, addresses[0])
+    return Destination(parsed, host, port, tuple(dict.fromkeys(addresses)))
 
 
 def post_json(url: str, body: dict[str, Any], policy: WebhookPolicy, *, timeout_s: float = 10.0,
@@ -272,19 +278,25 @@ def post_json(url: str, body: dict[str, Any], policy: WebhookPolicy, *, timeout_
         WebhookDeliveryError: no connection, a timeout, a redirect or a status other than 2xx.
     """
     destination = check_destination(url, policy, resolver=resolver)
-    address = destination.address
-    assert address is not None  # resolve=True always gives one
-    target = destination.url.copy_with(host=str(address))
-    host_header = destination.url.netloc.decode("ascii")  # name[:port], without the userinfo
-    headers = {"Content-Type": "application/json", "User-Agent": "grpo-dashboard", "Host": host_header}
+    headers = {"Content-Type": "application/json", "User-Agent": "grpo-dashboard",
+               "Host": destination.url.netloc.decode("ascii")}  # name[:port], without the userinfo
     extensions = {"sni_hostname": destination.url.host} if destination.url.scheme == "https" else {}
-    try:
-        with httpx.Client(trust_env=False, follow_redirects=False, timeout=timeout_s) as client:
-            request = client.build_request("POST", target, json=body, headers=headers, extensions=extensions)
-            response = client.send(request, stream=True)
+    response = None
+    with httpx.Client(trust_env=False, follow_redirects=False, timeout=timeout_s) as client:
+        for index, address in enumerate(destination.addresses):  # the next checked address if one cannot connect
+            request = client.build_request("POST", destination.url.copy_with(host=str(address)), json=body,
+                                           headers=headers, extensions=extensions)
+            try:
+                response = client.send(request, stream=True)
+            except httpx.ConnectError as exc:
+                if index + 1 < len(destination.addresses):
+                    continue
+                raise WebhookDeliveryError(f"ConnectError: {exc}") from None
+            except httpx.HTTPError as exc:
+                raise WebhookDeliveryError(f"{exc.__class__.__name__}: {exc}") from None
             response.close()  # the body is never read
-    except httpx.HTTPError as exc:
-        raise WebhookDeliveryError(f"{exc.__class__.__name__}: {exc}") from None
+            break
+    assert response is not None  # check_destination resolved at least one address
     if response.is_redirect:
         raise WebhookDeliveryError(f"the webhook answered with a redirect (HTTP {response.status_code}); "
                                    "redirects are not followed: give the final URL")
