@@ -26,7 +26,9 @@ delete_dataset  ``dataset_id``                                       ``{"dataset
 A ``<run>`` is :func:`run_dict` (with ``owner``, the login that launched it), a ``<dataset>`` :func:`dataset_dict`.
 With several logins, ``cancel_run``, ``resume_run``, ``delete_run``, ``rename_dataset`` and ``delete_dataset`` are
 refused (``AppError`` naming the owner) unless the caller's login owns the run or dataset or is an admin
-(:mod:`grpo_core.ownership`). ``merge_run``, like ``export_run``, is open to every login: it reads the run and
+(:mod:`grpo_core.ownership`). ``launch_run`` and ``launch_sweep`` read their texts under
+:mod:`grpo_core.bounded_parse`'s limits and refuse a ``webhook_url`` the login may not set or that names an
+internal host (:func:`grpo_core.webhook_targets.check_launch_webhooks`). ``merge_run``, like ``export_run``, is open to every login: it reads the run and
 writes a new folder under ``exports/``, changing nothing of the run. Every handler calls the store, the launcher
 or :mod:`grpo_core` as the tabs do; errors come back as ``gradio_client`` ``AppError`` with the store's or the
 config's message. Every other event of the dashboard (the tabs' handlers) is made private by

@@ -174,7 +174,9 @@ class RunConfig(BaseModel):
     webhook_url: str = Field(
         "",
         description="http(s) URL that receives a JSON message when this run completes, fails or is cancelled, and "
-        "for each new run-doctor warning; empty = the dashboard's --webhook-url (if any).",
+        "for each new run-doctor warning; empty = the dashboard's --webhook-url (if any). Internal hosts (loopback, "
+        "private networks, this machine) are refused unless the admin allows them (--webhook-allow-host); with "
+        "logins only admins may set one unless --run-webhooks all.",
     )
 
     @field_validator("rewards")
