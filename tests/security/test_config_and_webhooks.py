@@ -17,9 +17,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -29,6 +27,7 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from storage import RunStatus, Store, sqlite_url
+from tests.receivers import RecordingServer
 from tests.servers import serving
 
 USERS = "alice:a-pw\nbob:b-pw\n[admin] carol:c-pw\n"
@@ -44,36 +43,6 @@ def billion_laughs_config(size: int = 577) -> str:
         lines.append(f"{name}: &{name} [" + ",".join([f"*{previous}"] * 9) + "]")
     text = "max_steps: 1\ntrl_args:\n  x:\n" + "".join(f"    {line}\n" for line in lines)
     return text + "#" * (size - len(text) - 1) + "\n"
-
-
-class Receiver:
-    """A real HTTP server on 127.0.0.1 recording every request's method and path."""
-
-    def __init__(self):
-        self.requests: list[tuple[str, str]] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _record(self):
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                receiver.requests.append((self.command, self.path))
-                self.send_response(200)
-                self.send_header("Content-Length", "6")
-                self.end_headers()
-                self.wfile.write(b"SECRET")
-
-            do_POST = do_GET = do_PUT = _record  # noqa: N815
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture(scope="module")
@@ -143,16 +112,21 @@ def _server_cpu_per_call(server: psutil.Process, call, times: int) -> float:
     return (sum(server.cpu_times()[:2]) - before) / times
 
 
-def _answer_times(client: httpx.Client, expected: list, seconds: float) -> list[float]:
-    """Call ``list_runs`` every 0.1 s for ``seconds``; each call's wall time (the answer checked)."""
+def _answer_times(client: httpx.Client, expected: list, seconds: float, enough=lambda: True) -> list[float]:
+    """Call ``list_runs`` every 0.1 s for ``seconds`` and then until ``enough()`` (60 s at most); each call's wall
+    time (the answer checked)."""
     times = []
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    started = time.monotonic()
+    while time.monotonic() < started + seconds or (not enough() and time.monotonic() < started + 60):
         before = time.monotonic()
         assert json.loads(call_api(client, "list_runs", [""])) == [expected]
         times.append(time.monotonic() - before)
         time.sleep(0.1)
     return times
+
+
+def _p90(seconds: list[float]) -> float:
+    return sorted(seconds)[int(0.9 * (len(seconds) - 1))]
 
 
 def _attack(url: str, texts: list[str], stop, refusals) -> None:
@@ -219,7 +193,8 @@ def test_a_billion_laughs_config_is_refused_while_other_logins_are_answered(serv
         while refusals.empty():  # the attacker has logged in and is refused
             assert attacker.is_alive()
             time.sleep(0.1)
-        answered_in_s = _answer_times(bob_http, runs_before, seconds=15)
+        answered_in_s = _answer_times(bob_http, runs_before, seconds=15,
+                                      enough=lambda: refusals.qsize() >= 2 * len(ATTACKS))
     finally:
         stop.set()
         attacker.join(timeout=60)
@@ -232,12 +207,16 @@ def test_a_billion_laughs_config_is_refused_while_other_logins_are_answered(serv
     for expected in ("YAML alias *a refused", "nested deeper than 32 levels", "more than 10,000 values",
                      "over the limit of 65,536 bytes", "tag !!python/object/apply:os.system refused"):
         assert any(expected in m for m in messages), (expected, messages)
-    slowest = max(answered_in_s)
-    print(f"refused in {refused_in_s:.3f} s; bob answered in at most {max(idle_s):.3f} s on his own, and "
-          f"{len(answered_in_s)} times in at most {slowest:.3f} s during {len(messages)} attacks")
-    # Within a second, unless this machine is so loaded that bob's calls were that slow already without the attack.
-    assert slowest < max(ANSWER_WITHIN_S, 1.5 * max(idle_s)), answered_in_s
-    assert refused_in_s < max(ANSWER_WITHIN_S, 1.5 * max(idle_s))
+    p90, idle_p90 = _p90(answered_in_s), _p90(idle_s)
+    print(f"refused in {refused_in_s:.3f} s; bob answered on his own in {idle_p90:.3f} s (90th percentile, slowest "
+          f"{max(idle_s):.3f} s), and {len(answered_in_s)} times during {len(messages)} attacks in {p90:.3f} s "
+          f"(slowest {max(answered_in_s):.3f} s)")
+    # Within a second, unless this machine is so loaded that bob's calls were that slow already without the attack
+    # (the 90th percentile: on a shared 2-core machine at load 10 a single call now and then takes 2 s, attack or
+    # not; the server's CPU per attack above is the measure that load does not blur).
+    budget_s = max(ANSWER_WITHIN_S, 1.5 * idle_p90)
+    assert p90 < budget_s, answered_in_s
+    assert refused_in_s < budget_s
 
     assert bob.predict(api_name="/list_runs") == runs_before == alice.predict(api_name="/list_runs")
     assert _config_files(data_dir) == []  # no run folder, no expanded config.yaml anywhere
@@ -257,7 +236,7 @@ def test_a_webhook_aimed_at_loopback_gets_no_post(served, tmp_path_factory):
     url, data_dir = served
     alice = _client(url, "alice", "a-pw", tmp_path_factory)
     carol = _client(url, "carol", "c-pw", tmp_path_factory)
-    receiver = Receiver()
+    receiver = RecordingServer(status=200)
     dashboard_port = int(url.rstrip("/").rsplit(":", 1)[1])
     try:
         base = {"name": "hooked", "max_steps": 1}
@@ -291,7 +270,7 @@ def test_a_webhook_aimed_at_loopback_gets_no_post(served, tmp_path_factory):
             assert time.monotonic() < deadline, runs
             time.sleep(1.0)
         time.sleep(1.0)
-        assert receiver.requests == [("POST", "/allowed")]  # only the host the admin allowed got a message
+        assert [(method, path) for method, path, _ in receiver.requests] == [("POST", "/allowed")]  # only the host the admin allowed got a message
         shown = runs[refused]["alert_error"]
         assert "not sent: webhook URL" in shown and "127.0.0.1 is a loopback address" in shown
         assert "--webhook-allow-host 127.0.0.1" in shown and "200" not in shown and "SECRET" not in shown

@@ -8,8 +8,6 @@ The HTTP servers are real, on 127.0.0.1; names are resolved by a stub (tests run
 from __future__ import annotations
 
 import ipaddress
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -27,6 +25,7 @@ from grpo_core.webhook_targets import (
     post_json,
 )
 from storage import RunStatus
+from tests.receivers import RecordingServer
 
 NAMES = {
     "hooks.example.com": ["93.184.215.14"],
@@ -175,47 +174,12 @@ def test_the_cli_flags(tmp_path):
     assert args.webhook_allow_host == ["a.internal", "10.0.0.0/8"] and args.run_webhooks == "none"
 
 
-class Server:
-    """A real HTTP server on 127.0.0.1 recording each request (path, Host header); answers ``status`` with
-    ``headers`` and a body that must never be shown."""
-
-    BODY = b"SECRET-BODY-OF-AN-INTERNAL-SERVICE"
-
-    def __init__(self, status=204, headers=()):
-        self.requests = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's name
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                server.requests.append((self.path, self.headers["Host"]))
-                self.send_response(status)
-                for name, value in headers:
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(Server.BODY)))
-                self.end_headers()
-                self.wfile.write(Server.BODY)
-
-            do_GET = do_POST  # noqa: N815
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
 def server_factory():
     servers = []
 
     def make(**kwargs):
-        servers.append(Server(**kwargs))
+        servers.append(RecordingServer(**kwargs))
         return servers[-1]
 
     yield make
@@ -245,7 +209,7 @@ def test_the_post_goes_to_the_checked_address_with_the_name_as_host(server_facto
 
     post_json(f"http://hooks.test:{target.port}/hook?x=1", {"event": "completed"},
               WebhookPolicy(allow_hosts=("hooks.test",)), resolver=resolver)
-    assert target.requests == [("/hook?x=1", f"hooks.test:{target.port}")]
+    assert target.requests == [("POST", "/hook?x=1", f"hooks.test:{target.port}")]
     assert calls == ["hooks.test"]
 
 
