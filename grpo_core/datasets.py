@@ -261,6 +261,8 @@ def read_normalized_row(path: Path, index: int) -> dict[str, Any]:
                     value = json.loads(line)
                 except json.JSONDecodeError as e:
                     raise DatasetError(path.name, f"not valid JSON ({e.msg})", line=line_number, column=e.colno) from e
+                except (RecursionError, ValueError) as e:
+                    raise DatasetError(path.name, _unreadable_json(e), line=line_number) from None
                 if not isinstance(value, dict):
                     raise DatasetError(path.name, f"expected a JSON object, got {_json_type(value)}", line=line_number)
                 return value
@@ -315,6 +317,8 @@ def _read_json_lines(
                 reason = "expected JSON Lines (one object per line) or a JSON array of objects, got one JSON object"
                 raise DatasetError(name, reason) from e
             raise DatasetError(name, reason, line=line_number, column=e.colno) from e
+        except (RecursionError, ValueError) as e:
+            raise DatasetError(name, _unreadable_json(e), line=line_number) from None
         if not isinstance(value, dict):
             raise DatasetError(name, f"expected a JSON object, got {_json_type(value)}", line=line_number)
         columns.update(dict.fromkeys(value))
@@ -330,7 +334,7 @@ def _read_json_lines(
 def _is_single_json_object(text: str) -> bool:
     try:
         return isinstance(json.loads(text), dict)
-    except json.JSONDecodeError:
+    except (RecursionError, ValueError):  # JSONDecodeError is a ValueError
         return False
 
 
@@ -340,6 +344,8 @@ def _read_json_array(text: str, name: str, max_rows: int | None) -> tuple[list[s
         items = json.loads(text)
     except json.JSONDecodeError as e:
         raise DatasetError(name, f"not valid JSON ({e.msg})", line=e.lineno, column=e.colno) from e
+    except (RecursionError, ValueError) as e:
+        raise DatasetError(name, _unreadable_json(e)) from None
     if not isinstance(items, list):
         raise DatasetError(name, f"expected a JSON array of objects, got {_json_type(items)}")
     if max_rows is not None:
@@ -655,11 +661,19 @@ def _checked_prompt(value: Any, name: str, where: dict[str, int], *, json_in_cel
     return messages
 
 
+def _unreadable_json(error: Exception) -> str:
+    """Why valid-looking JSON could not be read: nested deeper than Python's recursion limit, or a number of more
+    digits than Python converts (both raised by :func:`json.loads` as other errors than ``JSONDecodeError``)."""
+    if isinstance(error, RecursionError):
+        return "not readable JSON (nested too deeply)"
+    return f"not readable JSON ({error})"
+
+
 def _json_message_list_or_text(cell: str) -> str | list[Any]:
     """A CSV cell that is a JSON list of objects (a message list) parsed; any other text unchanged."""
     try:
         value = json.loads(cell)
-    except json.JSONDecodeError:
+    except (RecursionError, ValueError):  # JSONDecodeError is a ValueError
         return cell
     if isinstance(value, list) and value and all(isinstance(m, dict) for m in value):
         return value

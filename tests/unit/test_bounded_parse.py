@@ -163,3 +163,25 @@ def test_a_nasty_prompt_in_the_try_tab_is_text():
     deep = "[" * 30000 + "]" * 30000
     assert prompt_from_text(deep, chat=False) == deep
     assert prompt_from_text('[{"role": "user", "content": "hi"}]', chat=False) == [{"role": "user", "content": "hi"}]
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".csv"])
+def test_a_dataset_file_nested_past_the_interpreter_is_refused_with_its_line(tmp_path, suffix):
+    """Dataset files are bounded by the upload limit, not by these: a line that Python's JSON reader cannot take
+    (nested past its recursion limit, a 5,000-digit number) is a clear DatasetError, not a crash."""
+    from grpo_core.datasets import DatasetError, load_prompt_dataset
+
+    deep = "[" * 100_000 + "]" * 100_000
+    path = tmp_path / f"rows{suffix}"
+    if suffix == ".jsonl":
+        path.write_text('{"prompt": "fine"}\n{"prompt": ' + deep + "}\n")
+        expected = r"rows.jsonl, line 2: not readable JSON \(nested too deeply\)"
+    elif suffix == ".json":
+        path.write_text('[{"prompt": "fine", "n": ' + "9" * 5000 + "}]")
+        expected = r"rows.json: not readable JSON \(Exceeds the limit"
+    else:  # a CSV cell that looks like a message list stays text when it cannot be read
+        path.write_text('prompt\n"' + deep + '"\n')
+        assert load_prompt_dataset(path).rows[0]["prompt"] == deep
+        return
+    with pytest.raises(DatasetError, match=expected):
+        load_prompt_dataset(path)
