@@ -159,7 +159,7 @@ def split_tests(tests: Any, entry_point: str | None = None) -> list[tuple[str, s
         if stripped.startswith("["):
             try:
                 decoded = json.loads(stripped)
-            except ValueError:
+            except (ValueError, RecursionError):  # a test text nested past the interpreter's limit is code
                 decoded = None
             if isinstance(decoded, list) and all(isinstance(item, str) for item in decoded):
                 return split_tests(decoded, entry_point)

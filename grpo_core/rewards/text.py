@@ -406,7 +406,7 @@ def _validate(value: Any, schema: Any) -> float | None:
     if isinstance(schema, str):
         try:
             schema = json.loads(schema)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
     try:
         jsonschema.validate(value, schema)

@@ -251,6 +251,7 @@ def test_json_valid_schema_column_needs_jsonschema() -> None:
         ('{"a": 1}', '{"type": "object", "required": ["a"]}', 1.0),
         ('{"a": 1}', None, 1.0),
         ('{"a": 1}', {"type": 12}, None),  # the schema itself is invalid
+        ('{"a": 1}', "[" * 100_000 + "]" * 100_000, None),  # a schema nested past the interpreter: invalid, no crash
         ("not json", {"type": "object"}, 0.0),
     ],
 )
