@@ -74,7 +74,9 @@ def _where(mark: Any) -> str:
     return f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
 
 
-def _size_error(text: str, source: str, limits: ParseLimits) -> str | None:
+def _size_error(text: Any, source: str, limits: ParseLimits) -> str | None:
+    if not isinstance(text, str):
+        return f"{source}: expected text, got {type(text).__name__}"
     if limits.max_bytes is None:
         return None
     size = len(text.encode("utf-8", errors="surrogatepass"))
@@ -208,7 +210,7 @@ def load_yaml(text: str, *, source: str = "config", error: type[Exception] = Par
             outside the core schema, has too many values or too deep a nesting, repeats a key, or took too long;
             the message starts with ``source`` and gives the line and column where the parser knows them.
     """
-    text = text or ""
+    text = "" if text is None else text
     too_big = _size_error(text, source, limits)
     if too_big:
         raise error(too_big)
@@ -267,7 +269,7 @@ def load_json(text: str, *, source: str = "JSON", error: type[Exception] = Parse
         ParseError (or ``error``): over the size limit, not JSON (with line and column), a repeated key, too many
             values, too deep a nesting, or a number Python cannot convert; the message starts with ``source``.
     """
-    text = text or ""
+    text = "" if text is None else text
     too_big = _size_error(text, source, limits)
     if too_big:
         raise error(too_big)

@@ -125,6 +125,14 @@ def test_what_users_write_still_reads():
     assert config.name == "x"
 
 
+def test_what_is_not_text_is_refused():
+    for value in ({"max_steps": 1}, ["x"], b"max_steps: 1", 5):
+        with pytest.raises(ParseError, match=f"^config: expected text, got {type(value).__name__}"):
+            load_yaml(value)
+        with pytest.raises(ParseError, match="expected text"):
+            load_json(value)
+
+
 def test_configs_are_written_without_anchors_and_read_back():
     shared = {"pattern": "^a$"}
     text = dump_yaml({"first": shared, "second": shared, "list": [shared, shared]})
