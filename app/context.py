@@ -8,6 +8,7 @@ from grpo_core.alerts import Notifier
 from grpo_core.launcher import Launcher
 from grpo_core.ownership import Actor
 from grpo_core.settings import Settings
+from grpo_core.webhook_targets import WebhookPolicy, check_launch_webhooks
 from storage import Store
 
 
@@ -25,3 +26,14 @@ def actor_of(ctx: AppContext, request: object | None) -> Actor:
     """Who a handler serves: the login Gradio gives it (``gr.Request.username``; ``None`` without a login) and
     whether the auth file marks it admin."""
     return Actor.from_login(getattr(request, "username", None), ctx.settings.admins)
+
+
+def check_webhooks(ctx: AppContext, request: object | None, urls: list) -> None:
+    """Refuse a launch whose ``webhook_url`` values (a run's, or a sweep's) the handler's login may not set or that
+    name an internal host (:func:`grpo_core.webhook_targets.check_launch_webhooks` under the dashboard's policy).
+
+    Raises:
+        grpo_core.webhook_targets.WebhookRefused: a ``ValueError`` whose message starts with ``webhook_url:``.
+    """
+    actor = actor_of(ctx, request)
+    check_launch_webhooks(urls, WebhookPolicy.from_settings(ctx.settings), user=actor.user, is_admin=actor.is_admin)

@@ -46,7 +46,7 @@ from typing import Any
 
 import gradio as gr
 
-from app.context import AppContext, actor_of
+from app.context import AppContext, actor_of, check_webhooks
 from grpo_core.config import ConfigError, parse_run_config_text
 from grpo_core.dataset_library import (
     DatasetInUseError,
@@ -68,7 +68,6 @@ from grpo_core.runs import (
     validate_run_config,
 )
 from grpo_core.sweeps import parse_sweep_config_text, submit_sweep
-from grpo_core.webhook_targets import WebhookPolicy, check_launch_webhooks
 from storage import DatasetInfo, GroupRecord, MetricPoint, RunInfo, RunStatus, StoreError
 
 LOG = logging.getLogger(__name__)
@@ -171,17 +170,12 @@ def create_public_api(ctx: AppContext) -> None:
             raise refused(f"add_dataset: {exc}") from None
         return dataset_dict(info)
 
-    def _check_webhooks(request: gr.Request | None, urls: list) -> None:
-        actor = actor_of(ctx, request)
-        check_launch_webhooks(urls, WebhookPolicy.from_settings(ctx.settings), user=actor.user,
-                              is_admin=actor.is_admin)
-
     def launch_run(config: str, request: gr.Request) -> dict:
         """Queue a run from a RunConfig written as YAML or JSON text (the fields of ``run.yaml``; ``dataset_id`` from
         ``add_dataset``). Returns {"run": the queued run, "warnings": [text, ...]}."""
         try:
             run_config = parse_run_config_text(config or "", source="config")
-            _check_webhooks(request, [run_config.webhook_url])
+            check_webhooks(ctx, request, [run_config.webhook_url])
             warnings = validate_run_config(ctx.store, run_config, model_cache_dir=ctx.settings.model_cache_dir)
             run = submit_run(ctx.store, run_config, model_cache_dir=ctx.settings.model_cache_dir,
                              owner=actor_of(ctx, request).user)
@@ -197,7 +191,7 @@ def create_public_api(ctx: AppContext) -> None:
         points. Returns {"sweep": {"id", "name", "grid", "run_ids", ...}, "runs": [the queued runs], "warnings"}."""
         try:
             base, sweep_grid = parse_sweep_config_text(config or "", grid or "", source="config")
-            _check_webhooks(request, [base.webhook_url, *sweep_grid.get("webhook_url", [])])
+            check_webhooks(ctx, request, [base.webhook_url, *sweep_grid.get("webhook_url", [])])
             launched = submit_sweep(ctx.store, base, sweep_grid, model_cache_dir=ctx.settings.model_cache_dir,
                                     owner=actor_of(ctx, request).user)
         except (ConfigError, ValueError) as exc:

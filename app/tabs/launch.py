@@ -17,7 +17,7 @@ import gradio as gr
 import pandas as pd
 
 from app.catalog_sync import CatalogSync, dataset_choices, run_choices
-from app.context import AppContext
+from app.context import AppContext, check_webhooks
 from app.tabs.launch_tools import clone_drift_notes, dataset_row_for_bench, stream_preflight
 from app.tabs.memory_panel import create_memory_panel, fit_markdown
 from app.tabs.sweeps import create_sweep_launcher
@@ -481,6 +481,7 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
         """Inputs: the whole form (the login comes first, from Gradio). Outputs: status message."""
         try:
             config = _config_from(values)
+            check_webhooks(ctx, request, [config.webhook_url])
             warnings = validate_run_config(ctx.store, config, model_cache_dir=ctx.settings.model_cache_dir)
             run = submit_run(ctx.store, config, owner=getattr(request, "username", None))
         except (ConfigError, ValueError) as exc:

@@ -258,3 +258,22 @@ def test_a_logins_own_url_is_ignored_unless_permitted(store, settings):
     assert webhook_url(carols, shared) == "https://carol.example.com/"
     assert webhook_url(alices, shared.with_overrides(run_webhooks="all")) == "https://alice.example.com/"
     assert webhook_url(carols, shared.with_overrides(run_webhooks="none")) == "https://hooks.example.com/team"
+
+
+def test_the_launch_handlers_check_the_handlers_login(settings):
+    """``app.context.check_webhooks``, which the API's launch_run and launch_sweep and the Launch tab's run and
+    sweep buttons call with Gradio's request: the login's permission, then the destination."""
+    from types import SimpleNamespace
+
+    from app.context import check_webhooks
+
+    ctx = SimpleNamespace(settings=settings.with_overrides(auth=(("alice", "a"), ("carol", "c")),
+                                                           admins=frozenset({"carol"})))
+    alice, carol = SimpleNamespace(username="alice"), SimpleNamespace(username="carol")
+    check_webhooks(ctx, alice, ["", None])
+    with pytest.raises(WebhookRefused, match="only admins may set"):
+        check_webhooks(ctx, alice, ["", "https://hooks.example.com/"])
+    check_webhooks(ctx, carol, ["https://hooks.example.com/"])
+    with pytest.raises(WebhookRefused, match="a loopback address"):
+        check_webhooks(ctx, carol, ["https://hooks.example.com/", "http://[::1]:9000/"])
+    check_webhooks(SimpleNamespace(settings=settings), None, ["https://hooks.example.com/"])  # single-user
