@@ -5,20 +5,24 @@ bytes cannot turn into gigabytes or minutes of work (the "billion laughs" attack
 repeating the one before, expand 577 bytes into ~10^9 nodes when a consumer walks, validates or writes the result):
 
 - **size**: at most :data:`MAX_TEXT_BYTES` bytes (UTF-8), checked before anything is parsed;
-- **aliases** (``*name``) are refused during composition, before any node is built from them, and so are merge keys
+- **aliases** (``*name``) are refused in the first pass below, before any node is built, and so are merge keys
   (``<<``, whose only use is to repeat another mapping); an anchor alone (``&name``) is harmless and accepted;
 - **tags**: only the core schema's (``!!str``, ``!!int``, ``!!float``, ``!!bool``, ``!!null``, ``!!seq``,
   ``!!map``); ``!!python/...``, ``!!binary``, ``!!set``, ``!!timestamp`` and application tags are refused by name.
   A plain scalar that looks like a date stays text (PyYAML would make it a ``datetime``, which no field accepts);
 - **shape**: at most :data:`MAX_NODES` nodes (scalars, lists and mappings) and :data:`MAX_DEPTH` levels of nesting;
-- **time**: composition stops after :data:`MAX_PARSE_S` seconds (a backstop: the limits above keep an accepted
-  text's parse to tens of milliseconds; see ``benchmarks/bench_bounded_parse.py``);
+- **time**: the first pass stops after :data:`MAX_PARSE_S` seconds (a backstop: the limits above keep any text's
+  read to milliseconds, ~40 ms for a 64 KB flood of values; see ``benchmarks/bench_bounded_parse.py``);
 - a key given twice in one mapping is refused (both parsers would keep the last silently).
 
 The YAML side reads the text twice: first its events only (libyaml's C parser, no node built), counting and
 checking each against the limits; then, when nothing was refused, it is loaded with PyYAML's safe constructor (the
-C composer again), whose work the first pass has bounded. Errors are one line starting with
-the text's ``source`` and, where the parser knows it, the line and column (1-based). Imports no torch; pure.
+C composer again), whose work the first pass has bounded; without libyaml both passes are PyYAML's pure-Python ones.
+A syntax error is reported as PyYAML's own parser places it (libyaml often points at the next line). Errors are one
+line starting with the text's ``source`` and, where the parser knows it, the line and column (1-based). Dataset
+files are not read here: their size is the upload limit's, and :mod:`grpo_core.datasets` reads them with
+:func:`json.loads`, whose failures (syntax, nesting past the interpreter, huge numbers) it reports by line. Imports no
+torch; pure.
 """
 
 from __future__ import annotations
