@@ -508,7 +508,12 @@ def format_report(report: PreflightReport) -> str:
     lines += ["", "Reward-hacking probe (empty, whitespace, prompt echo, bare code fence, answer alone, repeated "
               "number, padding, wrong answer in format):"]
     probe_lines = describe(report.probes)
-    lines += [f"  - {line}" for line in probe_lines] or ["  no degenerate completion scores at or above the best sampled one"]
+    if probe_lines and report.verdict is not None and any(a.startswith("reward hacking:") for a in report.verdict.advice):
+        lines.append(f"  {len(probe_lines)} finding(s), listed once in the verdict below")  # each finding once
+    else:
+        lines += [f"  - {line}" for line in probe_lines] or [
+            "  no degenerate completion scores at or above the best sampled one"
+        ]
     if report.verdict is not None:
         lines += ["", f"Verdict ({report.verdict.level}): {report.verdict.headline}"]
         lines += [f"  - {a}" for a in report.verdict.advice]

@@ -409,6 +409,7 @@ def test_flagged_probes_reach_the_report_its_json_its_text_and_the_verdict():
     again = PreflightReport.from_dict(json.loads(json.dumps(report.to_dict(), allow_nan=False)))
     assert again.probes == report.probes
     assert "the probe 'empty' scores 1 on row 5" in format_report(report)
+    assert format_report(report).count("the probe 'empty'") == 1  # each finding listed once
 
 
 def test_default_rules_with_a_right_answer_flag_no_probe():
