@@ -1,0 +1,43 @@
+"""A reward function that raises is its own outcome: None rewards (NaN for TRL), a per-rule error count, a mark per
+completion; never a 0 and never a crash of the trainer."""
+
+from __future__ import annotations
+
+import pickle
+
+from grpo_core.rewards.compose import GuardedReward, build_reward_funcs, guard_reward_funcs
+
+
+def _broken(completions, **kwargs):
+    raise RuntimeError("the grader is down")
+
+
+_broken.__name__ = "grader"
+
+
+def test_a_raising_rule_gives_none_and_logs_its_errors():
+    metrics, extras = [], []
+    guarded = GuardedReward(_broken)
+    out = guarded(["a", "b", "c"], log_metric=lambda n, v: metrics.append((n, v)),
+                  log_extra=lambda c, v: extras.append((c, v)))
+    assert out == [None, None, None]
+    assert metrics == [("rewards/grader/errors", 3.0)]
+    assert extras == [("reward_errors/grader", ["RuntimeError: the grader is down"] * 3)]
+
+
+def test_a_working_rule_logs_zero_errors_and_passes_its_rewards_through():
+    (func,), _, _ = build_reward_funcs([{"rule": "length", "params": {"min_tokens": 0, "max_tokens": 8}}])
+    metrics = []
+    out = GuardedReward(func)(["one two"], log_metric=lambda n, v: metrics.append((n, v)))
+    assert out == func(["one two"])
+    assert metrics == [(f"rewards/{func.__name__}/errors", 0.0)]
+
+
+def test_a_wrong_length_is_an_error_and_the_guard_pickles():
+    guarded = GuardedReward(lambda completions, **kw: [1.0])
+    assert guarded(["a", "b"]) == [None, None]
+    funcs, _, _ = build_reward_funcs([{"rule": "length"}])
+    wrapped = guard_reward_funcs(funcs)
+    assert isinstance(wrapped[0], GuardedReward)
+    assert guard_reward_funcs(wrapped)[0] is wrapped[0]
+    assert pickle.loads(pickle.dumps(wrapped[0])).__name__ == wrapped[0].__name__
