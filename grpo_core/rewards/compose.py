@@ -171,6 +171,14 @@ def _apply_gates(specs: Sequence[RewardSpec], funcs: list[RewardFunc], names: li
     return gated
 
 
+REWARD_ERRORS_KEY = "reward_errors"
+"""Key of a recorded group's ``extra``: ``{completion index (str): {reward function: error}}`` for the completions a
+reward function failed on (the recorder fills it from :data:`REWARD_ERRORS_PREFIX` columns); Inspect badges them."""
+
+REWARD_ERRORS_PREFIX = "reward_errors/"
+"""``log_extra`` column of :class:`GuardedReward`: ``reward_errors/<name>``, the error per completion (``""``: none)."""
+
+
 class GuardedReward:
     """A reward function whose failure is its own outcome, not a 0: what the trainer calls.
 
@@ -202,8 +210,8 @@ class GuardedReward:
         if callable(log_metric):
             log_metric(f"rewards/{self.__name__}/errors", float(n if error else 0))
         log_extra = kwargs.get("log_extra")
-        if callable(log_extra) and error:
-            log_extra(f"reward_errors/{self.__name__}", [error] * n)
+        if callable(log_extra):  # every call, so TRL's per-completion buffers stay aligned
+            log_extra(f"{REWARD_ERRORS_PREFIX}{self.__name__}", [error or ""] * n)
         return output
 
 

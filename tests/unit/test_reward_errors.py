@@ -23,6 +23,9 @@ def test_a_raising_rule_gives_none_and_logs_its_errors():
     assert out == [None, None, None]
     assert metrics == [("rewards/grader/errors", 3.0)]
     assert extras == [("reward_errors/grader", ["RuntimeError: the grader is down"] * 3)]
+    extras.clear()
+    GuardedReward(lambda completions, **kw: [1.0] * len(completions))(["a"], log_extra=lambda c, v: extras.append(v))
+    assert extras == [[""]]  # logged on every call: TRL's per-completion buffers stay aligned
 
 
 def test_a_working_rule_logs_zero_errors_and_passes_its_rewards_through():
@@ -41,3 +44,28 @@ def test_a_wrong_length_is_an_error_and_the_guard_pickles():
     assert isinstance(wrapped[0], GuardedReward)
     assert guard_reward_funcs(wrapped)[0] is wrapped[0]
     assert pickle.loads(pickle.dumps(wrapped[0])).__name__ == wrapped[0].__name__
+
+
+def test_errors_reach_the_recorded_group_and_inspect_badges_them():
+    import pytest
+
+    pytest.importorskip("transformers")
+    from app.views import groups_html
+    from grpo_core.worker.recorder import groups_from_trl_logs
+
+    logs = {
+        "prompt": ["p", "p"],
+        "completion": ["ok", "boom"],
+        "advantages": [0.0, 0.0],
+        "rewards": {"grader": [float("nan"), float("nan")], "length": [1.0, 1.0]},
+        "extra": {"reward_errors/grader": ["", "RuntimeError: the grader is down"]},
+    }
+    (group,) = groups_from_trl_logs(logs, step=1, num_generations=2, reward_names=["grader", "length"],
+                                    reward_weights=[1.0, 1.0])
+    assert group.extra["reward_errors"] == {"1": {"grader": "RuntimeError: the grader is down"}}
+    assert group.completions[1].rewards["grader"] is None
+    assert group.completions[1].total_reward == 1.0  # the error is left out of the sum, as TRL's nansum does
+    page = groups_html([group])
+    assert page.count("reward error: grader") == 1
+    assert "the grader is down" in page
+    assert "reward_errors=" not in page  # not listed as a dataset column
