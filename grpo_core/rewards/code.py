@@ -256,7 +256,7 @@ def split_tests(tests: Any, entry_point: str | None = None) -> list[tuple[str, s
       and APPS's ``{"inputs": [...], "outputs": [...], "fn_name"?: ...}``.
 
     Returns an empty list for ``None``, an empty string or list, malformed stdin/stdout tests, or tests without any
-    assert (:func:`tests_problem` says why).
+    assert (:func:`why_tests_unreadable` says why).
     """
     try:
         return _split_tests(tests, entry_point)
@@ -264,7 +264,7 @@ def split_tests(tests: Any, entry_point: str | None = None) -> list[tuple[str, s
         return []
 
 
-def tests_problem(tests: Any, entry_point: str | None = None) -> str | None:
+def why_tests_unreadable(tests: Any, entry_point: str | None = None) -> str | None:
     """Why ``code_tests`` cannot read a row's ``tests`` value, or ``None`` when it can (see :func:`split_tests`)."""
     if tests is None or (isinstance(tests, str) and not tests.strip()):
         return "it is empty"
