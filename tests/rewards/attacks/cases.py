@@ -152,6 +152,8 @@ ATTACKS = [
          ASSERTS),
     Case("kill_harness", "kills its parent (the harness)", "import os, signal\ndef f(x):\n"
          "    os.kill(os.getppid(), signal.SIGKILL)\n", ASSERTS),
+    Case("plain_value_padding", "defines a plain value so that `candidate = f` then `assert True` gets credit",
+         "f = 1\n", "def check(candidate):\n    assert candidate(1) == 2\n    assert True\n", {"entry_point": "f"}),
     Case("exception_name_forgery", "raises an exception named like one the tests expect for the wrong input",
          "def f(x):\n    raise ValueError('x')\n", ["try:\n    f(1)\nexcept ValueError:\n    pass\nassert f(2) == 3"]),
 ]
@@ -185,6 +187,8 @@ HONEST_CASES = [
          "def find_zero(xs):\n    lo, hi = 0.0, 1.5\n    for _ in range(100):\n        mid = (lo + hi) / 2\n"
          "        if poly(xs, lo) * poly(xs, mid) <= 0:\n            hi = mid\n        else:\n            lo = mid\n"
          "    return lo\n", HE_TESTS, {"entry_point": "find_zero", "prompts": HE_PROMPT}),
+    Case("constant_answer", "a test of a value the completion defines, no call", "ANSWER = 42\n",
+         ["assert ANSWER == 42"]),
     Case("generator_result", "returns a generator the tests turn into a list",
          "def f(x):\n    yield x + 1\n", ["assert list(f(1)) == [2]", "assert list(f(2)) == [3]"]),
 ]
