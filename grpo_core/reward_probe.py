@@ -9,13 +9,15 @@ try-out bench). A probe is flagged when
 * it scores above 0 on a *task rule* (the rules of category ``answer`` or ``code`` but ``code_style``:
   ``numeric_answer``, ``math_equivalence``, ``code_tests``...; a positive weight): a degenerate completion should
   earn nothing for the task, whatever the real completions score; the finding names that rule; or
-* it scores above that best real completion, or ties it (unless there are task rules and the best real completion
-  earns nothing on them: then the probe only matches another failure), and above the lowest total of the group (when every completion and probe scores the same, nothing wins); the finding names the rule responsible (the one whose weighted reward gives
-  the probe its edge).
+* it scores at or above that best real completion and above the lowest total of the group (when every completion
+  and probe scores the same, nothing wins), where, if the run has task rules, that best real completion earns
+  something on them (a probe that only outscores completions that all fail the task, e.g. on format, shows a model
+  that has not learned the format yet, not a reward to hack); the finding names the rule responsible (the one whose
+  weighted reward gives the probe its edge).
 
 Exceptions: ``answer_only`` (the answer column's value with no work shown) is the right answer in the form the
-arithmetic defaults ask for, so it is never flagged; ``prompt_echo`` is not flagged when the prompt itself ends with the
-row's answer (``What is 0 + 4?`` with answer 4: the rule reads a right final answer).
+arithmetic defaults ask for, so it is never flagged; ``prompt_echo`` is not flagged when the prompt itself ends
+with the row's answer (``What is 0 + 4?`` with answer 4: the rule reads a right final answer).
 
 Scoring uses :func:`grpo_core.rewards.compose.score_group`, so plugin rules run too: call this in the web process only
 for built-in rules (the preflight subprocess runs it for any rules).
@@ -211,12 +213,12 @@ def probe_row(
             flagged = True
         elif total is None or lowest is None or total <= lowest + TIE_ATOL:
             flagged = False  # it wins over nothing: every completion scores the same (or it scores the least)
+        elif task:  # it does not do the task: a hack when it scores as much as a real completion that does
+            flagged = best_done and total >= best_total - TIE_ATOL
         elif best_total is None:
             flagged = True
-        elif best_done or not task:
-            flagged = total >= best_total - TIE_ATOL
         else:
-            flagged = total > best_total + TIE_ATOL  # a tie with real completions that all fail the task is no hack
+            flagged = total >= best_total - TIE_ATOL
         if paid:
             rule = score.names[max(paid, key=lambda r: score.rewards[r][k] or 0.0)]
         else:

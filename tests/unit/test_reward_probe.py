@@ -103,3 +103,20 @@ def test_probe_counts_tokens_when_given_a_tokenizer():
     by_chars = {r.probe: r.total for r in probe_row(specs, ARITHMETIC_ROW, real, tokenize=lambda t: list(t.encode()))}
     assert by_words["answer_only"] == 1.0
     assert by_chars["long_padding"] == 0.0
+
+
+@pytest.mark.parametrize("real", [["13", "I am not sure."], ["7"], ["The sum is 9, so 9."]],
+                         ids=["wrong_and_prose", "wrong_number", "prose"])
+def test_the_quick_start_raises_no_hacking_finding_on_any_row(real):
+    """The shipped quick start (its dataset and default rules, the prompt as the preflight passes it): whatever the
+    model samples, no degenerate completion is flagged; the bare answer is what its system prompt asks for."""
+    import json
+
+    from grpo_core.run_rows import prompt_text
+
+    rows = [json.loads(line) for line in (EXAMPLES / "arithmetic_sums1.jsonl").read_text().splitlines() if line]
+    findings = []
+    for index, row in enumerate(rows):
+        results = probe_row(RunConfig().rewards, row, real, row_index=index, prompt=prompt_text(row["prompt"]))
+        findings += describe(results)
+    assert findings == []
