@@ -410,6 +410,9 @@ def test_flagged_probes_reach_the_report_its_json_its_text_and_the_verdict():
     assert again.probes == report.probes
     assert "the probe 'empty' scores 1 on row 5" in format_report(report)
     assert format_report(report).count("the probe 'empty'") == 1  # each finding listed once
+    from app.tabs.launch_tools import verdict_markdown
+
+    assert verdict_markdown(report).count("the probe 'empty'") == 1  # in the Launch tab too
 
 
 def test_default_rules_with_a_right_answer_flag_no_probe():
