@@ -9,12 +9,20 @@ Rules (category ``code``):
 The code of a completion is the last fenced block tagged ``python``/``py``/``python3`` or untagged
 (an unclosed last fence, as in a truncated generation, counts), else the whole completion (:func:`extract_code`).
 
-Tests (the ``tests`` column) come in two shapes, see :func:`split_tests`:
+Tests (the ``tests`` column), see :func:`split_tests` and ``docs/rewards-code.md``:
 
 * HumanEval (Chen et al. 2021, "Evaluating Large Language Models Trained on Code", arXiv 2107.03374): the source
   of a ``check(candidate)`` function plus an ``entry_point`` column naming the function under test. Each
   top-level statement of ``check``'s body that contains an ``assert`` is one test; other statements run in order.
-* A list of assert statements, or a string of them (one statement per test; JSON-encoded lists accepted).
+* A list of assert statements, or a string of them (one statement per test; JSON-encoded lists accepted);
+  ``unittest.TestCase`` methods and pytest-style ``def test_*()`` functions.
+* stdin/stdout tests: ``[{"input", "output"}]`` (CodeContests, open-r1) and APPS's ``input_output`` JSON
+  (Hendrycks et al. 2021, "Measuring Coding Challenge Competence With APPS", arXiv 2105.09938), call-based with
+  ``fn_name`` or programs run once per test in a fresh process.
+
+The prompt's own helpers (its header, :func:`prompt_header`: HumanEval/32's ``poly``) run before the completion and,
+in the tests' namespace, after its names, so the tests always call the prompt's versions. A test unit that passes
+without running any of the completion's code earns no credit (``assert True``).
 
 How a test program runs (see :func:`build_test_program`): the harness (the script the sandbox runs) forks the
 *solution server* first, then reads the tests and a random per-run nonce from its stdin (so no copy of them is ever
@@ -27,7 +35,10 @@ evaluated. The harness makes itself non-dumpable before the completion runs (the
 memory or descriptors through ``/proc`` or ``ptrace``); frames and ``gc`` in the server hold neither tests nor
 nonce. The server's stdout and stderr go to ``/dev/null``; the harness writes its summary line, prefixed with the
 nonce, to a private descriptor, so output printed by the completion cannot fake a result. Exiting early
-(``sys.exit``, ``os._exit``) fails the tests that had yet to run. See ``docs/sandbox.md`` for what remains.
+(``sys.exit``, ``os._exit``) fails the tests that had yet to run; an exception the completion raises is re-raised
+in the harness by builtin name, except those that would steer the tests' control flow (``StopIteration``) or are
+not ordinary errors (``SystemExit``...), which become a plain failure. The load message's names are checked (no
+dunders, no builtins). ``code_runtime``'s clock is the harness's. See ``docs/sandbox.md`` for what remains.
 """
 
 from __future__ import annotations
@@ -1121,8 +1132,10 @@ def _check_timeout(timeout_s: float) -> None:
 class CodeRuntimeReward:
     """How fast the completion's code passes its tests, relative to a reference: ``clip(t_ref / t, 0, 1)``.
 
-    ``t`` is the ``time.perf_counter`` time of the test units inside the child (interpreter start-up and the
-    completion's top-level code excluded), the best of ``repeats`` rounds; both times get
+    ``t`` is the harness's ``time.perf_counter`` time of a round of the test units, run through the proxies
+    (interpreter start-up and the completion's top-level code excluded, process round trips included), the slowest
+    of ``repeats`` rounds, each of which must pass every test (so behaving differently in some rounds, caching
+    across rounds or faking a clock gains nothing); both times get
     ``RUNTIME_SMOOTHING_S`` (0.1 ms) added. ``t_ref`` is the row's ``reference_runtime_s`` (seconds) when given,
     else the time of its ``reference_solution`` (or ``canonical_solution``) column run the same way, cached per
     (solution, tests) text for the life of this object.
