@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -179,27 +180,49 @@ REWARD_ERRORS_PREFIX = "reward_errors/"
 """``log_extra`` column of :class:`GuardedReward`: ``reward_errors/<name>``, the error per completion (``""``: none)."""
 
 
+REWARD_CALL_TIMEOUT_S = 900.0
+"""Default wall-clock limit of one call of a reward function in the trainer (a batch): past it the call is an error."""
+
+
+class RewardTimeout(Exception):
+    """A reward function did not return within its time limit."""
+
+
 class GuardedReward:
     """A reward function whose failure is its own outcome, not a 0: what the trainer calls.
 
-    When ``func`` raises (an ``Exception``) or returns a list of the wrong length, every completion of the call gets
-    ``None``, which TRL turns into NaN and leaves out of the nan-summed total (as for a rule that does not apply), and
-    the count of those completions is logged through TRL's ``log_metric`` as ``rewards/<name>/errors`` (TRL averages
-    a metric over a logging step; 0 is logged on calls that succeed, so the series is there from the first step).
-    Each errored completion is also marked in the completions table through ``log_extra`` (column
-    ``reward_errors/<name>``: the error's type and message, ``""`` where the rule ran), which Inspect shows as a badge.
-    Picklable.
+    When ``func`` raises (an ``Exception``), returns a list of the wrong length, or takes longer than ``timeout_s``
+    seconds (its rewards are then dropped), every completion of the call gets ``None``, which TRL turns into NaN and leaves out of
+    the nan-summed total and of the group's mean and std (as for a rule that does not apply; TRL's ``GRPOTrainer``
+    ``_calculate_rewards``/``_generate_and_score_completions``), and the count of those completions is logged through
+    TRL's ``log_metric`` as ``rewards/<name>/errors`` (TRL averages a metric over a logging step; 0 is logged on calls
+    that succeed, so the series is there from the first step). Each errored completion is also marked in the
+    completions table through ``log_extra`` (column ``reward_errors/<name>``: the error's type and message, ``""``
+    where the rule ran), which Inspect shows as a badge. ``timeout_s=None``: no limit.
+
+    The call runs in the caller's thread (rules such as math-verify's parser set ``signal.alarm`` timeouts, which work
+    in the main thread only), so a function that never returns cannot be stopped here: the run then stalls, which its
+    heartbeat shows. Picklable.
     """
 
-    def __init__(self, func: RewardFunc) -> None:
+    def __init__(self, func: RewardFunc, timeout_s: float | None = REWARD_CALL_TIMEOUT_S) -> None:
         self.func = func
+        self.timeout_s = timeout_s
         self.__name__ = getattr(func, "__name__", "reward")
+
+    def _call(self, completions: list[Any], kwargs: dict[str, Any]) -> list[Any]:
+        start = time.monotonic()
+        output = list(self.func(completions, **kwargs))
+        elapsed = time.monotonic() - start
+        if self.timeout_s is not None and elapsed > self.timeout_s:
+            raise RewardTimeout(f"took {elapsed:.0f} s, over the limit of {self.timeout_s:g} s")
+        return output
 
     def __call__(self, completions: list[Any], **kwargs: Any) -> list[float | None]:
         n = len(completions)
         error = None
         try:
-            output = list(self.func(completions, **kwargs))
+            output = self._call(completions, kwargs)
             if len(output) != n:
                 raise ValueError(f"returned {len(output)} rewards for {n} completions")
         except Exception as exc:  # noqa: BLE001 - the rule's failure is recorded, never the trainer's

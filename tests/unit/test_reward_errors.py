@@ -69,3 +69,23 @@ def test_errors_reach_the_recorded_group_and_inspect_badges_them():
     assert page.count("reward error: grader") == 1
     assert "the grader is down" in page
     assert "reward_errors=" not in page  # not listed as a dataset column
+
+
+def test_a_rule_over_its_time_limit_is_an_error_and_runs_in_the_callers_thread():
+    import threading
+    import time
+
+    threads = []
+
+    def slow(completions, **kwargs):
+        threads.append(threading.current_thread())
+        time.sleep(0.3)
+        return [1.0] * len(completions)
+
+    slow.__name__ = "slow"
+    metrics = []
+    out = GuardedReward(slow, timeout_s=0.1)(["a", "b"], log_metric=lambda n, v: metrics.append((n, v)))
+    assert out == [None, None]
+    assert metrics == [("rewards/slow/errors", 2.0)]
+    assert threads == [threading.current_thread()]  # signal-based timeouts inside rules (math-verify) keep working
+    assert GuardedReward(slow, timeout_s=None)(["a"]) == [1.0]
