@@ -618,10 +618,17 @@ def _serve(rfd, wfd):
             send({"load": "load_error"})
             return
         names = {}
+        module_type = type(os)
         for name, value in list(ns.items()):
             if name.startswith("__"):
                 continue
             t = type(value)
+            if t is module_type:  # the harness imports its own copy: the completion may have patched this one
+                try:
+                    names[name] = {"m": str(value.__name__)}
+                except Base:
+                    pass
+                continue
             if hasattr(t, "__next__") or hasattr(t, "read"):  # a top-level iterator or file stays in the server
                 names[name] = keep(value)
                 continue
@@ -877,13 +884,30 @@ def _harness():
 
     ns = {"__name__": "__tests__", "__builtins__": builtins}
     names = set()
+    import sys
+
+    stdlib = sys.stdlib_module_names - {"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo"}
     try:
         for name, value in loaded["names"].items():
             # Only the completion's own names: never a dunder such as ``__builtins__``, never a builtin (a
             # completion's ``abs`` or ``len`` would judge the tests' own checks).
-            if type(name) is str and name.isidentifier() and not name.startswith("__") and not hasattr(builtins, name):
-                ns[name] = _decode(value, Remote)
-                names.add(name)
+            if not (type(name) is str and name.isidentifier() and not name.startswith("__")):
+                continue
+            if hasattr(builtins, name):
+                continue
+            if type(value) is dict and list(value) == ["m"]:
+                # A module the completion imported (``math``, which tests may use without importing it): the
+                # harness's own copy of the standard library's module, never the completion's (it may be patched).
+                module = value["m"]
+                if type(module) is str and module.split(".")[0] in stdlib and not module.startswith("_"):
+                    try:
+                        __import__(module)
+                        ns[name] = sys.modules[module]
+                    except Base:
+                        pass
+                continue
+            ns[name] = _decode(value, Remote)
+            names.add(name)
     except Base:
         finish("load_error")
     del loaded

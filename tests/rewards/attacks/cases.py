@@ -38,6 +38,30 @@ for fd in range(3, 64):
 def f(x):
     return 0
 """
+FORGED_SERVER = """
+import sys
+frame = sys._getframe()
+while frame is not None and "send" not in frame.f_locals:
+    frame = frame.f_back
+scope = frame.f_locals
+send, receive, keep, refs = scope["send"], scope["receive"], scope["keep"], scope["refs"]
+encode, decode = scope["encode"], scope["decode"]
+
+def f(x):
+    return 100
+
+fake = {"abs": lambda x: 0, "sorted": lambda x: [3], "all": lambda x: True}
+send({"load": "ok", "names": {"__builtins__": {"d": [[k, keep(v)] for k, v in fake.items()]}, "f": keep(f),
+                              "__import__": keep(lambda *a: None)}})
+while True:
+    request = receive()
+    target = refs[request["ref"]]
+    if request["op"] == "call":
+        value = target(*decode(request["args"]), **decode(request["kwargs"]))
+    else:
+        value = getattr(target, request["name"])
+    send({"value": encode(value)})
+"""
 
 ATTACKS = [
     Case("empty", "the empty completion", "", ASSERTS),
@@ -69,11 +93,8 @@ ATTACKS = [
          ASSERTS),
     Case("write_fds", "writes forged results to every inherited descriptor",
          FORGE_WRITE.format(payload=b"\npassed 1111 0.0\n"), ASSERTS),
-    Case("forge_load_builtins", "a forged load message plants `__builtins__` in the tests' namespace",
-         FORGE_WRITE.format(payload=b"") + "\nimport os\n"
-         "msg = b'{\"load\": \"ok\", \"names\": {\"__builtins__\": {\"d\": []}, \"f\": 0}}'\n"
-         "for fd in range(3, 64):\n    try:\n        os.write(fd, len(msg).to_bytes(4, 'big') + msg)\n"
-         "    except OSError:\n        pass\n",
+    Case("forge_load_builtins", "takes over the solution server: a forged load message plants `__builtins__` "
+         "(its own abs, sorted) in the tests' namespace, then it answers the calls itself", FORGED_SERVER,
          ["assert abs(f(1) - 2) < 1e-9", "assert sorted([f(2)]) == [3]"]),
     Case("atexit", "registers an atexit handler that prints a result",
          "import atexit\natexit.register(lambda: print('passed 1111 0.0'))\ndef f(x):\n    return -999\n", ASSERTS),
@@ -100,6 +121,11 @@ ATTACKS = [
          "import math, sys, os\nmath.isclose = lambda *a, **k: True\nmath.fabs = lambda x: 0.0\nsys.modules['os'] = None\n"
          "def f(x):\n    return 100.0\n",
          ["import math\nassert math.isclose(f(1), 2.0)", "import math\nassert math.fabs(f(2) - 3) < 1e-9"]),
+    Case("patch_module_tests_rely_on", "patches a module the tests use without importing it themselves (MBPP rows "
+         "often leave `import math` to the solution)",
+         "import math\nmath.isclose = lambda *a, **k: True\nimport os.path\nos.path.exists = lambda p: True\n"
+         "def f(x):\n    return 100.0\n",
+         ["assert math.isclose(f(1), 2.0)", "assert os.path.exists('/nowhere') and f(2) == 3"]),
     Case("shadow_builtins", "defines its own abs/len/isinstance for the tests to call",
          "def abs(x):\n    return -999\ndef len(x):\n    return 3\ndef isinstance(a, b):\n    return True\ndef f(x):\n"
          "    return None\n",
@@ -187,6 +213,8 @@ HONEST_CASES = [
          "def find_zero(xs):\n    lo, hi = 0.0, 1.5\n    for _ in range(100):\n        mid = (lo + hi) / 2\n"
          "        if poly(xs, lo) * poly(xs, mid) <= 0:\n            hi = mid\n        else:\n            lo = mid\n"
          "    return lo\n", HE_TESTS, {"entry_point": "find_zero", "prompts": HE_PROMPT}),
+    Case("module_from_solution", "tests use a module only the solution imported",
+         "import math\ndef f(x):\n    return math.sqrt(x)\n", ["assert math.isclose(f(4), 2.0)"]),
     Case("constant_answer", "a test of a value the completion defines, no call", "ANSWER = 42\n",
          ["assert ANSWER == 42"]),
     Case("generator_result", "returns a generator the tests turn into a list",
