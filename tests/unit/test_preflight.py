@@ -220,6 +220,13 @@ JUDGE_CASES = [
         ["rule `exact_match` never applies", "column"],
     ),
     (
+        "code rule never applies: its tests, not the column",
+        _report(rules=[_stats("code_tests", count=0, nonzero=0, varies=0), _stats("length", 0.2)]),
+        LEVEL_WARNING,
+        "can learn",
+        ["rule `code_tests` never applies", "`tests` could not be run", "pre-launch check"],
+    ),
+    (
         "rule constant",
         _report(rules=[_stats("numeric_answer"), _stats("length", 0.2, low=1, high=1, nonzero=1, varies=0)]),
         LEVEL_WARNING,
