@@ -1092,10 +1092,12 @@ def _run_tests(
 class CodeTestsReward:
     """Share of the row's tests that the completion's code passes, run in the sandbox.
 
-    Call: ``(completions, tests=[...], entry_point=[...] (optional), **ignored) -> list[float | None]``; see
-    :func:`split_tests` for the test shapes. Per completion: passed tests / tests in [0, 1];
-    ``TIMEOUT_REWARD`` (-0.1) when the run hits ``timeout_s``; 0.0 for a syntax error, code that raises at top
-    level, a crash or an early exit; ``None`` where the row has no tests or the sandbox itself failed. All
+    Call: ``(completions, tests=[...], entry_point=[...] (optional), prompts=[...] (optional: TRL passes them; their
+    header, :func:`prompt_header`, is kept for the tests), **ignored) -> list[float | None]``; see
+    :func:`split_tests` for the test shapes. Per completion: passed tests / credited tests in [0, 1] (a test that
+    runs none of the completion's code earns no credit; none credited: 0.0); ``TIMEOUT_REWARD`` (-0.1) when the run
+    hits ``timeout_s``; 0.0 for a syntax error, code that raises at top level, a crash or an early exit; ``None``
+    where the row has no tests it can read (:func:`why_tests_unreadable`) or the sandbox itself failed. All
     completions of a call run in parallel (:func:`~grpo_core.rewards.sandbox.run_many`).
 
     Raises:
@@ -1351,7 +1353,8 @@ _TIMEOUT_PARAM = RuleParam("timeout_s", "float", 5.0, "wall-clock limit per comp
 register(
     RewardRule(
         name="code_tests",
-        description="Share of the row's tests the completion's Python passes in the sandbox (timeout: -0.1)",
+        description=("Share of the row's tests (asserts, HumanEval check, unittest, stdin/stdout, APPS) the completion's "
+                     "Python passes in the sandbox (timeout: -0.1)"),
         factory=make_code_tests,
         params=(_TIMEOUT_PARAM,),
         columns=("tests",),
