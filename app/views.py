@@ -212,6 +212,13 @@ def fold_html(text: str, *, fold_chars: int = FOLD_CHARS, max_chars: int = 4000)
     )
 
 
+def reward_error_map(group: GroupRecord) -> dict[str, dict[str, str]]:
+    """``{completion index: {reward function: error}}`` of a recorded group (see
+    :data:`grpo_core.rewards.compose.REWARD_ERRORS_KEY`); empty when every reward function ran."""
+    errors = group.extra.get(REWARD_ERRORS_KEY) or {}
+    return errors if isinstance(errors, dict) else {}
+
+
 def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, max_chars: int = 4000) -> str:
     """The groups of a step: each prompt with its G completions side by side, coloured by the advantage's sign.
 
@@ -229,8 +236,7 @@ def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, ma
         extra = ", ".join(
             f"{html.escape(k)}={html.escape(_short(v))}" for k, v in group.extra.items() if k != REWARD_ERRORS_KEY
         )
-        errors = group.extra.get(REWARD_ERRORS_KEY) or {}
-        errors = errors if isinstance(errors, dict) else {}
+        errors = reward_error_map(group)
         out.append(
             f'<div class="grpo-group" data-step="{group.step}" data-row="{group.row_index}" '
             f'data-split="{html.escape(group.split)}" data-group-id="{group.id if group.id is not None else ""}">'

@@ -50,7 +50,7 @@ def test_errors_reach_the_recorded_group_and_inspect_badges_them():
     import pytest
 
     pytest.importorskip("transformers")
-    from app.views import groups_html
+    from app.views import groups_html, reward_error_map
     from grpo_core.worker.recorder import groups_from_trl_logs
 
     logs = {
@@ -65,6 +65,7 @@ def test_errors_reach_the_recorded_group_and_inspect_badges_them():
     assert group.extra["reward_errors"] == {"1": {"grader": "RuntimeError: the grader is down"}}
     assert group.completions[1].rewards["grader"] is None
     assert group.completions[1].total_reward == 1.0  # the error is left out of the sum, as TRL's nansum does
+    assert reward_error_map(group) == {"1": {"grader": "RuntimeError: the grader is down"}}
     page = groups_html([group])
     assert page.count("reward error: grader") == 1
     assert "the grader is down" in page
