@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_core.provenance import short_hash
+from grpo_core.rewards.compose import REWARD_ERRORS_KEY
 from storage import GroupRecord, RunInfo, RunStatus
 
 STATUS_COLOURS = {
@@ -211,6 +212,13 @@ def fold_html(text: str, *, fold_chars: int = FOLD_CHARS, max_chars: int = 4000)
     )
 
 
+def reward_error_map(group: GroupRecord) -> dict[str, dict[str, str]]:
+    """``{completion index: {reward function: error}}`` of a recorded group (see
+    :data:`grpo_core.rewards.compose.REWARD_ERRORS_KEY`); empty when every reward function ran."""
+    errors = group.extra.get(REWARD_ERRORS_KEY) or {}
+    return errors if isinstance(errors, dict) else {}
+
+
 def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, max_chars: int = 4000) -> str:
     """The groups of a step: each prompt with its G completions side by side, coloured by the advantage's sign.
 
@@ -225,7 +233,10 @@ def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, ma
         totals = [c.total_reward for c in group.completions if c.total_reward is not None]
         spread = (max(totals) - min(totals)) if totals else 0.0
         signal = "" if spread > 1e-9 else ' · <span class="grpo-badge">all rewards equal: no learning signal</span>'
-        extra = ", ".join(f"{html.escape(k)}={html.escape(_short(v))}" for k, v in group.extra.items())
+        extra = ", ".join(
+            f"{html.escape(k)}={html.escape(_short(v))}" for k, v in group.extra.items() if k != REWARD_ERRORS_KEY
+        )
+        errors = reward_error_map(group)
         out.append(
             f'<div class="grpo-group" data-step="{group.step}" data-row="{group.row_index}" '
             f'data-split="{html.escape(group.split)}" data-group-id="{group.id if group.id is not None else ""}">'
@@ -243,6 +254,11 @@ def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, ma
             completions.sort(key=lambda c: -(c.advantage if c.advantage is not None else float("-inf")))
         for c in completions:
             badge = ' <span class="grpo-badge">truncated</span>' if c.truncated else ""
+            failed = errors.get(str(c.index)) or {}
+            for name, message in (failed.items() if isinstance(failed, dict) else ()):
+                # the rule raised: its reward is missing (TRL: NaN, left out of the total), not a 0
+                badge += (f' <span class="grpo-badge grpo-badge-error" title="{html.escape(str(message))}">'
+                          f"reward error: {html.escape(str(name))}</span>")
             rules = "".join(
                 f"<tr><td>{html.escape(name)}</td><td style='text-align:right'>{_fmt(value)}</td></tr>"
                 for name, value in c.rewards.items()

@@ -30,7 +30,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from grpo_core.rewards.code import CodeTestsReward, build_test_program, parse_test_output, split_tests  # noqa: E402
+from grpo_core.rewards.code import (  # noqa: E402
+    CodeRuntimeReward,
+    CodeTestsReward,
+    build_test_program,
+    parse_test_output,
+    split_tests,
+)
 from grpo_core.rewards.sandbox import run_python, sandbox_info  # noqa: E402
 
 TESTS = ["assert f(1) == 2", "assert f(2) == 3", "assert f(10) == 11", "assert f(-1) == 0"]
@@ -162,6 +168,33 @@ def throughput(batch_size: int, rounds: int = 3) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in times.items()}
 
 
+STDIO_TESTS = [{"input": f"{a} {b}\n", "output": f"{a + b}\n"} for a, b in ((1, 2), (5, -3), (10, 10), (0, 7))]
+STDIO_SOLUTION = "a, b = map(int, input().split())\nprint(a + b)\n"
+
+
+def rule_costs(batch_size: int, rounds: int = 3) -> list[tuple[str, float]]:
+    """Median seconds per pooled batch of each code rule: ``code_tests`` on asserts and on stdin/stdout tests (one
+    process per test), ``code_runtime`` (3 judged and timed rounds, a given reference time)."""
+    asserts = [f"```python\n{SOLUTIONS[i % len(SOLUTIONS)]}```" for i in range(batch_size)]
+    stdio = [f"```python\n{STDIO_SOLUTION}```"] * batch_size
+    rows = [
+        ("code_tests, 4 asserts", lambda: CodeTestsReward()(asserts, tests=[TESTS] * batch_size)),
+        ("code_tests, 4 stdin/stdout tests", lambda: CodeTestsReward()(stdio, tests=[STDIO_TESTS] * batch_size)),
+        ("code_runtime, 4 asserts, repeats 3", lambda: CodeRuntimeReward(repeats=3)(
+            asserts, tests=[TESTS] * batch_size, reference_runtime_s=[0.001] * batch_size)),
+    ]
+    out = []
+    for name, call in rows:
+        times = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            rewards = call()
+            times.append(time.perf_counter() - start)
+            assert all(r is not None for r in rewards), (name, rewards)
+        out.append((name, statistics.median(times)))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=30, help="executions per workload and configuration (median)")
@@ -188,6 +221,13 @@ def main() -> None:
     for name, seconds in medians.items():
         count = 1 if name == "serial" else workers
         print(f"| {name:<6} | {count:>7} | {seconds:>15.3f} | {args.batch / seconds:>15.1f} |")
+    print()
+    print(f"Each code rule on a pooled batch of {args.batch} completions (median of 3):")
+    print()
+    print("| rule | seconds / batch |")
+    print("|---|---|")
+    for name, seconds in rule_costs(args.batch):
+        print(f"| {name} | {seconds:.3f} |")
 
 
 if __name__ == "__main__":

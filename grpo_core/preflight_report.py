@@ -314,10 +314,12 @@ def _rule_advice(report: PreflightReport) -> list[tuple[str, str]]:
         label = f"`{stats.name}`" + (f" ({stats.rule})" if stats.rule != stats.name else "")
         if stats.count == 0:
             total = report.num_prompts * report.num_generations
-            message = (
-                f"rule {label} never applies (None for all {total} completions): check that the dataset has the "
-                "column it reads and that its parameters match it."
-            )
+            if "tests" in _rule_columns(stats.rule):  # the column is there (the launch checks that): its values
+                why = ("the sampled rows' `tests` could not be run: a format the rule does not read (the pre-launch "
+                       "check names such rows) or a sandbox failure (see the log).")
+            else:
+                why = "check that the dataset has the column it reads and that its parameters match it."
+            message = f"rule {label} never applies (None for all {total} completions): {why}"
             found.append((LEVEL_WARNING, message))
         elif stats.nonzero_share == 0:
             if "pattern" in _param_names(stats.rule):
@@ -332,6 +334,13 @@ def _rule_advice(report: PreflightReport) -> list[tuple[str, str]]:
             message = f"rule {label} gives every completion the same reward ({_fmt(stats.min)}): it adds no signal."
             found.append((LEVEL_WARNING, message))
     return found
+
+
+def _rule_columns(rule: str) -> tuple[str, ...]:
+    try:
+        return tuple(get_rule(rule).columns)
+    except ValueError:
+        return ()
 
 
 def _param_names(rule: str) -> set[str]:
@@ -508,7 +517,12 @@ def format_report(report: PreflightReport) -> str:
     lines += ["", "Reward-hacking probe (empty, whitespace, prompt echo, bare code fence, answer alone, repeated "
               "number, padding, wrong answer in format):"]
     probe_lines = describe(report.probes)
-    lines += [f"  - {line}" for line in probe_lines] or ["  no degenerate completion scores at or above the best sampled one"]
+    if probe_lines and report.verdict is not None and any(a.startswith("reward hacking:") for a in report.verdict.advice):
+        lines.append(f"  {len(probe_lines)} finding(s), listed once in the verdict below")  # each finding once
+    else:
+        lines += [f"  - {line}" for line in probe_lines] or [
+            "  no degenerate completion scores at or above the best sampled one"
+        ]
     if report.verdict is not None:
         lines += ["", f"Verdict ({report.verdict.level}): {report.verdict.headline}"]
         lines += [f"  - {a}" for a in report.verdict.advice]

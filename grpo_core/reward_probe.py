@@ -4,13 +4,20 @@ A reward that an empty string, a bare code fence or a padding string can max out
 to hack: GRPO pushes up whatever wins its group. Before launching, :func:`probe_row` feeds a fixed set of
 degenerate completions (:data:`PROBES`) through the run's composed rules for one dataset row and compares each
 probe's weighted total with the best *real* completion of that row (sampled by the preflight, or typed into the
-try-out bench). A probe is flagged when it scores at or above that best real completion and above the lowest total
-of the group (when every completion and probe scores the same, nothing wins); the finding names the rule responsible
-(the one whose weighted reward gives the probe its edge).
+try-out bench). A probe is flagged when
 
-One exception: ``answer_only`` (the answer column's value with no work shown) is the right completion for rules that
-ask for just the answer (the arithmetic defaults), so it is flagged only when it scores strictly above every real
-completion.
+* it scores above 0 on a *task rule* (the rules of category ``answer`` or ``code`` but ``code_style``:
+  ``numeric_answer``, ``math_equivalence``, ``code_tests``...; a positive weight): a degenerate completion should
+  earn nothing for the task, whatever the real completions score; the finding names that rule; or
+* it scores at or above that best real completion and above the lowest total of the group (when every completion
+  and probe scores the same, nothing wins), where, if the run has task rules, that best real completion earns
+  something on them (a probe that only outscores completions that all fail the task, e.g. on format, shows a model
+  that has not learned the format yet, not a reward to hack); the finding names the rule responsible (the one whose
+  weighted reward gives the probe its edge).
+
+Exceptions: ``answer_only`` (the answer column's value with no work shown) is the right answer in the form the
+arithmetic defaults ask for, so it is never flagged; ``prompt_echo`` is not flagged when the prompt itself ends
+with the row's answer (``What is 0 + 4?`` with answer 4: the rule reads a right final answer).
 
 Scoring uses :func:`grpo_core.rewards.compose.score_group`, so plugin rules run too: call this in the web process only
 for built-in rules (the preflight subprocess runs it for any rules).
@@ -19,6 +26,7 @@ for built-in rules (the preflight subprocess runs it for any rules).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,8 +39,14 @@ ANSWER_COLUMN = "answer"
 PADDING_CHARACTERS = 4000
 """Length of the ``long_padding`` probe, in characters."""
 
-STRICTLY_ABOVE = ("answer_only",)
-"""Probes flagged only when they beat every real completion (ties are legitimate, see the module docstring)."""
+NEVER_FLAGGED = ("answer_only",)
+"""Probes that are a right answer in the requested form (see the module docstring)."""
+
+TASK_CATEGORIES = ("answer", "code")
+"""Rule categories (:class:`grpo_core.rewards.registry.RewardRule`) that judge the task itself..."""
+
+NOT_TASK_RULES = ("code_style",)
+"""... but for these, which judge the form (PEP 8 style)."""
 
 TIE_ATOL = 1e-9
 """Totals closer than this count as equal."""
@@ -52,7 +66,7 @@ def probe_completions(row: Mapping[str, Any], prompt: str) -> list[tuple[str, st
     """The degenerate completions for one dataset row, as ``(probe name, completion text)``.
 
     Probes: ``empty``, ``whitespace``, ``prompt_echo`` (the prompt text), ``bare_fence`` (an empty Python code
-    fence), ``answer_only`` (the row's ``answer`` value; left out when the row has none), ``repeated_number``,
+    fence), ``pass`` (a fence holding ``pass``), ``answer_only`` (the row's ``answer`` value; left out when the row has none), ``repeated_number`` (a wrong number 64 times),
     ``long_padding`` (:data:`PADDING_CHARACTERS` characters), ``wrong_in_format`` (``<think>`` / ``<answer>`` tags
     around a wrong answer, and ``#### wrong`` after them, so both common answer formats are present).
     """
@@ -63,11 +77,12 @@ def probe_completions(row: Mapping[str, Any], prompt: str) -> list[tuple[str, st
         ("whitespace", " \n\t \n"),
         ("prompt_echo", prompt),
         ("bare_fence", "```python\n```"),
+        ("pass", "```python\npass\n```"),
     ]
     if answer is not None and str(answer).strip():
         probes.append(("answer_only", str(answer).strip()))
     probes += [
-        ("repeated_number", " ".join(["7"] * 64)),
+        ("repeated_number", " ".join([wrong if wrong != "wrong" else "7"] * 64)),
         ("long_padding", "." * PADDING_CHARACTERS),
         ("wrong_in_format", f"<think>\nLet me work it out.\n</think>\n<answer>\n{wrong}\n</answer>\n#### {wrong}"),
     ]
@@ -82,10 +97,11 @@ class ProbeResult:
         row_index: the dataset row (0-based); ``probe``: the probe's name (see :func:`probe_completions`).
         text: the probe's completion, cut to 80 characters.
         total: its weighted total (``None``: no rule applied); ``best_real``: the best real completion's total.
-        flagged: True when the probe scores at or above the best real completion (strictly above for
-            :data:`STRICTLY_ABOVE` probes).
+        flagged: True when the probe scores above 0 on a task rule, or at or above the best real completion
+            (never for :data:`NEVER_FLAGGED` probes).
         rule: when flagged, the metric name of the rule responsible, else ``None``.
         rewards: the probe's raw reward per rule (metric name -> reward).
+        paid_by_task: flagged because a task rule (``rule``) gives the probe more than 0.
     """
 
     row_index: int
@@ -96,6 +112,7 @@ class ProbeResult:
     flagged: bool
     rule: str | None
     rewards: dict[str, float | None]
+    paid_by_task: bool = False
 
 
 def _responsible(score: GroupScore, weights: Sequence[float], probe: int, best: int | None) -> str:
@@ -110,6 +127,36 @@ def _responsible(score: GroupScore, weights: Sequence[float], probe: int, best: 
     if lifts[top] <= TIE_ATOL:
         top = max(range(len(lifts)), key=lambda r: weighted(r, probe))
     return score.names[top]
+
+
+def _task_rules(specs: Sequence[RewardSpec | Mapping[str, Any]], weights: Sequence[float]) -> list[int]:
+    """Indices of the task rules of ``specs`` (category in :data:`TASK_CATEGORIES`, not in :data:`NOT_TASK_RULES`, weight > 0)."""
+    from grpo_core.rewards.registry import get_rule
+
+    found = []
+    for index, spec in enumerate(specs):
+        name = spec.rule if isinstance(spec, RewardSpec) else str(spec.get("rule"))
+        try:
+            category = get_rule(name).category
+        except ValueError:
+            category = None
+        if category in TASK_CATEGORIES and name not in NOT_TASK_RULES and weights[index] > 0:
+            found.append(index)
+    return found
+
+
+def _ends_with_answer(prompt: str, answer: Any) -> bool:
+    """Whether ``prompt``'s last number (or its end) is the row's ``answer``."""
+    if answer is None or not str(answer).strip():
+        return False
+    wanted = str(answer).strip()
+    numbers = re.findall(r"-?\d+(?:\.\d+)?", prompt)
+    if numbers:
+        try:
+            return float(numbers[-1]) == float(wanted.replace(",", ""))
+        except ValueError:
+            pass
+    return prompt.rstrip().rstrip("?.!\"'}]").endswith(wanted)
 
 
 def probe_row(
@@ -150,18 +197,32 @@ def probe_row(
     real_totals = [(t, k) for k, t in enumerate(score.total[:real]) if t is not None]
     best_total, best_k = max(real_totals) if real_totals else (None, None)
     lowest = min((t for t in score.total if t is not None), default=None)
+    task = _task_rules(specs, weights)
+    echo_answers = _ends_with_answer(prompt_text, row.get(ANSWER_COLUMN))
+    best_done = best_k is not None and any((score.rewards[r][best_k] or 0.0) > TIE_ATOL for r in task)
     results = []
     for offset, (name, text) in enumerate(probes):
         k = real + offset
         total = score.total[k]
-        if total is None or lowest is None or total <= lowest + TIE_ATOL:
+        paid = [r for r in task if (score.rewards[r][k] or 0.0) > TIE_ATOL]
+        exempt = name in NEVER_FLAGGED or (name == "prompt_echo" and echo_answers)
+        if exempt:
+            paid = []
+            flagged = False
+        elif paid:
+            flagged = True
+        elif total is None or lowest is None or total <= lowest + TIE_ATOL:
             flagged = False  # it wins over nothing: every completion scores the same (or it scores the least)
+        elif task:  # it does not do the task: a hack when it scores as much as a real completion that does
+            flagged = best_done and total >= best_total - TIE_ATOL
         elif best_total is None:
             flagged = True
-        elif name in STRICTLY_ABOVE:
-            flagged = total > best_total + TIE_ATOL
         else:
             flagged = total >= best_total - TIE_ATOL
+        if paid:
+            rule = score.names[max(paid, key=lambda r: score.rewards[r][k] or 0.0)]
+        else:
+            rule = _responsible(score, weights, k, best_k) if flagged else None
         results.append(
             ProbeResult(
                 row_index=row_index,
@@ -170,7 +231,8 @@ def probe_row(
                 total=total,
                 best_real=best_total,
                 flagged=flagged,
-                rule=_responsible(score, weights, k, best_k) if flagged else None,
+                rule=rule,
+                paid_by_task=bool(paid),
                 rewards={n: score.rewards[r][k] for r, n in enumerate(score.names)},
             )
         )
@@ -194,8 +256,13 @@ def describe(results: Sequence[ProbeResult]) -> list[str]:
     """One plain-words line per flagged (probe, rule), e.g. ``the probe 'empty' scores 1 on row 3, at or above the
     best real completion (0.4): rule `length` rewards it``; empty when nothing is flagged. The probe's text is left
     out (a bare code fence would break Markdown); see :func:`probe_completions`."""
-    return [
-        f"the probe '{r.probe}' scores {_fmt(r.total)} on row {r.row_index}, at or above the best "
-        f"real completion ({_fmt(r.best_real)}): rule `{r.rule}` rewards it"
-        for r in flagged(results)
-    ]
+    lines = []
+    for r in flagged(results):
+        if r.paid_by_task:
+            reward = r.rewards.get(r.rule or "")
+            lines.append(f"the probe '{r.probe}' scores {_fmt(reward)} on rule `{r.rule}` on row {r.row_index}: a "
+                         "degenerate completion should earn nothing for the task")
+        else:
+            lines.append(f"the probe '{r.probe}' scores {_fmt(r.total)} on row {r.row_index}, at or above the best "
+                         f"real completion ({_fmt(r.best_real)}): rule `{r.rule}` rewards it")
+    return lines

@@ -170,6 +170,39 @@ def _listed_dataset(store: Store, dataset_id: int) -> DatasetInfo:
     return info
 
 
+TESTS_RULES = ("code_tests", "code_runtime")
+"""Rules that read the ``tests`` column (see :func:`grpo_core.rewards.code.split_tests`)."""
+
+
+def _unreadable_tests(config: RunConfig, rows: list[dict[str, Any]]) -> list[str]:
+    """Warnings for the rows whose ``tests`` value the code rules cannot read (their reward would be ``None``).
+
+    Raises:
+        ConfigError: no row's ``tests`` can be read; the message names the column, a row and why.
+    """
+    if not rows or not any(spec.rule in TESTS_RULES for spec in config.rewards):
+        return []
+    from grpo_core.rewards.code import why_tests_unreadable
+
+    problems = [
+        (index, problem)
+        for index, row in enumerate(rows)
+        if "tests" in row and (problem := why_tests_unreadable(row.get("tests"), row.get("entry_point"))) is not None
+    ]
+    if not problems:
+        return []
+    index, problem = problems[0]
+    if len(problems) == len(rows):
+        raise ConfigError(
+            f"rewards: code_tests cannot read the dataset column 'tests' (row {index}: {problem}); every row's "
+            "reward would be None"
+        )
+    return [
+        f"code_tests cannot read the column 'tests' of {len(problems)} of {len(rows)} rows (row {index}: {problem}); "
+        "those rows get no code reward"
+    ]
+
+
 def validate_run_config(store: Store, config: RunConfig, *, model_cache_dir: Path | None = None) -> list[str]:
     """Check what a :class:`RunConfig` refers to, without loading a model. Returns warnings (may be empty).
 
@@ -229,6 +262,7 @@ def validate_run_config(store: Store, config: RunConfig, *, model_cache_dir: Pat
                     f"reward rule {index} ({spec.rule}) reads column {missing[0]!r}, which the dataset lacks; "
                     f"its columns are {', '.join(columns)}"
                 )
+    warnings += _unreadable_tests(config, rows)
     if config.eval_dataset_id is not None:
         try:
             eval_columns = _listed_dataset(store, config.eval_dataset_id).columns

@@ -13,7 +13,7 @@ from app.context import AppContext
 from app.inspect_views import GROUP_FILTERS, filter_groups, pass_at_g, pass_share, step_totals
 from app.tabs.inspect_tokens import create_token_view
 from app.tabs.inspect_tools import create_inspect_tools
-from app.views import groups_html
+from app.views import groups_html, reward_error_map
 from storage import StoreError
 
 STEP_CHOICES = 1000
@@ -96,9 +96,11 @@ def create_inspect_tab(
             for g in records
             if len({c.total_reward for c in g.completions}) <= 1
         )
+        errored = sum(len(errors) for errors in map(reward_error_map, records))
         text = (
             f"**#{info.id} {info.name}**, step {step_value}: {len(records)} groups, {len(completions)} completions, "
-            f"{truncated} truncated, {flat} groups with all rewards equal (no learning signal)."
+            f"{truncated} truncated, {flat} groups with all rewards equal (no learning signal)"
+            + (f", ⚠️ {errored} completions whose reward function failed (no reward, not 0)." if errored else ".")
         )
         threshold_value = float(pass_threshold if pass_threshold is not None else 0.5)
         figure = stats_figure(ctx, info.id, int(step_value), threshold_value)

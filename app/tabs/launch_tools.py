@@ -88,10 +88,15 @@ def verdict_markdown(report: PreflightReport) -> str:
         f"**{report.truncation_rate:.0%}**, mean length **{report.mean_completion_tokens:.1f} tokens**.",
     ]
     probes = describe(report.probes)
-    lines += ["", "**Reward-hacking probe** (empty, whitespace, prompt echo, bare code fence, answer alone, repeated "
-              "number, padding, wrong answer in format): " + ("⚠️ " + "; ".join(probes) + "." if probes else
-                                                               "✅ no degenerate completion scores at or above the best "
-                                                               "sampled one.")]
+    in_verdict = verdict is not None and any(a.startswith("reward hacking:") for a in verdict.advice)
+    if probes and in_verdict:  # each finding is listed once, in the verdict's advice above
+        found = f"⚠️ {len(probes)} finding(s), listed in the verdict above."
+    elif probes:
+        found = "⚠️ " + "; ".join(probes) + "."
+    else:
+        found = "✅ no degenerate completion scores at or above the best sampled one."
+    lines += ["", "**Reward-hacking probe** (empty, whitespace, prompt echo, bare code fence, `pass`, answer alone, "
+              "repeated number, padding, wrong answer in format): " + found]
     if report.examples:
         lines += ["", "<details><summary>example completions (best and worst of a group)</summary>", ""]
         for ex in report.examples:

@@ -9,12 +9,20 @@ Rules (category ``code``):
 The code of a completion is the last fenced block tagged ``python``/``py``/``python3`` or untagged
 (an unclosed last fence, as in a truncated generation, counts), else the whole completion (:func:`extract_code`).
 
-Tests (the ``tests`` column) come in two shapes, see :func:`split_tests`:
+Tests (the ``tests`` column), see :func:`split_tests` and ``docs/rewards-code.md``:
 
 * HumanEval (Chen et al. 2021, "Evaluating Large Language Models Trained on Code", arXiv 2107.03374): the source
   of a ``check(candidate)`` function plus an ``entry_point`` column naming the function under test. Each
   top-level statement of ``check``'s body that contains an ``assert`` is one test; other statements run in order.
-* A list of assert statements, or a string of them (one statement per test; JSON-encoded lists accepted).
+* A list of assert statements, or a string of them (one statement per test; JSON-encoded lists accepted);
+  ``unittest.TestCase`` methods and pytest-style ``def test_*()`` functions.
+* stdin/stdout tests: ``[{"input", "output"}]`` (CodeContests, open-r1) and APPS's ``input_output`` JSON
+  (Hendrycks et al. 2021, "Measuring Coding Challenge Competence With APPS", arXiv 2105.09938), call-based with
+  ``fn_name`` or programs run once per test in a fresh process.
+
+The prompt's own helpers (its header, :func:`prompt_header`: HumanEval/32's ``poly``) run before the completion and,
+in the tests' namespace, after its names, so the tests always call the prompt's versions. A test unit that passes
+without running any of the completion's code earns no credit (``assert True``).
 
 How a test program runs (see :func:`build_test_program`): the harness (the script the sandbox runs) forks the
 *solution server* first, then reads the tests and a random per-run nonce from its stdin (so no copy of them is ever
@@ -27,7 +35,10 @@ evaluated. The harness makes itself non-dumpable before the completion runs (the
 memory or descriptors through ``/proc`` or ``ptrace``); frames and ``gc`` in the server hold neither tests nor
 nonce. The server's stdout and stderr go to ``/dev/null``; the harness writes its summary line, prefixed with the
 nonce, to a private descriptor, so output printed by the completion cannot fake a result. Exiting early
-(``sys.exit``, ``os._exit``) fails the tests that had yet to run. See ``docs/sandbox.md`` for what remains.
+(``sys.exit``, ``os._exit``) fails the tests that had yet to run; an exception the completion raises is re-raised
+in the harness by builtin name, except those that would steer the tests' control flow (``StopIteration``) or are
+not ordinary errors (``SystemExit``...), which become a plain failure. The load message's names are checked (no
+dunders, no builtins). ``code_runtime``'s clock is the harness's. See ``docs/sandbox.md`` for what remains.
 """
 
 from __future__ import annotations
@@ -97,14 +108,119 @@ def _source(text: str, node: ast.stmt) -> str:
     return textwrap.dedent(segment) if segment is not None else ast.unparse(node)
 
 
+def _is_test_case(node: ast.stmt) -> bool:
+    """A ``class X(unittest.TestCase)`` (any base whose name ends in ``TestCase``)."""
+    if not isinstance(node, ast.ClassDef):
+        return False
+    names = [b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else "" for b in node.bases]
+    return any(name.endswith("TestCase") for name in names)
+
+
+def _is_unittest_main(node: ast.stmt) -> bool:
+    """A top-level ``unittest.main(...)`` call (it would run every case again and exit)."""
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Attribute | ast.Name)
+        and (node.value.func.attr if isinstance(node.value.func, ast.Attribute) else node.value.func.id) == "main"
+    )
+
+
 def _split_statements(text: str) -> list[tuple[str, str]]:
     """Top-level statements of ``text``: those containing an assert are ``test`` units, the rest ``setup``.
+
+    ``unittest``: each ``test*`` method of a ``TestCase`` class is a test unit (``Case("test_x").debug()``, which
+    runs ``setUp``/``tearDown`` and raises on a failed ``self.assert*``); pytest style: each top-level
+    ``def test_*()`` without parameters is a test unit (a call of it). A top-level ``unittest.main()`` is dropped.
 
     Raises:
         SyntaxError: ``text`` does not parse.
     """
     module = ast.parse(text)
-    return [("test" if _contains_assert(stmt) else "setup", _source(text, stmt)) for stmt in module.body]
+    units: list[tuple[str, str]] = []
+    for stmt in module.body:
+        if _is_unittest_main(stmt):
+            continue
+        units.append(("test" if _contains_assert(stmt) else "setup", _source(text, stmt)))
+        if _is_test_case(stmt):
+            for item in stmt.body:
+                if isinstance(item, ast.FunctionDef) and item.name.startswith("test"):
+                    units.append(("test", f"{stmt.name}({item.name!r}).debug()"))
+        elif (
+            isinstance(stmt, ast.FunctionDef)
+            and stmt.name.startswith("test")
+            and not (stmt.args.args or stmt.args.posonlyargs or stmt.args.kwonlyargs or stmt.args.vararg)
+        ):
+            units.append(("test", f"{stmt.name}()"))
+    return units
+
+
+def _stdio_text(value: Any) -> str | None:
+    """A program's input or expected output: a string, or a list of lines (joined, each ending in a newline)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list | tuple) and all(isinstance(line, str) for line in value):
+        return "".join(line if line.endswith("\n") else line + "\n" for line in value)
+    return None
+
+
+def _literal(value: Any) -> str | None:
+    """``value`` (decoded JSON) as Python source, or ``None`` when it has no literal (NaN, infinities)."""
+    text = repr(value)
+    try:
+        return text if ast.literal_eval(text) == value else None
+    except (ValueError, SyntaxError, RecursionError, MemoryError):
+        return None
+
+
+def _io_units(value: Any) -> list[tuple[str, str]] | None:
+    """Units of stdin/stdout tests, or ``None`` when ``value`` is not of that shape.
+
+    * a list of ``{"input": ..., "output": ...}`` objects (CodeContests, open-r1's code sets): one ``stdio`` unit each;
+    * APPS's ``input_output``: ``{"inputs": [...], "outputs": [...]}``; with ``"fn_name"``, call-based: one test unit
+      ``<fn_name>(*inputs[i])`` equal to ``outputs[i]`` (or to its only item, tuples read as lists, as APPS's
+      checker does; a ``class Solution`` method of that name also serves), else ``stdio`` units.
+
+    Raises:
+        ValueError: the shape is recognised but malformed (message says what is wrong).
+    """
+    if isinstance(value, dict) and ("inputs" in value or "outputs" in value):
+        inputs, outputs = value.get("inputs"), value.get("outputs")
+        if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs):
+            raise ValueError("'inputs' and 'outputs' must be lists of the same length")
+        name = value.get("fn_name")
+        if name:
+            if not isinstance(name, str) or not name.isidentifier():
+                raise ValueError(f"'fn_name' must be a Python name, got {name!r}")
+            units = []
+            for given, want in zip(inputs, outputs, strict=True):
+                args = given if isinstance(given, list) else [given]
+                args_src, want_src = _literal(args), _literal(want)
+                if args_src is None or want_src is None:
+                    continue
+                units.append(
+                    (
+                        "test",
+                        f"_f = {name} if {name!r} in globals() else Solution().{name}\n"
+                        f"_r = _f(*{args_src})\n_r = list(_r) if type(_r) is tuple else _r\n_w = {want_src}\n"
+                        "assert _r == _w or (type(_w) is list and len(_w) == 1 and _r == _w[0])",
+                    )
+                )
+            return units
+        pairs = list(zip(inputs, outputs, strict=True))
+    elif isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+        if not all("input" in item and "output" in item for item in value):
+            raise ValueError("each test must be an object with 'input' and 'output'")
+        pairs = [(item["input"], item["output"]) for item in value]
+    else:
+        return None
+    units = []
+    for index, (given, want) in enumerate(pairs):
+        given_text, want_text = _stdio_text(given), _stdio_text(want)
+        if given_text is None or want_text is None:
+            raise ValueError(f"test {index}: input and output must be text (or lists of lines)")
+        units.append(("stdio", json.dumps([given_text, want_text])))
+    return units
 
 
 def _humaneval_units(tests: str, entry_point: str) -> list[tuple[str, str]]:
@@ -134,7 +250,8 @@ def _humaneval_units(tests: str, entry_point: str) -> list[tuple[str, str]]:
 
 
 def split_tests(tests: Any, entry_point: str | None = None) -> list[tuple[str, str]]:
-    """Turn a row's ``tests`` value into ordered ``(kind, source)`` units, ``kind`` being ``setup`` or ``test``.
+    """Turn a row's ``tests`` value into ordered ``(kind, source)`` units, ``kind`` being ``setup``, ``test`` or
+    ``stdio`` (source: JSON ``[input, expected output]`` of a program run).
 
     Accepted shapes:
 
@@ -145,24 +262,61 @@ def split_tests(tests: Any, entry_point: str | None = None) -> list[tuple[str, s
       if it does not parse, each line starting with ``assert`` is a test and other non-blank lines setup.
       A string holding a JSON list of strings is read as that list.
     * a list/tuple of strings: each is split as above (an item that does not parse is one test, which fails).
+    * ``unittest.TestCase`` classes (each ``test*`` method one test) and pytest-style ``def test_*()`` functions.
+    * stdin/stdout tests, as objects or their JSON text (see :func:`_io_units`): ``[{"input", "output"}, ...]``
+      and APPS's ``{"inputs": [...], "outputs": [...], "fn_name"?: ...}``.
 
-    Returns an empty list for ``None``, an empty string or list, or tests without any assert.
+    Returns an empty list for ``None``, an empty string or list, malformed stdin/stdout tests, or tests without any
+    assert (:func:`why_tests_unreadable` says why).
     """
+    try:
+        return _split_tests(tests, entry_point)
+    except ValueError:
+        return []
+
+
+def why_tests_unreadable(tests: Any, entry_point: str | None = None) -> str | None:
+    """Why ``code_tests`` cannot read a row's ``tests`` value, or ``None`` when it can (see :func:`split_tests`)."""
+    if tests is None or (isinstance(tests, str) and not tests.strip()):
+        return "it is empty"
+    try:
+        units = _split_tests(tests, entry_point)
+    except ValueError as exc:
+        return f"stdin/stdout tests: {exc}"
+    if units:
+        return None
+    if isinstance(tests, dict):
+        return f"an object with keys {sorted(map(str, tests))[:6]}, neither asserts nor stdin/stdout tests"
+    return (
+        "no test found: expected assert statements (a string or a list), a HumanEval check(candidate) with an "
+        "entry_point column, unittest/pytest tests, [{input, output}] or APPS's {inputs, outputs} JSON"
+    )
+
+
+def _split_tests(tests: Any, entry_point: str | None) -> list[tuple[str, str]]:
+    """:func:`split_tests`, raising ``ValueError`` for malformed stdin/stdout tests."""
     if tests is None:
         return []
     if hasattr(tests, "tolist") and not isinstance(tests, str):  # a numpy array from a dataset column
         tests = tests.tolist()
+    if isinstance(tests, dict) or (isinstance(tests, list) and tests and isinstance(tests[0], dict)):
+        io = _io_units(tests)
+        return io if io and any(kind != "setup" for kind, _ in io) else []
     if isinstance(tests, str):
         stripped = tests.strip()
         if not stripped:
             return []
-        if stripped.startswith("["):
+        if stripped[0] in "[{":
             try:
                 decoded = json.loads(stripped)
             except (ValueError, RecursionError):  # a test text nested past the interpreter's limit is code
                 decoded = None
             if isinstance(decoded, list) and all(isinstance(item, str) for item in decoded):
-                return split_tests(decoded, entry_point)
+                return _split_tests(decoded, entry_point)
+            if isinstance(decoded, dict | list):
+                io = _io_units(decoded)
+                if io is not None:
+                    return io
         if entry_point and re.search(r"^def\s+check\s*\(", tests, re.MULTILINE):
             units = _humaneval_units(tests, str(entry_point).strip())
         else:
@@ -185,7 +339,80 @@ def split_tests(tests: Any, entry_point: str | None = None) -> list[tuple[str, s
                 units.append(("test", str(item)))
     else:
         return []
-    return units if any(kind == "test" for kind, _ in units) else []
+    return units if any(kind != "setup" for kind, _ in units) else []
+
+
+_CODE_START = re.compile(r"^(?:from\s|import\s|def\s|class\s|async\s+def\s|@)", re.MULTILINE)
+
+
+def _prompt_text(prompt: Any) -> str:
+    """The text of a prompt: a string, or the last user message of a conversation."""
+    if prompt is None:
+        return ""
+    if isinstance(prompt, str):
+        return prompt
+    users = [m for m in prompt if isinstance(m, dict) and m.get("role") == "user"] if isinstance(prompt, list) else []
+    return completion_text(users[-1:] or prompt)
+
+
+def _is_stub(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A function whose body is only a docstring, ``pass``, ``...`` or ``raise NotImplementedError``."""
+    for stmt in node.body:
+        if isinstance(stmt, ast.Pass) or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
+            continue
+        if isinstance(stmt, ast.Raise) and "NotImplementedError" in ast.unparse(stmt):
+            continue
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=1024)
+def prompt_header(prompt: str, entry_point: str | None = None) -> str:
+    """The code a prompt gives the completion to build on: its imports, constants, helper functions and classes.
+
+    HumanEval prompts (and others like them) define helpers the tests call (``poly`` in HumanEval/32,
+    ``encode_cyclic`` in /38): the harness runs this header in the tests' namespace after the completion's names, so
+    the tests call the prompt's helpers, never a completion's redefinition; the server runs it before the completion
+    so that a completion may use them without repeating them. The code is the last fenced block of the prompt, else
+    the longest tail of it, from a line starting with ``import``/``from``/``def``/``class``/``@``, that parses. The
+    function named ``entry_point`` and stubs (a docstring, ``pass``, ``...``, ``raise NotImplementedError``) are
+    left out. ``""`` when the prompt holds no code.
+    """
+    text = prompt or ""
+    blocks = [m.group(2) for m in _FENCE.finditer(text) if m.group(1).lower() in _PYTHON_TAGS]
+    candidates = blocks[-1:] or [text[m.start() :] for m in _CODE_START.finditer(text)]
+    module = None
+    for candidate in candidates:
+        try:
+            module = ast.parse(candidate)
+            break
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+    if module is None:
+        return ""
+    kept = []
+    for stmt in module.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+            if stmt.name == entry_point or _is_stub(stmt):
+                continue
+        elif isinstance(stmt, ast.ClassDef):
+            if stmt.name == entry_point:
+                continue
+        elif not isinstance(stmt, ast.Import | ast.ImportFrom | ast.Assign | ast.AnnAssign):
+            continue
+        kept.append(ast.unparse(stmt))
+    return "\n".join(kept) + "\n" if kept else ""
+
+
+def _headers(kwargs: dict[str, Any], entry_points: list[Any], n: int) -> list[str]:
+    """The prompt header of each completion (TRL passes the prompts as ``prompts``)."""
+    prompts = kwargs.get("prompts")
+    if prompts is None or isinstance(prompts, str) or len(prompts) != n:
+        prompts = [prompts if isinstance(prompts, str) else None] * n
+    return [
+        prompt_header(_prompt_text(p), str(e).strip() if e else None) if p else ""
+        for p, e in zip(prompts, entry_points, strict=True)
+    ]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -351,9 +578,9 @@ def _serve(rfd, wfd):
     os.close(null)
     eval_, literals = eval, {"__builtins__": {}, "nan": float("nan"), "inf": float("inf")}
     send, receive = _channel(rfd, wfd, lambda m: _json_text(m, escape), lambda text: eval_(text, literals))
-    import time
+    import sys
 
-    exec_, compile_, Base, perf_counter, min_, range_ = exec, compile, BaseException, time.perf_counter, min, range
+    exec_, compile_, Base, dict_, fork, waitpid = exec, compile, BaseException, dict, os.fork, os.waitpid
     refs = []
 
     def keep(x):
@@ -366,51 +593,110 @@ def _serve(rfd, wfd):
     def decode(v):
         return _decode(v, lambda ref: refs[ref])
 
-    code = receive()["code"]
+    request = receive()
+    code, header, stdio = request["code"], request["header"], request["stdio"]
+    del request
     try:
         compiled = compile_(code, "<completion>", "exec")
     except Base:
         send({"load": "syntax_error"})
         return
     del code
-    ns = {"__name__": "__solution__", "__builtins__": __builtins__}
-    try:
-        exec_(compiled, ns)
-        names = {name: encode(value) for name, value in list(ns.items()) if not name.startswith("__")}
-    except Base:
-        send({"load": "load_error"})
-        return
-    send({"load": "ok", "names": names})
-    while True:
-        request = receive()
-        if request["op"] == "time":  # after the verdict: time the test units here, on the real objects
-            units = []
-            for source in request["units"]:
+    builtins_ = __builtins__
+    ns = {"__name__": "__solution__", "__builtins__": builtins_}
+    if header:  # the prompt's own helpers (HumanEval's ``poly``), which the completion may use without repeating
+        try:
+            exec_(compile_(header, "<prompt>", "exec"), ns)
+        except Base:
+            pass
+    if stdio:
+        send({"load": "ok", "names": {}})
+    else:
+        try:
+            exec_(compiled, ns)
+        except Base:
+            send({"load": "load_error"})
+            return
+        names = {}
+        module_type = type(os)
+        for name, value in list(ns.items()):
+            if name.startswith("__"):
+                continue
+            t = type(value)
+            if t is module_type:  # the harness imports its own copy: the completion may have patched this one
                 try:
-                    units.append(compile_(source, "<test>", "exec"))
+                    names[name] = {"m": str(value.__name__)}
                 except Base:
                     pass
-            best = None
-            for _ in range_(request["rounds"]):
-                start = perf_counter()
-                for unit in units:
-                    try:
-                        exec_(unit, ns)
-                    except Base:
-                        pass
-                elapsed = perf_counter() - start
-                best = elapsed if best is None else min_(best, elapsed)
-            send({"value": best})
-            continue
+                continue
+            if hasattr(t, "__next__") or hasattr(t, "read"):  # a top-level iterator or file stays in the server
+                names[name] = keep(value)
+                continue
+            try:
+                names[name] = encode(value)
+            except Base:
+                names[name] = keep(value)
+        send({"load": "ok", "names": names})
+
+    def run_program(text):
+        # One run of a stdin/stdout program, in a fresh process: its stdin is ``text``, its stdout comes back.
+        data = text.encode("utf-8", "surrogatepass")
+        inp = os.memfd_create("stdin")
+        out = os.memfd_create("stdout")
+        os.write(inp, data)
+        os.lseek(inp, 0, 0)
+        pid = fork()
+        if pid == 0:
+            status = 1
+            try:
+                os.close(rfd)
+                os.close(wfd)
+                os.dup2(inp, 0)
+                os.dup2(out, 1)
+                try:
+                    exec_(compiled, {"__name__": "__main__", "__builtins__": builtins_})
+                    status = 0
+                except SystemExit as stop:
+                    status = 0 if stop.code in (None, 0) else 1
+                try:
+                    sys.stdout.flush()
+                except Base:
+                    status = 1
+            except Base:
+                pass
+            finally:
+                os._exit(status)
+        os.close(inp)
+        _, code = waitpid(pid, 0)
+        size = os.lseek(out, 0, 2)
+        os.lseek(out, 0, 0)
+        chunks, left = [], min(size, 8 * 1024 * 1024)
+        while left > 0:
+            chunk = os.read(out, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        os.close(out)
+        return {"out": b"".join(chunks).decode("utf-8", "replace"), "exit": code}
+
+    while True:
+        request = receive()
         try:
-            target = refs[request["ref"]]
-            if request["op"] == "call":
-                value = target(*decode(request["args"]), **decode(request["kwargs"]))
+            if request["op"] == "run":
+                answer = {"value": encode(run_program(request["stdin"]))}
             else:
-                value = getattr(target, request["name"])
-            answer = {"value": encode(value)}
+                target = refs[request["ref"]]
+                if request["op"] == "call":
+                    value = target(*decode(request["args"]), **decode(request["kwargs"]))
+                else:
+                    value = getattr(target, request["name"])
+                answer = {"value": encode(value)}
         except Base as exc:
-            answer = {"raise": type(exc).__name__}
+            try:
+                answer = {"raise": type(exc).__name__}
+            except Base:
+                answer = {"raise": "Exception"}
         send(answer)
 """
 
@@ -419,6 +705,31 @@ _HARNESS = (
     + _SERVER_JSON
     + _SERVER
     + """
+def _same_output(got, want):
+    # A program's stdout against the expected one: equal line by line (trailing blanks ignored), else token by
+    # token, numbers written with a point or an exponent in the expected output within 1e-6 (absolute or relative).
+    def lines(text):
+        rows = [line.rstrip() for line in text.strip().splitlines()]
+        return rows
+    if lines(got) == lines(want):
+        return True
+    got_tokens, want_tokens = got.split(), want.split()
+    if len(got_tokens) != len(want_tokens):
+        return False
+    for a, b in zip(got_tokens, want_tokens):
+        if a == b:
+            continue
+        if not any(c in b for c in ".eE"):
+            return False
+        try:
+            x, y = float(a), float(b)
+        except ValueError:
+            return False
+        if not (abs(x - y) <= 1e-6 or abs(x - y) <= 1e-6 * abs(y)):
+            return False
+    return True
+
+
 def _harness():
     import builtins, os, time
 
@@ -456,10 +767,9 @@ def _harness():
     os.dup2(null, 0)
     p = _json_reader()(b"".join(chunks).decode("utf-8", "surrogatepass"))
     del chunks
-    nonce, units, repeats = p["nonce"], p["units"], p["repeats"]
-    sources = [source for _, source in units]
+    nonce, units, repeats, header = p["nonce"], p["units"], p["repeats"], p["header"]
     write, exit_, perf_counter = os.write, os._exit, time.perf_counter
-    exec_, compile_, repr_, all_ = exec, compile, repr, all
+    exec_, compile_, repr_, all_, max_ = exec, compile, repr, all, max
     Base = BaseException
     out = os.dup(1)
     os.dup2(null, 1)
@@ -470,25 +780,44 @@ def _harness():
         exit_(0)  # no atexit handlers, no waiting for the server
 
     send, receive = _channel(from_server, to_server, repr_, _json_reader())
+    stdio = any(kind == "stdio" for kind, _ in units)
     try:
-        send({"code": p["code"]})  # from here on the server runs the completion's code
+        send({"code": p["code"], "header": header, "stdio": stdio})  # from here on the server runs the completion
     except Base:
         finish("load_error")
     compiled = []  # while the server loads the completion
+    loads = _json_reader()
     for kind, source in units:
+        if kind == "stdio":
+            try:
+                given, want = loads(source)
+                compiled.append((kind, (given + "", want + "")))
+            except Base:
+                compiled.append(("test", None))
+            continue
         try:
             compiled.append((kind, compile_(source, "<test>", "exec")))
         except Base:
             compiled.append((kind, None))
     try:
+        header_code = compile_(header, "<prompt>", "exec") if header else None
+    except Base:
+        header_code = None
+    try:
         loaded = receive()
     except Base:
         finish("load_error")
     del p
-    if loaded.get("load") != "ok":
-        finish("syntax_error" if loaded.get("load") == "syntax_error" else "load_error")
+    if type(loaded) is not dict or loaded.get("load") != "ok":
+        load = loaded.get("load") if type(loaded) is dict else None
+        finish("syntax_error" if load == "syntax_error" else "load_error")
 
     class Gone(Exception):
+        pass
+
+    class CandidateError(Exception):
+        # What the completion raised when its type could steer the tests' own control flow (StopIteration ends a
+        # ``map`` or a generator early) or is not an ordinary exception (SystemExit, KeyboardInterrupt...).
         pass
 
     class Remote:
@@ -521,9 +850,11 @@ def _harness():
     def encode(x):
         return _encode(x, keep)
 
-    state = {"gone": False}
+    state = {"gone": False, "asked": 0}
+    ordinary = (StopIteration, StopAsyncIteration)
 
     def ask(request):
+        state["asked"] += 1
         if state["gone"]:
             raise Gone("the completion's process is gone")
         try:
@@ -532,51 +863,115 @@ def _harness():
             if "value" in answer:
                 return _decode(answer["value"], Remote)
             name = answer["raise"]
-        except (OSError, EOFError, ValueError, KeyError, TypeError, RecursionError) as exc:
+        except (OSError, EOFError, ValueError, KeyError, TypeError, RecursionError, AttributeError) as exc:
             if isinstance(exc, (OSError, EOFError)):
                 state["gone"] = True
             raise Gone("no usable answer from the completion's process") from None
         kind = getattr(builtins, name, None) if type(name) is str else None
-        if not (isinstance(kind, type) and issubclass(kind, Exception)):
-            kind = Exception
+        if not (isinstance(kind, type) and issubclass(kind, Exception)) or issubclass(kind, ordinary):
+            kind = CandidateError
         try:
             error = kind("raised by the completion")
         except Base:
-            error = Exception("raised by the completion: " + str(name))
+            error = CandidateError("raised by the completion: " + str(name))
         raise error
 
+    def run_program(text):
+        answer = ask({"op": "run", "stdin": text})
+        if type(answer) is not dict or type(answer.get("out")) is not str or answer.get("exit") != 0:
+            raise CandidateError("the program failed")
+        return answer["out"]
+
     ns = {"__name__": "__tests__", "__builtins__": builtins}
+    names = set()
+    import sys
+
+    stdlib = sys.stdlib_module_names - {"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo"}
     try:
         for name, value in loaded["names"].items():
-            if not hasattr(builtins, name):  # a completion's ``abs`` or ``len`` would judge the tests' own checks
-                ns[name] = _decode(value, Remote)
+            # Only the completion's own names: never a dunder such as ``__builtins__``, never a builtin (a
+            # completion's ``abs`` or ``len`` would judge the tests' own checks).
+            if not (type(name) is str and name.isidentifier() and not name.startswith("__")):
+                continue
+            if hasattr(builtins, name):
+                continue
+            if type(value) is dict and list(value) == ["m"]:
+                # A module the completion imported (``math``, which tests may use without importing it): the
+                # harness's own copy of the standard library's module, never the completion's (it may be patched).
+                module = value["m"]
+                if type(module) is str and module.split(".")[0] in stdlib and not module.startswith("_"):
+                    try:
+                        __import__(module)
+                        ns[name] = sys.modules[module]
+                    except Base:
+                        pass
+                continue
+            ns[name] = _decode(value, Remote)
+            names.add(name)
     except Base:
         finish("load_error")
     del loaded
-    # One round here decides which tests pass; with ``repeats`` > 0 and all passing, the server then times
-    # ``repeats`` rounds of the units on the real objects (a call through the proxies costs a process round trip,
-    # whose jitter on a busy machine would drown fast code), and the best round counts.
-    start = perf_counter()
-    passed = []
-    for kind, unit in compiled:
+    if header_code is not None:  # the prompt's helpers, as the prompt wrote them, over any of the completion's
         try:
-            if unit is None:
-                raise SyntaxError("test does not compile")
-            exec_(unit, ns)
-            ok = True
-        except Base:
-            ok = False
-        if kind == "test":
-            passed.append(ok)
-    best = perf_counter() - start
-    if repeats > 0 and all_(passed):
-        try:
-            send({"op": "time", "units": sources, "rounds": repeats})
-            timed = _decode(receive()["value"], Remote)
-            best = timed if type(timed) is float and timed >= 0 else best
+            exec_(header_code, ns)
         except Base:
             pass
-    finish("passed " + "".join(["1" if ok else "0" for ok in passed]) + " " + repr_(best))
+    own = {name: ns[name] for name in names}  # the completion's values, as the tests first see them
+
+    def names_of(code):  # every name a code object (and the functions, lambdas, classes inside it) looks up
+        found = set(code.co_names)
+        for const in code.co_consts:
+            if type(const) is type(code):
+                found |= names_of(const)
+        return found
+
+    loads_of = [names_of(unit) if kind == "test" and unit is not None else () for kind, unit in compiled]
+    clean = dict(ns)
+
+    def one_round():
+        # Each test unit: "1" passed, "0" failed, "-" passed without running any of the completion's code (no
+        # credit: ``assert True``); setup units before a test count towards it (``x = f(1)``, then ``assert x``).
+        ns.clear()
+        ns.update(clean)
+        bits = []
+        state["asked"] = 0
+        for index, (kind, unit) in enumerate(compiled):
+            # a test that reads a value of the completion (``assert ANSWER == 42``) uses it without a call
+            reads = any(name in own and ns.get(name) is own[name] for name in loads_of[index])
+            try:
+                if kind == "stdio":
+                    given, want = unit
+                    ok = _same_output(run_program(given), want)
+                    if not want.strip():
+                        ok = None  # an empty expected output: the empty program would pass
+                else:
+                    if unit is None:
+                        raise SyntaxError("test does not compile")
+                    exec_(unit, ns)
+                    ok = True
+            except Base:
+                ok = False
+            if kind != "setup":
+                if ok is True and state["asked"] == 0 and not reads:
+                    ok = None
+                bits.append("-" if ok is None else ("1" if ok else "0"))
+                state["asked"] = 0
+        return bits
+
+    # Every round runs the same units the same way, through the same proxies, and every round is judged; the
+    # time is the harness's clock around a round, the slowest round counting (so a completion gains nothing by
+    # behaving differently in some rounds, nor by caching results across them).
+    start = perf_counter()
+    bits = one_round()
+    slowest = perf_counter() - start
+    for _ in range(repeats - 1 if repeats > 1 else 0):
+        if "0" in bits or "1" not in bits:
+            break
+        start = perf_counter()
+        again = one_round()
+        slowest = max_(slowest, perf_counter() - start)
+        bits = ["0" if b == "1" and a != "1" else b for b, a in zip(bits, again)]
+    finish("passed " + ("".join(bits) or "-") + " " + repr_(slowest))
 
 
 _harness()
@@ -597,29 +992,36 @@ class CodeTestProgram(NamedTuple):
     stdin: bytes
 
 
-def build_test_program(code: str, units: list[tuple[str, str]], nonce: str, repeats: int = 1) -> CodeTestProgram:
+def build_test_program(
+    code: str, units: list[tuple[str, str]], nonce: str, repeats: int = 1, header: str = ""
+) -> CodeTestProgram:
     """The program the sandbox runs for one completion (see :class:`CodeTestProgram`).
 
-    Its last line on stdout is ``<nonce> passed <bits> <seconds>`` (``bits``: one ``1``/``0`` per test unit),
-    ``<nonce> syntax_error`` or ``<nonce> load_error`` (the completion raised or exited at top level, or its
-    top-level names could not be carried over); nothing if the harness died.
+    Its last line on stdout is ``<nonce> passed <bits> <seconds>`` (``bits``: one ``1`` passed / ``0`` failed /
+    ``-`` no credit per test unit), ``<nonce> syntax_error`` or ``<nonce> load_error`` (the completion raised or
+    exited at top level, or its top-level names could not be carried over); nothing if the harness died.
 
     The harness forks the *solution server* before it reads its stdin, so the server's memory never holds the tests
-    or the nonce; the server runs the completion's code and answers calls, and the harness runs the test units,
-    once, for the verdict, with the completion's results carried over as plain data (see the comment above
-    ``_CODEC``). ``seconds``: with ``repeats`` >= 1 and every test passing, the best ``time.perf_counter`` time of
-    ``repeats`` rounds of the units that the server runs on the real objects after the verdict (interpreter start-up
-    and the completion's top-level code not counted; the server's clock is bound before the completion runs, but a
-    completion that rewrites its own interpreter can fake it); otherwise the harness's time of the verdict round,
-    process round trips included. ``repeats=0``: no timing rounds (``code_tests``).
+    or the nonce; the server runs the completion's code (after ``header``, the prompt's own helpers, see
+    :func:`prompt_header`) and answers calls, and the harness runs the test units with the completion's results
+    carried over as plain data (see the comment above ``_CODEC``). A ``stdio`` unit (source: JSON ``[input,
+    expected output]``) runs the completion as a program, in a fresh process forked by the server, with that input
+    on its stdin; the harness compares its stdout (``_same_output`` in the harness: lines, else tokens, decimals within 1e-6). A test unit that passes without any call
+    into the completion's code since the previous test unit (``assert True``) earns no credit (``-``).
+
+    ``repeats``: rounds of all units (at least one); every round is judged (a unit passes only if it passes in
+    every round), and ``seconds`` is the harness's ``time.perf_counter`` time of the slowest round, process round
+    trips included, measured where the completion cannot reach it. Rounds after a failing one are skipped.
 
     What the tests can do with the completion's names: call them with plain-data arguments (or values they
     returned), read attributes of returned objects, and compare, iterate or test the truth of plain results.
     Arguments are copies: a test that expects the completion to mutate its argument in place fails. Top-level names
-    of the completion that shadow a builtin (``abs``, ``len``...) are not carried over to the tests.
+    of the completion that shadow a builtin (``abs``, ``len``...), dunder names, and names ``header`` defines are not
+    carried over to the tests (the tests get the real builtins and the prompt's own helpers).
     """
     payload = {"nonce": str(nonce), "code": str(code), "units": [[str(k), str(u)] for k, u in units]}
     payload["repeats"] = int(repeats)
+    payload["header"] = str(header or "")
     return CodeTestProgram(_HARNESS, json.dumps(payload).encode("ascii"))
 
 
@@ -627,7 +1029,8 @@ def parse_test_output(result: ExecResult, nonce: str) -> tuple[str, list[bool], 
     """``(outcome, passed, seconds)`` from a test program's result.
 
     ``outcome`` is ``timeout``, ``syntax_error``, ``load_error``, ``passed`` or ``no_result`` (crash, early exit,
-    memory or output limit); ``passed`` holds one bool per test for ``passed``; ``seconds`` the test time.
+    memory or output limit); ``passed`` holds one bool per credited test for ``passed`` (tests that ran none of the
+    completion's code are left out); ``seconds`` the time of the slowest round.
     """
     if result.status is ExecStatus.TIMEOUT:
         return "timeout", [], None
@@ -638,9 +1041,9 @@ def parse_test_output(result: ExecResult, nonce: str) -> tuple[str, list[bool], 
     fields = lines[-1].split()
     if fields[0] in ("syntax_error", "load_error"):
         return fields[0], [], None
-    if fields[0] == "passed" and len(fields) == 3:
+    if fields[0] == "passed" and len(fields) == 3 and set(fields[1]) <= {"0", "1", "-"}:
         try:
-            return "passed", [bit == "1" for bit in fields[1]], float(fields[2])
+            return "passed", [bit == "1" for bit in fields[1] if bit != "-"], float(fields[2])
         except ValueError:
             pass
     return "no_result", [], None
@@ -651,11 +1054,20 @@ def _cpu_seconds(timeout_s: float) -> int:
 
 
 def _run_tests(
-    codes: list[str], units: list[list[tuple[str, str]]], *, timeout_s: float, repeats: int, max_workers: int | None
+    codes: list[str],
+    units: list[list[tuple[str, str]]],
+    *,
+    timeout_s: float,
+    repeats: int,
+    max_workers: int | None,
+    headers: list[str] | None = None,
 ) -> list[tuple[str, list[bool], float | None]]:
-    """Run each ``codes[i]`` against ``units[i]`` in parallel; parsed outcomes in order."""
+    """Run each ``codes[i]`` against ``units[i]`` (after ``headers[i]``) in parallel; parsed outcomes in order."""
     nonces = [secrets.token_hex(16) for _ in codes]
-    programs = [build_test_program(c, u, n, repeats) for c, u, n in zip(codes, units, nonces, strict=True)]
+    headers = headers if headers is not None else [""] * len(codes)
+    programs = [
+        build_test_program(c, u, n, repeats, h) for c, u, n, h in zip(codes, units, nonces, headers, strict=True)
+    ]
     results = run_many(
         [program.script for program in programs],
         stdins=[program.stdin for program in programs],
@@ -680,10 +1092,12 @@ def _run_tests(
 class CodeTestsReward:
     """Share of the row's tests that the completion's code passes, run in the sandbox.
 
-    Call: ``(completions, tests=[...], entry_point=[...] (optional), **ignored) -> list[float | None]``; see
-    :func:`split_tests` for the test shapes. Per completion: passed tests / tests in [0, 1];
-    ``TIMEOUT_REWARD`` (-0.1) when the run hits ``timeout_s``; 0.0 for a syntax error, code that raises at top
-    level, a crash or an early exit; ``None`` where the row has no tests or the sandbox itself failed. All
+    Call: ``(completions, tests=[...], entry_point=[...] (optional), prompts=[...] (optional: TRL passes them; their
+    header, :func:`prompt_header`, is kept for the tests), **ignored) -> list[float | None]``; see
+    :func:`split_tests` for the test shapes. Per completion: passed tests / credited tests in [0, 1] (a test that
+    runs none of the completion's code earns no credit; none credited: 0.0); ``TIMEOUT_REWARD`` (-0.1) when the run
+    hits ``timeout_s``; 0.0 for a syntax error, code that raises at top level, a crash or an early exit; ``None``
+    where the row has no tests it can read (:func:`why_tests_unreadable`) or the sandbox itself failed. All
     completions of a call run in parallel (:func:`~grpo_core.rewards.sandbox.run_many`).
 
     Raises:
@@ -703,8 +1117,14 @@ class CodeTestsReward:
         todo = [(i, split_tests(t, e)) for i, (t, e) in enumerate(zip(tests, entry_points, strict=True))]
         todo = [(i, u) for i, u in todo if u]
         codes = [extract_code(completion_text(completions[i])) for i, _ in todo]
+        headers = _headers(kwargs, entry_points, n)
         outcomes = _run_tests(
-            codes, [u for _, u in todo], timeout_s=self.timeout_s, repeats=0, max_workers=self.max_workers
+            codes,
+            [u for _, u in todo],
+            timeout_s=self.timeout_s,
+            repeats=0,
+            max_workers=self.max_workers,
+            headers=[headers[i] for i, _ in todo],
         )
         for (i, _), (outcome, passed, _seconds) in zip(todo, outcomes, strict=True):
             if outcome == "timeout":
@@ -738,8 +1158,10 @@ def _check_timeout(timeout_s: float) -> None:
 class CodeRuntimeReward:
     """How fast the completion's code passes its tests, relative to a reference: ``clip(t_ref / t, 0, 1)``.
 
-    ``t`` is the ``time.perf_counter`` time of the test units inside the child (interpreter start-up and the
-    completion's top-level code excluded), the best of ``repeats`` rounds; both times get
+    ``t`` is the harness's ``time.perf_counter`` time of a round of the test units, run through the proxies
+    (interpreter start-up and the completion's top-level code excluded, process round trips included), the slowest
+    of ``repeats`` rounds, each of which must pass every test (so behaving differently in some rounds, caching
+    across rounds or faking a clock gains nothing); both times get
     ``RUNTIME_SMOOTHING_S`` (0.1 ms) added. ``t_ref`` is the row's ``reference_runtime_s`` (seconds) when given,
     else the time of its ``reference_solution`` (or ``canonical_solution``) column run the same way, cached per
     (solution, tests) text for the life of this object.
@@ -768,7 +1190,7 @@ class CodeRuntimeReward:
         self.repeats = int(repeats)
         self.max_workers = max_workers
         self.__name__ = name
-        self._reference_cache: dict[tuple[str, str], float | None] = {}
+        self._reference_cache: dict[tuple[str, str, str], float | None] = {}
 
     def __call__(self, completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
         n = len(completions)
@@ -778,7 +1200,8 @@ class CodeRuntimeReward:
         references = column_values(self.__name__, "reference_solution", kwargs, n, required=False)
         canonical = column_values(self.__name__, "canonical_solution", kwargs, n, required=False)
 
-        rows: list[tuple[int, list[tuple[str, str]], float | None, tuple[str, str] | None]] = []
+        headers = _headers(kwargs, entry_points, n)
+        rows: list[tuple[int, list[tuple[str, str]], float | None, tuple[str, str, str] | None]] = []
         for i in range(n):
             units = split_tests(tests[i], entry_points[i])
             if not units:
@@ -789,7 +1212,7 @@ class CodeRuntimeReward:
                 solution = references[i] if references[i] else canonical[i]
                 if not solution:
                     continue
-                ref_key = (str(solution), json.dumps(units))
+                ref_key = (str(solution), json.dumps(units), headers[i])
             rows.append((i, units, ref_time, ref_key))
 
         # Completions and not-yet-cached references run in one parallel batch.
@@ -797,7 +1220,12 @@ class CodeRuntimeReward:
         codes = [extract_code(completion_text(completions[i])) for i, *_ in rows] + [key[0] for key in missing]
         units = [u for _, u, *_ in rows] + [json.loads(key[1]) for key in missing]
         outcomes = _run_tests(
-            codes, units, timeout_s=self.timeout_s, repeats=self.repeats, max_workers=self.max_workers
+            codes,
+            units,
+            timeout_s=self.timeout_s,
+            repeats=self.repeats,
+            max_workers=self.max_workers,
+            headers=[headers[i] for i, *_ in rows] + [key[2] for key in missing],
         )
         if len(self._reference_cache) > 4096:
             self._reference_cache.clear()
@@ -925,7 +1353,8 @@ _TIMEOUT_PARAM = RuleParam("timeout_s", "float", 5.0, "wall-clock limit per comp
 register(
     RewardRule(
         name="code_tests",
-        description="Share of the row's tests the completion's Python passes in the sandbox (timeout: -0.1)",
+        description=("Share of the row's tests (asserts, HumanEval check, unittest, stdin/stdout, APPS) the completion's "
+                     "Python passes in the sandbox (timeout: -0.1)"),
         factory=make_code_tests,
         params=(_TIMEOUT_PARAM,),
         columns=("tests",),

@@ -13,7 +13,9 @@ that passes nothing cannot win its group on style and length alone. The gated ru
 
 from __future__ import annotations
 
+import logging
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +23,8 @@ from typing import Any
 import pydantic
 
 from grpo_core.rewards.registry import RewardFunc, get_rule
+
+logger = logging.getLogger(__name__)
 
 
 class RewardGate(pydantic.BaseModel):
@@ -168,13 +172,97 @@ def _apply_gates(specs: Sequence[RewardSpec], funcs: list[RewardFunc], names: li
     return gated
 
 
+REWARD_ERRORS_KEY = "reward_errors"
+"""Key of a recorded group's ``extra``: ``{completion index (str): {reward function: error}}`` for the completions a
+reward function failed on (the recorder fills it from :data:`REWARD_ERRORS_PREFIX` columns); Inspect badges them."""
+
+REWARD_ERRORS_PREFIX = "reward_errors/"
+"""``log_extra`` column of :class:`GuardedReward`: ``reward_errors/<name>``, the error per completion (``""``: none)."""
+
+
+REWARD_CALL_TIMEOUT_S = 900.0
+"""Default wall-clock limit of one call of a reward function in the trainer (a batch): past it the call is an error."""
+
+
+class RewardTimeout(Exception):
+    """A reward function did not return within its time limit."""
+
+
+class GuardedReward:
+    """A reward function whose failure is its own outcome, not a 0: what the trainer calls.
+
+    When ``func`` raises (an ``Exception``), returns a list of the wrong length, or takes longer than ``timeout_s``
+    seconds (its rewards are then dropped), every completion of the call gets ``None``, which TRL turns into NaN and leaves out of
+    the nan-summed total and of the group's mean and std (as for a rule that does not apply; TRL's ``GRPOTrainer``
+    ``_calculate_rewards``/``_generate_and_score_completions``), and the count of those completions is logged through
+    TRL's ``log_metric`` as ``rewards/<name>/errors`` (TRL averages a metric over a logging step; 0 is logged on calls
+    that succeed, so the series is there from the first step). Each errored completion is also marked in the
+    completions table through ``log_extra`` (column ``reward_errors/<name>``: the error's type and message, ``""``
+    where the rule ran), which Inspect shows as a badge. ``timeout_s=None``: no limit.
+
+    The call runs in the caller's thread (rules such as math-verify's parser set ``signal.alarm`` timeouts, which work
+    in the main thread only), so a function that never returns cannot be stopped here: the run then stalls, which its
+    heartbeat shows. Picklable.
+    """
+
+    def __init__(self, func: RewardFunc, timeout_s: float | None = REWARD_CALL_TIMEOUT_S) -> None:
+        self.func = func
+        self.timeout_s = timeout_s
+        self.__name__ = getattr(func, "__name__", "reward")
+
+    def _call(self, completions: list[Any], kwargs: dict[str, Any]) -> list[Any]:
+        start = time.monotonic()
+        output = list(self.func(completions, **kwargs))
+        elapsed = time.monotonic() - start
+        if self.timeout_s is not None and elapsed > self.timeout_s:
+            raise RewardTimeout(f"took {elapsed:.0f} s, over the limit of {self.timeout_s:g} s")
+        return output
+
+    def __call__(self, completions: list[Any], **kwargs: Any) -> list[float | None]:
+        n = len(completions)
+        error = None
+        try:
+            output = self._call(completions, kwargs)
+            if len(output) != n:
+                raise ValueError(f"returned {len(output)} rewards for {n} completions")
+        except Exception as exc:  # noqa: BLE001 - the rule's failure is recorded, never the trainer's
+            error = f"{type(exc).__name__}: {exc}"[:300]
+            logger.warning("reward function %s failed: %s", self.__name__, error)
+            output = [None] * n
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric):
+            log_metric(f"rewards/{self.__name__}/errors", float(n if error else 0))
+        log_extra = kwargs.get("log_extra")
+        if callable(log_extra):  # every call, so TRL's per-completion buffers stay aligned
+            log_extra(f"{REWARD_ERRORS_PREFIX}{self.__name__}", [error or ""] * n)
+        return output
+
+
+def guard_reward_funcs(funcs: Sequence[Any]) -> list[Any]:
+    """``funcs`` with each plain (synchronous) reward function wrapped in a :class:`GuardedReward`; reward models
+    (objects with ``parameters``, TRL scores them itself) and ``async`` functions are left as they are."""
+    import inspect
+
+    return [
+        func
+        if hasattr(func, "parameters") or inspect.iscoroutinefunction(type(func).__call__)
+        or inspect.iscoroutinefunction(func) or isinstance(func, GuardedReward)
+        else GuardedReward(func)
+        for func in funcs
+    ]
+
+
 def build_reward_funcs(
     specs: Sequence[RewardSpec | Mapping[str, Any]],
+    *,
+    guard: bool = False,
 ) -> tuple[list[RewardFunc], list[float], list[str]]:
     """Build the reward functions of a run.
 
     Args:
         specs: the run's reward rules (``RewardSpec`` objects or dicts of the same fields), in order.
+        guard: wrap each function in a :class:`GuardedReward` (the trainer does: a rule that raises gives ``None``
+            rewards and a ``rewards/<name>/errors`` count instead of stopping the run).
 
     Returns:
         ``(funcs, weights, names)``, one entry per spec: picklable reward functions whose ``__name__`` is set to
@@ -207,7 +295,10 @@ def build_reward_funcs(
         funcs.append(func)
         weights.append(float(spec.weight))
         names.append(name)
-    return _apply_gates(parsed, funcs, names), weights, names
+    funcs = _apply_gates(parsed, funcs, names)
+    if guard:
+        funcs = [GuardedReward(func) for func in funcs]
+    return funcs, weights, names
 
 
 def reward_function_name(spec: RewardSpec | Mapping[str, Any]) -> str:

@@ -388,38 +388,91 @@ def _bwrap_args(
     return args
 
 
-# seccomp filter for the bwrap mode: socket() of any family but AF_UNIX fails with EACCES, and so do io_uring (which
-# can open sockets without socket()) and syscalls of another ABI (x32, 32-bit). The network namespace already leaves
-# nothing to reach; this makes "no network" visible at the first call. Classic BPF over struct seccomp_data
-# (nr at offset 0, arch at 4, args[0] at 16), as in the kernel's Documentation/userspace-api/seccomp_filter.rst.
+# seccomp filter for the bwrap mode (classic BPF over struct seccomp_data: nr at offset 0, arch at 4, args[0]'s low
+# 32 bits at 16, as in the kernel's Documentation/userspace-api/seccomp_filter.rst). It refuses:
+# * socket() of any family but AF_UNIX, io_uring (which can open sockets without socket()), and syscalls of another
+#   ABI (x32, 32-bit): EACCES. The network namespace already leaves nothing to reach; this makes "no network"
+#   visible at the first call.
+# * new namespaces: unshare() (any), clone() with a CLONE_NEW* flag (a new user namespace gives full capabilities
+#   inside it, the door to most kernel exploits of the last years), setns(): EPERM; clone3() with ENOSYS, so that
+#   glibc falls back to clone() for threads and processes (clone3 passes its flags in memory a filter cannot read).
+# * the kernel keyring (add_key, request_key, keyctl: the child would otherwise share the reward process's session
+#   keyring), bpf, ptrace and process_vm_readv/writev (reading or steering another process of the same uid, such as
+#   the code rules' harness), perf_event_open, userfaultfd (a tool of kernel race exploits), kexec, modules,
+#   mount and the new mount API, pivot_root, chroot, swap, reboot, accounting, clock setting, fanotify, open by
+#   handle, pidfd_getfd, kcmp: EPERM. See docs/sandbox.md.
 _SECCOMP_ARCH = {  # machine -> (AUDIT_ARCH_*, __NR_socket, __NR_io_uring_setup)
     "x86_64": (0xC000003E, 41, 425),
     "aarch64": (0xC00000B7, 198, 425),
 }
+_CLONE_NEW_FLAGS = 0x7E020080  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET|NEWTIME
+_DENIED_SYSCALLS = {  # machine -> {name: number}, from the kernel's syscall tables (x86_64: syscall_64.tbl;
+    # aarch64: the generic include/uapi/asm-generic/unistd.h)
+    "x86_64": {
+        "io_uring_enter": 426, "io_uring_register": 427, "unshare": 272, "setns": 308, "add_key": 248,
+        "request_key": 249, "keyctl": 250, "bpf": 321, "ptrace": 101, "process_vm_readv": 310,
+        "process_vm_writev": 311, "perf_event_open": 298, "userfaultfd": 323, "kexec_load": 246,
+        "kexec_file_load": 320, "init_module": 175, "finit_module": 313, "delete_module": 176, "mount": 165,
+        "umount2": 166, "pivot_root": 155, "chroot": 161, "open_tree": 428, "move_mount": 429, "fsopen": 430,
+        "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442, "swapon": 167, "swapoff": 168,
+        "reboot": 169, "acct": 163, "settimeofday": 164, "clock_settime": 227, "adjtimex": 159,
+        "clock_adjtime": 305, "fanotify_init": 300, "name_to_handle_at": 303, "open_by_handle_at": 304,
+        "pidfd_getfd": 438, "kcmp": 312, "syslog": 103, "iopl": 172, "ioperm": 173, "quotactl": 179,
+    },
+    "aarch64": {
+        "io_uring_enter": 426, "io_uring_register": 427, "unshare": 97, "setns": 268, "add_key": 217,
+        "request_key": 218, "keyctl": 219, "bpf": 280, "ptrace": 117, "process_vm_readv": 270,
+        "process_vm_writev": 271, "perf_event_open": 241, "userfaultfd": 282, "kexec_load": 104,
+        "kexec_file_load": 294, "init_module": 105, "finit_module": 273, "delete_module": 106, "mount": 40,
+        "umount2": 39, "pivot_root": 41, "chroot": 51, "open_tree": 428, "move_mount": 429, "fsopen": 430,
+        "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442, "swapon": 224, "swapoff": 225,
+        "reboot": 142, "acct": 89, "settimeofday": 170, "clock_settime": 112, "adjtimex": 171,
+        "clock_adjtime": 266, "fanotify_init": 262, "name_to_handle_at": 264, "open_by_handle_at": 265,
+        "pidfd_getfd": 438, "kcmp": 272, "syslog": 116, "quotactl": 60,
+    },
+}  # fmt: skip
+_NR_CLONE = {"x86_64": 56, "aarch64": 220}
+_NR_CLONE3 = 435
+_EACCES, _EPERM, _ENOSYS = 13, 1, 38
 
 
-def _seccomp_program() -> bytes | None:
-    """The filter as bwrap's ``--seccomp`` reads it (packed ``struct sock_filter``), ``None`` on other machines."""
-    arch = _SECCOMP_ARCH.get(os.uname().machine)
+def _seccomp_program(machine: str | None = None) -> bytes | None:
+    """The filter as bwrap's ``--seccomp`` reads it (packed ``struct sock_filter``), ``None`` on other machines.
+
+    ``machine``: ``os.uname().machine`` by default (``x86_64``, ``aarch64``).
+    """
+    machine = machine or os.uname().machine
+    arch = _SECCOMP_ARCH.get(machine)
     if arch is None:
         return None
     audit_arch, nr_socket, nr_io_uring_setup = arch
-    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
-    deny, allow = 0x00050000 | 13, 0x7FFF0000  # SECCOMP_RET_ERRNO | EACCES, SECCOMP_RET_ALLOW
+    load, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ/JGE/JSET|K, BPF_RET|K
+    errno, allow = 0x00050000, 0x7FFF0000  # SECCOMP_RET_ERRNO | errno, SECCOMP_RET_ALLOW
     program = [  # (code, jump if true, jump if false, k); jumps are relative to the next instruction
-        (load, 0, 0, 4),  # 0: A = arch
-        (jeq, 1, 0, audit_arch),  # 1: our ABI -> 3
-        (ret, 0, 0, deny),  # 2
-        (load, 0, 0, 0),  # 3: A = syscall number
-        (jge, 0, 1, 0x40000000),  # 4: x32 syscall -> 5, else 6
-        (ret, 0, 0, deny),  # 5
-        (jeq, 0, 1, nr_io_uring_setup),  # 6: -> 7, else 8
-        (ret, 0, 0, deny),  # 7
-        (jeq, 0, 3, nr_socket),  # 8: socket -> 9, else 12
-        (load, 0, 0, 16),  # 9: A = family (args[0])
-        (jeq, 1, 0, 1),  # 10: AF_UNIX -> 12, else 11
-        (ret, 0, 0, deny),  # 11
-        (ret, 0, 0, allow),  # 12
+        (load, 0, 0, 4),  # A = arch
+        (jeq, 1, 0, audit_arch),  # our ABI -> skip the deny
+        (ret, 0, 0, errno | _EACCES),
+        (load, 0, 0, 0),  # A = syscall number
+        (jge, 0, 1, 0x40000000),  # x32 syscall
+        (ret, 0, 0, errno | _EACCES),
+        (jeq, 0, 1, nr_io_uring_setup),
+        (ret, 0, 0, errno | _EACCES),
+        (jeq, 0, 1, _NR_CLONE3),
+        (ret, 0, 0, errno | _ENOSYS),
+    ]
+    for nr in sorted(set(_DENIED_SYSCALLS[machine].values())):
+        program += [(jeq, 0, 1, nr), (ret, 0, 0, errno | _EPERM)]
+    program += [
+        (jeq, 0, 4, _NR_CLONE[machine]),  # clone: deny a CLONE_NEW* flag, allow the rest
+        (load, 0, 0, 16),  # A = flags (args[0])
+        (jset, 0, 1, _CLONE_NEW_FLAGS),
+        (ret, 0, 0, errno | _EPERM),
+        (ret, 0, 0, allow),
+        (jeq, 0, 3, nr_socket),  # socket: only AF_UNIX
+        (load, 0, 0, 16),  # A = family (args[0])
+        (jeq, 1, 0, 1),  # AF_UNIX -> allow
+        (ret, 0, 0, errno | _EACCES),
+        (ret, 0, 0, allow),
     ]
     return b"".join(struct.pack("=HBBI", *instruction) for instruction in program)
 

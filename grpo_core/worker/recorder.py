@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 from transformers import TrainerCallback
 
+from grpo_core.rewards.compose import REWARD_ERRORS_KEY, REWARD_ERRORS_PREFIX
 from grpo_core.rewards.registry import completion_text
 from grpo_core.run_rows import ROW_INDEX_COLUMN, prompt_text
 from grpo_core.worker.models import EndOfSequence
@@ -177,6 +178,9 @@ def groups_from_trl_logs(
         row_extra: dict[str, Any] = {}
         if rows is not None and 0 <= row_index < len(rows):
             row_extra = {k: v for k, v in rows[row_index].items() if k not in ("prompt", ROW_INDEX_COLUMN)}
+        failed = _reward_errors(extra, start, num_generations)
+        if failed:
+            row_extra[REWARD_ERRORS_KEY] = failed
         groups.append(
             GroupRecord(
                 step=step,
@@ -188,6 +192,20 @@ def groups_from_trl_logs(
             )
         )
     return groups
+
+
+def _reward_errors(extra: dict[str, Any], start: int, size: int) -> dict[str, dict[str, str]]:
+    """The reward errors of the completions ``start .. start + size - 1`` from TRL's ``extra`` buffers."""
+    found: dict[str, dict[str, str]] = {}
+    for column, values in extra.items():
+        if not str(column).startswith(REWARD_ERRORS_PREFIX):
+            continue
+        values = list(values)
+        for offset in range(size):
+            i = start + offset
+            if i < len(values) and values[i]:
+                found.setdefault(str(offset), {})[str(column)[len(REWARD_ERRORS_PREFIX):]] = str(values[i])
+    return found
 
 
 def tail_of_trl_logs(logs: dict[str, Any], count: int) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_core.config import RunConfig
-from grpo_core.rewards.compose import build_reward_funcs
+from grpo_core.rewards.compose import build_reward_funcs, guard_reward_funcs
 from grpo_core.run_rows import ROW_INDEX_COLUMN, eval_row_indices
 from grpo_core.worker.models import (
     end_of_sequence_ids,
@@ -119,6 +119,7 @@ def build_trainer(
     progress(f"loading model from {model_path} on {device} in {'bfloat16' if bf16 else 'float32'}")
     model, tokenizer = load_policy(model_path, device)
     funcs, processing = reward_funcs_for_trl(funcs)
+    funcs = guard_reward_funcs(funcs)  # a rule that raises: None rewards and rewards/<fn>/errors, not a crash
     tap = RolloutTap(funcs[0], end_of_sequence_ids(model, tokenizer), config.max_completion_length)
     funcs = [tap, *funcs[1:]]
 

@@ -61,6 +61,7 @@ def test_one_step_on_humaneval_records_every_code_rule(store, settings, tiny_mod
     keys = {point.key for point in store.metrics_since(run.id)}
     for name in RULE_NAMES:
         assert f"rewards/{name}/mean" in keys, sorted(keys)
+        assert f"rewards/{name}/errors" in keys, sorted(keys)  # 0 here: a reward error is counted per rule
     assert {"reward", "reward_std", "frac_reward_zero_std"} <= keys
 
     groups = store.groups_at(run.id, 1)

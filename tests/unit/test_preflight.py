@@ -220,6 +220,13 @@ JUDGE_CASES = [
         ["rule `exact_match` never applies", "column"],
     ),
     (
+        "code rule never applies: its tests, not the column",
+        _report(rules=[_stats("code_tests", count=0, nonzero=0, varies=0), _stats("length", 0.2)]),
+        LEVEL_WARNING,
+        "can learn",
+        ["rule `code_tests` never applies", "`tests` could not be run", "pre-launch check"],
+    ),
+    (
         "rule constant",
         _report(rules=[_stats("numeric_answer"), _stats("length", 0.2, low=1, high=1, nonzero=1, varies=0)]),
         LEVEL_WARNING,
@@ -409,6 +416,10 @@ def test_flagged_probes_reach_the_report_its_json_its_text_and_the_verdict():
     again = PreflightReport.from_dict(json.loads(json.dumps(report.to_dict(), allow_nan=False)))
     assert again.probes == report.probes
     assert "the probe 'empty' scores 1 on row 5" in format_report(report)
+    assert format_report(report).count("the probe 'empty'") == 1  # each finding listed once
+    from app.tabs.launch_tools import verdict_markdown
+
+    assert verdict_markdown(report).count("the probe 'empty'") == 1  # in the Launch tab too
 
 
 def test_default_rules_with_a_right_answer_flag_no_probe():

@@ -297,3 +297,121 @@ def test_unshare_fallback_has_no_network(listener):
     assert "connected" not in json.loads(outcomes).values()
     assert accepted == []
     assert len(json.loads(pids)) <= 2  # its own PID namespace: unshare's child and the interpreter
+
+
+SYSCALL_PROBE = textwrap.dedent(
+    """
+    import ctypes, errno, json, os, threading
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    NR = json.loads(os.environ.get("NR", "{}") or "{}") or NUMBERS
+
+    def call(name, *args):
+        ctypes.set_errno(0)
+        r = libc.syscall(ctypes.c_long(NR[name]), *[ctypes.c_long(a) for a in args])
+        return "ok" if r >= 0 else errno.errorcode.get(ctypes.get_errno(), "?"), r
+
+    text = [ctypes.create_string_buffer(b) for b in (b"user", b"key", b"value")]
+    out = {}
+    out["unshare(CLONE_NEWUSER)"] = call("unshare", 0x10000000)[0]
+    out["unshare(CLONE_NEWNS)"] = call("unshare", 0x20000)[0]
+    state, pid = call("clone", 0x10000000 | 17, 0, 0, 0, 0)  # CLONE_NEWUSER | SIGCHLD, fork-like
+    if state == "ok" and pid == 0:
+        os._exit(0)
+    out["clone(CLONE_NEWUSER)"] = state
+    out["clone3"] = call("clone3", 0, 0)[0]
+    out["keyctl(get session keyring)"] = call("keyctl", 0, -3, 0)[0]
+    out["add_key"] = call("add_key", *[ctypes.addressof(t) for t in text], 5, -3)[0]
+    out["request_key"] = call("request_key", ctypes.addressof(text[0]), ctypes.addressof(text[1]), 0, -3)[0]
+    out["bpf"] = call("bpf", 0, 0, 0)[0]
+    out["ptrace(PTRACE_TRACEME)"] = call("ptrace", 0, 0, 0, 0)[0]
+    out["perf_event_open"] = call("perf_event_open", 0, 0, -1, -1, 0)[0]
+    out["userfaultfd"] = call("userfaultfd", 0)[0]
+    out["mount"] = call("mount", 0, 0, 0, 0, 0)[0]
+    out["setns"] = call("setns", 0, 0)[0]
+    out["process_vm_readv"] = call("process_vm_readv", os.getpid(), 0, 0, 0, 0, 0)[0]
+    out["kexec_load"] = call("kexec_load", 0, 0, 0, 0)[0]
+    out["init_module"] = call("init_module", 0, 0, 0)[0]
+    child = os.fork()  # ordinary processes and threads still work (glibc falls back from clone3 to clone)
+    if child == 0:
+        os._exit(7)
+    out["fork"] = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+    box = []
+    thread = threading.Thread(target=box.append, args=(1,))
+    thread.start()
+    thread.join()
+    out["thread"] = box
+    print(json.dumps(out))
+    """
+)
+
+
+@needs_bwrap
+@pytest.mark.skipif(os.uname().machine not in ("x86_64", "aarch64"), reason="seccomp filter for x86_64 and aarch64")
+def test_namespaces_keyring_bpf_ptrace_and_kernel_interfaces_are_denied():
+    machine = os.uname().machine
+    numbers = dict(sandbox._DENIED_SYSCALLS[machine], clone=sandbox._NR_CLONE[machine], clone3=sandbox._NR_CLONE3)
+    result = run_python(f"NUMBERS = {numbers!r}\n" + SYSCALL_PROBE)
+    assert result.status is ExecStatus.OK, result.stderr
+    out = json.loads(result.stdout)
+    assert out.pop("fork") == 7 and out.pop("thread") == [1]
+    assert out.pop("clone3") == "ENOSYS"  # so that glibc falls back to clone(), which the filter can read
+    assert out == {name: "EPERM" for name in out}, out
+
+
+@pytest.mark.skipif(os.uname().machine not in ("x86_64", "aarch64"), reason="seccomp filter for x86_64 and aarch64")
+def test_without_the_filter_the_probe_would_succeed():
+    """The probe above can fail: with no filter, this process may read its session keyring and trace itself."""
+    machine = os.uname().machine
+    numbers = dict(sandbox._DENIED_SYSCALLS[machine], clone=sandbox._NR_CLONE[machine], clone3=sandbox._NR_CLONE3)
+    code = f"NUMBERS = {numbers!r}\n" + SYSCALL_PROBE.split("text = ")[0] + textwrap.dedent(
+        """
+        print(json.dumps({"keyctl": call("keyctl", 0, -3, 0)[0]}))
+        """
+    )
+    done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    outcome = json.loads(done.stdout)
+    if outcome != {"keyctl": "ok"}:  # e.g. Docker's default seccomp profile denies keyctl to the host itself
+        pytest.skip(f"this host refuses keyctl outside the sandbox too: {outcome}")
+    assert outcome == {"keyctl": "ok"}, done.stderr
+
+
+def _run_filter(program: bytes, arch: int, nr: int, arg0: int) -> int:
+    """Evaluate a classic-BPF seccomp program on ``struct seccomp_data`` (the kernel's semantics, for the opcodes
+    the sandbox's filter uses); returns the action word."""
+    import struct as _struct
+
+    data = _struct.pack("=iIQ6Q", nr, arch, 0, arg0, 0, 0, 0, 0, 0)
+    ops = [_struct.unpack("=HBBI", program[i : i + 8]) for i in range(0, len(program), 8)]
+    pc, acc = 0, 0
+    while True:
+        code, jt, jf, k = ops[pc]
+        if code == 0x20:
+            acc = _struct.unpack_from("=I", data, k)[0]
+            pc += 1
+        elif code == 0x06:
+            return k
+        else:
+            taken = {0x15: acc == k, 0x35: acc >= k, 0x45: bool(acc & k)}[code]
+            pc += 1 + (jt if taken else jf)
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_the_filter_decides_each_syscall(machine):
+    program = sandbox._seccomp_program(machine)
+    arch = sandbox._SECCOMP_ARCH[machine][0]
+    eperm, enosys, eacces, allow = 0x00050001, 0x00050026, 0x0005000D, 0x7FFF0000
+    for name, nr in sandbox._DENIED_SYSCALLS[machine].items():
+        assert _run_filter(program, arch, nr, 0) == eperm, name
+    clone = sandbox._NR_CLONE[machine]
+    assert _run_filter(program, arch, clone, 0x10000000 | 17) == eperm  # CLONE_NEWUSER
+    assert _run_filter(program, arch, clone, 0x40000000) == eperm  # CLONE_NEWNET
+    assert _run_filter(program, arch, clone, 0x01200011) == allow  # fork(): CHILD_SETTID | CHILD_CLEARTID | SIGCHLD
+    assert _run_filter(program, arch, clone, 0x003D0F00) == allow  # pthread_create's flags
+    assert _run_filter(program, arch, sandbox._NR_CLONE3, 0) == enosys
+    socket = sandbox._SECCOMP_ARCH[machine][1]
+    assert _run_filter(program, arch, socket, 1) == allow  # AF_UNIX
+    assert _run_filter(program, arch, socket, 2) == eacces  # AF_INET
+    assert _run_filter(program, arch, 0x40000000 + 1, 0) == eacces  # x32
+    assert _run_filter(program, arch ^ 1, 1, 0) == eacces  # another ABI
+    assert _run_filter(program, arch, 0, 0) == allow  # read/io_setup...
