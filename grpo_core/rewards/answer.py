@@ -132,6 +132,7 @@ register(
 # math_equivalence
 # --------------------------------------------------------------------------------------------------------------------
 
+
 class MathEquivalenceReward:
     """1.0 when the completion's final answer is mathematically equivalent to the row's ``answer``, else 0.0.
 

@@ -123,13 +123,17 @@ _CUE_RE = re.compile(
 )
 
 
+_SENTENCE_END_RE = re.compile(r"(?<=[^\s.])\.(?=\s)|。")
+
+
 def cued_answer(text: str) -> str | None:
-    """The rest of the line after the last answer cue ("the answer is", "Final Answer:", "答案是"); ``None`` if none.
+    """The rest of the sentence after the last answer cue ("the answer is", "Final Answer:", "答案是"), up to ". " or
+    the line's end (not "?": a hedge may follow it); ``None`` if there is no cue.
 
     A cue followed by nothing on its line (Minerva's "Final Answer: The final answer is $x$") is skipped for the next.
     """
     for cue in reversed(list(_CUE_RE.finditer(text))):
-        rest = text[cue.end() :].split("\n", 1)[0]
+        rest = _SENTENCE_END_RE.split(text[cue.end() :].split("\n", 1)[0], maxsplit=1)[0]
         if rest.strip() and not _CUE_RE.match(rest.strip()):
             return rest
     return None
@@ -244,7 +248,9 @@ def _power(base: Fraction | None, exponent_text: str) -> Fraction | None:
 
 def _atom(text: str) -> Fraction | None:
     """Value of ``[-+] DEC [^ EXP]`` (a fraction's numerator or denominator)."""
-    text = text.strip().strip("{}").strip()
+    text = text.strip()
+    if text.startswith("{") and text.endswith("}"):
+        text = text[1:-1].strip()
     sign = -1 if text.startswith("-") else 1
     text = text.lstrip("-+ ")
     power = _POWER_PARTS_RE.fullmatch(text)
@@ -409,6 +415,17 @@ _WORD_RE = re.compile(r"[A-Za-z]{2,}")
 _CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 
 
+def _outside_commands(text: str) -> str:
+    for pattern in _PROSE_REMOVALS:
+        text = pattern.sub(" ", text)
+    return text
+
+
+def has_words(text: str) -> bool:
+    """Whether ``text`` has a run of two or more letters outside LaTeX commands and ``\\text{}`` groups."""
+    return _WORD_RE.search(_outside_commands(text)) is not None
+
+
 def is_prose_answer(text: str) -> bool:
     r"""Whether a reference answer is prose rather than mathematics ("see figure", "Answer is forty two.", "yes").
 
@@ -416,8 +433,7 @@ def is_prose_answer(text: str) -> bool:
     more letters that is no function name, constant, Greek letter or common unit, a common two-letter English word
     ("no", "or", "is"), or CJK text makes it prose. ``xy`` or ``2ab`` stay mathematics.
     """
-    for pattern in _PROSE_REMOVALS:
-        text = pattern.sub(" ", text)
+    text = _outside_commands(text)
     if _CJK_RE.search(text):
         return True
     for word in _WORD_RE.findall(text):

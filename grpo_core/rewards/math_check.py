@@ -28,6 +28,7 @@ from typing import Any
 from grpo_core.rewards.final_answer import (
     final_answer,
     gsm8k_final,
+    has_words,
     is_prose_answer,
     last_answer_tag,
     last_number,
@@ -41,7 +42,6 @@ _BARE_ANSWER_CHARS = 200
 _LATEX_DELIMITER_RE = re.compile(r"\$|\\\(|\\\[|\\boxed")
 _PARSE_TIMEOUT_S = 5
 _VERIFY_TIMEOUT_S = 5
-_LETTER_RE = re.compile(r"[A-Za-z]")
 
 
 class MathChecker:
@@ -84,7 +84,7 @@ class MathChecker:
         return self._gold_cache[reference]
 
     def _parse_gold(self, reference: str) -> list[Any]:
-        if _LETTER_RE.search(reference):
+        if has_words(reference):
             number = reference_value(reference)
             if number is not None:  # "18 dollars": math-verify would read dollars as d*o*l*l*a*r*s
                 value = number.value
@@ -129,15 +129,12 @@ class MathChecker:
             return False
 
 
-def _is_collection(gold: list[Any]) -> bool:
+def _is_number_hedge(region: str, gold: list[Any]) -> bool:
+    """Whether ``region`` offers several numbers as alternatives ("3 or 4", "3, 4") while the gold is one scalar
+    expression (not a set, interval, tuple, matrix or equation, whose parts a list may rightly give)."""
     import sympy
 
-    return bool(gold) and isinstance(gold[0], sympy.FiniteSet | sympy.Interval | sympy.Tuple | sympy.Union | list)
-
-
-def _is_number_hedge(region: str, gold: list[Any]) -> bool:
-    """Whether ``region`` offers several numbers as alternatives ("3 or 4", "3, 4") while the gold is one value."""
-    if _is_collection(gold):
+    if not (gold and isinstance(gold[0], sympy.Expr)):
         return False
     numbers = read_numbers(region)
     return len(numbers) >= 2 and numbers[-1] is not None and last_number(region) is None
