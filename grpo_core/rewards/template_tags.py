@@ -77,6 +77,8 @@ def model_chat_template(model: str, model_cache_dir: Path | None = None) -> tupl
     from grpo_core.prompt_lengths import model_text_folder, read_model_text
 
     folder = model_text_folder(model, model_cache_dir)
+    if folder is None and model and Path(model).is_dir():  # a prepared model folder (the worker's model_path)
+        folder = Path(model)
     if folder is not None:
         model_text = read_model_text(folder)
         return model_text.chat_template, model_text.special_tokens
