@@ -315,11 +315,19 @@ def _matches(region: str) -> list[tuple[re.Match[str], Fraction | None]]:
     return found
 
 
+_LIST_MARK_RE = re.compile(r"[,;&|]|\\q?quad|\band\b|或|和|、|，|；", re.IGNORECASE)
+
+
 def _is_list_gap(gap: str) -> bool:
-    """Whether ``gap`` (the text between two numbers) makes them alternatives or a list rather than one answer."""
+    """Whether ``gap`` (the text between two different numbers) makes them alternatives or a list rather than one
+    answer: an "or" within 40 characters, or only list separators with a list mark (comma, semicolon, "and", \\quad)
+    or only spaces on one line ("3 4"). A newline or a sentence's end alone does not: "6 + 9 = 15.\\n15" is one answer
+    written twice, "Step 3.\\n4" is a step number then the answer."""
     if len(gap) <= 40 and _OR_RE.search(gap):
         return True
-    return _LIST_GAP_RE.fullmatch(gap) is not None
+    if _LIST_GAP_RE.fullmatch(gap) is None:
+        return False
+    return _LIST_MARK_RE.search(gap) is not None or (gap.strip(" \t$") == "" and "\n" not in gap and "." not in gap)
 
 
 def read_numbers(region: str) -> list[ReadNumber | None]:
@@ -341,15 +349,22 @@ def last_number(region: str) -> ReadNumber | None:
     match, value = found[-1]
     if value is None:
         return None
-    if len(found) > 1 and _is_list_gap(region[found[-2][0].end() : match.start()]):
+    previous, previous_value = found[-2] if len(found) > 1 else (None, None)
+    if previous is not None and previous_value != value and _is_list_gap(region[previous.end() : match.start()]):
         return None
     return ReadNumber(value, bool(match.group("pct")), match.start(), match.end())
+
+
+#: Without a box, marker, tag or cue, the answer is at the end: only this many last characters are read.
+TEXT_TAIL_CHARS = 10_000
 
 
 def final_number(text: str) -> ReadNumber | None:
     """The final answer of ``text`` (see the module docstring) read as a number; ``None`` when there is none."""
     answer = final_answer(normalize_number_text(text))
-    return None if answer.hedged else last_number(answer.region)
+    if answer.hedged:
+        return None
+    return last_number(answer.region[-TEXT_TAIL_CHARS:] if answer.source == "text" else answer.region)
 
 
 _GOLD_PREFIX_RE = re.compile(r"[\s(\[{]*")
