@@ -10,6 +10,8 @@ does), and why (docs/rewards.md, "math_equivalence and math-verify"):
 * A gold answer that is prose ("see figure", "yes") gives ``None``: math-verify reads an unknown word inside
   ``$...$`` as a product of one-letter variables, which a completion echoing the letters in any order matched.
   A gold that is one number with unit words ("18 dollars") is compared as that number.
+* E-notation (``6.02e23``, ``1e-30``) is rewritten as ``\\times 10^{...}`` first: math-verify reads the ``e`` as
+  Euler's number (``1e-30`` parsed as ``E - 29``).
 * Equal-looking numbers are checked exactly: ``verify`` rounds to 6 decimal places, so ``\frac{1}{2^{98}}`` equalled
   ``\frac{1}{2^{99}}``. After ``verify`` says yes, two numeric answers must be exactly equal when both are exact
   (rationals, radicals) or within a relative 1e-6 when one is a decimal; math-verify's percent reading (28% and 28)
@@ -42,6 +44,22 @@ _BARE_ANSWER_CHARS = 200
 _LATEX_DELIMITER_RE = re.compile(r"\$|\\\(|\\\[|\\boxed")
 _PARSE_TIMEOUT_S = 5
 _VERIFY_TIMEOUT_S = 5
+
+
+_E_NOTATION_RE = re.compile(r"(?<![\w.\\])(\d+\.\d+|\d+)[eE]([-+]?)(\d+)(?![\w.])")
+
+
+def _tex_e_notation(text: str) -> str:
+    """``6.02e23`` and ``1e-30`` as ``6.02 \\times 10^{23}`` (math-verify reads the ``e`` as Euler's number): when the
+    mantissa has a decimal point or the exponent two or more digits, so ``3e-1`` (3e - 1) and ``2e`` keep their e."""
+
+    def tex(match: re.Match[str]) -> str:
+        mantissa, sign, exponent = match.groups()
+        if "." not in mantissa and len(exponent) < 2:
+            return match.group()
+        return f"{mantissa} \\times 10^{{{'-' if sign == '-' else ''}{exponent}}}"
+
+    return _E_NOTATION_RE.sub(tex, text)
 
 
 class MathChecker:
@@ -78,7 +96,7 @@ class MathChecker:
         ``1+x^2`` not just 1), else as it is, each falling back to the other.
         """
         reference = str(answer)
-        reference = gsm8k_final(reference) or reference
+        reference = _tex_e_notation(gsm8k_final(reference) or reference)
         if reference not in self._gold_cache:
             self._gold_cache[reference] = self._parse_gold(reference)
         return self._gold_cache[reference]
@@ -98,7 +116,7 @@ class MathChecker:
 
     def prediction(self, text: str, gold: list[Any]) -> list[Any]:
         """The parsed final answer of a completion, ``[]`` when it has none or hedges (see the module docstring)."""
-        text = text[-MATH_TAIL_CHARS:]
+        text = _tex_e_notation(text[-MATH_TAIL_CHARS:])
         answer = final_answer(text)
         if answer.hedged:
             return []
