@@ -3,7 +3,8 @@ it (prose such as "see figure", a list), so the rule returns ``None`` ("does not
 
 Shown where a user can still fix the data: on dataset upload (Datasets tab), in the preflight report and on the
 Launch tab's try-out bench. Pure and web-safe: ``math_equivalence`` is judged here without math-verify (a missing or
-prose answer); the worker's preflight passes ``thorough=True`` to also try math-verify's parse.
+prose answer), in about 0.2 ms a row; ``thorough=True`` also tries math-verify's parse (about 10 ms a row, imports
+sympy), which the tests use to check the fast count against the rule.
 """
 
 from __future__ import annotations
