@@ -35,7 +35,7 @@ from grpo_core.rewards.registry import RewardRule, RuleParam, completion_text, r
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def _is_missing(value: Any) -> bool:
+def is_missing_answer(value: Any) -> bool:
     """``None``, a float NaN (what pandas uses for an empty cell) or a blank string."""
     if value is None:
         return True
@@ -67,7 +67,7 @@ def reference_number(value: Any) -> Fraction | None:
 
 
 def _reference(value: Any) -> ReadNumber | None:
-    if _is_missing(value) or isinstance(value, bool):
+    if is_missing_answer(value) or isinstance(value, bool):
         return None
     if isinstance(value, int):
         return ReadNumber(Fraction(value), False, 0, 0)
@@ -159,7 +159,7 @@ class MathEquivalenceReward:
         checker = MathChecker()
         rewards: list[float | None] = []
         for completion, answer in zip(completions, answers, strict=True):
-            gold = [] if _is_missing(answer) else checker.gold(answer)
+            gold = [] if is_missing_answer(answer) else checker.gold(answer)
             if not gold:
                 rewards.append(None)
                 continue
@@ -256,7 +256,7 @@ class ExactMatchReward:
         answers = column_values(self.__name__, "answer", kwargs, len(completions))
         rewards: list[float | None] = []
         for completion, answer in zip(completions, answers, strict=True):
-            if _is_missing(answer):
+            if is_missing_answer(answer):
                 rewards.append(None)
                 continue
             predicted = self.normalize(extract_answer_text(completion_text(completion), self.extract))

@@ -48,10 +48,11 @@ class AnswerCoverage:
 
 
 def _judgeable(rule: str, answer: Any, checker: Any) -> bool:
-    from grpo_core.rewards.answer import _is_missing, reference_number
-    from grpo_core.rewards.final_answer import gsm8k_final, is_prose_answer, reference_value
+    from grpo_core.rewards.answer import is_missing_answer, reference_number
+    from grpo_core.rewards.final_answer import gsm8k_final, reference_value
+    from grpo_core.rewards.prose import is_prose_answer
 
-    if _is_missing(answer):
+    if is_missing_answer(answer):
         return False
     if rule == "numeric_answer":
         return reference_number(answer) is not None

@@ -30,13 +30,12 @@ from typing import Any
 from grpo_core.rewards.final_answer import (
     final_answer,
     gsm8k_final,
-    has_words,
-    is_prose_answer,
     last_answer_tag,
     last_number,
     read_numbers,
     reference_value,
 )
+from grpo_core.rewards.prose import has_words, is_prose_answer
 
 # math_verify's parsing cost grows with the text; the final answer is at the end, so only the tail is parsed.
 MATH_TAIL_CHARS = 10_000
