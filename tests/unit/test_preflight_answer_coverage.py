@@ -60,3 +60,17 @@ def test_launch_tab_template_line(tmp_path: Path, settings, store) -> None:
     assert "not on disk yet" in template_think_markdown(ctx, "org/unknown-model")
     specs, opens = bench_specs(ctx, [RewardSpec(rule="think_answer_format")], str(folder), None)
     assert opens and specs[0].params["template_opened_think"] == "yes"
+
+
+def test_launch_validation_warns_about_rows_an_answer_rule_cannot_judge(tmp_path: Path, store) -> None:
+    from grpo_core.config import RunConfig
+    from grpo_core.runs import validate_run_config
+
+    data = tmp_path / "d.jsonl"
+    rows = [{"prompt": "What is 2+2?", "answer": 4}, {"prompt": "Draw it.", "answer": "see figure"}]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    config = RunConfig(dataset_path=str(data), rewards=[{"rule": "numeric_answer"}, {"rule": "length"}])
+    warnings = validate_run_config(store, config)
+    assert any(w.startswith("numeric_answer cannot judge 1 of 2 rows") and "row 1 'see figure'" in w for w in warnings)
+    config = RunConfig(dataset_path=str(data), rewards=[{"rule": "exact_match"}])
+    assert not any("cannot judge" in w for w in validate_run_config(store, config))
