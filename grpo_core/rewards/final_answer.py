@@ -168,15 +168,19 @@ def final_answer(text: str) -> FinalAnswer:
 _MINUS_SIGNS = dict.fromkeys(map(ord, "\u2212\ufe63\uff0d\u2012\u2013"), "-")
 _SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
 _SUPERSCRIPT_RUN_RE = re.compile(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+")
+_VULGAR_FRACTION_RE = re.compile(r"[¼½¾⅐⅑⅒⅓⅔⅕⅖⅗⅘⅙⅚⅛⅜⅝⅞]")
+_FRACTION_SLASHES = dict.fromkeys(map(ord, "\u2044\u2215"), "/")
 # Python refuses to convert integers longer than this many digits from text (sys.get_int_max_str_digits()).
 MAX_DIGITS = 4000
 
 
 def normalize_number_text(text: str) -> str:
-    """NFKC-normalise (full-width digits become ASCII), superscripts become ``^{...}`` (``10²³`` is ``10^{23}``), and
-    unicode minus and dash signs become ``-``."""
+    """NFKC-normalise (full-width digits become ASCII), superscripts become ``^{...}`` (``10²³`` is ``10^{23}``), a
+    vulgar fraction a spaced ``n/d`` (``2½`` is the mixed number ``2 1/2``, not 21/2), fraction and division slashes
+    ``/``, and unicode minus and dash signs ``-``."""
     text = _SUPERSCRIPT_RUN_RE.sub(lambda m: "^{" + m.group().translate(_SUPERSCRIPTS) + "}", text)
-    return unicodedata.normalize("NFKC", text).translate(_MINUS_SIGNS)
+    text = _VULGAR_FRACTION_RE.sub(lambda m: " " + unicodedata.normalize("NFKC", m.group()) + " ", text)
+    return unicodedata.normalize("NFKC", text).translate(_MINUS_SIGNS).translate(_FRACTION_SLASHES)
 
 
 _TEX_CLEANUPS = (
@@ -185,7 +189,7 @@ _TEX_CLEANUPS = (
     (re.compile(r"\{,\}"), ","),
     (re.compile(r"(?<=\d)(?:\\,|\\ |~|\u202f|\u2009)(?=\d{3}(?!\d))"), ","),  # thin-space thousands separator
     (re.compile(r"\\[,;: ]|~"), " "),
-    (re.compile(r"\\%|\bpercent\b|\bpct\b"), "%"),
+    (re.compile(r"\\%|\bper\s?cent\b|\bpct\b"), "%"),
     (re.compile(r"\\\$|[$€£¥₹]|\\(?:euro|pounds)"), " "),
     (re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°"), " "),  # degrees
     (re.compile(r"(?<=[A-Za-z])\s*\^\s*(?:\{\s*[-+]?\d+\s*\}|[-+]?\d)"), ""),  # a unit's power: cm^2, m^{3}
@@ -202,7 +206,7 @@ def _clean(region: str) -> str:
 
 _UINT = r"(?:[1-9]\d{0,2}(?:,\d{3})+(?!\d)|[1-9]\d{0,2}(?: \d{3})+(?![\d,.])|\d+)"
 _DEC = rf"(?:{_UINT}(?:\.\d+)?|\.\d+)"
-_EXP = r"(?:\{\s*[-+]?\d{1,3}\s*\}|[-+]?\d{1,3})(?!\d)"
+_EXP = r"(?:\{\s*[-+]?\d{1,3}\s*\}|\(\s*[-+]?\d{1,3}\s*\)|[-+]?\d{1,3})(?!\d)"
 _POW = r"(?:\^|\*\*)\s*"
 _ATOM = rf"(?:{_DEC}(?:\s*{_POW}{_EXP})?)"
 _SIGNED_ATOM = rf"(?:[-+]?\s?{_ATOM})"
@@ -210,7 +214,7 @@ _FRAC_ARG = rf"(?:\{{\s*{_SIGNED_ATOM}\s*\}}|\d)"
 _KINDS = {
     "mixed": rf"\d+(?:\s+\d+\s*/\s*\d+(?![\d.])|\s*\\frac\s*{_FRAC_ARG}\s*{_FRAC_ARG})",
     "frac": rf"\\frac\s*{_FRAC_ARG}\s*{_FRAC_ARG}",
-    "sci": rf"{_DEC}\s*(?:\\times|x|X|\*)\s*10\s*{_POW}{_EXP}",
+    "sci": rf"{_DEC}\s*(?:\\times|x|X|\*)\s*(?:10|\{{\s*10\s*\}})\s*{_POW}{_EXP}",
     "enote": rf"{_DEC}[eE][-+]?\d{{1,3}}(?![\d])",
     "slash": rf"{_ATOM}\s*/\s*[-+]?{_ATOM}",
     "power": rf"{_DEC}\s*{_POW}{_EXP}",
@@ -223,7 +227,7 @@ _NUMBER_RE = re.compile(
 )
 _FRAC_PARTS_RE = re.compile(rf"\\frac\s*({_FRAC_ARG})\s*({_FRAC_ARG})")
 _MIXED_SLASH_RE = re.compile(r"(\d+)\s+(\d+)\s*/\s*(\d+)")
-_SCI_PARTS_RE = re.compile(rf"({_DEC})\s*(?:\\times|x|X|\*)\s*10\s*{_POW}({_EXP})")
+_SCI_PARTS_RE = re.compile(rf"({_DEC})\s*(?:\\times|x|X|\*)\s*(?:10|\{{\s*10\s*\}})\s*{_POW}({_EXP})")
 _POWER_PARTS_RE = re.compile(rf"({_DEC})\s*{_POW}({_EXP})")
 
 
@@ -239,7 +243,7 @@ def _decimal(token: str) -> Fraction | None:
 
 def _power(base: Fraction | None, exponent_text: str) -> Fraction | None:
     """``base ** exponent``; ``None`` when the result would have more than MAX_DIGITS digits or divide by zero."""
-    exponent = int(exponent_text.strip("{} "))
+    exponent = int(exponent_text.strip("{}() "))
     if base is None or (base == 0 and exponent < 0):
         return None
     size = max(len(str(abs(base.numerator))), len(str(base.denominator)))
