@@ -44,6 +44,15 @@ def is_missing_answer(value: Any) -> bool:
     return isinstance(value, str) and not value.strip()
 
 
+def _prompt_texts(kwargs: dict[str, Any], count: int) -> list[str]:
+    """The text of each completion's prompt from TRL's ``prompts`` keyword (``""`` when not given): the rules refuse
+    a final answer copied from it (:func:`grpo_core.rewards.final_answer.echoes_prompt`)."""
+    prompts = kwargs.get("prompts")
+    if not isinstance(prompts, list | tuple) or len(prompts) != count:
+        return [""] * count
+    return [completion_text(prompt) for prompt in prompts]
+
+
 def extract_final_number(text: str) -> Fraction | None:
     r"""The final answer of ``text`` read as an exact number, or ``None`` when there is none.
 
@@ -79,8 +88,9 @@ def _reference(value: Any) -> ReadNumber | None:
 class NumericAnswerReward:
     """1.0 when the final number of a completion equals the row's ``answer`` within ``tolerance``, else 0.0.
 
-    Call: ``(completions, answer=[...], **ignored) -> list[float | None]``, one reward per completion; ``None``
-    where the row's answer is missing or holds no number. Numbers are compared exactly (as fractions) when
+    Call: ``(completions, answer=[...], prompts=[...], **ignored) -> list[float | None]``, one reward per completion;
+    ``None`` where the row's answer is missing or holds no number. A final answer that is an expression copied from
+    the prompt ("18 - 9" for "What is 18 - 9?", whose last number is the answer 9) scores 0. Numbers are compared exactly (as fractions) when
     ``tolerance`` is 0, else as ``abs(predicted - reference) <= tolerance``. See :func:`extract_final_number`.
 
     Raises:
@@ -94,13 +104,14 @@ class NumericAnswerReward:
     def __call__(self, completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
         answers = column_values(self.__name__, "answer", kwargs, len(completions))
         tolerance = Fraction(Decimal(repr(float(self.tolerance))))
+        prompts = _prompt_texts(kwargs, len(completions))
         rewards: list[float | None] = []
-        for completion, answer in zip(completions, answers, strict=True):
+        for completion, answer, prompt in zip(completions, answers, prompts, strict=True):
             reference = _reference(answer)
             if reference is None:
                 rewards.append(None)
                 continue
-            predicted = final_number(completion_text(completion))
+            predicted = final_number(completion_text(completion), prompt, str(answer))
             rewards.append(1.0 if predicted is not None and numbers_equal(predicted, reference, tolerance) else 0.0)
         return rewards
 
@@ -138,8 +149,8 @@ class MathEquivalenceReward:
 
     Uses Hugging Face's ``math-verify`` (``parse`` then ``verify(gold, prediction)``), as TRL's ``accuracy_reward``
     does: fractions, LaTeX, sets and intervals, units; see :mod:`grpo_core.rewards.math_check` for where and why it
-    is used differently (the last ``\\boxed{}`` only, hedges score 0, prose gold answers do not apply, exact numbers
-    compare exactly).
+    is used differently (the last ``\\boxed{}`` only, hedges and expressions copied from the prompt score 0, prose
+    gold answers do not apply, exact numbers compare exactly).
 
     Call: ``(completions, answer=[...], **ignored) -> list[float | None]``; ``None`` where the reference is missing,
     prose or cannot be parsed; 0.0 where the completion has no final answer, hedges, or parsing or checking fails
@@ -156,14 +167,15 @@ class MathEquivalenceReward:
         from grpo_core.rewards.math_check import MathChecker  # imports math-verify and sympy
 
         answers = column_values(self.__name__, "answer", kwargs, len(completions))
+        prompts = _prompt_texts(kwargs, len(completions))
         checker = MathChecker()
         rewards: list[float | None] = []
-        for completion, answer in zip(completions, answers, strict=True):
+        for completion, answer, prompt in zip(completions, answers, prompts, strict=True):
             gold = [] if is_missing_answer(answer) else checker.gold(answer)
             if not gold:
                 rewards.append(None)
                 continue
-            prediction = checker.prediction(completion_text(completion), gold)
+            prediction = checker.prediction(completion_text(completion), gold, prompt, str(answer))
             rewards.append(1.0 if prediction and checker.equivalent(gold, prediction) else 0.0)
         return rewards
 

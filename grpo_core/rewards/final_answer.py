@@ -359,14 +359,32 @@ def last_number(region: str) -> ReadNumber | None:
     return ReadNumber(value, bool(match.group("pct")), match.start(), match.end())
 
 
+_SQUEEZE_RE = re.compile(r"\s+|\$|\\[,;:! ]|\\left|\\right|\\[()\[\]]")
+# an operator with an operand before it (a leading minus is a sign: "-9" is a value), or a TeX operation
+_OPERATOR_RE = re.compile(r"(?<=[\w)\]}])[-+*/^×÷·]|\\(?:[dtc]?frac|sqrt|times|cdot|div|binom|pm)")
+
+
+def echoes_prompt(region: str, prompt: str, reference: str) -> bool:
+    """Whether the final answer ``region`` is an expression copied from the ``prompt`` ("6 + 9" for "What is 6 + 9?",
+    ``\\sqrt{8}`` for "Simplify $\\sqrt{8}$") rather than the ``reference`` itself: math-verify would evaluate it and
+    pay the question back. Only an expression with an operator counts; a plain value that the prompt happens to
+    contain ("3" in "Is 3 or 5 bigger?", "-9" in "What is 0 - 9?") does not."""
+    answer = _SQUEEZE_RE.sub("", region)
+    if not answer or _OPERATOR_RE.search(answer) is None:
+        return False
+    return answer in _SQUEEZE_RE.sub("", prompt) and answer != _SQUEEZE_RE.sub("", reference)
+
+
 #: Without a box, marker, tag or cue, the answer is at the end: only this many last characters are read.
 TEXT_TAIL_CHARS = 10_000
 
 
-def final_number(text: str) -> ReadNumber | None:
-    """The final answer of ``text`` (see the module docstring) read as a number; ``None`` when there is none."""
+def final_number(text: str, prompt: str = "", reference: str = "") -> ReadNumber | None:
+    """The final answer of ``text`` (see the module docstring) read as a number; ``None`` when there is none, or when
+    it is an expression copied from ``prompt`` that is not ``reference`` (:func:`echoes_prompt`: "18 - 9" for "What
+    is 18 - 9?" is not the answer 9)."""
     answer = final_answer(normalize_number_text(text))
-    if answer.hedged:
+    if answer.hedged or (prompt and echoes_prompt(answer.region[-TEXT_TAIL_CHARS:], prompt, reference)):
         return None
     return last_number(answer.region[-TEXT_TAIL_CHARS:] if answer.source == "text" else answer.region)
 

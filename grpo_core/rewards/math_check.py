@@ -12,6 +12,9 @@ does), and why (docs/rewards.md, "math_equivalence and math-verify"):
   A gold that is one number with unit words ("18 dollars") is compared as that number.
 * E-notation (``6.02e23``, ``1e-30``) is rewritten as ``\\times 10^{...}`` first: math-verify reads the ``e`` as
   Euler's number (``1e-30`` parsed as ``E - 29``).
+* A final answer that is an expression copied from the prompt ("6 + 9" for "What is 6 + 9?", ``\\sqrt{8}`` for
+  "Simplify $\\sqrt{8}$") scores 0 unless it is the reference itself: math-verify evaluates it and would pay the
+  question back (TRL passes the ``prompts``).
 * Equal-looking numbers are checked exactly: ``verify`` rounds to 6 decimal places, so ``\frac{1}{2^{98}}`` equalled
   ``\frac{1}{2^{99}}``. After ``verify`` says yes, two numeric answers must be exactly equal when both are exact
   (rationals, radicals) or within a relative 1e-6 when one is a decimal; math-verify's percent reading (28% and 28)
@@ -28,6 +31,7 @@ import threading
 from typing import Any
 
 from grpo_core.rewards.final_answer import (
+    echoes_prompt,
     final_answer,
     gsm8k_final,
     last_answer_tag,
@@ -113,11 +117,12 @@ class MathChecker:
             return self.safe_parse(reference) or self.safe_parse(f"${reference.strip()}$")
         return self.safe_parse(f"${reference.strip()}$") or self.safe_parse(reference)
 
-    def prediction(self, text: str, gold: list[Any]) -> list[Any]:
-        """The parsed final answer of a completion, ``[]`` when it has none or hedges (see the module docstring)."""
+    def prediction(self, text: str, gold: list[Any], prompt: str = "", reference: str = "") -> list[Any]:
+        """The parsed final answer of a completion, ``[]`` when it has none, hedges, or echoes an expression of the
+        ``prompt`` that is not the ``reference`` itself (see the module docstring)."""
         text = _tex_e_notation(text[-MATH_TAIL_CHARS:])
         answer = final_answer(text)
-        if answer.hedged:
+        if answer.hedged or (prompt and echoes_prompt(answer.region, prompt, reference)):
             return []
         if answer.source != "text" and _is_number_hedge(answer.region, gold):
             return []

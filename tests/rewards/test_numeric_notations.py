@@ -1,6 +1,6 @@
 """numeric_answer over generated inputs: every notation of a random value reads back as that value, wrong answers built
 from it (its exponent, its denominator, a list holding it, a hedge) never do, and the arithmetic quick start's datasets
-(``examples/*.jsonl``) pay "<the question's expression> = <answer>"."""
+(``examples/*.jsonl``) pay "<the question's expression> = <answer>" and never the question's expression echoed."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.jso
 REWARD = get_rule("numeric_answer").build()
 
 
-def score(completion: str, answer: object) -> float | None:
-    return REWARD([completion], answer=[answer])[0]
+def score(completion: str, answer: object, prompt: object = "q") -> float | None:
+    return REWARD([completion], answer=[answer], prompts=[prompt])[0]
 
 
 def thousands(n: int) -> str:
@@ -90,7 +90,9 @@ def test_quick_start_datasets_pay_the_worked_result(path: Path) -> None:
         question = row["prompt"][-1]["content"]
         expression = _EXPRESSION.search(question).group(1)
         answer = row["answer"]
-        assert score(f"{expression} = {answer}", answer) == 1.0, (expression, answer)
-        assert score(str(answer), answer) == 1.0
-        assert score(f"{expression} = {answer + 1}", answer) == 0.0
-        assert score(question, answer) == (1.0 if extract_final_number(question) == answer else 0.0)
+        prompt = row["prompt"]
+        assert score(f"{expression} = {answer}", answer, prompt) == 1.0, (expression, answer)
+        assert score(str(answer), answer, prompt) == 1.0
+        assert score(f"{expression} = {answer + 1}", answer, prompt) == 0.0
+        assert score(expression, answer, prompt) == 0.0  # the question's expression echoed
+        assert score(question, answer, prompt) == 0.0

@@ -1,8 +1,8 @@
 """The answer-rule conformance corpus: every case of the ``*.jsonl`` files beside this module, one test each.
 
-A case is ``{"id", "rule", "params"?, "completion", "answer", "expected", "source", "note"?}``: the rule built with
-``params`` must give ``expected`` (1.0 right, 0.0 wrong, ``null`` for "does not apply") for the one completion
-against the row's ``answer``. ``source`` names where the case comes from (math-verify's tests, the Qwen2.5-Math and
+A case is ``{"id", "rule", "params"?, "prompt"?, "completion", "answer", "expected", "source", "note"?}``: the rule
+built with ``params`` must give ``expected`` (1.0 right, 0.0 wrong, ``null`` for "does not apply") for the one
+completion against the row's ``answer``, TRL passing the row's ``prompt`` (text or chat messages; "q" when absent). ``source`` names where the case comes from (math-verify's tests, the Qwen2.5-Math and
 DeepSeekMath answer normalisers, GSM8K and MATH formats, TRL's reward tests, a public bug report, or an attack: what a
 policy could write to be paid for a wrong answer). docs/rewards.md explains the rules the cases pin down.
 """
@@ -57,5 +57,5 @@ def test_corpus_size_and_sources() -> None:
 @pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
 def test_conformance(case: dict[str, Any]) -> None:
     reward = get_rule(case["rule"]).build(case.get("params") or {})
-    got = reward([case["completion"]], answer=[case["answer"]], prompts=["q"])
+    got = reward([case["completion"]], answer=[case["answer"]], prompts=[case.get("prompt", "q")])
     assert got == [case["expected"]], f"{case['source']}: {case.get('note', '')}"
