@@ -166,7 +166,12 @@ def _dataset_rows(ctx: AppContext, dataset_id: int | None) -> list[dict[str, Any
 def bench_specs(ctx: AppContext, specs: list[Any], model: str | None, dataset_id: int | None) -> tuple[list[Any], bool]:
     """``specs`` with ``template_opened_think: auto`` resolved as the run will (the model's template, the chosen
     dataset's prompt kind; chat prompts when no dataset is chosen), and whether the template opens ``<think>``."""
-    rows = _dataset_rows(ctx, dataset_id)[:1] or [{"prompt": []}]
+    rows: list[dict[str, Any]] = [{"prompt": []}]
+    if dataset_id is not None:
+        try:
+            rows = [read_normalized_row(Path(ctx.store.get_dataset(int(dataset_id)).path), 0)]
+        except (StoreError, IndexError, DatasetError, OSError, ValueError):
+            pass
     return resolve_for_model(specs, (model or "").strip(), rows, ctx.settings.model_cache_dir)
 
 
