@@ -9,7 +9,8 @@ does), and why (docs/rewards.md, "math_equivalence and math-verify"):
   scored by its final box. Two different boxes offered as alternatives, or "3 or 4" against a one-value gold, score 0.
 * A gold answer that is prose ("see figure", "yes") gives ``None``: math-verify reads an unknown word inside
   ``$...$`` as a product of one-letter variables, which a completion echoing the letters in any order matched.
-  A gold that is one number with unit words ("18 dollars") is compared as that number.
+  A gold or a final answer that is one number with unit words ("18 dollars", "The answer is 18 dollars.") is compared
+  as that number.
 * E-notation (``6.02e23``, ``1e-30``) is rewritten as ``\\times 10^{...}`` first: math-verify reads the ``e`` as
   Euler's number (``1e-30`` parsed as ``E - 29``).
 * A final answer that is an expression copied from the prompt ("6 + 9" for "What is 6 + 9?", ``\\sqrt{8}`` for
@@ -106,11 +107,9 @@ class MathChecker:
 
     def _parse_gold(self, reference: str) -> list[Any]:
         if has_words(reference):
-            number = reference_value(reference)
+            number = _number_with_words(reference)
             if number is not None:  # "18 dollars": math-verify would read dollars as d*o*l*l*a*r*s
-                value = number.value
-                reference = f"{value.numerator}/{value.denominator}" if value.denominator != 1 else str(value)
-                reference += "\\%" if number.percent else ""
+                reference = number
             elif is_prose_answer(reference):
                 return []
         if _LATEX_DELIMITER_RE.search(reference):
@@ -126,6 +125,9 @@ class MathChecker:
             return []
         if answer.source != "text" and _is_number_hedge(answer.region, gold):
             return []
+        number = _number_with_words(answer.region) if answer.source != "text" else None
+        if number is not None:  # "The answer is 18 dollars."
+            return self.safe_parse(f"${number}$")
         if answer.source == "boxed":
             return self.safe_parse(f"\\boxed{{{answer.region}}}") or self.safe_parse(f"${answer.region}$")
         if answer.source in ("gsm8k", "cue"):
@@ -151,6 +153,19 @@ class MathChecker:
             return False
 
 
+def _number_with_words(text: str) -> str | None:
+    """``text`` as a plain number (``"18"``, ``"3/4"``, ``"50\\%"``) when it is one number with unit words after it
+    ("18 dollars"), else ``None`` (text without words is left to math-verify)."""
+    if not has_words(text):
+        return None
+    number = reference_value(text)
+    if number is None:
+        return None
+    value = number.value
+    written = f"{value.numerator}/{value.denominator}" if value.denominator != 1 else str(value)
+    return written + ("\\%" if number.percent else "")
+
+
 def _is_number_hedge(region: str, gold: list[Any]) -> bool:
     """Whether ``region`` offers several numbers as alternatives ("3 or 4", "3, 4") while the gold is one scalar
     expression (not a set, interval, tuple, matrix or equation, whose parts a list may rightly give)."""
@@ -163,24 +178,28 @@ def _is_number_hedge(region: str, gold: list[Any]) -> bool:
 
 
 def _numbers_differ(gold_parsed: list[Any], prediction_parsed: list[Any]) -> bool:
-    """True when the numbers of two parses that ``verify`` called equal differ (see the module docstring)."""
+    """True when the numbers of two parses that ``verify`` called equal differ (see the module docstring); False when
+    either is no number or sympy cannot decide (then ``verify``'s answer stands)."""
     import sympy
 
-    gold, prediction = gold_parsed[0], prediction_parsed[0]
-    percent = any("%" in str(item) or "percent" in str(item) for item in (*gold_parsed[1:], *prediction_parsed[1:]))
-
-    if not (isinstance(gold, sympy.Expr) and isinstance(prediction, sympy.Expr)):
+    try:
+        gold, prediction = sympy.sympify(gold_parsed[0]).doit(), sympy.sympify(prediction_parsed[0]).doit()
+        if not (isinstance(gold, sympy.Expr) and isinstance(prediction, sympy.Expr)):
+            return False
+        if not (gold.is_number and prediction.is_number) or gold == prediction:
+            return False
+        notes = (*gold_parsed[1:], *prediction_parsed[1:])
+        percent = any("%" in str(item) or "percent" in str(item) for item in notes)
+        if percent and _percent_reading(gold, prediction):
+            return False
+        if not (gold.has(sympy.Float) or prediction.has(sympy.Float)):
+            equal = sympy.simplify(gold - prediction).equals(0)
+            if equal is not None:
+                return not equal
+        g, p = complex(gold.evalf(50)), complex(prediction.evalf(50))
+        return abs(g - p) > 1e-6 * max(abs(g), abs(p))
+    except Exception:  # noqa: BLE001 - sympy could not decide: keep verify's answer
         return False
-    if not (gold.is_number and prediction.is_number) or gold == prediction:
-        return False
-    exact = not (gold.has(sympy.Float) or prediction.has(sympy.Float))
-    if exact:
-        equal = sympy.simplify(gold - prediction).equals(0)
-        if equal is not None:
-            return not equal and not (percent and _percent_reading(gold, prediction))
-    g, p = complex(gold.evalf(50)), complex(prediction.evalf(50))
-    scale = max(abs(g), abs(p))
-    return abs(g - p) > 1e-6 * scale and not (percent and _percent_reading(gold, prediction))
 
 
 def _percent_reading(gold: Any, prediction: Any) -> bool:
