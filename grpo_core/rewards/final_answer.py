@@ -212,6 +212,7 @@ _ATOM = rf"(?:{_DEC}(?:\s*{_POW}{_EXP})?)"
 _SIGNED_ATOM = rf"(?:[-+]?\s?{_ATOM})"
 _FRAC_ARG = rf"(?:\{{\s*{_SIGNED_ATOM}\s*\}}|\d)"
 _KINDS = {
+    "repeat": r"\d*\.\d*\\overline\s*\{\d{1,20}\}",
     "mixed": rf"\d+(?:\s+\d+\s*/\s*\d+(?![\d.])|\s*\\frac\s*{_FRAC_ARG}\s*{_FRAC_ARG})",
     "frac": rf"\\frac\s*{_FRAC_ARG}\s*{_FRAC_ARG}",
     "sci": rf"{_DEC}\s*(?:\\times|x|X|\*)\s*(?:10|\{{\s*10\s*\}})\s*{_POW}{_EXP}",
@@ -223,8 +224,11 @@ _KINDS = {
 _NUMBER_RE = re.compile(
     r"(?<![0-9A-Za-z_.)\]}^/])(?P<sign>[-+]\s?)?(?:"
     + "|".join(f"(?P<{name}>{pattern})" for name, pattern in _KINDS.items())
-    + r")(?P<pct>\s*%)?"
+    + r")(?P<scale>\s+(?:thousand|million|billion|trillion)\b)?(?P<pct>\s*%)?",
+    re.IGNORECASE,
 )
+_SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+_REPEAT_PARTS_RE = re.compile(r"(\d*)\.(\d*)\\overline\s*\{(\d+)\}")
 _FRAC_PARTS_RE = re.compile(rf"\\frac\s*({_FRAC_ARG})\s*({_FRAC_ARG})")
 _MIXED_SLASH_RE = re.compile(r"(\d+)\s+(\d+)\s*/\s*(\d+)")
 _SCI_PARTS_RE = re.compile(rf"({_DEC})\s*(?:\\times|x|X|\*)\s*(?:10|\{{\s*10\s*\}})\s*{_POW}({_EXP})")
@@ -272,6 +276,10 @@ def _value(kind: str, text: str) -> Fraction | None:
     """Value of one matched number expression of ``kind`` (see ``_KINDS``), without its sign."""
     if kind in ("plain", "enote"):
         return _decimal(text)
+    if kind == "repeat":  # 0.1\overline{6} = 0.1666... = 1/6
+        whole, fixed, period = _REPEAT_PARTS_RE.fullmatch(text).groups()  # type: ignore[union-attr]
+        repeating = Fraction(int(period), 10 ** len(period) - 1)
+        return int(whole or 0) + (int(fixed or 0) + repeating) / 10 ** len(fixed)
     if kind == "frac":
         parts = _FRAC_PARTS_RE.fullmatch(text)
         return _ratio(_atom(parts.group(1)), _atom(parts.group(2))) if parts else None
@@ -311,8 +319,10 @@ class ReadNumber:
 def _matches(region: str) -> list[tuple[re.Match[str], Fraction | None]]:
     found = []
     for match in _NUMBER_RE.finditer(region):
-        kind = match.lastgroup if match.lastgroup != "pct" else next(k for k in _KINDS if match.group(k))
+        kind = next(k for k in _KINDS if match.group(k) is not None)
         value = _value(kind, match.group(kind))
+        if value is not None and match.group("scale"):
+            value *= _SCALES[match.group("scale").strip().lower()]
         if value is not None and match.group("sign") and match.group("sign").startswith("-"):
             value = -value
         found.append((match, value))
