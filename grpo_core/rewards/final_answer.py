@@ -1,6 +1,8 @@
 r"""The final answer of a completion, and that answer read as a number (used by the answer rules).
 
-What "final answer" means here (docs/rewards.md, "What the final answer is"), by priority, first present wins:
+What "final answer" means here (docs/rewards.md, "What the final answer is"): in the text after the last
+``</think>`` (all of it when there is none; an answer inside the reasoning does not count), by priority, first
+present wins:
 
 1. the last closed ``\boxed{...}`` / ``\fbox{...}`` (MATH's format; a self-correcting completion is scored by its
    final box);
@@ -149,8 +151,19 @@ class FinalAnswer:
     hedged: bool = False
 
 
+_THINK_CLOSE_RE = re.compile(r"</think>", re.IGNORECASE)
+
+
+def after_reasoning(text: str) -> str:
+    """The text after the last ``</think>`` (the whole text when there is none): an answer given inside the reasoning
+    is not the final answer (TRL's ``reasoning_accuracy_reward`` reads the same part)."""
+    closing = deque(_THINK_CLOSE_RE.finditer(text), maxlen=1)
+    return text[closing[0].end() :] if closing else text
+
+
 def final_answer(text: str) -> FinalAnswer:
     """The final-answer region of ``text`` by the priority in this module's docstring."""
+    text = after_reasoning(text)
     spans = boxed_spans(text)
     if spans:
         return FinalAnswer(text[spans[-1][1] : spans[-1][2]], "boxed", _hedged_boxes(text, spans))

@@ -3,8 +3,8 @@ r"""math-verify, used where it is right: the gold and prediction parsing and che
 Where this differs from calling ``math_verify.parse`` / ``verify`` on the whole texts (as TRL's ``accuracy_reward``
 does), and why (docs/rewards.md, "math_equivalence and math-verify"):
 
-* The prediction is the completion's *final answer* (:func:`grpo_core.rewards.final_answer.final_answer`): its last
-  ``\boxed{}`` only. math-verify reads every box of a text and may join two of them into one set, so a completion
+* The prediction is the completion's *final answer* (:func:`grpo_core.rewards.final_answer.final_answer`), after its
+  reasoning (the last ``</think>``): its last ``\boxed{}`` only. math-verify reads every box of a text and may join two of them into one set, so a completion
   that corrects itself ("\boxed{841} ... Final Answer: \boxed{840}") or hedges ("\boxed{3} or \boxed{4}") was not
   scored by its final box. Two different boxes offered as alternatives, or "3 or 4" against a one-value gold, score 0.
 * A gold answer that is prose ("see figure", "yes") gives ``None``: math-verify reads an unknown word inside
@@ -35,7 +35,6 @@ from grpo_core.rewards.final_answer import (
     echoes_prompt,
     final_answer,
     gsm8k_final,
-    last_answer_tag,
     last_number,
     read_numbers,
     reference_value,
@@ -134,12 +133,13 @@ class MathChecker:
             region = answer.region.strip().rstrip(".")
             parsed = self.safe_parse(region) if _LATEX_DELIMITER_RE.search(region) else []
             return parsed or self.safe_parse(f"${region.strip('$ ')}$")
+        text = answer.region  # the text after the reasoning
         lines = [line for line in text.splitlines() if line.strip()]
-        if lines and _is_number_hedge(lines[-1], gold):
+        if not lines or _is_number_hedge(lines[-1], gold):
             return []
         prediction = self.safe_parse(text)
         if not prediction:  # a bare "(1,2]" or "x^2+1" is only read as LaTeX inside $...$
-            region = (last_answer_tag(text) or text).strip()
+            region = text.strip()
             prediction = self.safe_parse(f"${region}$") if region and len(region) <= _BARE_ANSWER_CHARS else []
         return prediction
 
