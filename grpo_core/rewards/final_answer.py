@@ -8,20 +8,23 @@ present wins:
    final box);
 2. the rest of the line after the last GSM8K marker ``####``;
 3. the content of the last ``<answer>...</answer>``;
-4. the rest of the line after the last answer cue: "the answer is", "final answer", "answer:", "答案是" (Qwen2.5-Math's
-   and DeepSeekMath's evaluations read "he answer is" and Minerva's "final answer is" the same way);
-5. else the whole completion.
+4. the rest of the sentence after the last answer cue: "the answer is", "final answer", "answer:", "答案是"
+   (Qwen2.5-Math's and DeepSeekMath's evaluations read "he answer is" and Minerva's "final answer is" the same way);
+5. else the whole completion (its last ``TEXT_TAIL_CHARS`` characters for a number).
 
 A *hedge* is no answer: two boxes with different content separated only by list separators (``\boxed{3} or
 \boxed{4}``), or, in the region, a last number joined to the one before it by "or" or by list separators only
 ("3 or 4", "3, 4, 5", "between 12 and 13"). A policy that lists candidates must not be paid when one of them is right.
+An *echo* is no answer either: an expression copied from the prompt ("18 - 9" for "What is 18 - 9?",
+:func:`echoes_prompt`).
 
 Inside the region the LAST number expression is the answer, read as one value: ``6.02 \times 10^{23}``, ``6.02e23``,
 ``6.02 x 10^23`` (scientific notation), ``\frac{3}{4}``, ``3/4``, ``2 1/2`` and ``2\frac{1}{2}`` (fractions and mixed
 numbers), ``2^{10}`` (an integer power), ``1,234,567`` / ``1{,}234`` / ``1\,234`` / ``1 234`` (thousands
 separators: groups of exactly three digits after a first group without a leading zero, so "1,2,3" is a list),
-``-5`` / ``\u22125`` / ``(-40)`` (negative), ``50%`` / ``50\%`` / ``50 percent`` (percent), with currency signs, TeX
-text and unit words (``$1,234``, ``12 \text{ cm}^2``, ``90^\circ``, ``5 m²``) ignored. Every value is an exact
+``-5`` / ``\u22125`` / ``(-40)`` (negative), ``50%`` / ``50\%`` / ``50 percent`` (percent), ``0.1\overline{6}``
+(repeating), ``1.5 million`` (scale words), ``¾`` / ``2½`` (vulgar fractions), with currency signs, TeX text and unit
+words (``$1,234``, ``12 \text{ cm}^2``, ``90^\circ``, ``5 m²``) ignored. Every value is an exact
 :class:`fractions.Fraction`.
 
 Sources: GSM8K (Cobbe et al., 2021) ``####``; MATH (Hendrycks et al., 2021) ``\boxed{}``; the answer extraction of
