@@ -150,6 +150,11 @@ class PreflightReport:
         verdict: see :func:`judge`.
         probes: the flagged reward-hacking probes (degenerate completions scoring at or above a row's best sampled
             completion), one per (probe, rule); see :mod:`grpo_core.reward_probe`.
+        answers_not_judged: answer rule -> rows of the whole dataset whose ``answer`` it cannot read (it gives them
+            ``None``); only rules that miss rows (:mod:`grpo_core.rewards.answer_coverage`).
+        answer_coverage_notes: one line per such rule, with example rows.
+        template_opened_think: whether the model's chat template opens ``<think>`` in the prompts (format rules
+            with ``template_opened_think: auto`` read completions as starting inside it).
     """
 
     model: str
@@ -169,6 +174,9 @@ class PreflightReport:
     seconds: float = 0.0
     verdict: Verdict | None = None
     probes: list[ProbeResult] = field(default_factory=list)
+    answers_not_judged: dict[str, int] = field(default_factory=dict)
+    answer_coverage_notes: list[str] = field(default_factory=list)
+    template_opened_think: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (round-trips through :meth:`from_dict`); NaN and infinities become ``None``."""
@@ -428,6 +436,11 @@ def _unscorable_advice(report: PreflightReport) -> list[tuple[str, str]]:
     return []
 
 
+def _answer_coverage_advice(report: PreflightReport) -> list[tuple[str, str]]:
+    """A warning per answer rule that cannot read some rows' ``answer`` (those rows teach that rule nothing)."""
+    return [(LEVEL_WARNING, f"{note}; fix or drop those rows.") for note in report.answer_coverage_notes]
+
+
 def _probe_advice(report: PreflightReport) -> list[tuple[str, str]]:
     """A warning per flagged reward-hacking probe: GRPO would push the policy towards that degenerate output."""
     return [
@@ -443,6 +456,7 @@ ADVICE_CHECKS: tuple[Callable[[PreflightReport], list[tuple[str, str]]], ...] = 
     _rule_advice,
     _main_rule_advice,
     _unscorable_advice,
+    _answer_coverage_advice,
 )
 """The checks :func:`judge` runs, in the order their advice is listed."""
 
@@ -503,6 +517,8 @@ def format_report(report: PreflightReport) -> str:
         f"groups with all-equal totals (no learning signal, TRL frac_reward_zero_std): {report.zero_std_share:.0%}",
         f"truncated (no EOS within {report.max_completion_length} tokens): {report.truncation_rate:.0%}",
         f"mean completion length: {report.mean_completion_tokens:.1f} tokens",
+        f"chat template opens <think> in the prompt: {'yes' if report.template_opened_think else 'no'}",
+        *(f"answer rows not judged: {note}" for note in report.answer_coverage_notes),
         "",
         "Examples (best and worst of a group):",
     ]

@@ -33,6 +33,7 @@ from grpo_core.model_source import ModelSourceError, describe_model
 from grpo_core.ownership import SINGLE_USER, Actor, check_may_change
 from grpo_core.prompt_lengths import model_text_folder, require_prompts_fit
 from grpo_core.reward_check import check_plugins, has_plugins
+from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_coverage
 from grpo_core.rewards.compose import RewardSpec, build_reward_funcs
 from grpo_core.rewards.registry import get_rule
 from grpo_core.run_files import Checkpoint, last_checkpoint, run_dir
@@ -211,6 +212,9 @@ def validate_run_config(store: Store, config: RunConfig, *, model_cache_dir: Pat
     the model's context (:func:`grpo_core.prompt_lengths.require_prompts_fit`); otherwise a warning says the worker
     checks the lengths before loading the model.
 
+    An answer rule that cannot read some rows' ``answer`` (missing, prose, not one number) adds a warning naming how
+    many rows and a few of them (:mod:`grpo_core.rewards.answer_coverage`).
+
     Plugin reward rules are imported and called once on the dataset's first row, in a child process
     (:func:`grpo_core.reward_check.check_plugins`), so a broken plugin is refused here in seconds rather than after
     the worker has loaded the model.
@@ -284,6 +288,8 @@ def validate_run_config(store: Store, config: RunConfig, *, model_cache_dir: Pat
             raise ConfigError(f"rewards: {exc}") from None
     if config.max_completion_length < 16:
         warnings.append("max_completion_length below 16 tokens truncates most completions")
+    # rows whose answer an answer rule cannot read give it None on every completion: no learning signal
+    warnings += coverage_lines(dataset_answer_coverage(rows, [spec.rule for spec in config.rewards]))
     folder = model_text_folder(config.model, model_cache_dir)
     if folder is None:
         if describe_model(config.model).kind != "folder":

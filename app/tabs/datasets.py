@@ -25,6 +25,7 @@ from grpo_core.dataset_library import (
 from grpo_core.datasets import SUPPORTED_EXTENSIONS, ColumnMapping, DatasetError, read_normalized
 from grpo_core.ownership import NotOwnerError, check_may_change
 from grpo_core.prompt_lengths import preview_model_prompts
+from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_coverage
 from storage import StoreError
 
 DATASET_HEADERS = ["id", "name", "rows", "columns", "prompt", "file", "added", "owner"]
@@ -72,6 +73,13 @@ def model_view_text(ctx: AppContext, rows: list[dict[str, Any]], model: str | No
     if note:
         parts.insert(0, f"({note})")
     return "\n".join(parts)
+
+
+def answer_coverage_markdown(rows: list[dict[str, Any]]) -> str:
+    """Markdown lines (each starting with a blank line) naming the answer rules that cannot judge some rows'
+    ``answer`` (missing, prose, not one number); ``""`` when every answer rule can judge every row or there is no
+    ``answer`` column."""
+    return "".join(f"\n\n⚠️ {line}" for line in coverage_lines(dataset_answer_coverage(rows)))
 
 
 def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[str, gr.components.Component]:
@@ -137,12 +145,13 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
         except (DatasetError, ValueError) as exc:
             return f"❌ **Not valid.** {exc}", gr.skip(), gr.skip()
         message = (f"✅ Valid: {dataset.num_rows} rows, columns {', '.join(dataset.columns)}, "
-                   f"{dataset.prompt_kind} prompts. Not added yet.")
+                   f"{dataset.prompt_kind} prompts. Not added yet.{answer_coverage_markdown(dataset.rows)}")
         return message, preview_frame(dataset.rows), model_view_text(ctx, dataset.rows, model)
 
     def added_outputs(info, model: str):
         rows = read_normalized(Path(info.path))
-        message = f"✅ Added **{info.name}**: {info.num_rows} rows, columns {', '.join(info.columns)}."
+        message = (f"✅ Added **{info.name}**: {info.num_rows} rows, columns {', '.join(info.columns)}."
+                   f"{answer_coverage_markdown(rows)}")
         return (
             message,
             preview_frame(rows),

@@ -18,7 +18,14 @@ import pandas as pd
 
 from app.catalog_sync import CatalogSync, dataset_choices, run_choices
 from app.context import AppContext, check_webhooks
-from app.tabs.launch_tools import clone_drift_notes, dataset_row_for_bench, stream_preflight
+from app.tabs.launch_tools import (
+    bench_coverage_markdown,
+    bench_specs,
+    clone_drift_notes,
+    dataset_row_for_bench,
+    stream_preflight,
+    template_think_markdown,
+)
 from app.tabs.memory_panel import create_memory_panel, fit_markdown
 from app.tabs.sweeps import create_sweep_launcher
 from grpo_core.bounded_parse import dump_yaml, load_json, load_yaml
@@ -329,6 +336,7 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
             info="SmolLM2-135M-Instruct (offline), a local model folder, a .gguf file, or a hub id",
         )
         run_name = gr.Textbox(label="run name (optional)", elem_id="launch-name")
+    template_line = gr.Markdown(template_think_markdown(ctx, DEFAULT_MODEL), elem_id="launch-template-think")
 
     gr.Markdown("### Reward rules (weighted sum; TRL's `reward_funcs` and `reward_weights`)")
     gr.Markdown(sandbox_line(), elem_id="launch-sandbox")
@@ -513,12 +521,13 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
         row.setdefault("prompt", "")
         return row, completions, specs
 
-    def on_bench(row_text: str, completions_text: str, *slot_values):
-        """Inputs: row JSON, completions, rule slots. Outputs: score table, status."""
+    def on_bench(row_text: str, completions_text: str, model_name: str, dataset_id, *slot_values):
+        """Inputs: row JSON, completions, model, dataset, rule slots. Outputs: score table, status."""
         try:
             row, completions, specs = _bench_inputs(row_text, completions_text, slot_values)
         except ValueError as exc:
             return None, f"❌ {exc}"  # no table: the last one scored other rules
+        specs, opens_think = bench_specs(ctx, specs, model_name, dataset_id)
         try:
             # plugins are user code: scored in a child process, never in the web process
             score = (score_group_isolated if has_plugins(specs) else score_group)(specs, completions, row)
@@ -531,7 +540,9 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
             table[name] = [None if r is None or r != r else round(r, 6) for r in rewards]
         table["total"] = [round(t, 6) for t in score.total]
         table["advantage"] = [round(a, 4) for a in score.advantages]
-        return pd.DataFrame(table), f"{len(completions)} completions scored."
+        note = " The chat template opens `<think>`: format rules read completions as starting inside it." if (
+            opens_think) else ""
+        return pd.DataFrame(table), f"{len(completions)} completions scored.{note}"
 
     def on_probe(row_text: str, prompt: str, completions_text: str, *slot_values):
         """Inputs: row JSON, the row's prompt, completions (the real ones), rule slots. Outputs: probe table, status."""
@@ -559,13 +570,16 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
                   f"✅ No degenerate completion scores at or above the best of these {len(completions)} completions.")
         return table, status
 
-    def on_pick_row(dataset_id, number):
-        """Inputs: dataset id, row number. Outputs: bench row JSON, the row's prompt, bench status."""
+    def on_pick_row(dataset_id, number, *slot_values):
+        """Inputs: dataset id, row number, rule slots. Outputs: bench row JSON, the row's prompt, bench status (with
+        the answer rules that cannot judge some rows of the dataset)."""
         try:
             row_json, prompt = dataset_row_for_bench(ctx, dataset_id, number)
         except ValueError as exc:
             return gr.skip(), gr.skip(), f"❌ {exc}"
-        return row_json, prompt, f"Row {int(number)} loaded: its columns are the bench's dataset row."
+        rules = [slot_values[SLOT_FIELDS * index] for index in range(RULE_SLOTS)]
+        coverage = bench_coverage_markdown(ctx, dataset_id, [r for r in rules if r and r != NO_RULE])
+        return row_json, prompt, f"Row {int(number)} loaded: its columns are the bench's dataset row.{coverage}"
 
     def on_preflight(num_prompts, *values):
         """Inputs: prompts to sample, the whole form. Outputs: verdict (Markdown), per-rule table; streamed."""
@@ -621,12 +635,14 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
     memory["button"].click(on_estimate, inputs=form_inputs, outputs=memory["result"])
     with sweep_slot:
         sweep = create_sweep_launcher(ctx, _config_from, form_inputs, sync)
-    bench_button.click(on_bench, inputs=[bench_row, bench_completions, *slot_inputs],
+    bench_button.click(on_bench, inputs=[bench_row, bench_completions, model, dataset, *slot_inputs],
                        outputs=[bench_table, bench_status])
+    model.change(lambda name: template_think_markdown(ctx, name), inputs=model, outputs=template_line,
+                 show_progress="hidden")
     probe_button.click(on_probe, inputs=[bench_row, bench_prompt, bench_completions, *slot_inputs],
                        outputs=[bench_table, bench_status])
-    bench_row_pick.click(on_pick_row, inputs=[dataset, bench_row_number], outputs=[bench_row, bench_prompt,
-                                                                                  bench_status])
+    bench_row_pick.click(on_pick_row, inputs=[dataset, bench_row_number, *slot_inputs],
+                         outputs=[bench_row, bench_prompt, bench_status])
     preflight_button.click(on_preflight, inputs=[preflight_prompts, *form_inputs],
                            outputs=[preflight_verdict, preflight_table])
     clone.input(on_clone, inputs=clone, outputs=[*form_inputs, *help_boxes, clone_status])

@@ -20,11 +20,13 @@ import pandas as pd
 
 from app.context import AppContext
 from grpo_core.config import RunConfig
-from grpo_core.datasets import DatasetError, read_normalized_row
+from grpo_core.datasets import DatasetError, read_normalized, read_normalized_row
 from grpo_core.preflight_job import PREFLIGHT_TIMEOUT_S, PreflightError, start_preflight
 from grpo_core.preflight_report import LEVEL_OK, LEVEL_PROBLEM, PreflightReport
 from grpo_core.provenance import current_environment, describe_differences, plugin_files, provenance_differences
 from grpo_core.reward_probe import describe
+from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_coverage
+from grpo_core.rewards.template_tags import model_chat_template, resolve_for_model, template_opens_think
 from grpo_core.run_rows import dataset_file
 from storage import RunInfo, StoreError
 
@@ -85,7 +87,8 @@ def verdict_markdown(report: PreflightReport) -> str:
         f"**{report.num_prompts} prompts × {report.num_generations} completions** of `{report.model}` "
         f"(temperature {report.temperature:g}, max {report.max_completion_length} tokens) in {report.seconds:.0f} s: "
         f"groups with all-equal rewards (TRL's `frac_reward_zero_std`) **{report.zero_std_share:.0%}**, truncated "
-        f"**{report.truncation_rate:.0%}**, mean length **{report.mean_completion_tokens:.1f} tokens**.",
+        f"**{report.truncation_rate:.0%}**, mean length **{report.mean_completion_tokens:.1f} tokens**; the chat "
+        f"template {'opens' if report.template_opened_think else 'does not open'} `<think>` in the prompt.",
     ]
     probes = describe(report.probes)
     in_verdict = verdict is not None and any(a.startswith("reward hacking:") for a in verdict.advice)
@@ -141,6 +144,47 @@ def stream_preflight(
         yield verdict_markdown(report), rules_frame(report)
     finally:
         job.stop()
+
+
+def template_think_markdown(ctx: AppContext, model: str | None) -> str:
+    """One line for the Launch tab: whether ``model``'s chat template opens ``<think>`` in the prompt, i.e. what a
+    format rule's ``template_opened_think: auto`` becomes (read from the template text on disk, never transformers)."""
+    template, specials = model_chat_template((model or "").strip(), ctx.settings.model_cache_dir)
+    if template is None:
+        return ("Chat template: not on disk yet (read at the run's start); format rules with "
+                "`template_opened_think: auto` follow it then.")
+    if template_opens_think(template, specials):
+        return ("Chat template: **opens `<think>`** in the prompt, so `template_opened_think: auto` is **yes**: "
+                "format rules read completions as starting inside the thought.")
+    return "Chat template: does not open `<think>`; `template_opened_think: auto` is **no**."
+
+
+def _dataset_rows(ctx: AppContext, dataset_id: int | None) -> list[dict[str, Any]]:
+    if dataset_id is None:
+        return []
+    try:
+        return read_normalized(Path(ctx.store.get_dataset(int(dataset_id)).path))
+    except (StoreError, DatasetError, OSError, ValueError):
+        return []
+
+
+def bench_specs(ctx: AppContext, specs: list[Any], model: str | None, dataset_id: int | None) -> tuple[list[Any], bool]:
+    """``specs`` with ``template_opened_think: auto`` resolved as the run will (the model's template, the chosen
+    dataset's prompt kind; chat prompts when no dataset is chosen), and whether the template opens ``<think>``."""
+    rows: list[dict[str, Any]] = [{"prompt": []}]
+    if dataset_id is not None:
+        try:
+            rows = [read_normalized_row(Path(ctx.store.get_dataset(int(dataset_id)).path), 0)]
+        except (StoreError, IndexError, DatasetError, OSError, ValueError):
+            pass
+    return resolve_for_model(specs, (model or "").strip(), rows, ctx.settings.model_cache_dir)
+
+
+def bench_coverage_markdown(ctx: AppContext, dataset_id: int | None, rules: list[str]) -> str:
+    """Lines (each after a blank line) naming the answer rules among ``rules`` that cannot judge some rows of the
+    chosen dataset; ``""`` when none."""
+    rows = _dataset_rows(ctx, dataset_id)
+    return "".join(f"\n\n⚠️ {line}" for line in coverage_lines(dataset_answer_coverage(rows, rules)))
 
 
 def dataset_row_for_bench(ctx: AppContext, dataset_id: int | None, number: Any) -> tuple[str, str]:

@@ -11,19 +11,23 @@ so the web process that lists the rules stays light.
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 import string
-import threading
 import unicodedata
-from collections import deque
 from collections.abc import Sequence
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
 from grpo_core.rewards.columns import column_values
+from grpo_core.rewards.final_answer import (
+    ReadNumber,
+    final_number,
+    last_answer_tag,
+    numbers_equal,
+    reference_value,
+)
 from grpo_core.rewards.registry import RewardRule, RuleParam, completion_text, register
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -31,7 +35,7 @@ from grpo_core.rewards.registry import RewardRule, RuleParam, completion_text, r
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def _is_missing(value: Any) -> bool:
+def is_missing_answer(value: Any) -> bool:
     """``None``, a float NaN (what pandas uses for an empty cell) or a blank string."""
     if value is None:
         return True
@@ -40,155 +44,53 @@ def _is_missing(value: Any) -> bool:
     return isinstance(value, str) and not value.strip()
 
 
-_BOXED_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_BRACE_RE = re.compile(r"[{}]")
-
-
-def last_boxed(text: str) -> str | None:
-    r"""Content of the last ``\boxed{...}`` (or ``\fbox{...}``) in ``text``, nested braces allowed; ``None`` if none.
-
-    "Last" is the closed one that starts last. One pass over the braces, so unclosed ``\boxed{`` repeated a
-    hundred thousand times (a looping model) costs linear time.
-    """
-    openers = {match.end() - 1: match.end() for match in _BOXED_RE.finditer(text)}  # "{" index -> content start
-    if not openers:
-        return None
-    stack: list[int] = []
-    best: tuple[int, int] | None = None
-    for brace in _BRACE_RE.finditer(text, min(openers)):
-        if brace.group() == "{":
-            stack.append(brace.start())
-        elif stack:
-            start = stack.pop()
-            if start in openers and (best is None or start > best[0]):
-                best = (start, brace.start())
-    return text[openers[best[0]] : best[1]] if best else None
-
-
-_ANSWER_OPEN_RE = re.compile(r"<answer>", re.IGNORECASE)
-_ANSWER_CLOSE_RE = re.compile(r"</answer>", re.IGNORECASE)
-
-
-def last_answer_tag(text: str) -> str | None:
-    """Content of the last ``<answer>...</answer>`` in ``text`` (tags in any case); ``None`` if there is none.
-
-    Found from the last closing tag backwards, in linear time (a lazy ``<answer>(.*?)</answer>`` regex is
-    quadratic on a completion that repeats ``<answer>`` without closing it).
-    """
-    closing = deque(_ANSWER_CLOSE_RE.finditer(text), maxlen=1)
-    if not closing:
-        return None
-    end = closing[0].start()
-    opening = deque(_ANSWER_OPEN_RE.finditer(text, 0, end), maxlen=1)
-    return text[opening[0].end() : end] if opening else None
-
-
-def gsm8k_final(text: str) -> str | None:
-    """The text after the last GSM8K marker ``####`` up to the end of its line; ``None`` if there is no marker."""
-    index = text.rfind("####")
-    if index < 0:
-        return None
-    return text[index + 4 :].split("\n", 1)[0]
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# numeric_answer
-# --------------------------------------------------------------------------------------------------------------------
-
-# A number: optional sign (not when glued to a word or a closing bracket, so "5-3" is 5 and 3, not 5 and -3),
-# digits with optional comma thousands separators, optional decimals, optional short exponent; or ".5". The
-# exponent is capped at 3 digits so "1e999999999" cannot make Fraction build a gigantic integer.
-_NUMBER = r"(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d{1,3})?|\.\d+)"
-_NUMBER_RE = re.compile(rf"(?<![0-9A-Za-z)\].])(-)?({_NUMBER})")
-_LATEX_FRACTION = rf"\\[dt]?frac\s*\{{\s*(-?{_NUMBER})\s*\}}\s*\{{\s*(-?{_NUMBER})\s*\}}"
-_SLASH_FRACTION = rf"(-?{_NUMBER})\s*/\s*(-?{_NUMBER})"
-_FRACTION_RE = re.compile(rf"^\s*(-)?\s*(?:{_LATEX_FRACTION}|{_SLASH_FRACTION})\s*$")
-_MINUS_SIGNS = dict.fromkeys(map(ord, "\u2212\ufe63\uff0d"), "-")
-# Python refuses to convert integers longer than this many digits from text (sys.get_int_max_str_digits()).
-_MAX_DIGITS = 4000
-
-
-def normalize_number_text(text: str) -> str:
-    """NFKC-normalise (full-width digits become ASCII) and turn unicode minus and dash signs into ``-``."""
-    return unicodedata.normalize("NFKC", text).translate(_MINUS_SIGNS)
-
-
-def _to_fraction(token: str) -> Fraction | None:
-    """Exact value of a number token such as ``-1,234.50`` or ``2e3``; ``None`` if it is too long to convert."""
-    token = token.replace(",", "").replace(" ", "")
-    if len(token) > _MAX_DIGITS:
-        return None
-    try:
-        return Fraction(Decimal(token))
-    except (InvalidOperation, ValueError, ZeroDivisionError):
-        return None
-
-
-def _fraction_value(region: str) -> Fraction | None:
-    r"""Value of a region that is exactly one fraction, ``3/4`` or ``\frac{3}{4}``; ``None`` otherwise."""
-    match = _FRACTION_RE.match(region)
-    if match is None:
-        return None
-    sign, latex_num, latex_den, num, den = match.groups()
-    numerator = _to_fraction(latex_num or num)
-    denominator = _to_fraction(latex_den or den)
-    if numerator is None or denominator is None or denominator == 0:
-        return None
-    value = numerator / denominator
-    return -value if sign else value
-
-
-def last_number(region: str) -> Fraction | None:
-    """The last number in ``region`` (already normalised), or the value of the region if it is a lone fraction."""
-    value = _fraction_value(region)
-    if value is not None:
-        return value
-    for match in reversed(list(_NUMBER_RE.finditer(region))):
-        value = _to_fraction(match.group(2))
-        if value is not None:
-            return -value if match.group(1) else value
-    return None
+def _prompt_texts(kwargs: dict[str, Any], count: int) -> list[str]:
+    """The text of each completion's prompt from TRL's ``prompts`` keyword (``""`` when not given): the rules refuse
+    a final answer copied from it (:func:`grpo_core.rewards.final_answer.echoes_prompt`)."""
+    prompts = kwargs.get("prompts")
+    if not isinstance(prompts, list | tuple) or len(prompts) != count:
+        return [""] * count
+    return [completion_text(prompt) for prompt in prompts]
 
 
 def extract_final_number(text: str) -> Fraction | None:
-    r"""The final numeric answer of ``text`` as an exact fraction, or ``None`` if it has no number.
+    r"""The final answer of ``text`` read as an exact number, or ``None`` when there is none.
 
-    The region searched is, by priority: the last ``\boxed{...}``, else the text after the last GSM8K ``####``,
-    else the last ``<answer>...</answer>``, else the whole text. Only the first region present is searched (a
-    ``\boxed{x}`` without a number gives ``None``; it does not fall back to a number elsewhere). In the region the
-    last number wins, so "3 apples, 5 pears, total 8" gives 8. The text is NFKC-normalised first (full-width
-    "４２" reads 42), unicode minus signs read as "-", comma thousands separators are dropped ("$1,234" is 1234),
-    a trailing period or percent sign is ignored ("42." and "42%" read 42), "3.0" equals "3", and a region that
-    is exactly one fraction ("3/4", ``\frac{3}{4}``) gives its value.
+    See :mod:`grpo_core.rewards.final_answer` for what "final answer" means (last ``\boxed{}``, else ``####``, else
+    ``<answer>``, else an answer cue, else the whole text; the last number expression there; hedges give ``None``)
+    and for the notations read (scientific, fractions, mixed numbers, thousands separators, units, percent).
     """
-    text = normalize_number_text(text)
-    for extract in (last_boxed, gsm8k_final, last_answer_tag):
-        region = extract(text)
-        if region is not None:
-            return last_number(region)
-    return last_number(text)
+    number = final_number(text)
+    return None if number is None else number.value
 
 
 def reference_number(value: Any) -> Fraction | None:
-    """The reference answer of a row as an exact fraction; ``None`` when missing or not a number.
+    """The reference answer of a row as an exact fraction; ``None`` when missing or not a single number.
 
     ``int`` and ``float`` values are taken as they are (a float through its shortest decimal form, so ``0.1`` is
-    1/10); strings go through :func:`extract_final_number`, so ``"#### 42"`` (GSM8K) and ``"\\boxed{42}"`` work.
+    1/10); strings are read strictly by :func:`grpo_core.rewards.final_answer.reference_value` (``"#### 42"``,
+    ``"\\boxed{42}"``, ``"$1,234"`` and ``"18 dollars"`` work; "see figure 3" does not).
     """
-    if _is_missing(value) or isinstance(value, bool):
+    reference = _reference(value)
+    return None if reference is None else reference.value
+
+
+def _reference(value: Any) -> ReadNumber | None:
+    if is_missing_answer(value) or isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return Fraction(value)
+        return ReadNumber(Fraction(value), False, 0, 0)
     if isinstance(value, float):
-        return None if math.isinf(value) else Fraction(Decimal(repr(value)))
-    return extract_final_number(str(value))
+        return None if math.isinf(value) else ReadNumber(Fraction(Decimal(repr(value))), False, 0, 0)
+    return reference_value(str(value))
 
 
 class NumericAnswerReward:
     """1.0 when the final number of a completion equals the row's ``answer`` within ``tolerance``, else 0.0.
 
-    Call: ``(completions, answer=[...], **ignored) -> list[float | None]``, one reward per completion; ``None``
-    where the row's answer is missing or holds no number. Numbers are compared exactly (as fractions) when
+    Call: ``(completions, answer=[...], prompts=[...], **ignored) -> list[float | None]``, one reward per completion;
+    ``None`` where the row's answer is missing or holds no number. A final answer that is an expression copied from
+    the prompt ("18 - 9" for "What is 18 - 9?", whose last number is the answer 9) scores 0. Numbers are compared exactly (as fractions) when
     ``tolerance`` is 0, else as ``abs(predicted - reference) <= tolerance``. See :func:`extract_final_number`.
 
     Raises:
@@ -202,14 +104,15 @@ class NumericAnswerReward:
     def __call__(self, completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
         answers = column_values(self.__name__, "answer", kwargs, len(completions))
         tolerance = Fraction(Decimal(repr(float(self.tolerance))))
+        prompts = _prompt_texts(kwargs, len(completions))
         rewards: list[float | None] = []
-        for completion, answer in zip(completions, answers, strict=True):
-            reference = reference_number(answer)
+        for completion, answer, prompt in zip(completions, answers, prompts, strict=True):
+            reference = _reference(answer)
             if reference is None:
                 rewards.append(None)
                 continue
-            predicted = extract_final_number(completion_text(completion))
-            rewards.append(1.0 if predicted is not None and abs(predicted - reference) <= tolerance else 0.0)
+            predicted = final_number(completion_text(completion), prompt, str(answer))
+            rewards.append(1.0 if predicted is not None and numbers_equal(predicted, reference, tolerance) else 0.0)
         return rewards
 
 
@@ -240,29 +143,18 @@ register(
 # math_equivalence
 # --------------------------------------------------------------------------------------------------------------------
 
-# math_verify's parsing cost grows with the text; the final answer is at the end, so only the tail is parsed.
-_MATH_TAIL_CHARS = 10_000
-_BARE_ANSWER_CHARS = 200
-_LATEX_DELIMITER_RE = re.compile(r"\$|\\\(|\\\[|\\boxed")
-_PARSE_TIMEOUT_S = 5
-_VERIFY_TIMEOUT_S = 5
-
 
 class MathEquivalenceReward:
-    """1.0 when the completion's answer is mathematically equivalent to the row's ``answer``, else 0.0.
+    """1.0 when the completion's final answer is mathematically equivalent to the row's ``answer``, else 0.0.
 
     Uses Hugging Face's ``math-verify`` (``parse`` then ``verify(gold, prediction)``), as TRL's ``accuracy_reward``
-    does: fractions, LaTeX, sets and intervals, units. A reference without LaTeX delimiters (``$``, ``\\(``, ``\\[``,
-    ``\\boxed``) is parsed inside ``$...$`` (so a bare ``(1,2]`` is an interval and ``1+x^2`` is not just 1),
-    else as it is, each falling back to the other; a GSM8K ``#### 42`` reference is reduced to
-    ``42``. Only the last 10,000 characters of a completion are parsed; when nothing is found there, the content
-    of its last ``<answer>`` tag (or the whole completion, if at most 200 characters) is tried inside ``$...$``.
+    does: fractions, LaTeX, sets and intervals, units; see :mod:`grpo_core.rewards.math_check` for where and why it
+    is used differently (the last ``\\boxed{}`` only, hedges and expressions copied from the prompt score 0, prose
+    gold answers do not apply, exact numbers compare exactly).
 
-    math-verify enforces its timeouts with ``signal.alarm``, which works only in the main thread; elsewhere (a web
-    server's worker threads) the timeouts are disabled, as TRL does, and math-verify's warning about it silenced.
-
-    Call: ``(completions, answer=[...], **ignored) -> list[float | None]``; ``None`` where the reference is missing or
-    cannot be parsed; 0.0 where the completion cannot be parsed, or parsing or checking fails or times out.
+    Call: ``(completions, answer=[...], **ignored) -> list[float | None]``; ``None`` where the reference is missing,
+    prose or cannot be parsed; 0.0 where the completion has no final answer, hedges, or parsing or checking fails
+    or times out.
 
     Raises:
         ValueError: (on call) the ``answer`` column is missing or has the wrong length.
@@ -272,52 +164,19 @@ class MathEquivalenceReward:
         self.__name__ = name
 
     def __call__(self, completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
-        from math_verify import parse, verify  # sympy is heavy: import on first use, never in the web process
+        from grpo_core.rewards.math_check import MathChecker  # imports math-verify and sympy
 
         answers = column_values(self.__name__, "answer", kwargs, len(completions))
-        in_main_thread = threading.current_thread() is threading.main_thread()
-        parse_timeout = _PARSE_TIMEOUT_S if in_main_thread else None
-        verify_timeout = _VERIFY_TIMEOUT_S if in_main_thread else None
-        if not in_main_thread:
-            logging.getLogger("math_verify.parser").setLevel(logging.ERROR)
-            logging.getLogger("math_verify.grader").setLevel(logging.ERROR)
-
-        def safe_parse(text: str) -> list[Any]:
-            try:
-                return parse(text, parsing_timeout=parse_timeout)
-            except Exception:  # noqa: BLE001 - math-verify raises on odd input despite raise_on_error=False
-                return []
-
+        prompts = _prompt_texts(kwargs, len(completions))
+        checker = MathChecker()
         rewards: list[float | None] = []
-        gold_cache: dict[str, list[Any]] = {}
-        for completion, answer in zip(completions, answers, strict=True):
-            if _is_missing(answer):
-                rewards.append(None)
-                continue
-            reference = str(answer)
-            reference = gsm8k_final(reference) or reference
-            if reference not in gold_cache:
-                if _LATEX_DELIMITER_RE.search(reference):
-                    gold = safe_parse(reference) or safe_parse(f"${reference.strip()}$")
-                else:  # a bare "1+x^2" parsed as plain text gives just the number 1; as LaTeX, the expression
-                    gold = safe_parse(f"${reference.strip()}$") or safe_parse(reference)
-                gold_cache[reference] = gold
-            gold = gold_cache[reference]
+        for completion, answer, prompt in zip(completions, answers, prompts, strict=True):
+            gold = [] if is_missing_answer(answer) else checker.gold(answer)
             if not gold:
                 rewards.append(None)
                 continue
-            text = completion_text(completion)[-_MATH_TAIL_CHARS:]
-            prediction = safe_parse(text)
-            if not prediction:  # a bare "(1,2]" or "x^2+1" is only read as LaTeX inside $...$
-                region = (last_answer_tag(text) or text).strip()
-                prediction = safe_parse(f"${region}$") if region and len(region) <= _BARE_ANSWER_CHARS else []
-            if not prediction:
-                rewards.append(0.0)
-                continue
-            try:
-                rewards.append(1.0 if verify(gold, prediction, timeout_seconds=verify_timeout) else 0.0)
-            except Exception:  # noqa: BLE001 - any failure inside sympy means "not shown equivalent"
-                rewards.append(0.0)
+            prediction = checker.prediction(completion_text(completion), gold, prompt, str(answer))
+            rewards.append(1.0 if prediction and checker.equivalent(gold, prediction) else 0.0)
         return rewards
 
 
@@ -409,7 +268,7 @@ class ExactMatchReward:
         answers = column_values(self.__name__, "answer", kwargs, len(completions))
         rewards: list[float | None] = []
         for completion, answer in zip(completions, answers, strict=True):
-            if _is_missing(answer):
+            if is_missing_answer(answer):
                 rewards.append(None)
                 continue
             predicted = self.normalize(extract_answer_text(completion_text(completion), self.extract))

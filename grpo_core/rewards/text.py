@@ -19,6 +19,18 @@ from typing import Any
 
 from grpo_core.rewards.columns import column_values
 from grpo_core.rewards.registry import RewardRule, RuleParam, completion_text, register
+from grpo_core.rewards.template_tags import OPENED_THINK_CHOICES, OPENED_THINK_PARAM, opened_think_prefix
+
+_OPENED_THINK_HELP = "auto: from the model's chat template; yes: the prompt already opened <think>; no"
+
+
+def _opened_think_param() -> RuleParam:
+    return RuleParam(OPENED_THINK_PARAM, "choice", "auto", _OPENED_THINK_HELP, choices=OPENED_THINK_CHOICES)
+
+
+def _check_opened_think(value: str) -> None:
+    if value not in OPENED_THINK_CHOICES:
+        raise ValueError(f"parameter {OPENED_THINK_PARAM!r}: {value!r} is not one of {list(OPENED_THINK_CHOICES)}")
 
 # --------------------------------------------------------------------------------------------------------------------
 # format_regex
@@ -52,15 +64,23 @@ class FormatRegexReward:
     :mod:`re` but matched with the ``regex`` module when installed (same syntax for ``re`` patterns), so that a
     match taking longer than ``REGEX_TIMEOUT_S`` (1 s; the module may overshoot it by a few seconds) is abandoned
     and scores 0.0 instead of stalling training. The compiled pattern is not pickled; it is recompiled after
-    unpickling.
+    unpickling. When the pattern mentions ``<think>`` and ``template_opened_think`` is ``yes`` (the chat template
+    opened the tag, :mod:`grpo_core.rewards.template_tags`), the completion is matched with ``<think>\\n`` in front.
 
     Call: ``(completions, **ignored) -> list[float]``, one reward per completion.
     """
 
-    def __init__(self, pattern: str = DEFAULT_FORMAT_PATTERN, mode: str = "search", name: str = "format_regex"):
+    def __init__(
+        self,
+        pattern: str = DEFAULT_FORMAT_PATTERN,
+        mode: str = "search",
+        name: str = "format_regex",
+        template_opened_think: str = "auto",
+    ):
         self.pattern = pattern
         self.mode = mode
         self.__name__ = name
+        self.template_opened_think = template_opened_think if "<think>" in pattern else "no"
         self._regex, self._has_timeout = _compile_guarded(pattern)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -84,10 +104,13 @@ class FormatRegexReward:
             return False
 
     def __call__(self, completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
-        return [1.0 if self.matches(completion_text(c)) else 0.0 for c in completions]
+        opened = getattr(self, "template_opened_think", "no")
+        return [1.0 if self.matches(opened_think_prefix(opened, completion_text(c))) else 0.0 for c in completions]
 
 
-def make_format_regex(pattern: str = DEFAULT_FORMAT_PATTERN, mode: str = "search") -> FormatRegexReward:
+def make_format_regex(
+    pattern: str = DEFAULT_FORMAT_PATTERN, mode: str = "search", template_opened_think: str = "auto"
+) -> FormatRegexReward:
     """Build ``format_regex``.
 
     Raises:
@@ -101,7 +124,8 @@ def make_format_regex(pattern: str = DEFAULT_FORMAT_PATTERN, mode: str = "search
     except re.error as exc:
         where = f" at position {exc.pos} (line {exc.lineno}, column {exc.colno})" if exc.pos is not None else ""
         raise ValueError(f"parameter 'pattern': invalid regular expression {pattern!r}: {exc.msg}{where}") from None
-    return FormatRegexReward(pattern, mode)
+    _check_opened_think(template_opened_think)
+    return FormatRegexReward(pattern, mode, template_opened_think=template_opened_think)
 
 
 register(
@@ -114,6 +138,7 @@ register(
             RuleParam(
                 "mode", "choice", "search", "search: anywhere; fullmatch: the whole completion", choices=REGEX_MODES
             ),
+            _opened_think_param(),
         ),
         category="format",
     )
@@ -166,21 +191,32 @@ class ThinkAnswerFormatReward:
     before or after, not even a trailing newline). ``strict=False``: ``<think>...</think>`` followed, after optional
     whitespace, by ``<answer>...</answer>`` somewhere in the completion.
 
+    ``template_opened_think="yes"``: the chat template already opened ``<think>`` in the prompt (DeepSeek-R1 distills),
+    so the completion is read with ``<think>\\n`` in front unless it opens the tag itself; ``auto`` is set to ``yes``
+    or ``no`` from the model's chat template before a run (:mod:`grpo_core.rewards.template_tags`).
+
     Call: ``(completions, **ignored) -> list[float]``.
     """
 
-    def __init__(self, strict: bool = False, name: str = "think_answer_format") -> None:
+    def __init__(self, strict: bool = False, name: str = "think_answer_format", template_opened_think: str = "auto"):
         self.strict = strict
         self.__name__ = name
+        self.template_opened_think = template_opened_think
 
     def __call__(self, completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
         check = is_strict_think_answer if self.strict else is_soft_think_answer
-        return [1.0 if check(completion_text(c)) else 0.0 for c in completions]
+        opened = getattr(self, "template_opened_think", "no")
+        return [1.0 if check(opened_think_prefix(opened, completion_text(c))) else 0.0 for c in completions]
 
 
-def make_think_answer_format(strict: bool = False) -> ThinkAnswerFormatReward:
-    """Build ``think_answer_format``."""
-    return ThinkAnswerFormatReward(strict)
+def make_think_answer_format(strict: bool = False, template_opened_think: str = "auto") -> ThinkAnswerFormatReward:
+    """Build ``think_answer_format``.
+
+    Raises:
+        ValueError: ``template_opened_think`` is not ``auto``, ``yes`` or ``no``.
+    """
+    _check_opened_think(template_opened_think)
+    return ThinkAnswerFormatReward(strict, template_opened_think=template_opened_think)
 
 
 register(
@@ -188,7 +224,10 @@ register(
         name="think_answer_format",
         description="1 if the completion is <think>...</think> then <answer>...</answer> (DeepSeek-R1 format)",
         factory=make_think_answer_format,
-        params=(RuleParam("strict", "bool", False, "exactly <think>\\n…\\n</think>\\n<answer>\\n…\\n</answer>"),),
+        params=(
+            RuleParam("strict", "bool", False, "exactly <think>\\n…\\n</think>\\n<answer>\\n…\\n</answer>"),
+            _opened_think_param(),
+        ),
         category="format",
     )
 )

@@ -34,7 +34,9 @@ from grpo_core.config import ConfigError, RunConfig, load_run_config
 from grpo_core.preflight_report import DEFAULT_PROMPTS, PreflightReport, SampledGroup, format_report, judge, summarize
 from grpo_core.prompt_lengths import require_prompts_fit
 from grpo_core.reward_probe import probe_row
+from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_coverage
 from grpo_core.rewards.compose import build_reward_funcs, score_group
+from grpo_core.rewards.template_tags import resolve_for_model
 from grpo_core.run_rows import load_rows, prompt_text
 from grpo_core.worker.models import end_of_sequence_ids, load_policy, pick_device, prepare_model
 from grpo_core.worker.reward_models import enable_reward_model_scoring
@@ -176,8 +178,16 @@ def run_preflight(
     model_path = prepare_model(config.model, model_cache_dir, progress)
     if (Path(model_path) / "tokenizer.json").is_file():  # the run would refuse these prompts: so does the preflight
         require_prompts_fit(rows, model_path, config.max_completion_length)
+    rewards, opens_think = resolve_for_model(config.rewards, str(model_path), rows)
+    config = config.model_copy(update={"rewards": rewards})  # as the run will resolve template_opened_think: auto
     groups = sample_groups(config, rows, model_path, num_prompts=num_prompts, progress=progress)
     report = summarize(groups, config=config, seconds=time.monotonic() - started)
+    report.template_opened_think = opens_think
+    # the web-side check (missing, prose, not one number) over every row; math-verify's parse costs ~10 ms a row, and
+    # what it cannot parse shows as the rule's None share in the sampled groups
+    coverage = dataset_answer_coverage(rows, [spec.rule for spec in config.rewards])
+    report.answers_not_judged = {c.rule: c.not_judged for c in coverage if c.not_judged}
+    report.answer_coverage_notes = coverage_lines(coverage)
     report.verdict = judge(report)
     return report
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from grpo_core.config import RunConfig
 from grpo_core.rewards.compose import build_reward_funcs, guard_reward_funcs
+from grpo_core.rewards.template_tags import resolve_for_model
 from grpo_core.run_rows import ROW_INDEX_COLUMN, eval_row_indices
 from grpo_core.worker.models import (
     end_of_sequence_ids,
@@ -113,6 +114,10 @@ def build_trainer(
         first = models.index(False)
         rewards = [config.rewards[first], *config.rewards[:first], *config.rewards[first + 1 :]]
         config = config.model_copy(update={"rewards": rewards})
+    rewards, opens_think = resolve_for_model(config.rewards, str(model_path), rows)  # template_opened_think: auto
+    if opens_think:
+        progress("the chat template opens <think> in the prompt: format rules read completions as starting inside it")
+    config = config.model_copy(update={"rewards": rewards})
     funcs, weights, names = build_reward_funcs(config.rewards)
     device = pick_device(config.device)
     bf16 = policy_dtype(device) == torch.bfloat16

@@ -119,6 +119,7 @@ def try_model(request: TryRequest, progress: Callable[[str], None] = print) -> d
     from transformers import AutoModelForCausalLM
 
     from grpo_core.rewards.compose import build_reward_funcs
+    from grpo_core.rewards.template_tags import resolve_for_model
     from grpo_core.worker.models import prepare_model
 
     started = time.monotonic()
@@ -126,6 +127,9 @@ def try_model(request: TryRequest, progress: Callable[[str], None] = print) -> d
     device = pick_device(request.device)
     dtype = policy_dtype(device)
     model_path = prepare_model(request.model, Path(request.model_cache_dir), progress)
+    if request.rewards:  # template_opened_think: auto, as the run resolves it
+        rewards, _ = resolve_for_model(request.rewards, str(model_path), [{"prompt": request.prompt}])
+        request = request.model_copy(update={"rewards": rewards})
     progress(f"loading {model_path} on {device}")
     model, tokenizer = load_policy(model_path, device)
     model = model.to(device).eval()

@@ -1,0 +1,451 @@
+r"""The final answer of a completion, and that answer read as a number (used by the answer rules).
+
+What "final answer" means here (docs/rewards.md, "What the final answer is"): in the text after the last
+``</think>`` (all of it when there is none; an answer inside the reasoning does not count), by priority, first
+present wins:
+
+1. the last closed ``\boxed{...}`` / ``\fbox{...}`` (MATH's format; a self-correcting completion is scored by its
+   final box);
+2. the rest of the line after the last GSM8K marker ``####``;
+3. the content of the last ``<answer>...</answer>``;
+4. the rest of the sentence after the last answer cue: "the answer is", "final answer", "answer:", "答案是"
+   (Qwen2.5-Math's and DeepSeekMath's evaluations read "he answer is" and Minerva's "final answer is" the same way);
+5. else the whole completion (its last ``TEXT_TAIL_CHARS`` characters for a number).
+
+A *hedge* is no answer: two boxes with different content separated only by list separators (``\boxed{3} or
+\boxed{4}``), or, in the region, a last number joined to the one before it by "or" or by list separators only
+("3 or 4", "3, 4, 5", "between 12 and 13"). A policy that lists candidates must not be paid when one of them is right.
+An *echo* is no answer either: an expression copied from the prompt ("18 - 9" for "What is 18 - 9?",
+:func:`echoes_prompt`).
+
+Inside the region the LAST number expression is the answer, read as one value: ``6.02 \times 10^{23}``, ``6.02e23``,
+``6.02 x 10^23`` (scientific notation), ``\frac{3}{4}``, ``3/4``, ``2 1/2`` and ``2\frac{1}{2}`` (fractions and mixed
+numbers), ``2^{10}`` (an integer power), ``1,234,567`` / ``1{,}234`` / ``1\,234`` / ``1 234`` (thousands
+separators: groups of exactly three digits after a first group without a leading zero, so "1,2,3" is a list),
+``-5`` / ``\u22125`` / ``(-40)`` (negative), ``50%`` / ``50\%`` / ``50 percent`` (percent), ``0.1\overline{6}``
+(repeating), ``1.5 million`` (scale words), ``¾`` / ``2½`` (vulgar fractions), with currency signs, TeX text and unit
+words (``$1,234``, ``12 \text{ cm}^2``, ``90^\circ``, ``5 m²``) ignored. Every value is an exact
+:class:`fractions.Fraction`.
+
+Sources: GSM8K (Cobbe et al., 2021) ``####``; MATH (Hendrycks et al., 2021) ``\boxed{}``; the answer extraction of
+DeepSeekMath (``evaluation/data_processing/answer_extraction.py``) and Qwen2.5-Math (``evaluation/parser.py``);
+math-verify's number extraction tests (``tests/test_all.py``).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import deque
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+
+# --------------------------------------------------------------------------------------------------------------------
+# Regions
+# --------------------------------------------------------------------------------------------------------------------
+
+_BOXED_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_BRACE_RE = re.compile(r"[{}]")
+
+
+def boxed_spans(text: str) -> list[tuple[int, int, int]]:
+    r"""Every closed ``\boxed{...}`` / ``\fbox{...}`` of ``text`` as ``(start of \boxed, content start, content end)``,
+    ordered by start. One pass over the braces (linear even for a looping model's thousands of unclosed boxes)."""
+    openers = {m.end() - 1: m for m in _BOXED_RE.finditer(text)}  # "{" index -> the \boxed match
+    if not openers:
+        return []
+    stack: list[int] = []
+    spans = []
+    for brace in _BRACE_RE.finditer(text, min(openers)):
+        if brace.group() == "{":
+            stack.append(brace.start())
+        elif stack:
+            start = stack.pop()
+            if start in openers:
+                spans.append((openers[start].start(), start + 1, brace.start()))
+    return sorted(spans)
+
+
+def last_boxed(text: str) -> str | None:
+    r"""Content of the last ``\boxed{...}`` (or ``\fbox{...}``) in ``text``, nested braces allowed; ``None`` if none.
+
+    "Last" is the closed one that starts last."""
+    spans = boxed_spans(text)
+    return text[spans[-1][1] : spans[-1][2]] if spans else None
+
+
+# Text that only separates items of a list: whitespace, commas, semicolons, "and"/"or", dollar and TeX math
+# delimiters, \quad, \text{ or } and the like. Between two boxes it makes a hedge.
+_LIST_GAP = r"(?:\s|[,;&/|$.]|\\[()\[\]]|\\q?quad|\\[,;:! ]|\\text\s*\{[^{}]{0,12}\}|\bor\b|\band\b|或|和|、|，|；)*"
+_LIST_GAP_RE = re.compile(_LIST_GAP, re.IGNORECASE)
+_OR_RE = re.compile(r"\bor\b|或|\\vee", re.IGNORECASE)
+
+
+def _hedged_boxes(text: str, spans: list[tuple[int, int, int]]) -> bool:
+    """True when the last box and the box before it (not nested in it) differ and only list separators lie between."""
+    last_start, content_start, content_end = spans[-1]
+    before = [s for s in spans[:-1] if s[2] < last_start]
+    if not before:
+        return False
+    previous = max(before, key=lambda s: s[2])
+    gap = text[previous[2] + 1 : last_start]
+    if _LIST_GAP_RE.fullmatch(gap) is None:
+        return False
+    squeeze = str.maketrans("", "", " \t\n")
+    return text[previous[1] : previous[2]].translate(squeeze) != text[content_start:content_end].translate(squeeze)
+
+
+_ANSWER_OPEN_RE = re.compile(r"<answer>", re.IGNORECASE)
+_ANSWER_CLOSE_RE = re.compile(r"</answer>", re.IGNORECASE)
+
+
+def last_answer_tag(text: str) -> str | None:
+    """Content of the last ``<answer>...</answer>`` in ``text`` (tags in any case); ``None`` if there is none.
+
+    Found from the last closing tag backwards, in linear time (a lazy ``<answer>(.*?)</answer>`` regex is
+    quadratic on a completion that repeats ``<answer>`` without closing it).
+    """
+    closing = deque(_ANSWER_CLOSE_RE.finditer(text), maxlen=1)
+    if not closing:
+        return None
+    end = closing[0].start()
+    opening = deque(_ANSWER_OPEN_RE.finditer(text, 0, end), maxlen=1)
+    return text[opening[0].end() : end] if opening else None
+
+
+def gsm8k_final(text: str) -> str | None:
+    """The text after the last GSM8K marker ``####`` up to the end of its line; ``None`` if there is no marker."""
+    index = text.rfind("####")
+    if index < 0:
+        return None
+    return text[index + 4 :].split("\n", 1)[0]
+
+
+_CUE_RE = re.compile(
+    r"(?:\b(?:the\s+)?final\s+answer(?:\s+is)?|\bthe\s+answer\s+is|\banswer\s*[:：]|答案(?:是|为|：|:))\s*[:：]?",
+    re.IGNORECASE,
+)
+
+
+_SENTENCE_END_RE = re.compile(r"(?<=[^\s.])\.(?=\s)|。")
+
+
+def cued_answer(text: str) -> str | None:
+    """The rest of the sentence after the last answer cue ("the answer is", "Final Answer:", "答案是"), up to ". " or
+    the line's end (not "?": a hedge may follow it); ``None`` if there is no cue.
+
+    A cue followed by nothing on its line (Minerva's "Final Answer: The final answer is $x$") is skipped for the next.
+    """
+    for cue in reversed(list(_CUE_RE.finditer(text))):
+        rest = _SENTENCE_END_RE.split(text[cue.end() :].split("\n", 1)[0], maxsplit=1)[0]
+        if rest.strip() and not _CUE_RE.match(rest.strip()):
+            return rest
+    return None
+
+
+@dataclass(frozen=True)
+class FinalAnswer:
+    """Where the final answer of a text is: ``region`` (the text to read), ``source`` (``boxed``, ``gsm8k``,
+    ``answer_tag``, ``cue`` or ``text``) and ``hedged`` (two different boxes offered as alternatives)."""
+
+    region: str
+    source: str
+    hedged: bool = False
+
+
+_THINK_CLOSE_RE = re.compile(r"</think>", re.IGNORECASE)
+
+
+def after_reasoning(text: str) -> str:
+    """The text after the last ``</think>`` (the whole text when there is none): an answer given inside the reasoning
+    is not the final answer (TRL's ``reasoning_accuracy_reward`` reads the same part)."""
+    closing = deque(_THINK_CLOSE_RE.finditer(text), maxlen=1)
+    return text[closing[0].end() :] if closing else text
+
+
+def final_answer(text: str) -> FinalAnswer:
+    """The final-answer region of ``text`` by the priority in this module's docstring."""
+    text = after_reasoning(text)
+    spans = boxed_spans(text)
+    if spans:
+        return FinalAnswer(text[spans[-1][1] : spans[-1][2]], "boxed", _hedged_boxes(text, spans))
+    for source, extract in (("gsm8k", gsm8k_final), ("answer_tag", last_answer_tag), ("cue", cued_answer)):
+        region = extract(text)
+        if region is not None:
+            return FinalAnswer(region, source)
+    return FinalAnswer(text, "text")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Numbers
+# --------------------------------------------------------------------------------------------------------------------
+
+_MINUS_SIGNS = dict.fromkeys(map(ord, "\u2212\ufe63\uff0d\u2012\u2013"), "-")
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+_SUPERSCRIPT_RUN_RE = re.compile(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+")
+_VULGAR_FRACTION_RE = re.compile(r"[¼½¾⅐⅑⅒⅓⅔⅕⅖⅗⅘⅙⅚⅛⅜⅝⅞]")
+_FRACTION_SLASHES = dict.fromkeys(map(ord, "\u2044\u2215"), "/")
+# Python refuses to convert integers longer than this many digits from text (sys.get_int_max_str_digits()).
+MAX_DIGITS = 4000
+
+
+def normalize_number_text(text: str) -> str:
+    """NFKC-normalise (full-width digits become ASCII), superscripts become ``^{...}`` (``10²³`` is ``10^{23}``), a
+    vulgar fraction a spaced ``n/d`` (``2½`` is the mixed number ``2 1/2``, not 21/2), fraction and division slashes
+    ``/``, and unicode minus and dash signs ``-``."""
+    text = _SUPERSCRIPT_RUN_RE.sub(lambda m: "^{" + m.group().translate(_SUPERSCRIPTS) + "}", text)
+    text = _VULGAR_FRACTION_RE.sub(lambda m: " " + unicodedata.normalize("NFKC", m.group()) + " ", text)
+    return unicodedata.normalize("NFKC", text).translate(_MINUS_SIGNS).translate(_FRACTION_SLASHES)
+
+
+_TEX_CLEANUPS = (
+    (re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}"), r" \1 "),
+    (re.compile(r"\\(?:left|right|displaystyle|!)"), ""),
+    (re.compile(r"\{,\}"), ","),
+    (re.compile(r"(?<=\d)(?:\\,|\\ |~|\u202f|\u2009)(?=\d{3}(?!\d))"), ","),  # thin-space thousands separator
+    (re.compile(r"\\[,;: ]|~"), " "),
+    (re.compile(r"\\%|\bper\s?cent\b|\bpct\b"), "%"),
+    (re.compile(r"\\\$|[$€£¥₹]|\\(?:euro|pounds)"), " "),
+    (re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°"), " "),  # degrees
+    (re.compile(r"(?<=[A-Za-z])\s*\^\s*(?:\{\s*[-+]?\d+\s*\}|[-+]?\d)"), ""),  # a unit's power: cm^2, m^{3}
+    (re.compile(r"\\(?:[dtc]frac)"), r"\\frac"),
+    (re.compile(r"\\(?:cdot|times)(?![A-Za-z])|×|·"), " \\\\times "),
+)
+
+
+def _clean(region: str) -> str:
+    for pattern, replacement in _TEX_CLEANUPS:
+        region = pattern.sub(replacement, region)
+    return region
+
+
+_UINT = r"(?:[1-9]\d{0,2}(?:,\d{3})+(?!\d)|[1-9]\d{0,2}(?: \d{3})+(?![\d,.])|\d+)"
+_DEC = rf"(?:{_UINT}(?:\.\d+)?|\.\d+)"
+_EXP = r"(?:\{\s*[-+]?\d{1,3}\s*\}|\(\s*[-+]?\d{1,3}\s*\)|[-+]?\d{1,3})(?!\d)"
+_POW = r"(?:\^|\*\*)\s*"
+_ATOM = rf"(?:{_DEC}(?:\s*{_POW}{_EXP})?)"
+_SIGNED_ATOM = rf"(?:[-+]?\s?{_ATOM})"
+_FRAC_ARG = rf"(?:\{{\s*{_SIGNED_ATOM}\s*\}}|\d)"
+_KINDS = {
+    "repeat": r"\d*\.\d*\\overline\s*\{\d{1,20}\}",
+    "mixed": rf"\d+(?:\s+\d+\s*/\s*\d+(?![\d.])|\s*\\frac\s*{_FRAC_ARG}\s*{_FRAC_ARG})",
+    "frac": rf"\\frac\s*{_FRAC_ARG}\s*{_FRAC_ARG}",
+    "sci": rf"{_DEC}\s*(?:\\times|x|X|\*)\s*(?:10|\{{\s*10\s*\}})\s*{_POW}{_EXP}",
+    "enote": rf"{_DEC}[eE][-+]?\d{{1,3}}(?![\d])",
+    "slash": rf"{_ATOM}\s*/\s*[-+]?{_ATOM}",
+    "power": rf"{_DEC}\s*{_POW}{_EXP}",
+    "plain": _DEC,
+}
+_NUMBER_RE = re.compile(
+    r"(?<![0-9A-Za-z_.)\]}^/])(?P<sign>[-+]\s?)?(?:"
+    + "|".join(f"(?P<{name}>{pattern})" for name, pattern in _KINDS.items())
+    + r")(?P<scale>\s+(?:thousand|million|billion|trillion)\b)?(?P<pct>\s*%)?",
+    re.IGNORECASE,
+)
+_SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+_REPEAT_PARTS_RE = re.compile(r"(\d*)\.(\d*)\\overline\s*\{(\d+)\}")
+_FRAC_PARTS_RE = re.compile(rf"\\frac\s*({_FRAC_ARG})\s*({_FRAC_ARG})")
+_MIXED_SLASH_RE = re.compile(r"(\d+)\s+(\d+)\s*/\s*(\d+)")
+_SCI_PARTS_RE = re.compile(rf"({_DEC})\s*(?:\\times|x|X|\*)\s*(?:10|\{{\s*10\s*\}})\s*{_POW}({_EXP})")
+_POWER_PARTS_RE = re.compile(rf"({_DEC})\s*{_POW}({_EXP})")
+
+
+def _decimal(token: str) -> Fraction | None:
+    token = token.replace(",", "").replace(" ", "")
+    if len(token) > MAX_DIGITS:
+        return None
+    try:
+        return Fraction(Decimal(token))
+    except (InvalidOperation, ValueError, ZeroDivisionError):
+        return None
+
+
+def _power(base: Fraction | None, exponent_text: str) -> Fraction | None:
+    """``base ** exponent``; ``None`` when the result would have more than MAX_DIGITS digits or divide by zero."""
+    exponent = int(exponent_text.strip("{}() "))
+    if base is None or (base == 0 and exponent < 0):
+        return None
+    size = max(len(str(abs(base.numerator))), len(str(base.denominator)))
+    return None if size * abs(exponent) > MAX_DIGITS else base**exponent
+
+
+def _atom(text: str) -> Fraction | None:
+    """Value of ``[-+] DEC [^ EXP]`` (a fraction's numerator or denominator)."""
+    text = text.strip()
+    if text.startswith("{") and text.endswith("}"):
+        text = text[1:-1].strip()
+    sign = -1 if text.startswith("-") else 1
+    text = text.lstrip("-+ ")
+    power = _POWER_PARTS_RE.fullmatch(text)
+    value = _power(_decimal(power.group(1)), power.group(2)) if power else _decimal(text)
+    return None if value is None else sign * value
+
+
+def _ratio(numerator: Fraction | None, denominator: Fraction | None) -> Fraction | None:
+    if numerator is None or denominator is None or denominator == 0:
+        return None
+    return numerator / denominator
+
+
+def _value(kind: str, text: str) -> Fraction | None:
+    """Value of one matched number expression of ``kind`` (see ``_KINDS``), without its sign."""
+    if kind in ("plain", "enote"):
+        return _decimal(text)
+    if kind == "repeat":  # 0.1\overline{6} = 0.1666... = 1/6
+        whole, fixed, period = _REPEAT_PARTS_RE.fullmatch(text).groups()  # type: ignore[union-attr]
+        repeating = Fraction(int(period), 10 ** len(period) - 1)
+        return int(whole or 0) + (int(fixed or 0) + repeating) / 10 ** len(fixed)
+    if kind == "frac":
+        parts = _FRAC_PARTS_RE.fullmatch(text)
+        return _ratio(_atom(parts.group(1)), _atom(parts.group(2))) if parts else None
+    if kind == "slash":
+        numerator, denominator = text.split("/", 1)
+        return _ratio(_atom(numerator), _atom(denominator))
+    if kind == "sci":
+        parts = _SCI_PARTS_RE.fullmatch(text)
+        mantissa = _decimal(parts.group(1)) if parts else None
+        scale = _power(Fraction(10), parts.group(2)) if parts else None
+        return None if mantissa is None or scale is None else mantissa * scale
+    if kind == "power":
+        parts = _POWER_PARTS_RE.fullmatch(text)
+        return _power(_decimal(parts.group(1)), parts.group(2)) if parts else None
+    slash = _MIXED_SLASH_RE.fullmatch(text)  # mixed
+    if slash:
+        fraction = _ratio(_decimal(slash.group(2)), _decimal(slash.group(3)))
+        whole = _decimal(slash.group(1))
+    else:
+        whole_text = re.match(r"\d+", text).group()  # type: ignore[union-attr]
+        whole, fraction = _decimal(whole_text), _value("frac", text[len(whole_text) :].strip())
+    if whole is None or fraction is None or not 0 < fraction < 1:
+        return None  # "3\frac{5}{4}" is not a mixed number
+    return whole + fraction
+
+
+@dataclass(frozen=True)
+class ReadNumber:
+    """A number read from text: its exact ``value``, whether a percent sign followed it, and its span."""
+
+    value: Fraction
+    percent: bool
+    start: int
+    end: int
+
+
+def _matches(region: str) -> list[tuple[re.Match[str], Fraction | None]]:
+    found = []
+    for match in _NUMBER_RE.finditer(region):
+        kind = next(k for k in _KINDS if match.group(k) is not None)
+        value = _value(kind, match.group(kind))
+        if value is not None and match.group("scale"):
+            value *= _SCALES[match.group("scale").strip().lower()]
+        if value is not None and match.group("sign") and match.group("sign").startswith("-"):
+            value = -value
+        found.append((match, value))
+    return found
+
+
+_LIST_MARK_RE = re.compile(r"[,;&|]|\\q?quad|\band\b|或|和|、|，|；", re.IGNORECASE)
+
+
+def _is_list_gap(gap: str) -> bool:
+    """Whether ``gap`` (the text between two different numbers) makes them alternatives or a list rather than one
+    answer: an "or" within 40 characters, or only list separators with a list mark (comma, semicolon, "and", \\quad)
+    or only spaces on one line ("3 4"). A newline or a sentence's end alone does not: "6 + 9 = 15.\\n15" is one answer
+    written twice, "Step 3.\\n4" is a step number then the answer."""
+    if len(gap) <= 40 and _OR_RE.search(gap):
+        return True
+    if _LIST_GAP_RE.fullmatch(gap) is None:
+        return False
+    return _LIST_MARK_RE.search(gap) is not None or (gap.strip(" \t$") == "" and "\n" not in gap and "." not in gap)
+
+
+def read_numbers(region: str) -> list[ReadNumber | None]:
+    """Every number expression of ``region`` (normalised first) in order; ``None`` for one too large to read."""
+    region = _clean(normalize_number_text(region))
+    return [
+        None if value is None else ReadNumber(value, bool(match.group("pct")), match.start(), match.end())
+        for match, value in _matches(region)
+    ]
+
+
+def last_number(region: str) -> ReadNumber | None:
+    """The last number expression of ``region``; ``None`` when there is none, it cannot be read, or it is the last
+    item of a list or of alternatives ("3, 4", "3 or 4")."""
+    region = _clean(normalize_number_text(region))
+    found = _matches(region)
+    if not found:
+        return None
+    match, value = found[-1]
+    if value is None:
+        return None
+    previous, previous_value = found[-2] if len(found) > 1 else (None, None)
+    if previous is not None and previous_value != value and _is_list_gap(region[previous.end() : match.start()]):
+        return None
+    return ReadNumber(value, bool(match.group("pct")), match.start(), match.end())
+
+
+_SQUEEZE_RE = re.compile(r"\s+|\$|\\[,;:! ]|\\left|\\right|\\[()\[\]]")
+# an operator with an operand before it (a leading minus is a sign: "-9" is a value), or a TeX operation
+_OPERATOR_RE = re.compile(r"(?<=[\w)\]}])[-+*/^×÷·]|\\(?:[dtc]?frac|sqrt|times|cdot|div|binom|pm)")
+
+
+def echoes_prompt(region: str, prompt: str, reference: str) -> bool:
+    """Whether the final answer ``region`` is an expression copied from the ``prompt`` ("6 + 9" for "What is 6 + 9?",
+    ``\\sqrt{8}`` for "Simplify $\\sqrt{8}$") rather than the ``reference`` itself: math-verify would evaluate it and
+    pay the question back. Only an expression with an operator counts; a plain value that the prompt happens to
+    contain ("3" in "Is 3 or 5 bigger?", "-9" in "What is 0 - 9?") does not."""
+    answer = _SQUEEZE_RE.sub("", region)
+    if not answer or _OPERATOR_RE.search(answer) is None:
+        return False
+    return answer in _SQUEEZE_RE.sub("", prompt) and answer != _SQUEEZE_RE.sub("", reference)
+
+
+#: Without a box, marker, tag or cue, the answer is at the end: only this many last characters are read.
+TEXT_TAIL_CHARS = 10_000
+
+
+def final_number(text: str, prompt: str = "", reference: str = "") -> ReadNumber | None:
+    """The final answer of ``text`` (see the module docstring) read as a number; ``None`` when there is none, or when
+    it is an expression copied from ``prompt`` that is not ``reference`` (:func:`echoes_prompt`: "18 - 9" for "What
+    is 18 - 9?" is not the answer 9)."""
+    answer = final_answer(normalize_number_text(text))
+    if answer.hedged or (prompt and echoes_prompt(answer.region[-TEXT_TAIL_CHARS:], prompt, reference)):
+        return None
+    return last_number(answer.region[-TEXT_TAIL_CHARS:] if answer.source == "text" else answer.region)
+
+
+_GOLD_PREFIX_RE = re.compile(r"[\s(\[{]*")
+_GOLD_SUFFIX_RE = re.compile(r"\s*(?:[A-Za-z]+\.?(?:\s+[A-Za-z]+\.?)?)?[\s.)\]}]*")
+
+
+def reference_value(text: str) -> ReadNumber | None:
+    """A reference answer written as text, read strictly: its final-answer region (the text after a last ``=``) must
+    be one number, optionally in brackets, with currency signs and at most two unit words after it ("18 dollars").
+    Prose holding a number ("see figure 3", "3 or 4") gives ``None``: the numeric rule does not apply to it."""
+    answer = final_answer(normalize_number_text(text))
+    if answer.hedged:
+        return None
+    region = _clean(answer.region).rsplit("=", 1)[-1]
+    found = _matches(region)
+    if len(found) != 1 or found[0][1] is None:
+        return None
+    match, value = found[0]
+    if not (_GOLD_PREFIX_RE.fullmatch(region[: match.start()]) and _GOLD_SUFFIX_RE.fullmatch(region[match.end() :])):
+        return None
+    return ReadNumber(value, bool(match.group("pct")), match.start(), match.end())
+
+
+def numbers_equal(predicted: ReadNumber, reference: ReadNumber, tolerance: Fraction = Fraction(0)) -> bool:
+    """Whether two read numbers are the same answer within ``tolerance`` (absolute).
+
+    A percent on one side only may be read either way: "50%" equals a reference of 50 and of 0.5 (as Qwen2.5-Math's
+    ``math_equal`` does with ``include_percentage``); with a percent on both sides, or neither, values compare as
+    written."""
+    if predicted.percent == reference.percent:
+        candidates = [(predicted.value, reference.value)]
+    elif predicted.percent:
+        candidates = [(predicted.value, reference.value), (predicted.value / 100, reference.value)]
+    else:
+        candidates = [(predicted.value, reference.value), (predicted.value, reference.value / 100)]
+    return any(abs(a - b) <= tolerance for a, b in candidates)

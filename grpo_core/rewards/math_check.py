@@ -1,0 +1,212 @@
+r"""math-verify, used where it is right: the gold and prediction parsing and checks behind ``math_equivalence``.
+
+Where this differs from calling ``math_verify.parse`` / ``verify`` on the whole texts (as TRL's ``accuracy_reward``
+does), and why (docs/rewards.md, "math_equivalence and math-verify"):
+
+* The prediction is the completion's *final answer* (:func:`grpo_core.rewards.final_answer.final_answer`), after its
+  reasoning (the last ``</think>``): its last ``\boxed{}`` only. math-verify reads every box of a text and may join two of them into one set, so a completion
+  that corrects itself ("\boxed{841} ... Final Answer: \boxed{840}") or hedges ("\boxed{3} or \boxed{4}") was not
+  scored by its final box. Two different boxes offered as alternatives, or "3 or 4" against a one-value gold, score 0.
+* A gold answer that is prose ("see figure", "yes") gives ``None``: math-verify reads an unknown word inside
+  ``$...$`` as a product of one-letter variables, which a completion echoing the letters in any order matched.
+  A gold or a final answer that is one number with unit words ("18 dollars", "The answer is 18 dollars.") is compared
+  as that number.
+* E-notation (``6.02e23``, ``1e-30``) is rewritten as ``\\times 10^{...}`` first: math-verify reads the ``e`` as
+  Euler's number (``1e-30`` parsed as ``E - 29``).
+* A final answer that is an expression copied from the prompt ("6 + 9" for "What is 6 + 9?", ``\\sqrt{8}`` for
+  "Simplify $\\sqrt{8}$") scores 0 unless it is the reference itself: math-verify evaluates it and would pay the
+  question back (TRL passes the ``prompts``).
+* Equal-looking numbers are checked exactly: ``verify`` rounds to 6 decimal places, so ``\frac{1}{2^{98}}`` equalled
+  ``\frac{1}{2^{99}}``. After ``verify`` says yes, two numeric answers must be exactly equal when both are exact
+  (rationals, radicals) or within a relative 1e-6 when one is a decimal; math-verify's percent reading (28% and 28)
+  is kept.
+
+math-verify (and sympy) are imported on first use only: the web process must stay light.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from typing import Any
+
+from grpo_core.rewards.final_answer import (
+    echoes_prompt,
+    final_answer,
+    gsm8k_final,
+    last_number,
+    read_numbers,
+    reference_value,
+)
+from grpo_core.rewards.prose import has_words, is_prose_answer
+
+# math_verify's parsing cost grows with the text; the final answer is at the end, so only the tail is parsed.
+MATH_TAIL_CHARS = 10_000
+_BARE_ANSWER_CHARS = 200
+_LATEX_DELIMITER_RE = re.compile(r"\$|\\\(|\\\[|\\boxed")
+_PARSE_TIMEOUT_S = 5
+_VERIFY_TIMEOUT_S = 5
+
+
+_E_NOTATION_RE = re.compile(r"(?<![\w.\\])(\d+\.\d+|\d+)[eE]([-+]?)(\d+)(?![\w.])")
+
+
+def _tex_e_notation(text: str) -> str:
+    """``6.02e23`` and ``1e-30`` as ``6.02 \\times 10^{23}`` (math-verify reads the ``e`` as Euler's number): when the
+    mantissa has a decimal point or the exponent two or more digits, so ``3e-1`` (3e - 1) and ``2e`` keep their e."""
+
+    def tex(match: re.Match[str]) -> str:
+        mantissa, sign, exponent = match.groups()
+        if "." not in mantissa and len(exponent) < 2:
+            return match.group()
+        return f"{mantissa} \\times 10^{{{'-' if sign == '-' else ''}{exponent}}}"
+
+    return _E_NOTATION_RE.sub(tex, text)
+
+
+class MathChecker:
+    """Parses gold answers (cached) and predictions, and decides equivalence; timeouts only in the main thread.
+
+    math-verify enforces its timeouts with ``signal.alarm``, which works only in the main thread; elsewhere (a web
+    server's worker threads) the timeouts are disabled, as TRL does, and math-verify's warning about it silenced.
+    """
+
+    def __init__(self) -> None:
+        from math_verify import parse, verify  # sympy is heavy: import on first use, never in the web process
+
+        self._parse, self._verify = parse, verify
+        in_main_thread = threading.current_thread() is threading.main_thread()
+        self.parse_timeout = _PARSE_TIMEOUT_S if in_main_thread else None
+        self.verify_timeout = _VERIFY_TIMEOUT_S if in_main_thread else None
+        if not in_main_thread:
+            logging.getLogger("math_verify.parser").setLevel(logging.ERROR)
+            logging.getLogger("math_verify.grader").setLevel(logging.ERROR)
+        self._gold_cache: dict[str, list[Any]] = {}
+
+    def safe_parse(self, text: str) -> list[Any]:
+        """``math_verify.parse(text)``, ``[]`` on any failure."""
+        try:
+            return self._parse(text, parsing_timeout=self.parse_timeout)
+        except Exception:  # noqa: BLE001 - math-verify raises on odd input despite raise_on_error=False
+            return []
+
+    def gold(self, answer: Any) -> list[Any]:
+        """The parsed gold answer of a row, ``[]`` when it is prose or no parse gives anything (rule does not apply).
+
+        A GSM8K ``#### 42`` reference is reduced to ``42``; a reference of one number with unit words to the number;
+        a reference without LaTeX delimiters is parsed inside ``$...$`` first (a bare ``(1,2]`` is an interval and
+        ``1+x^2`` not just 1), else as it is, each falling back to the other.
+        """
+        reference = str(answer)
+        reference = _tex_e_notation(gsm8k_final(reference) or reference)
+        if reference not in self._gold_cache:
+            self._gold_cache[reference] = self._parse_gold(reference)
+        return self._gold_cache[reference]
+
+    def _parse_gold(self, reference: str) -> list[Any]:
+        if has_words(reference):
+            number = _number_with_words(reference)
+            if number is not None:  # "18 dollars": math-verify would read dollars as d*o*l*l*a*r*s
+                reference = number
+            elif is_prose_answer(reference):
+                return []
+        if _LATEX_DELIMITER_RE.search(reference):
+            return self.safe_parse(reference) or self.safe_parse(f"${reference.strip()}$")
+        return self.safe_parse(f"${reference.strip()}$") or self.safe_parse(reference)
+
+    def prediction(self, text: str, gold: list[Any], prompt: str = "", reference: str = "") -> list[Any]:
+        """The parsed final answer of a completion, ``[]`` when it has none, hedges, or echoes an expression of the
+        ``prompt`` that is not the ``reference`` itself (see the module docstring)."""
+        text = _tex_e_notation(text[-MATH_TAIL_CHARS:])
+        answer = final_answer(text)
+        if answer.hedged or (prompt and echoes_prompt(answer.region, prompt, reference)):
+            return []
+        if answer.source != "text" and _is_number_hedge(answer.region, gold):
+            return []
+        number = _number_with_words(answer.region) if answer.source != "text" else None
+        if number is not None:  # "The answer is 18 dollars."
+            return self.safe_parse(f"${number}$")
+        if answer.source == "boxed":
+            return self.safe_parse(f"\\boxed{{{answer.region}}}") or self.safe_parse(f"${answer.region}$")
+        if answer.source in ("gsm8k", "cue"):
+            region = answer.region.strip().rstrip(".")
+            parsed = self.safe_parse(region) if _LATEX_DELIMITER_RE.search(region) else []
+            return parsed or self.safe_parse(f"${region.strip('$ ')}$")
+        text = answer.region  # the text after the reasoning
+        lines = [line for line in text.splitlines() if line.strip()]
+        if not lines or _is_number_hedge(lines[-1], gold):
+            return []
+        prediction = self.safe_parse(text)
+        if not prediction:  # a bare "(1,2]" or "x^2+1" is only read as LaTeX inside $...$
+            region = text.strip()
+            prediction = self.safe_parse(f"${region}$") if region and len(region) <= _BARE_ANSWER_CHARS else []
+        return prediction
+
+    def equivalent(self, gold: list[Any], prediction: list[Any]) -> bool:
+        """``math_verify.verify(gold, prediction)``, then the exact check of numbers; ``False`` on any failure."""
+        try:
+            if not self._verify(gold, prediction, timeout_seconds=self.verify_timeout):
+                return False
+            return not _numbers_differ(gold, prediction)
+        except Exception:  # noqa: BLE001 - any failure inside sympy means "not shown equivalent"
+            return False
+
+
+def _number_with_words(text: str) -> str | None:
+    """``text`` as a plain number (``"18"``, ``"3/4"``, ``"50\\%"``) when it is one number with unit words after it
+    ("18 dollars"), else ``None`` (text without words is left to math-verify)."""
+    if not has_words(text):
+        return None
+    number = reference_value(text)
+    if number is None:
+        return None
+    value = number.value
+    written = f"{value.numerator}/{value.denominator}" if value.denominator != 1 else str(value)
+    return written + ("\\%" if number.percent else "")
+
+
+def _is_number_hedge(region: str, gold: list[Any]) -> bool:
+    """Whether ``region`` offers several numbers as alternatives ("3 or 4", "3, 4") while the gold is one scalar
+    expression (not a set, interval, tuple, matrix or equation, whose parts a list may rightly give)."""
+    import sympy
+
+    if not (gold and isinstance(gold[0], sympy.Expr)):
+        return False
+    numbers = read_numbers(region)
+    return len(numbers) >= 2 and numbers[-1] is not None and last_number(region) is None
+
+
+def _numbers_differ(gold_parsed: list[Any], prediction_parsed: list[Any]) -> bool:
+    """True when the numbers of two parses that ``verify`` called equal differ (see the module docstring); False when
+    either is no number or sympy cannot decide (then ``verify``'s answer stands)."""
+    import sympy
+
+    try:
+        gold, prediction = sympy.sympify(gold_parsed[0]).doit(), sympy.sympify(prediction_parsed[0]).doit()
+        if not (isinstance(gold, sympy.Expr) and isinstance(prediction, sympy.Expr)):
+            return False
+        if not (gold.is_number and prediction.is_number) or gold == prediction:
+            return False
+        notes = (*gold_parsed[1:], *prediction_parsed[1:])
+        percent = any("%" in str(item) or "percent" in str(item) for item in notes)
+        if percent and _percent_reading(gold, prediction):
+            return False
+        if not (gold.has(sympy.Float) or prediction.has(sympy.Float)):
+            equal = sympy.simplify(gold - prediction).equals(0)
+            if equal is not None:
+                return not equal
+        g, p = complex(gold.evalf(50)), complex(prediction.evalf(50))
+        return abs(g - p) > 1e-6 * max(abs(g), abs(p))
+    except Exception:  # noqa: BLE001 - sympy could not decide: keep verify's answer
+        return False
+
+
+def _percent_reading(gold: Any, prediction: Any) -> bool:
+    """math-verify accepts 28 for 28% (one value 100 times the other, a percent sign on a side): keep that."""
+    import sympy
+
+    try:
+        return any(sympy.simplify(a - 100 * b) == 0 for a, b in ((gold, prediction), (prediction, gold)))
+    except Exception:  # noqa: BLE001
+        return False
