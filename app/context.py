@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from grpo_core.alerts import Notifier
+from grpo_core.boundary import Boundary, boundary_for
 from grpo_core.launcher import Launcher
 from grpo_core.ownership import Actor
 from grpo_core.settings import Settings
@@ -25,3 +26,9 @@ def actor_of(ctx: AppContext, request: object | None) -> Actor:
     """Who a handler serves: the login Gradio gives it (``gr.Request.username``; ``None`` without a login) and
     whether the auth file marks it admin."""
     return Actor.from_login(getattr(request, "username", None), ctx.settings.admins)
+
+
+def boundary_of(ctx: AppContext, request: object | None) -> Boundary:
+    """What the login a handler serves may make the server run or read (:mod:`grpo_core.boundary`); open without
+    a login."""
+    return boundary_for(ctx.settings, actor_of(ctx, request))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import subprocess
 import sys
 import tempfile
@@ -172,6 +173,23 @@ def load_upload(
     return load_prompt_dataset(upload_path, source_name=source_name, mapping=mapping)
 
 
+def _check_member(member: zipfile.ZipInfo, source_name: str) -> None:
+    """Refuse a zip member that would not land inside the unpacked folder as a plain file or folder: an absolute
+    name, a drive letter, a ``..`` part, or a symbolic link (Unix mode bits in ``external_attr``).
+
+    Raises:
+        DatasetError: naming the member.
+    """
+    name = member.filename
+    parts = name.replace("\\", "/").split("/")
+    mode = member.external_attr >> 16
+    if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name) or ".." in parts or "\x00" in name:
+        raise DatasetError(source_name, f"the zip member {name[:100]!r} would land outside the unpacked folder "
+                                        "(absolute or '..' names are refused)")
+    if stat.S_ISLNK(mode):
+        raise DatasetError(source_name, f"the zip member {name[:100]!r} is a symbolic link; zip the files themselves")
+
+
 def _load_zipped_folder(
     path: Path, source_name: str, max_upload_mb: int, mapping: ColumnMapping | None
 ) -> PromptDataset:
@@ -183,8 +201,10 @@ def _load_zipped_folder(
             if unpacked > max_upload_bytes(max_upload_mb):
                 message = upload_too_large_message(f"{source_name} unpacked", unpacked, max_upload_mb)
                 raise UploadTooLargeError(source_name, message or "")
+            for member in archive.infolist():
+                _check_member(member, source_name)
             with tempfile.TemporaryDirectory() as tmp:
-                archive.extractall(tmp)  # member names with ".." or a leading "/" are made safe by zipfile
+                archive.extractall(tmp)  # names checked above; zipfile writes no symbolic links
                 root = Path(tmp)
                 if not any(root.glob("*.arrow")):
                     inner = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith("__")]

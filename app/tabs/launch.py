@@ -18,10 +18,11 @@ import pandas as pd
 import yaml
 
 from app.catalog_sync import CatalogSync, dataset_choices, run_choices
-from app.context import AppContext
+from app.context import AppContext, boundary_of
 from app.tabs.launch_tools import clone_drift_notes, dataset_row_for_bench, stream_preflight
 from app.tabs.memory_panel import create_memory_panel, fit_markdown
 from app.tabs.sweeps import create_sweep_launcher
+from grpo_core.boundary import plugin_files
 from grpo_core.config import DEFAULT_MODEL, ConfigError, RunConfig, parse_run_config
 from grpo_core.dataset_library import ARITHMETIC_EXAMPLE, QUICK_START_EXAMPLE
 from grpo_core.gpus import machine_gpus
@@ -100,6 +101,16 @@ ADVANCED_FIELDS: list[tuple[str, str, str, dict[str, Any]]] = [
 ]
 #: Advanced number fields whose default is ``None`` (off): an empty box reaches the server as 0, which means the same.
 ZERO_MEANS_UNSET = ("epsilon_high", "steps_per_generation", "min_p")
+
+
+def plugin_files_markdown(plugin_dirs) -> str:
+    """The admin's plugin folders and their ``.py`` files with SHA-256, for the Launch tab: with logins, the files a
+    ``plugin`` rule may name (docs/security.md)."""
+    files = plugin_files(plugin_dirs)
+    lines = ["**Plugin files** (the admin's plugin folders; name one as `path/file.py:function` in a `plugin` "
+             "rule):", ""]
+    lines += [f"- `{item.path}` sha256 `{item.sha256}`" for item in files] or ["- (no .py files yet)"]
+    return "\n".join(lines)
 
 
 def trl_args_text(args: dict[str, Any]) -> str:
@@ -342,6 +353,8 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
 
     gr.Markdown("### Reward rules (weighted sum; TRL's `reward_funcs` and `reward_weights`)")
     gr.Markdown(sandbox_line(), elem_id="launch-sandbox")
+    if ctx.settings.plugin_dirs:
+        gr.Markdown(plugin_files_markdown(ctx.settings.plugin_dirs), elem_id="launch-plugin-files")
     slot_components: list[tuple[gr.Dropdown, gr.Number, gr.Code, gr.Textbox]] = []
     help_boxes: list[gr.Markdown] = []
     for index in range(RULE_SLOTS):
@@ -490,9 +503,11 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
     def on_launch(request: gr.Request, *values):
         """Inputs: the whole form (the login comes first, from Gradio). Outputs: status message."""
         try:
-            config = _config_from(values)
-            warnings = validate_run_config(ctx.store, config, model_cache_dir=ctx.settings.model_cache_dir)
-            run = submit_run(ctx.store, config, owner=getattr(request, "username", None))
+            boundary = boundary_of(ctx, request)
+            config = boundary.check_config(_config_from(values))
+            warnings = validate_run_config(ctx.store, config, model_cache_dir=ctx.settings.model_cache_dir,
+                                           boundary=boundary)
+            run = submit_run(ctx.store, config, owner=getattr(request, "username", None), boundary=boundary)
         except (ConfigError, ValueError) as exc:
             return f"❌ **Not launched.** {exc}"
         ctx.launcher.tick()
@@ -519,16 +534,17 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
                     specs.append(RewardSpec(rule=rule, weight=float(weight or 0), params=_parse_params(
                         index + 1, rule, params), gate=parse_gate(index + 1, rule, gate)))
                 except (ConfigError, ValueError) as exc:
-                    return gr.skip(), f"❌ {exc}"
+                    raise ValueError(str(exc)) from None
         if not specs:
             raise ValueError("choose at least one reward rule")
         row.setdefault("prompt", "")
         return row, completions, specs
 
-    def on_bench(row_text: str, completions_text: str, *slot_values):
-        """Inputs: row JSON, completions, rule slots. Outputs: score table, status."""
+    def on_bench(request: gr.Request, row_text: str, completions_text: str, *slot_values):
+        """Inputs: row JSON, completions, rule slots (the login first, from Gradio). Outputs: score table, status."""
         try:
             row, completions, specs = _bench_inputs(row_text, completions_text, slot_values)
+            specs = boundary_of(ctx, request).check_rewards(specs)  # before any plugin is imported
         except ValueError as exc:
             return None, f"❌ {exc}"  # no table: the last one scored other rules
         try:
@@ -545,10 +561,12 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
         table["advantage"] = [round(a, 4) for a in score.advantages]
         return pd.DataFrame(table), f"{len(completions)} completions scored."
 
-    def on_probe(row_text: str, prompt: str, completions_text: str, *slot_values):
-        """Inputs: row JSON, the row's prompt, completions (the real ones), rule slots. Outputs: probe table, status."""
+    def on_probe(request: gr.Request, row_text: str, prompt: str, completions_text: str, *slot_values):
+        """Inputs: row JSON, the row's prompt, completions (the real ones), rule slots (the login first, from
+        Gradio). Outputs: probe table, status."""
         try:
             row, completions, specs = _bench_inputs(row_text, completions_text, slot_values)
+            specs = boundary_of(ctx, request).check_rewards(specs)  # before any plugin is imported
             if prompt and not row.get("prompt"):
                 row["prompt"] = prompt
             results = probe_row(specs, row, completions)
@@ -579,11 +597,13 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
             return gr.skip(), gr.skip(), f"❌ {exc}"
         return row_json, prompt, f"Row {int(number)} loaded: its columns are the bench's dataset row."
 
-    def on_preflight(num_prompts, *values):
-        """Inputs: prompts to sample, the whole form. Outputs: verdict (Markdown), per-rule table; streamed."""
+    def on_preflight(request: gr.Request, num_prompts, *values):
+        """Inputs: prompts to sample, the whole form (the login first, from Gradio). Outputs: verdict (Markdown),
+        per-rule table; streamed."""
         try:
-            config = _config_from(values)
-            validate_run_config(ctx.store, config, model_cache_dir=ctx.settings.model_cache_dir)
+            boundary = boundary_of(ctx, request)
+            config = boundary.check_config(_config_from(values))  # the worker gets the real paths checked
+            validate_run_config(ctx.store, config, model_cache_dir=ctx.settings.model_cache_dir, boundary=boundary)
         except (ConfigError, ValueError) as exc:
             yield f"❌ **Preflight not started.** {exc}", gr.skip()
             return
@@ -623,10 +643,10 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
     )
     launched = launch.click(on_launch, inputs=form_inputs, outputs=launch_status)
 
-    def on_estimate(*values):
-        """Inputs: the whole form. Outputs: the memory estimate."""
+    def on_estimate(request: gr.Request, *values):
+        """Inputs: the whole form (the login first, from Gradio). Outputs: the memory estimate."""
         try:
-            return fit_markdown(ctx, _config_from(values))
+            return fit_markdown(ctx, boundary_of(ctx, request).check_config(_config_from(values)))
         except (ConfigError, ValueError) as exc:
             return f"**No estimate:** {exc}"
 

@@ -10,7 +10,7 @@ import gradio as gr
 import pandas as pd
 
 from app.catalog_sync import CatalogSync, run_choices
-from app.context import AppContext
+from app.context import AppContext, boundary_of
 from app.tabs.compare import compare_runs
 from grpo_core.config import ConfigError, RunConfig
 from grpo_core.sweeps import (
@@ -72,7 +72,7 @@ def create_sweep_launcher(
         """Inputs: grid text, the whole Launch form (the login comes first, from Gradio). Outputs: status."""
         try:
             base = config_from(values)
-            launched = submit_sweep(ctx.store, base, parse_grid_text(text),
+            launched = submit_sweep(ctx.store, base, parse_grid_text(text), boundary=boundary_of(ctx, request),
                                     model_cache_dir=ctx.settings.model_cache_dir,
                                     owner=getattr(request, "username", None))
         except (ConfigError, ValueError) as exc:

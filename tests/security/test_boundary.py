@@ -1,0 +1,245 @@
+"""The boundary's checks without a server (:mod:`grpo_core.boundary`): plugin targets, dataset and model paths,
+``trust_remote_code``, the auth file's ``[run-code]`` mark, ``state.json`` data files and zip members.
+
+Each attack is a class: a path written in many ways (``..``, symbolic links, ``~``, URL-ish, a folder whose name
+extends the allowed one), a target from anywhere but the admin's folders and packages.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from grpo_core.access import AccessError, read_auth_admins, read_auth_code_runners, read_auth_file
+from grpo_core.boundary import OPEN, BoundaryError, boundary_for, plugin_files
+from grpo_core.config import RunConfig
+from grpo_core.dataset_library import _load_zipped_folder
+from grpo_core.datasets import DatasetError, load_prompt_dataset
+from grpo_core.ownership import Actor
+from grpo_core.rewards.compose import RewardSpec
+from grpo_core.rewards.plugin import load_plugin_function
+from grpo_core.settings import load_settings
+
+PLUGIN = "import os\nfrom subprocess import getoutput\n\n\ndef score(completions, **kw):\n    return [1.0] * len(completions)\n\n\nclass Scorer:\n    def __call__(self, completions, **kw):\n        return [0.0] * len(completions)\n"
+
+
+@pytest.fixture
+def world(tmp_path):
+    """A data dir, a plugin folder with ``rewards.py`` and a package, a sibling ``plugins-evil``, an outside folder."""
+    plugins = tmp_path / "plugins"
+    (plugins / "pkg").mkdir(parents=True)
+    (plugins / "rewards.py").write_text(PLUGIN)
+    (plugins / "pkg" / "__init__.py").write_text("")
+    (plugins / "pkg" / "mod.py").write_text(PLUGIN)
+    evil = tmp_path / "plugins-evil"
+    evil.mkdir()
+    (evil / "rewards.py").write_text(PLUGIN)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.jsonl").write_text('{"prompt": "secret"}\n')
+    (outside / "model").mkdir()
+    (outside / "model" / "config.json").write_text("{}")
+    (plugins / "link.py").symlink_to(evil / "rewards.py")
+    settings = load_settings(data_dir=tmp_path / "data", plugin_dirs=[str(plugins)], plugin_packages=["math_verify"])
+    settings.ensure_dirs()
+    settings = settings.with_overrides(auth=(("alice", "a"), ("bob", "b"), ("root", "r")),
+                                       code_runners=frozenset({"root"}))
+    return settings, plugins, evil, outside
+
+
+def _plugin(target: str) -> RunConfig:
+    return RunConfig(dataset_id=1, rewards=[RewardSpec(rule="plugin", params={"target": target})])
+
+
+def test_the_single_user_keeps_todays_freedom(world):
+    settings, _, _, outside = world
+    for boundary in (boundary_for(settings, Actor()), boundary_for(settings.with_overrides(auth=(("me", "p"),)),
+                                                                   Actor("me"))):
+        config = _plugin("os:system").model_copy(update={"dataset_path": str(outside / "secret.jsonl")})
+        assert boundary.check_config(config) == config
+    assert OPEN.check_rewards([RewardSpec(rule="plugin", params={"target": "subprocess:getoutput"})])
+
+
+@pytest.mark.parametrize("target", [
+    "os:system", "subprocess:getoutput", "builtins:exec", "posix:system", "pty:spawn", "runpy:run_path",
+    "importlib:import_module", "code:interact", "ctypes:CDLL", "math_verify_evil:x", "mathverify:x",
+    "rewards:os.system", "rewards:getoutput", "pkg.mod:os.system", "pkg:os",
+])
+def test_module_targets_outside_the_folders_and_packages_are_refused(world, target):
+    settings, *_ = world
+    with pytest.raises(BoundaryError, match="reward rule 1 \\(plugin\\)"):
+        boundary_for(settings, Actor("alice")).check_config(_plugin(target))
+
+
+def test_file_targets_resolve_inside_the_plugin_folders_only(world, tmp_path):
+    settings, plugins, evil, outside = world
+    alice = boundary_for(settings, Actor("alice"))
+    refused = [
+        f"{evil}/rewards.py:score",  # a folder whose name extends the allowed one
+        f"{plugins}/../plugins-evil/rewards.py:score",
+        f"{plugins}/link.py:score",  # a symbolic link out of the folder
+        f"{outside}/nothing.py:score",  # absent: same refusal
+        "~/rewards.py:score",
+        "file:///etc/rewards.py:score",
+        "rewards.py:score",  # relative to the server's working directory
+        f"{plugins}/rewards.py:os.system",  # a name the file only imports
+        f"{plugins}/rewards.py:getoutput",
+    ]
+    for target in refused:
+        with pytest.raises(BoundaryError, match="plugin"):
+            alice.check_config(_plugin(target))
+    checked = alice.check_config(_plugin(f"{plugins}/./pkg/../rewards.py:score"))
+    assert checked.rewards[0].params["target"] == f"{plugins.resolve()}/rewards.py:score"
+    module = alice.check_config(_plugin("pkg.mod:Scorer")).rewards[0].params["target"]
+    assert module == f"{(plugins / 'pkg' / 'mod.py').resolve()}:Scorer"  # imported as the file checked
+    assert alice.check_config(_plugin("rewards:score")).rewards[0].params["target"].startswith(str(plugins))
+    assert alice.check_config(_plugin("math_verify.parser:parse")).rewards[0].params["target"] == \
+        "math_verify.parser:parse"
+    root = boundary_for(settings, Actor("root"))  # [run-code]
+    assert root.check_config(_plugin("os:system")).rewards[0].params["target"] == "os:system"
+
+
+def test_dataset_and_model_paths_stay_inside_the_roots_and_refusals_do_not_tell_existence(world):
+    settings, _, _, outside = world
+    alice = boundary_for(settings, Actor("alice"))
+    messages = set()
+    for path in (outside / "secret.jsonl", outside / "absent.jsonl", "/etc/shadow", "/nonexistent/x.jsonl"):
+        with pytest.raises(BoundaryError) as caught:
+            alice.check_config(RunConfig(dataset_path=str(path)))
+        messages.add(str(caught.value).replace(repr(str(path)), "PATH"))
+    for path in (f"{settings.data_dir}/../outside/secret.jsonl", "~/secret.jsonl", "file:///etc/passwd"):
+        with pytest.raises(BoundaryError) as caught:
+            alice.check_config(RunConfig(dataset_path=path))
+        messages.add(str(caught.value).replace(repr(path), "PATH"))
+    assert len(messages) == 1, messages
+    link = settings.data_dir / "datasets" / "link.jsonl"
+    link.symlink_to(outside / "secret.jsonl")
+    with pytest.raises(BoundaryError):
+        alice.check_config(RunConfig(dataset_path=str(link)))
+    inside = settings.data_dir / "datasets" / "mine.jsonl"
+    inside.write_text('{"prompt": "hi"}\n')
+    assert alice.check_config(RunConfig(dataset_path=str(inside))).dataset_path == str(inside.resolve())
+
+    model_messages = set()
+    for model in (str(outside / "model"), "/nonexistent/model", str(outside / "m.gguf"), "../../model", "~/m"):
+        with pytest.raises(BoundaryError) as caught:
+            alice.check_config(RunConfig(dataset_id=1, model=model))
+        model_messages.add(str(caught.value).replace(repr(model), "PATH"))
+    assert len(model_messages) == 1, model_messages
+    spec = RewardSpec(rule="reward_model", params={"model": str(outside / "model")})
+    with pytest.raises(BoundaryError, match="reward_model"):
+        alice.check_config(RunConfig(dataset_id=1, rewards=[spec, RewardSpec(rule="numeric_answer")]))
+    assert alice.check_config(RunConfig(dataset_id=1, model="org/name")).model == "org/name"  # hub id
+
+
+@pytest.mark.parametrize("trl_args", [
+    {"model_init_kwargs": {"trust_remote_code": True}},
+    {"model_init_kwargs": '{"Trust_Remote_Code": true}'},
+    {"model_init_kwargs": {"nested": [{"trust_remote_code": 1}]}},
+])
+def test_trust_remote_code_needs_an_admin(world, trl_args):
+    settings, *_ = world
+    config = RunConfig(dataset_id=1, trl_args=trl_args)
+    with pytest.raises(BoundaryError, match="trust_remote_code"):
+        boundary_for(settings, Actor("alice")).check_config(config)
+    boundary_for(settings, Actor("root")).check_config(config)
+    boundary_for(settings.with_overrides(allow_remote_code=True), Actor("alice")).check_config(config)
+
+
+def test_a_path_valued_trl_arg_is_refused_as_text(world):
+    settings, *_ = world
+    with pytest.raises(BoundaryError, match="deepspeed"):
+        boundary_for(settings, Actor("alice")).check_config(RunConfig(dataset_id=1, trl_args={"deepspeed": "/x.json"}))
+
+
+def test_plugin_files_are_listed_with_their_sha256(world):
+    _, plugins, *_ = world
+    listed = {item.path.name: item.sha256 for item in plugin_files([plugins.resolve()])}
+    assert set(listed) == {"rewards.py"}  # link.py leads outside: not listed
+    import hashlib
+    assert listed["rewards.py"] == hashlib.sha256(PLUGIN.encode()).hexdigest()
+
+
+def test_a_plugin_attribute_may_not_walk_through_another_module(tmp_path):
+    path = tmp_path / "p.py"
+    path.write_text(PLUGIN)
+    with pytest.raises(ValueError, match="another module"):
+        load_plugin_function(f"{path}:os.system")
+    with pytest.raises(ValueError, match="another module"):
+        load_plugin_function("os:path.join")
+    assert load_plugin_function(f"{path}:score")(completions=["a"]) == [1.0]
+
+
+def test_the_auth_file_marks(tmp_path):
+    path = tmp_path / "users.txt"
+    path.write_text("[admin] a:1\n[run-code] b:2\n[admin] [run-code] c:3\nd:4\n[x]e:5\n")
+    assert read_auth_admins(path) == {"a", "c"}
+    assert read_auth_code_runners(path) == {"b", "c"}
+    assert [u for u, _ in read_auth_file(path)] == ["a", "b", "c", "d", "[x]e"]
+    path.write_text("[run_code] b:2\n")
+    with pytest.raises(AccessError, match="unknown mark"):
+        read_auth_file(path)
+
+
+def _arrow_bytes() -> bytes:
+    import pyarrow as pa
+
+    sink = io.BytesIO()
+    table = pa.table({"prompt": ["outside row"]})
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+@pytest.mark.parametrize("name_of", [
+    lambda outside: str(outside / "data.arrow"),
+    lambda outside: "../outside/data.arrow",
+    lambda outside: "sub/../../outside/data.arrow",
+    lambda outside: str(outside / "absent.arrow"),
+])
+def test_state_json_data_files_stay_inside_the_folder(tmp_path, name_of):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "data.arrow").write_bytes(_arrow_bytes())
+    folder = tmp_path / "saved"
+    folder.mkdir()
+    (folder / "state.json").write_text(json.dumps({"_data_files": [{"filename": name_of(outside)}]}))
+    with pytest.raises(DatasetError, match="state.json lists the data file") as caught:
+        load_prompt_dataset(folder)
+    assert "No such file" not in str(caught.value) and "exist" not in str(caught.value)
+
+
+def test_a_symlinked_data_file_is_refused(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "data.arrow").write_bytes(_arrow_bytes())
+    folder = tmp_path / "saved"
+    folder.mkdir()
+    (folder / "data.arrow").symlink_to(outside / "data.arrow")
+    (folder / "state.json").write_text(json.dumps({"_data_files": [{"filename": "data.arrow"}]}))
+    with pytest.raises(DatasetError, match="outside the dataset folder"):
+        load_prompt_dataset(folder)
+    os.remove(folder / "state.json")  # without state.json the *.arrow files found are not followed either
+    with pytest.raises(DatasetError):
+        load_prompt_dataset(folder)
+
+
+@pytest.mark.parametrize("member", ["/abs/data.arrow", "../data.arrow", "a/../../data.arrow", "C:/data.arrow",
+                                    "link.arrow"])
+def test_zip_members_outside_the_folder_or_symlinks_are_refused(tmp_path, member):
+    path = tmp_path / "upload.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("state.json", json.dumps({"_data_files": [{"filename": "data.arrow"}]}))
+        archive.writestr("data.arrow", _arrow_bytes())
+        info = zipfile.ZipInfo(member)
+        if member == "link.arrow":
+            info.external_attr = (stat.S_IFLNK | 0o777) << 16
+        archive.writestr(info, "/etc/passwd" if member == "link.arrow" else _arrow_bytes())
+    with pytest.raises(DatasetError, match="zip member"):
+        _load_zipped_folder(Path(path), "upload.zip", 10, None)
