@@ -1,0 +1,162 @@
+"""A served dashboard with three logins (tests/security/conftest.py) refuses, through the named API and the UI's own
+upload route, every way a login could make the server run code or read files it was not given; a plugin in the
+admin's plugin folder still trains.
+
+Evidence that nothing ran: plugins that would write a marker file next to the outside folder's canary, and a
+listing of the outside folder before and after.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+import zipfile
+
+import pytest
+from gradio_client import handle_file
+from gradio_client.exceptions import AppError
+
+FINISHED = {"completed", "failed", "cancelled"}
+EVIL = "from pathlib import Path\nPath({marker!r}).write_text('ran')\n\ndef f(completions, **kw):\n    return [1.0] * len(completions)\n"
+
+
+def _config(dataset_id: int, model: str, **fields) -> str:
+    base = {"name": "attack", "model": model, "dataset_id": dataset_id, "max_steps": 1, "num_generations": 2,
+            "per_device_train_batch_size": 2, "max_completion_length": 8, "device": "cpu", "use_lora": True,
+            "rewards": [{"rule": "numeric_answer", "weight": 1.0}]}
+    base.update(fields)
+    return json.dumps(base)
+
+
+def _refused(client, config: str, api_name: str = "/launch_run") -> str:
+    with pytest.raises(AppError) as caught:
+        client.predict(config=config, api_name=api_name)
+    return str(caught.value)
+
+
+def _listing(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def test_uploaded_code_and_module_targets_are_refused_before_any_import(shared_dashboard, alice_dataset):
+    dash = shared_dashboard
+    alice = dash.client("alice")
+    before = _listing(dash.outside)
+    marker = dash.outside / "ran-upload"
+    upload = dash.http("alice").post("/gradio_api/upload",
+                                     files={"files": ("evil.py", EVIL.format(marker=str(marker)).encode())})
+    assert upload.status_code == 200, upload.text
+    uploaded = upload.json()[0]
+    model = str(dash.model_dir)
+    targets = [f"{uploaded}:f", "os:system", "subprocess:getoutput", "builtins:exec", "runpy:run_path",
+               "importlib:import_module", f"{dash.plugin_dir}/good_reward.py:os.system",
+               f"{dash.plugin_dir}/../outside/x.py:f", "good_reward:os.system"]
+    for target in targets:
+        rewards = [{"rule": "plugin", "params": {"target": target}}, {"rule": "numeric_answer"}]
+        message = _refused(alice, _config(alice_dataset, model, rewards=rewards))
+        assert "reward rule 1 (plugin)" in message, (target, message)
+        assert "plugin folder" in message or "define" in message, (target, message)
+        sweep = _refused(alice, _config(alice_dataset, model, rewards=rewards, sweep={"beta": [0.0, 0.1]}),
+                         api_name="/launch_sweep")
+        assert "nothing was launched" in sweep and "plugin" in sweep
+    # the admin is refused too: [admin] is about runs, [run-code] about code
+    message = _refused(dash.client("admin"), _config(alice_dataset, model, rewards=[
+        {"rule": "plugin", "params": {"target": f"{uploaded}:f"}}, {"rule": "numeric_answer"}]))
+    assert "plugin folder" in message
+    assert not marker.exists()
+    assert _listing(dash.outside) == before
+    assert not [r for r in alice.predict(api_name="/list_runs") if r["name"] == "attack"]
+
+
+def test_server_files_outside_the_roots_are_refused_alike(shared_dashboard, alice_dataset):
+    dash = shared_dashboard
+    bob = dash.client("bob")
+    model = str(dash.model_dir)
+    messages = set()
+    for path in (dash.outside / "secret.jsonl", dash.outside / "absent.jsonl", "/etc/passwd",
+                 f"{dash.data_dir}/../outside/secret.jsonl", "~/secret.jsonl", "file:///etc/passwd"):
+        config = json.loads(_config(alice_dataset, model))
+        config.pop("dataset_id")
+        config["dataset_path"] = str(path)
+        message = _refused(bob, json.dumps(config))
+        assert "dataset_path" in message and "outside" in message
+        messages.add(message.replace(repr(str(path)), "PATH"))
+    assert len(messages) == 1, messages  # the same words whether the file exists or not
+    for model_path in (dash.outside, "/nonexistent/model", dash.outside / "m.gguf"):
+        message = _refused(bob, _config(alice_dataset, str(model_path)))
+        assert "model" in message and "outside" in message and "does not exist" not in message
+    message = _refused(bob, _config(alice_dataset, model, trl_args={"model_init_kwargs": {"trust_remote_code": True}}))
+    assert "trust_remote_code" in message
+    secret_runs = [r for r in bob.predict(api_name="/list_runs") if r["config"].get("dataset_path")]
+    assert secret_runs == []
+    for run in bob.predict(api_name="/list_runs"):  # nothing any run recorded comes from the secret file
+        groups = bob.predict(run_id=run["id"], api_name="/run_groups")
+        assert "SECRET-PROMPT" not in json.dumps(groups)
+
+
+def _arrow_bytes(prompt: str) -> bytes:
+    import pyarrow as pa
+
+    sink = io.BytesIO()
+    table = pa.table({"prompt": [prompt]})
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def test_a_zipped_dataset_cannot_read_outside_itself(shared_dashboard, tmp_path):
+    dash = shared_dashboard
+    alice = dash.client("alice")
+    (dash.outside / "data.arrow").write_bytes(_arrow_bytes("SECRET-ARROW"))
+    cases = {
+        "absolute": ({"filename": str(dash.outside / "data.arrow")}, None),
+        "absent": ({"filename": str(dash.outside / "absent.arrow")}, None),
+        "dotdot": ({"filename": "../../../../../../../../" + str(dash.outside / "data.arrow").lstrip("/")}, None),
+        "member": ({"filename": "data.arrow"}, "../data.arrow"),
+        "symlink": ({"filename": "data.arrow"}, "link"),
+    }
+    messages = {}
+    for label, (entry, member) in cases.items():
+        path = tmp_path / f"{label}.zip"
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr("saved/state.json", json.dumps({"_data_files": [entry]}))
+            archive.writestr("saved/data.arrow", _arrow_bytes("inside"))
+            if member == "link":
+                info = zipfile.ZipInfo("saved/other.arrow")
+                info.external_attr = 0o120777 << 16
+                archive.writestr(info, str(dash.outside / "data.arrow"))
+            elif member:
+                archive.writestr(member, _arrow_bytes("escape"))
+        with pytest.raises(AppError) as caught:
+            alice.predict(file=handle_file(str(path)), name=f"zip {label}", api_name="/add_dataset")
+        messages[label] = str(caught.value)
+        assert "SECRET-ARROW" not in messages[label]
+    assert messages["absolute"].replace(str(dash.outside / "data.arrow"), "P").replace("absolute.zip", "Z") == \
+        messages["absent"].replace(str(dash.outside / "absent.arrow"), "P").replace("absent.zip", "Z")
+    assert "zip member" in messages["member"] and "symbolic link" in messages["symlink"]
+    assert not (dash.data_dir.parent / "data.arrow").exists()
+    assert not [d for d in alice.predict(api_name="/list_datasets") if d["name"].startswith("zip ")]
+
+
+def test_a_plugin_in_the_admins_folder_trains(shared_dashboard, alice_dataset):
+    dash = shared_dashboard
+    alice = dash.client("alice")
+    rewards = [{"rule": "plugin", "params": {"target": f"{dash.plugin_dir}/good_reward.py:length_reward"}},
+               {"rule": "plugin", "params": {"target": "good_reward:length_reward", "name": "dotted"}}]
+    answer = alice.predict(config=_config(alice_dataset, str(dash.model_dir), name="permitted-plugin",
+                                          rewards=rewards), api_name="/launch_run")
+    run = answer["run"]
+    assert run["config"]["rewards"][0]["params"]["target"].startswith(str(dash.plugin_dir.resolve()))
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        run = next(r for r in alice.predict(api_name="/list_runs") if r["id"] == run["id"])
+        if run["status"] in FINISHED:
+            break
+        time.sleep(1.0)
+    assert run["status"] == "completed", dash.log_path.read_text()[-3000:]
+    metrics = alice.predict(run_id=run["id"], after_step=-1, keys=["rewards/length_reward/mean"],
+                            api_name="/run_metrics")
+    assert metrics, "the plugin's reward was recorded"
+    export = alice.predict(run_id=run["id"], api_name="/export_run")
+    assert export[0]["folder"].startswith(str(dash.data_dir.resolve()))
