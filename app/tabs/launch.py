@@ -609,13 +609,15 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
             return
         yield from stream_preflight(ctx, config, num_prompts)
 
-    def on_clone(run_id):
-        """Inputs: run id. Outputs: the whole form (dataset, model, name, rules, hyperparameters), rule help, status."""
+    def on_clone(run_id, request: gr.Request = None):
+        """Inputs: run id. Outputs: the whole form (dataset, model, name, rules, hyperparameters), rule help, status.
+        A run whose stored config names code or files the login may not use is refused (its files unread)."""
         skip_all = [gr.skip()] * (len(form_inputs) + len(help_boxes))
         if run_id is None:
             return [*skip_all, ""]
         try:
             run = ctx.store.get_run(int(run_id))
+            boundary_of(ctx, request).check_stored(run.config or {}, "clone")
             config = parse_run_config(run.config, source=f"run {run_id} config")
             form = config_to_form(config)
         except (ConfigError, ValueError) as exc:

@@ -9,7 +9,10 @@ Fixtures:
   ``data_dir`` is the server's data directory; ``outside`` is a folder outside every root, holding a
   ``secret.jsonl`` (a valid prompt file the logins must never read) and a ``canary`` file; ``client(user)`` is a
   ``gradio_client.Client`` logged in as ``"admin"``, ``"alice"`` or ``"bob"`` (downloads in a folder of its own);
-  ``http(user)`` an ``httpx.Client`` logged in through Gradio's ``/login`` (for the UI's own routes).
+  ``http(user)`` an ``httpx.Client`` logged in through Gradio's ``/login`` (for the UI's own routes);
+  ``ui(user, elem_id, values)`` runs the page's own handler of the element ``elem_id`` (a button's click) as the
+  browser does (``/gradio_api/queue/join`` by ``fn_index``, the result read from ``/gradio_api/queue/data``), its
+  inputs the page's defaults except ``values`` (``{elem_id: value}``); it returns the handler's outputs.
 * ``alice_dataset``: the id of a small dataset (columns ``prompt``, ``answer``, ``cmd``) alice added through
   ``add_dataset``.
 """
@@ -17,6 +20,7 @@ Fixtures:
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,6 +70,43 @@ class SharedDashboard:
         answer = session.post("/login", data={"username": user, "password": LOGINS[user]})
         assert answer.json() == {"success": True}, answer.text
         return session
+
+
+    def ui(self, user: str, elem_id: str, values: dict[str, object] | None = None, event: str = "click") -> list:
+        """The outputs of the page's own ``event`` handler on the element ``elem_id`` (see the module docstring).
+
+        Raises:
+            AssertionError: no such element or handler, or the handler failed (with Gradio's message).
+        """
+        session = self.http(user)
+        config = session.get("/config").json()
+        by_id = {c["id"]: c for c in config["components"]}
+        ids = {c.get("props", {}).get("elem_id"): c["id"] for c in config["components"]}
+        assert elem_id in ids, f"no element {elem_id}"
+        target = ids[elem_id]
+        dependency = next((d for d in config["dependencies"] if [target, event] in d["targets"]), None)
+        assert dependency is not None, f"no {event} handler on {elem_id}"
+        values = values or {}
+        data = []
+        for input_id in dependency["inputs"]:
+            props = by_id[input_id].get("props", {})
+            data.append(values.get(props.get("elem_id"), props.get("value")))
+        session_hash = uuid.uuid4().hex[:11]
+        joined = session.post("/gradio_api/queue/join", json={
+            "data": data, "fn_index": dependency["id"], "session_hash": session_hash, "trigger_id": target,
+            "event_data": None})
+        assert joined.status_code == 200, joined.text
+        with session.stream("GET", "/gradio_api/queue/data", params={"session_hash": session_hash},
+                            timeout=300) as stream:
+            for line in stream.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                message = json.loads(line[5:])
+                if message.get("msg") == "process_completed":
+                    output = message.get("output") or {}
+                    assert message.get("success"), output.get("error") or output
+                    return output["data"]
+        raise AssertionError("the handler never completed")
 
 
 @pytest.fixture(scope="module")

@@ -160,3 +160,36 @@ def test_a_plugin_in_the_admins_folder_trains(shared_dashboard, alice_dataset):
     assert metrics, "the plugin's reward was recorded"
     export = alice.predict(run_id=run["id"], api_name="/export_run")
     assert export[0]["folder"].startswith(str(dash.data_dir.resolve()))
+
+
+def test_the_pages_own_handlers_refuse_the_same(shared_dashboard):
+    """The Launch tab's launch, reward bench and preflight handlers, called as the page calls them (by
+    ``fn_index`` on the queue, as alice), refuse an uploaded plugin and a stdlib target before importing either,
+    and an outside model folder without reading it; the tab lists the admin's plugin file with its SHA-256."""
+    import hashlib
+
+    from tests.security.conftest import GOOD_PLUGIN
+
+    dash = shared_dashboard
+    marker = dash.outside / "ran-ui"
+    upload = dash.http("alice").post("/gradio_api/upload",
+                                     files={"files": ("evil.py", EVIL.format(marker=str(marker)).encode())})
+    uploaded = upload.json()[0]
+    plugin = {"rule-1": "plugin", "params-1": json.dumps({"target": f"{uploaded}:f", "name": ""}),
+              "launch-model": str(dash.model_dir)}
+    status = dash.ui("alice", "launch-button", plugin)[0]
+    assert "Not launched" in status and "plugin folder" in status, status
+    bench = dash.ui("alice", "bench-button", {
+        "rule-1": "plugin", "params-1": json.dumps({"target": "subprocess:getoutput", "name": ""}),
+        "bench-row": json.dumps({"prompt": "p", "cmd": f"touch {marker}"}), "bench-completions": "a\n---\nb"})
+    assert "plugin folder" in bench[1], bench
+    preflight = dash.ui("alice", "preflight-button", plugin)
+    assert "Preflight not started" in preflight[0] and "plugin folder" in preflight[0], preflight
+    outside_model = dash.ui("alice", "launch-button", {"launch-model": str(dash.outside)})[0]
+    assert "Not launched" in outside_model and "outside" in outside_model and "config.json" not in outside_model
+    assert not marker.exists()
+
+    config = dash.http("bob").get("/config").json()
+    listing = next(c["props"]["value"] for c in config["components"]
+                   if c.get("props", {}).get("elem_id") == "launch-plugin-files")
+    assert hashlib.sha256(GOOD_PLUGIN.encode()).hexdigest() in listing and "good_reward.py" in listing
