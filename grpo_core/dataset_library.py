@@ -258,19 +258,22 @@ def import_hub_dataset(
     dataset in the local ``datasets`` cache).
 
     Raises:
-        DatasetError: the id is malformed, the load fails (offline: the message says so), or the rows are invalid.
+        DatasetError: the id is malformed (or names ``.`` / ``..``), the load fails (offline: the message says so), or the rows are invalid.
         StoreError: the name is taken.
     """
     dataset_id = (dataset_id or "").strip()
     label = f"{dataset_id}:{config}:{split}" if config else f"{dataset_id}:{split}"
-    if not _HUB_ID_OK.match(dataset_id):
+    if not _HUB_ID_OK.match(dataset_id) or any(part in (".", "..") for part in dataset_id.split("/")):
         raise DatasetError(dataset_id or "hub dataset", "write a hub dataset id as owner/name (e.g. openai/gsm8k)")
     with tempfile.TemporaryDirectory() as tmp:
         target = Path(tmp) / "saved"
         try:
+            # run in an empty folder: `datasets` loads a name that is a local folder from there, so a hub id can
+            # never name one of the server's folders (its working directory's, the data directory)
             result = subprocess.run(
                 [sys.executable, "-c", _HUB_SCRIPT, dataset_id, config or "", split or "train", str(target)],
-                capture_output=True, text=True, timeout=timeout_s, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"},
+                capture_output=True, text=True, timeout=timeout_s, cwd=tmp,
+                env={**os.environ, "TOKENIZERS_PARALLELISM": "false"},
             )
         except subprocess.TimeoutExpired as exc:
             raise DatasetError(label, f"loading from the hub took over {timeout_s:.0f} s") from exc

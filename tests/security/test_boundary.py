@@ -243,3 +243,22 @@ def test_zip_members_outside_the_folder_or_symlinks_are_refused(tmp_path, member
         archive.writestr(info, "/etc/passwd" if member == "link.arrow" else _arrow_bytes())
     with pytest.raises(DatasetError, match="zip member"):
         _load_zipped_folder(Path(path), "upload.zip", 10, None)
+
+
+def test_a_hub_dataset_id_never_names_a_server_folder(store, settings, tmp_path, monkeypatch):
+    """``datasets.load_dataset`` loads a name that is a local folder from there; the id is loaded from an empty
+    folder, so the server's folders (its working directory's, the data directory) stay out of reach."""
+    from grpo_core.dataset_library import import_hub_dataset
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    local = tmp_path / "work" / "team" / "private"
+    local.mkdir(parents=True)
+    (local / "train.jsonl").write_text('{"prompt": "SERVER-FILE"}\n')
+    monkeypatch.chdir(tmp_path / "work")
+    with pytest.raises(DatasetError, match="cannot load it from the hub"):
+        import_hub_dataset(store, settings, "team/private", timeout_s=120)
+    for name in ("..", "team/..", "./team", "."):
+        with pytest.raises(DatasetError, match="owner/name"):
+            import_hub_dataset(store, settings, name)
+    assert store.list_datasets() == []
