@@ -193,3 +193,43 @@ def test_the_pages_own_handlers_refuse_the_same(shared_dashboard):
     listing = next(c["props"]["value"] for c in config["components"]
                    if c.get("props", {}).get("elem_id") == "launch-plugin-files")
     assert hashlib.sha256(GOOD_PLUGIN.encode()).hexdigest() in listing and "good_reward.py" in listing
+
+
+def test_single_user_mode_keeps_its_freedom_and_logins_later_cannot_use_such_a_run(tmp_path, tiny_model_dir):
+    """Without a login the dashboard accepts an outside dataset file, an outside plugin and an outside model, as
+    before. Served again on the same data with several logins, that run is refused to them for export, merge and
+    resume (the boundary re-checks its stored config), with the reason."""
+    from gradio_client import Client
+
+    from tests.security.conftest import AUTH_FILE, LOGINS
+    from tests.servers import serving
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "rows.jsonl").write_text("".join(json.dumps({"prompt": f"{i} + 1 =", "answer": str(i + 1)}) + "\n"
+                                                for i in range(4)))
+    (outside / "mine.py").write_text("def score(completions, **kw):\n    return [0.5] * len(completions)\n")
+    data = tmp_path / "data"
+    config = json.loads(_config(0, str(tiny_model_dir), name="single-user-run", max_steps=1))
+    config.pop("dataset_id")
+    config.update(dataset_path=str(outside / "rows.jsonl"),
+                  rewards=[{"rule": "plugin", "params": {"target": f"{outside / 'mine.py'}:score"}}])
+    with serving(data) as app:
+        client = Client(app.url, verbose=False, analytics_enabled=False, download_files=str(tmp_path / "dl"))
+        run = client.predict(config=json.dumps(config), api_name="/launch_run")["run"]
+        assert run["config"]["dataset_path"] == str((outside / "rows.jsonl").resolve())
+        client.predict(run_id=run["id"], api_name="/cancel_run")
+        deadline = time.monotonic() + 120
+        while next(r for r in client.predict(api_name="/list_runs") if r["id"] == run["id"])["status"] not in FINISHED:
+            assert time.monotonic() < deadline
+            time.sleep(1.0)
+    auth = tmp_path / "users.txt"
+    auth.write_text(AUTH_FILE)
+    with serving(data, "--auth-file", str(auth), log_path=tmp_path / "logins.log") as app:
+        alice = Client(app.url, auth=("alice", LOGINS["alice"]), verbose=False, analytics_enabled=False,
+                       download_files=str(tmp_path / "dl-alice"))
+        for api_name, arguments in (("/export_run", {}), ("/merge_run", {"download": False}), ("/resume_run", {})):
+            with pytest.raises(AppError) as caught:
+                alice.predict(run_id=run["id"], api_name=api_name, **arguments)
+            assert "cannot" in str(caught.value) and "outside" in str(caught.value), (api_name, caught.value)
+        assert not list((data / "exports").glob("*")) if (data / "exports").exists() else True
