@@ -27,26 +27,17 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 def _add_boundary(parser: argparse.ArgumentParser) -> None:
     """What logins may make the server run or read (docs/security.md); without a login none of it applies."""
     group = parser.add_argument_group("with logins: code and files logins may use (docs/security.md)")
-    group.add_argument(
-        "--plugin-dir", action="append", metavar="DIR",
-        help="a folder whose .py files logins may name as reward plugins; repeatable (env GRPO_PLUGIN_DIRS, "
-        "separated by the path separator)",
-    )
-    group.add_argument(
-        "--plugin-package", action="append", metavar="PACKAGE",
-        help="an installed package whose module:function targets logins may name; repeatable "
-        "(env GRPO_PLUGIN_PACKAGES, comma-separated)",
-    )
-    group.add_argument(
-        "--dataset-root", action="append", metavar="DIR",
-        help="a folder besides the data dir whose files logins may name as dataset_path; repeatable "
-        "(env GRPO_DATASET_ROOTS)",
-    )
-    group.add_argument(
-        "--model-root", action="append", metavar="DIR",
-        help="a folder besides the data dir whose model folders and .gguf files logins may name as model or "
-        "reward model; repeatable (env GRPO_MODEL_ROOTS)",
-    )
+    for flag, metavar, what in (
+        ("--plugin-dir", "DIR", "a folder whose .py files logins may name as reward plugins (env GRPO_PLUGIN_DIRS, "
+         "separated by the path separator)"),
+        ("--plugin-package", "PACKAGE", "an installed package whose module:function targets logins may name "
+         "(env GRPO_PLUGIN_PACKAGES, comma-separated)"),
+        ("--dataset-root", "DIR", "a folder besides the data dir whose files logins may name as dataset_path "
+         "(env GRPO_DATASET_ROOTS)"),
+        ("--model-root", "DIR", "a folder besides the data dir whose model folders and .gguf files logins may name "
+         "as model or reward model (env GRPO_MODEL_ROOTS)"),
+    ):
+        group.add_argument(flag, action="append", metavar=metavar, help=f"{what}; repeatable")
     group.add_argument(
         "--allow-remote-code", action="store_true", default=None,
         help="logins may set trust_remote_code (run a model's own Python code; env GRPO_ALLOW_REMOTE_CODE=1); "

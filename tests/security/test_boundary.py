@@ -262,3 +262,41 @@ def test_a_hub_dataset_id_never_names_a_server_folder(store, settings, tmp_path,
         with pytest.raises(DatasetError, match="owner/name"):
             import_hub_dataset(store, settings, name)
     assert store.list_datasets() == []
+
+
+def test_the_boundary_settings_from_flags_and_environment(tmp_path, monkeypatch):
+    (tmp_path / "p1").mkdir()
+    (tmp_path / "p2").mkdir()
+    monkeypatch.setenv("GRPO_PLUGIN_DIRS", f"{tmp_path / 'p1'}{os.pathsep}{tmp_path / 'p2'}")
+    monkeypatch.setenv("GRPO_PLUGIN_PACKAGES", "math_verify, my_rewards.sub")
+    monkeypatch.setenv("GRPO_DATASET_ROOTS", str(tmp_path / "p1"))
+    monkeypatch.setenv("GRPO_ALLOW_REMOTE_CODE", "1")
+    settings = load_settings(data_dir=tmp_path / "data")
+    assert settings.plugin_dirs == ((tmp_path / "p1").resolve(), (tmp_path / "p2").resolve())
+    assert settings.plugin_packages == ("math_verify", "my_rewards.sub")
+    assert settings.dataset_roots == ((tmp_path / "p1").resolve(),) and settings.model_roots == ()
+    assert settings.allow_remote_code
+    flags = load_settings(data_dir=tmp_path / "data", plugin_dirs=[str(tmp_path / "p2")], allow_remote_code=False)
+    assert flags.plugin_dirs == ((tmp_path / "p2").resolve(),) and not flags.allow_remote_code
+    with pytest.raises(ValueError, match="--model-root .*not an existing folder"):
+        load_settings(data_dir=tmp_path / "data", model_roots=[str(tmp_path / "absent")])
+    with pytest.raises(ValueError, match="--plugin-package"):
+        load_settings(data_dir=tmp_path / "data", plugin_packages=["os; rm"])
+
+
+def test_serve_flags_reach_the_settings(tmp_path, monkeypatch):
+    from app import cli
+
+    (tmp_path / "plugins").mkdir()
+    auth = tmp_path / "users.txt"
+    auth.write_text("[admin] a:1\n[run-code] b:2\nc:3\n")
+    seen = {}
+    monkeypatch.setattr("app.server.serve", lambda settings: seen.setdefault("settings", settings))
+    for name in ("GRPO_PLUGIN_DIRS", "GRPO_PLUGIN_PACKAGES", "GRPO_ALLOW_REMOTE_CODE"):
+        monkeypatch.delenv(name, raising=False)
+    assert cli.main(["serve", "--data-dir", str(tmp_path / "data"), "--auth-file", str(auth), "--plugin-dir",
+                     str(tmp_path / "plugins"), "--plugin-package", "math_verify", "--allow-remote-code"]) == 0
+    settings = seen["settings"]
+    assert settings.plugin_dirs == ((tmp_path / "plugins").resolve(),)
+    assert settings.plugin_packages == ("math_verify",) and settings.allow_remote_code
+    assert settings.code_runners == {"b"} and settings.admins == {"a"}
