@@ -6,8 +6,8 @@ serves (docs/security.md has the threat model). :func:`boundary_for` gives the :
 
 * **code** (a ``plugin`` reward rule's ``target``): a ``file.py:function`` whose real path lies in a plugin folder
   (``--plugin-dir``), a ``module:function`` of an allowed package (``--plugin-package``) or a module file of a plugin
-  folder; the function must be defined in that file (a name it only imports, ``os`` in ``file.py:os.system``, is
-  refused). ``trust_remote_code`` (a model's own Python code) only with ``--allow-remote-code``. A login the auth
+  folder; the function must be defined in that file or its own package (a name it only imports, ``os`` in
+  ``file.py:os.system``, is refused: the source is parsed, not run). ``trust_remote_code`` (a model's own Python code) only with ``--allow-remote-code``. A login the auth
   file marks ``[run-code]`` may name anything, as may the single user of a dashboard served without a login.
 * **files** (``dataset_path``, ``model``, a reward model's folder): real paths inside the data directory or an
   admin's root (``--dataset-root``, ``--model-root``); hub ids and the packaged default model stay open.
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.machinery
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -150,7 +151,13 @@ class Boundary:
                 raise BoundaryError(f"{where}: {module} is not a file of a plugin folder. {self._code_help()}")
             _require_defined(path, attribute, where)
             return f"{path}:{attribute}"
-        if any(module == package or module.startswith(package + ".") for package in self.plugin_packages):
+        package = next((p for p in self.plugin_packages if module == p or module.startswith(p + ".")), None)
+        if package is not None:
+            path = _installed_module_file(module)
+            if path is None:
+                raise BoundaryError(f"{where}: the source of {module} (allowed package {package}) cannot be found to "
+                                    "check that it defines the function; name a module written in Python")
+            _require_defined(path, attribute, where, package=package)
             return f"{module}:{attribute}"
         path = self._plugin_module_file(module)
         if path is None:
@@ -274,9 +281,30 @@ def _mentions(value: Any, key: str) -> bool:
     return isinstance(value, str) and key in value.lower()
 
 
-def _require_defined(path: Path, attribute: str, where: str) -> None:
+def _installed_module_file(module: str) -> Path | None:
+    """The source file of an installed ``module`` (``pkg`` or ``pkg.sub.mod``), found on ``sys.path`` without
+    importing anything (``importlib.util.find_spec`` of a dotted name would import its parents); None when it is not
+    a plain ``.py`` file or package."""
+    parts = module.split(".")
+    spec = importlib.machinery.PathFinder.find_spec(parts[0])
+    if spec is None:
+        return None
+    if len(parts) == 1:
+        origin = Path(spec.origin) if spec.origin else None
+        return origin if origin is not None and origin.suffix == ".py" and origin.is_file() else None
+    for location in spec.submodule_search_locations or ():
+        base = Path(location).joinpath(*parts[1:])
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def _require_defined(path: Path, attribute: str, where: str, package: str | None = None) -> None:
     """Refuse an attribute whose first name ``path`` does not define itself (``def``, ``class`` or an assignment at
     the top level): a name it only imports (``os`` of ``file.py:os.system``) would reach code outside the folder.
+    A name imported from its own package counts as defined: relative imports (``from .parser import parse``) and,
+    for an allowed ``package``, absolute imports from inside it.
 
     Raises:
         BoundaryError: the file cannot be read or parsed, or does not define the name.
@@ -294,11 +322,21 @@ def _require_defined(path: Path, attribute: str, where: str) -> None:
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             defined.update(t.id for target in targets for t in ast.walk(target) if isinstance(t, ast.Name))
+        elif isinstance(node, ast.ImportFrom) and _from_own_package(node, package):
+            defined.update(alias.asname or alias.name for alias in node.names)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             imported.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
     if first not in defined or first in imported:
         raise BoundaryError(f"{where}: {path.name} does not define {first!r} itself (def, class or assignment at "
                             "its top level); name a function the plugin file defines")
+
+
+def _from_own_package(node: ast.ImportFrom, package: str | None) -> bool:
+    """True for ``from .x import y`` and, within an allowed ``package``, ``from package.x import y``."""
+    if node.level > 0:
+        return True
+    name = node.module or ""
+    return package is not None and (name == package or name.startswith(package + "."))
 
 
 def boundary_for(settings, actor: Actor) -> Boundary:

@@ -300,3 +300,21 @@ def test_serve_flags_reach_the_settings(tmp_path, monkeypatch):
     assert settings.plugin_dirs == ((tmp_path / "plugins").resolve(),)
     assert settings.plugin_packages == ("math_verify",) and settings.allow_remote_code
     assert settings.code_runners == {"b"} and settings.admins == {"a"}
+
+
+@pytest.mark.parametrize(("target", "allowed"), [
+    ("json:loads", True), ("json.decoder:JSONDecoder", True), ("math_verify:parse", True),
+    ("json:codecs", False),  # a module json imports
+    ("json.decoder:re", False), ("json.decoder:scanstring", True),
+    ("jsonschema_evil:x", False), ("json_x:loads", False),  # a name that only starts like an allowed package
+    ("subprocess:getoutput", False), ("os.path:join", False),
+])
+def test_allowed_packages_give_only_what_they_define(target, allowed):
+    from grpo_core.boundary import Boundary
+
+    boundary = Boundary(enforced=True, plugin_packages=("json", "math_verify"))
+    if allowed:
+        assert boundary.plugin_target(target, "rule") == target
+    else:
+        with pytest.raises(BoundaryError):
+            boundary.plugin_target(target, "rule")
