@@ -102,12 +102,21 @@ class Boundary:
         """
         if not self.enforced:
             return
-        try:
-            self.check_config(RunConfig.model_validate(dict(config)))
+        try:  # the stored mapping's own fields: a config an older version wrote need not validate today
+            if config.get("dataset_path") and config.get("dataset_id") is None:
+                self.dataset_file(str(config["dataset_path"]), "dataset_path")
+            self.model(str(config.get("model") or ""), "model")
+            for index, spec in enumerate(config.get("rewards") or [], start=1):
+                params = (spec.get("params") or {}) if isinstance(spec, Mapping) else {}
+                rule = spec.get("rule") if isinstance(spec, Mapping) else None
+                if rule == "plugin":
+                    self.plugin_target(str(params.get("target", "")), f"reward rule {index} (plugin)")
+                elif rule == "reward_model":
+                    self.model(str(params.get("model", "")), f"reward rule {index} (reward_model) model")
+            trl_args = config.get("trl_args")
+            self.check_trl_args(trl_args if isinstance(trl_args, Mapping) else {})
         except BoundaryError as exc:
             raise BoundaryError(f"cannot {action} this run: {exc}") from None
-        except ValueError:  # a stored config an older version wrote: nothing more to check than its fields
-            pass
 
     def check_rewards(self, specs: Sequence[RewardSpec | Mapping[str, Any]]) -> list[RewardSpec]:
         """The reward rules with plugin targets and reward model folders replaced by the real paths allowed.

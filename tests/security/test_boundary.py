@@ -318,3 +318,18 @@ def test_allowed_packages_give_only_what_they_define(target, allowed):
     else:
         with pytest.raises(BoundaryError):
             boundary.plugin_target(target, "rule")
+
+
+def test_a_stored_config_is_checked_even_when_it_no_longer_validates(world):
+    settings, plugins, _, outside = world
+    alice = boundary_for(settings, Actor("alice"))
+    old = {"dataset_path": str(outside / "secret.jsonl"), "field_of_an_old_version": 1, "rewards": []}
+    with pytest.raises(BoundaryError, match="cannot export this run: dataset_path"):
+        alice.check_stored(old, "export")
+    with pytest.raises(BoundaryError, match="cannot resume this run: reward rule 2 \\(plugin\\)"):
+        alice.check_stored({"dataset_id": 1, "rewards": [{"rule": "numeric_answer"},
+                                                          {"rule": "plugin", "params": {"target": "os:system"}}]},
+                           "resume")
+    alice.check_stored({"dataset_id": 1, "model": "SmolLM2-135M-Instruct", "rewards": [
+        {"rule": "plugin", "params": {"target": f"{plugins.resolve()}/rewards.py:score"}}]}, "merge")
+    OPEN.check_stored(old, "export")
