@@ -221,11 +221,14 @@ class Boundary:
     # --------------------------------------------------------------------------------------------------- files
 
     def dataset_file(self, value: str, field: str) -> Path:
-        """The real path of a ``dataset_path`` inside the data directory or a ``--dataset-root``.
+        """The real path of a ``dataset_path`` inside the data directory or a ``--dataset-root`` (as given for the
+        single user).
 
         Raises:
             BoundaryError: anywhere else (the same message whether it exists or not).
         """
+        if not self.enforced:
+            return Path(value)
         path = _inside(value, self.dataset_roots)
         if path is None:
             raise BoundaryError(f"{field}: {_shown(value)} is outside the folders this dashboard reads datasets "
@@ -235,13 +238,14 @@ class Boundary:
 
     def model(self, value: str, field: str) -> str:
         """The model as the worker should load it: the default model and hub ids as given, a local folder or
-        ``.gguf`` as its real path inside the data directory or a ``--model-root``.
+        ``.gguf`` as its real path inside the data directory or a ``--model-root`` (anything, as given, for the
+        single user).
 
         Raises:
             BoundaryError: a local path anywhere else (the same message whether it exists or not).
         """
         name = (value or "").strip()
-        if not name or name.lower() in DEFAULT_MODEL_ALIASES or name == DEFAULT_MODEL:
+        if not self.enforced or not name or name.lower() in DEFAULT_MODEL_ALIASES or name == DEFAULT_MODEL:
             return value
         path = _inside(name, self.model_roots)
         if path is not None:

@@ -333,3 +333,10 @@ def test_a_stored_config_is_checked_even_when_it_no_longer_validates(world):
     alice.check_stored({"dataset_id": 1, "model": "SmolLM2-135M-Instruct", "rewards": [
         {"rule": "plugin", "params": {"target": f"{plugins.resolve()}/rewards.py:score"}}]}, "merge")
     OPEN.check_stored(old, "export")
+
+
+def test_the_open_boundary_passes_every_single_check_through(tmp_path):
+    assert OPEN.model(str(tmp_path), "model") == str(tmp_path)
+    assert OPEN.dataset_file("/etc/x.jsonl", "dataset_path") == Path("/etc/x.jsonl")
+    assert OPEN.plugin_target("os:system", "rule") == "os:system"
+    OPEN.check_trl_args({"model_init_kwargs": {"trust_remote_code": True}, "deepspeed": "/x.json"})
