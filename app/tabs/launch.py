@@ -354,7 +354,7 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
     gr.Markdown("### Reward rules (weighted sum; TRL's `reward_funcs` and `reward_weights`)")
     gr.Markdown(sandbox_line(), elem_id="launch-sandbox")
     if ctx.settings.plugin_dirs:
-        gr.Markdown(plugin_files_markdown(ctx.settings.plugin_dirs), elem_id="launch-plugin-files")
+        gr.Markdown(lambda: plugin_files_markdown(ctx.settings.plugin_dirs), elem_id="launch-plugin-files")
     slot_components: list[tuple[gr.Dropdown, gr.Number, gr.Code, gr.Textbox]] = []
     help_boxes: list[gr.Markdown] = []
     for index in range(RULE_SLOTS):
