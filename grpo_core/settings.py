@@ -6,6 +6,7 @@ import logging
 import os
 import re
 import stat
+import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -191,8 +192,8 @@ def load_settings(
     Raises:
         ValueError: ``GRPO_PORT``, ``GRPO_MAX_CONCURRENT_RUNS`` or ``GRPO_MAX_UPLOAD_MB`` is not a whole number,
             the upload limit is below 1 MB, the executor is neither ``local`` nor ``ray``, or it is ``ray`` without
-            a Ray address; a plugin folder or root that is not an existing folder, or a plugin package that is not
-            a dotted module name.
+            a Ray address; a plugin folder or root that is not an existing folder, a plugin folder overlapping the
+            data directory or the upload folders, or a plugin package that is not a dotted module name.
     """
     env = os.environ
     root = Path(data_dir or env.get(ENV_DATA_DIR) or "grpo_data").expanduser().resolve()
@@ -223,6 +224,9 @@ def load_settings(
         raise ValueError("the ray executor needs the cluster's address: --ray-address http://HEAD:8265 "
                          f"(or {ENV_RAY_ADDRESS})")
     shared = shared_dir or env.get(ENV_SHARED_DIR) or None
+    shared_path = Path(shared).expanduser().resolve() if shared else None
+    plugin_folders = _folders(plugin_dirs, ENV_PLUGIN_DIRS, "--plugin-dir")
+    _refuse_writable_plugin_dirs(plugin_folders, [root] + ([shared_path] if shared_path else []))
     return Settings(
         data_dir=root,
         db_url=url,
@@ -233,8 +237,8 @@ def load_settings(
         webhook_url=(webhook_url or env.get(ENV_WEBHOOK_URL) or "").strip(),
         executor=chosen,
         ray_address=address,
-        shared_dir=Path(shared).expanduser().resolve() if shared else None,
-        plugin_dirs=_folders(plugin_dirs, ENV_PLUGIN_DIRS, "--plugin-dir"),
+        shared_dir=shared_path,
+        plugin_dirs=plugin_folders,
         plugin_packages=_packages(plugin_packages),
         dataset_roots=_folders(dataset_roots, ENV_DATASET_ROOTS, "--dataset-root"),
         model_roots=_folders(model_roots, ENV_MODEL_ROOTS, "--model-root"),
@@ -259,6 +263,28 @@ def _folders(given: list[str] | None, env_name: str, flag: str) -> tuple[Path, .
         if path not in folders:
             folders.append(path)
     return tuple(folders)
+
+
+def upload_folders() -> list[Path]:
+    """Where logins' files land on this machine besides the data directory: Gradio's upload cache
+    (``GRADIO_TEMP_DIR``, else ``<temp>/gradio``, as Gradio places it)."""
+    gradio = os.environ.get("GRADIO_TEMP_DIR")
+    return [Path(os.path.realpath(gradio or Path(tempfile.gettempdir()) / "gradio"))]
+
+
+def _refuse_writable_plugin_dirs(plugin_dirs: tuple[Path, ...], data_folders: list[Path]) -> None:
+    """A plugin folder must hold only what the admin put there: refuse one that overlaps (is, holds, or lies in) the
+    data directory, the shared directory or a folder where uploads land (:func:`upload_folders`), since any login
+    could then write a plugin file.
+
+    Raises:
+        ValueError: naming the plugin folder and the folder it overlaps.
+    """
+    for folder in plugin_dirs:
+        for other in [Path(os.path.realpath(p)) for p in data_folders] + upload_folders():
+            if folder == other or other in folder.parents or folder in other.parents:
+                raise ValueError(f"--plugin-dir {folder}: overlaps {other}, where logins' uploads, datasets or runs "
+                                 "are written; give a folder only the admin writes to")
 
 
 def _packages(given: list[str] | None) -> tuple[str, ...]:

@@ -340,3 +340,18 @@ def test_the_open_boundary_passes_every_single_check_through(tmp_path):
     assert OPEN.dataset_file("/etc/x.jsonl", "dataset_path") == Path("/etc/x.jsonl")
     assert OPEN.plugin_target("os:system", "rule") == "os:system"
     OPEN.check_trl_args({"model_init_kwargs": {"trust_remote_code": True}, "deepspeed": "/x.json"})
+
+
+def test_a_plugin_folder_where_logins_can_write_is_refused_at_start(tmp_path, monkeypatch):
+    """A plugin folder that is, holds or lies in the data directory or Gradio's upload cache would let any login
+    write a plugin file (an upload lands there)."""
+    uploads = tmp_path / "gradio-uploads"
+    (uploads / "abc").mkdir(parents=True)
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(uploads))
+    data = tmp_path / "data"
+    (data / "datasets").mkdir(parents=True)
+    for folder in (data, data / "datasets", tmp_path, uploads, uploads / "abc"):
+        with pytest.raises(ValueError, match="--plugin-dir .*overlaps"):
+            load_settings(data_dir=data, plugin_dirs=[str(folder)])
+    (tmp_path / "plugins").mkdir()
+    assert load_settings(data_dir=data, plugin_dirs=[str(tmp_path / "plugins")]).plugin_dirs
