@@ -27,7 +27,10 @@ A ``<run>`` is :func:`run_dict` (with ``owner``, the login that launched it), a 
 With several logins, ``cancel_run``, ``resume_run``, ``delete_run``, ``rename_dataset`` and ``delete_dataset`` are
 refused (``AppError`` naming the owner) unless the caller's login owns the run or dataset or is an admin
 (:mod:`grpo_core.ownership`). ``merge_run``, like ``export_run``, is open to every login: it reads the run and
-writes a new folder under ``exports/``, changing nothing of the run. Every handler calls the store, the launcher
+writes a new folder under ``exports/``, changing nothing of the run. With several logins, ``launch_run`` and
+``launch_sweep`` also refuse plugins, dataset files, model folders and ``trust_remote_code`` beyond what the admin
+allows, before importing or reading anything, and ``resume_run``, ``export_run`` and ``merge_run`` re-check the
+run's stored config against the caller (:mod:`grpo_core.boundary`, docs/security.md). Every handler calls the store, the launcher
 or :mod:`grpo_core` as the tabs do; errors come back as ``gradio_client`` ``AppError`` with the store's or the
 config's message. Every other event of the dashboard (the tabs' handlers) is made private by
 :func:`hide_internal_endpoints`: not listed, not callable by name.
