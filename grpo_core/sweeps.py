@@ -332,9 +332,9 @@ def submit_sweep(
     for index, (point, config) in enumerate(zip(plan.points, plan.configs, strict=True)):
         try:
             plan.configs[index] = boundary.check_config(config)  # every point, before any file is read
-        except ConfigError as exc:
+        except ConfigError as exc:  # a grpo_core.boundary.BoundaryError: kept as such
             label = point_label(point, plan.varied) if len(plan.points) > 1 else "its only point"
-            raise ConfigError(f"sweep point {label}: {exc}; nothing was launched") from None
+            raise type(exc)(f"sweep point {label}: {exc}; nothing was launched") from None
     warnings: list[str] = []
     validated: set[str] = set()
     for point, config in zip(plan.points, plan.configs, strict=True):

@@ -355,3 +355,18 @@ def test_a_plugin_folder_where_logins_can_write_is_refused_at_start(tmp_path, mo
             load_settings(data_dir=data, plugin_dirs=[str(folder)])
     (tmp_path / "plugins").mkdir()
     assert load_settings(data_dir=data, plugin_dirs=[str(tmp_path / "plugins")]).plugin_dirs
+
+
+def test_every_sweep_point_is_checked_before_any_is_validated(store, settings, tmp_path):
+    from grpo_core.boundary import Boundary
+    from grpo_core.sweeps import submit_sweep
+
+    inside = settings.data_dir / "datasets" / "mine.jsonl"
+    inside.write_text('{"prompt": "1 + 1 =", "answer": "2"}\n')
+    outside = tmp_path / "secret.jsonl"
+    outside.write_text('{"prompt": "SECRET", "answer": "1"}\n')
+    boundary = Boundary(enforced=True, dataset_roots=(settings.data_dir.resolve(),))
+    with pytest.raises(BoundaryError, match="sweep point .*dataset_path.*nothing was launched"):
+        submit_sweep(store, RunConfig(dataset_path=str(inside)), {"dataset_path": [str(inside), str(outside)]},
+                     boundary=boundary)
+    assert store.list_runs() == []
