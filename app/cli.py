@@ -24,6 +24,27 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_boundary(parser: argparse.ArgumentParser) -> None:
+    """What logins may make the server run or read (docs/security.md); without a login none of it applies."""
+    group = parser.add_argument_group("with logins: code and files logins may use (docs/security.md)")
+    for flag, metavar, what in (
+        ("--plugin-dir", "DIR", "a folder whose .py files logins may name as reward plugins (env GRPO_PLUGIN_DIRS, "
+         "separated by the path separator)"),
+        ("--plugin-package", "PACKAGE", "an installed package whose module:function targets logins may name "
+         "(env GRPO_PLUGIN_PACKAGES, comma-separated)"),
+        ("--dataset-root", "DIR", "a folder besides the data dir whose files logins may name as dataset_path "
+         "(env GRPO_DATASET_ROOTS)"),
+        ("--model-root", "DIR", "a folder besides the data dir whose model folders and .gguf files logins may name "
+         "as model or reward model (env GRPO_MODEL_ROOTS)"),
+    ):
+        group.add_argument(flag, action="append", metavar=metavar, help=f"{what}; repeatable")
+    group.add_argument(
+        "--allow-remote-code", action="store_true", default=None,
+        help="logins may set trust_remote_code (run a model's own Python code; env GRPO_ALLOW_REMOTE_CODE=1); "
+        "logins marked [run-code] in the auth file always may",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``grpo-dashboard`` and its sub-commands."""
     parser = argparse.ArgumentParser(
@@ -70,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--ray-address", metavar="URL",
         help="the Ray cluster's job submission address, e.g. http://HEAD:8265 (env GRPO_RAY_ADDRESS)",
     )
+    _add_boundary(serve)
     train = sub.add_parser(
         "train",
         help="train a run config headless (same worker, same store)",
@@ -118,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "serve":
         from grpo_core.access import redact_url
-        from grpo_core.settings import load_admins, load_auth
+        from grpo_core.settings import load_admins, load_auth, load_code_runners
 
         try:
             settings = load_settings(
@@ -134,7 +156,13 @@ def main(argv: list[str] | None = None) -> int:
                 executor=args.executor,
                 ray_address=args.ray_address,
                 shared_dir=args.shared_dir,
-            ).with_overrides(auth=load_auth(args.auth, args.auth_file), admins=load_admins(args.auth_file))
+                plugin_dirs=args.plugin_dir,
+                plugin_packages=args.plugin_package,
+                dataset_roots=args.dataset_root,
+                model_roots=args.model_root,
+                allow_remote_code=args.allow_remote_code,
+            ).with_overrides(auth=load_auth(args.auth, args.auth_file), admins=load_admins(args.auth_file),
+                             code_runners=load_code_runners(args.auth_file))
         except ValueError as exc:
             print(f"grpo-dashboard serve: {exc}", file=sys.stderr)
             return 2

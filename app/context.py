@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from grpo_core.alerts import Notifier
+from grpo_core.boundary import Boundary, boundary_for
 from grpo_core.launcher import Launcher
 from grpo_core.ownership import Actor
 from grpo_core.settings import Settings
@@ -37,3 +38,9 @@ def check_webhooks(ctx: AppContext, request: object | None, urls: list) -> None:
     """
     actor = actor_of(ctx, request)
     check_launch_webhooks(urls, WebhookPolicy.from_settings(ctx.settings), user=actor.user, is_admin=actor.is_admin)
+
+
+def boundary_of(ctx: AppContext, request: object | None) -> Boundary:
+    """What the login a handler serves may make the server run or read (:mod:`grpo_core.boundary`); open without
+    a login."""
+    return boundary_for(ctx.settings, actor_of(ctx, request))

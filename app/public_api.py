@@ -29,7 +29,10 @@ refused (``AppError`` naming the owner) unless the caller's login owns the run o
 (:mod:`grpo_core.ownership`). ``launch_run`` and ``launch_sweep`` read their texts under
 :mod:`grpo_core.bounded_parse`'s limits and refuse a ``webhook_url`` the login may not set or that names an
 internal host (:func:`grpo_core.webhook_targets.check_launch_webhooks`). ``merge_run``, like ``export_run``, is open to every login: it reads the run and
-writes a new folder under ``exports/``, changing nothing of the run. Every handler calls the store, the launcher
+writes a new folder under ``exports/``, changing nothing of the run. With several logins, ``launch_run`` and
+``launch_sweep`` also refuse plugins, dataset files, model folders and ``trust_remote_code`` beyond what the admin
+allows, before importing or reading anything, and ``resume_run``, ``export_run`` and ``merge_run`` re-check the
+run's stored config against the caller (:mod:`grpo_core.boundary`, docs/security.md). Every handler calls the store, the launcher
 or :mod:`grpo_core` as the tabs do; errors come back as ``gradio_client`` ``AppError`` with the store's or the
 config's message. Every other event of the dashboard (the tabs' handlers) is made private by
 :func:`hide_internal_endpoints`: not listed, not callable by name.
@@ -46,7 +49,7 @@ from typing import Any
 
 import gradio as gr
 
-from app.context import AppContext, actor_of, check_webhooks
+from app.context import AppContext, actor_of, boundary_of, check_webhooks
 from grpo_core.config import ConfigError, parse_run_config_text
 from grpo_core.dataset_library import (
     DatasetInUseError,
@@ -174,11 +177,13 @@ def create_public_api(ctx: AppContext) -> None:
         """Queue a run from a RunConfig written as YAML or JSON text (the fields of ``run.yaml``; ``dataset_id`` from
         ``add_dataset``). Returns {"run": the queued run, "warnings": [text, ...]}."""
         try:
-            run_config = parse_run_config_text(config or "", source="config")
+            boundary = boundary_of(ctx, request)
+            run_config = boundary.check_config(parse_run_config_text(config or "", source="config"))
             check_webhooks(ctx, request, [run_config.webhook_url])
-            warnings = validate_run_config(ctx.store, run_config, model_cache_dir=ctx.settings.model_cache_dir)
+            warnings = validate_run_config(ctx.store, run_config, model_cache_dir=ctx.settings.model_cache_dir,
+                                           boundary=boundary)
             run = submit_run(ctx.store, run_config, model_cache_dir=ctx.settings.model_cache_dir,
-                             owner=actor_of(ctx, request).user)
+                             owner=actor_of(ctx, request).user, boundary=boundary)
         except (ConfigError, ValueError) as exc:
             raise refused(f"launch_run: {exc}") from None
         ctx.launcher.tick()
@@ -193,7 +198,7 @@ def create_public_api(ctx: AppContext) -> None:
             base, sweep_grid = parse_sweep_config_text(config or "", grid or "", source="config")
             check_webhooks(ctx, request, [base.webhook_url, *sweep_grid.get("webhook_url", [])])
             launched = submit_sweep(ctx.store, base, sweep_grid, model_cache_dir=ctx.settings.model_cache_dir,
-                                    owner=actor_of(ctx, request).user)
+                                    owner=actor_of(ctx, request).user, boundary=boundary_of(ctx, request))
         except (ConfigError, ValueError) as exc:
             raise refused(f"launch_sweep: {exc}") from None
         ctx.launcher.tick()
@@ -261,7 +266,7 @@ def create_public_api(ctx: AppContext) -> None:
         run. Refused unless the login owns the run or is an admin."""
         try:
             run = resume_run(ctx.store, ctx.settings, int(run_id), actor_of(ctx, request))
-        except (RunActionError, NotOwnerError, StoreError) as exc:
+        except (RunActionError, NotOwnerError, StoreError, ConfigError) as exc:
             raise refused(f"resume_run: {exc}") from None
         return run_dict(run)  # the launcher's next pass starts it, as after a resume in the Runs tab
 
@@ -275,12 +280,13 @@ def create_public_api(ctx: AppContext) -> None:
             raise refused(f"delete_run: {exc}") from None
         return {"run_id": int(run_id), "deleted": True}
 
-    def export(run_id: int | None) -> tuple[dict[str, Any], str]:
+    def export(run_id: int | None, request: gr.Request) -> tuple[dict[str, Any], str]:
         """Write the run's config YAML (with its dataset), metrics CSV, groups Parquet and adapter zip (when saved)
         on the server. Returns the list of written files and the zip of all of them (downloaded by the client)."""
         if run_id is None:
             raise refused("export_run: give a run_id")
         try:
+            boundary_of(ctx, request).check_stored(ctx.store.get_run(int(run_id)).config or {}, "export")
             result = export_run(ctx.store, ctx.settings, int(run_id))
         except (StoreError, ConfigError, OSError) as exc:
             raise refused(f"export_run: {exc}") from None
@@ -293,7 +299,7 @@ def create_public_api(ctx: AppContext) -> None:
         }
         return summary, str(result.bundle)
 
-    def merge(run_id: int | None, download: bool = True) -> tuple[dict[str, Any], str | None]:
+    def merge(run_id: int | None, download: bool = True, request: gr.Request = None) -> tuple[dict[str, Any], str | None]:
         """Merge a finished run's LoRA adapter into its base model in a worker process (as the Export panel's merge
         button), writing ``<data dir>/exports/run-NNNNN-merged-<time>/`` (safetensors, tokenizer, generation
         config). Returns ``{"run_id", "folder", "files"}`` and, with ``download``, a zip of the folder (the size of
@@ -303,10 +309,11 @@ def create_public_api(ctx: AppContext) -> None:
             raise refused("merge_run: give a run_id")
         try:
             run = ctx.store.get_run(int(run_id))
+            boundary_of(ctx, request).check_stored(run.config or {}, "merge")
             *_, folder = merge_run(ctx.settings, run)
             folder = Path(folder)
             bundle = zip_merged_folder(folder) if download else None
-        except (StoreError, MergeError, OSError) as exc:
+        except (StoreError, MergeError, OSError, ConfigError) as exc:
             raise refused(f"merge_run: {exc}") from None
         summary = {"run_id": run.id, "folder": str(folder),
                    "files": sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())}

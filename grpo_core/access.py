@@ -3,9 +3,12 @@
 The dashboard can launch training (which runs plugin reward code) and shows every dataset, so one that others can
 reach needs a login. Credentials come from ``--auth USER:PASSWORD`` / ``GRPO_AUTH`` and from a file of
 ``user:password`` lines (``--auth-file`` / ``GRPO_AUTH_FILE``); Gradio's own login (``launch(auth=...)``) checks
-them. A line of the file written ``[admin] user:password`` marks an admin: one who may cancel, resume, delete or
-annotate anyone's run (:mod:`grpo_core.ownership`). Binding an address other than loopback without any is allowed, with a warning. Pure functions except
-:func:`read_auth_file`; no gradio here.
+them. A line may start with marks in brackets, each followed by white space: ``[admin] user:password`` marks an
+admin, one who may cancel, resume, delete or annotate anyone's run (:mod:`grpo_core.ownership`);
+``[run-code] user:password`` lets that login run code of its own choosing on the server (any reward plugin file or
+module, ``trust_remote_code``; :mod:`grpo_core.boundary`). Both may be given (``[admin] [run-code] user:password``);
+an unknown mark is refused. Binding an address other than loopback without any is allowed, with a warning. Pure
+functions except :func:`read_auth_file`; no gradio here.
 """
 
 from __future__ import annotations
@@ -49,6 +52,9 @@ def parse_credential(text: str, source: str) -> tuple[str, str]:
 
 ADMIN_MARK = "[admin]"
 """Written before ``user:password`` (then white space) on a line of the auth file to make that user an admin."""
+RUN_CODE_MARK = "[run-code]"
+"""Written before ``user:password`` (then white space) to let that login run code of its own on the server."""
+AUTH_MARKS = (ADMIN_MARK, RUN_CODE_MARK)
 
 
 def read_auth_file(path: str | Path) -> list[tuple[str, str]]:
@@ -69,11 +75,42 @@ def read_auth_admins(path: str | Path) -> frozenset[str]:
     Raises:
         AccessError: as :func:`read_auth_file`.
     """
-    return frozenset(user for user, _, admin in _auth_file_entries(path) if admin)
+    return frozenset(user for user, _, marks in _auth_file_entries(path) if ADMIN_MARK in marks)
 
 
-def _auth_file_entries(path: str | Path) -> list[tuple[str, str, bool]]:
-    """``(user, password, is_admin)`` of each login line of the file, in order."""
+def read_auth_code_runners(path: str | Path) -> frozenset[str]:
+    """The users of an auth file whose line carries :data:`RUN_CODE_MARK` (may be empty).
+
+    Raises:
+        AccessError: as :func:`read_auth_file`.
+    """
+    return frozenset(user for user, _, marks in _auth_file_entries(path) if RUN_CODE_MARK in marks)
+
+
+def _leading_marks(line: str, source: str) -> tuple[frozenset[str], str]:
+    """The ``[mark]`` words at the start of an auth file line (each followed by white space) and the rest.
+
+    A line whose user name itself starts with ``[`` but has no white space after the ``]`` keeps its old meaning
+    (no mark), so files written before marks existed read the same.
+
+    Raises:
+        AccessError: a mark that is not one of :data:`AUTH_MARKS` (a typo must not pass silently).
+    """
+    marks: set[str] = set()
+    while line.startswith("["):
+        end = line.find("]")
+        if end < 0 or not line[end + 1:end + 2].isspace():
+            break
+        mark = line[:end + 1]
+        if mark not in AUTH_MARKS:
+            raise AccessError(f"{source}: unknown mark {mark}; the marks are {', '.join(AUTH_MARKS)}")
+        marks.add(mark)
+        line = line[end + 1:].lstrip()
+    return frozenset(marks), line
+
+
+def _auth_file_entries(path: str | Path) -> list[tuple[str, str, frozenset[str]]]:
+    """``(user, password, marks)`` of each login line of the file, in order."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -83,12 +120,10 @@ def _auth_file_entries(path: str | Path) -> list[tuple[str, str, bool]]:
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        text_line = line.rstrip("\r")
-        admin = text_line.startswith(ADMIN_MARK) and text_line[len(ADMIN_MARK):len(ADMIN_MARK) + 1].isspace()
-        if admin:
-            text_line = text_line[len(ADMIN_MARK):].lstrip()
-        user, password = parse_credential(text_line, f"auth file {path}, line {number}")
-        pairs.append((user, password, admin))
+        source = f"auth file {path}, line {number}"
+        marks, text_line = _leading_marks(line.rstrip("\r"), source)
+        user, password = parse_credential(text_line, source)
+        pairs.append((user, password, marks))
     if not pairs:
         raise AccessError(f"auth file {path}: lists no user:password line")
     return pairs

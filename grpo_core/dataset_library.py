@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import subprocess
 import sys
 import tempfile
@@ -172,6 +173,23 @@ def load_upload(
     return load_prompt_dataset(upload_path, source_name=source_name, mapping=mapping)
 
 
+def _check_member(member: zipfile.ZipInfo, source_name: str) -> None:
+    """Refuse a zip member that would not land inside the unpacked folder as a plain file or folder: an absolute
+    name, a drive letter, a ``..`` part, or a symbolic link (Unix mode bits in ``external_attr``).
+
+    Raises:
+        DatasetError: naming the member.
+    """
+    name = member.filename
+    parts = name.replace("\\", "/").split("/")
+    mode = member.external_attr >> 16
+    if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name) or ".." in parts or "\x00" in name:
+        raise DatasetError(source_name, f"the zip member {name[:100]!r} would land outside the unpacked folder "
+                                        "(absolute or '..' names are refused)")
+    if stat.S_ISLNK(mode):
+        raise DatasetError(source_name, f"the zip member {name[:100]!r} is a symbolic link; zip the files themselves")
+
+
 def _load_zipped_folder(
     path: Path, source_name: str, max_upload_mb: int, mapping: ColumnMapping | None
 ) -> PromptDataset:
@@ -183,8 +201,10 @@ def _load_zipped_folder(
             if unpacked > max_upload_bytes(max_upload_mb):
                 message = upload_too_large_message(f"{source_name} unpacked", unpacked, max_upload_mb)
                 raise UploadTooLargeError(source_name, message or "")
+            for member in archive.infolist():
+                _check_member(member, source_name)
             with tempfile.TemporaryDirectory() as tmp:
-                archive.extractall(tmp)  # member names with ".." or a leading "/" are made safe by zipfile
+                archive.extractall(tmp)  # names checked above; zipfile writes no symbolic links
                 root = Path(tmp)
                 if not any(root.glob("*.arrow")):
                     inner = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith("__")]
@@ -238,19 +258,22 @@ def import_hub_dataset(
     dataset in the local ``datasets`` cache).
 
     Raises:
-        DatasetError: the id is malformed, the load fails (offline: the message says so), or the rows are invalid.
+        DatasetError: the id is malformed (or names ``.`` / ``..``), the load fails (offline: the message says so), or the rows are invalid.
         StoreError: the name is taken.
     """
     dataset_id = (dataset_id or "").strip()
     label = f"{dataset_id}:{config}:{split}" if config else f"{dataset_id}:{split}"
-    if not _HUB_ID_OK.match(dataset_id):
+    if not _HUB_ID_OK.match(dataset_id) or any(part in (".", "..") for part in dataset_id.split("/")):
         raise DatasetError(dataset_id or "hub dataset", "write a hub dataset id as owner/name (e.g. openai/gsm8k)")
     with tempfile.TemporaryDirectory() as tmp:
         target = Path(tmp) / "saved"
         try:
+            # run in an empty folder: `datasets` loads a name that is a local folder from there, so a hub id can
+            # never name one of the server's folders (its working directory's, the data directory)
             result = subprocess.run(
                 [sys.executable, "-c", _HUB_SCRIPT, dataset_id, config or "", split or "train", str(target)],
-                capture_output=True, text=True, timeout=timeout_s, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"},
+                capture_output=True, text=True, timeout=timeout_s, cwd=tmp,
+                env={**os.environ, "TOKENIZERS_PARALLELISM": "false"},
             )
         except subprocess.TimeoutExpired as exc:
             raise DatasetError(label, f"loading from the hub took over {timeout_s:.0f} s") from exc

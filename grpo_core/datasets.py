@@ -416,11 +416,12 @@ def _read_saved_dataset(folder: Path, name: str, max_rows: int | None) -> tuple[
     files: list[Path] = []
     try:
         state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
-        files = [folder / str(entry["filename"]) for entry in state.get("_data_files", [])]
+        names = [str(entry["filename"]) for entry in state.get("_data_files", [])]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        files = []
+        names = []
+    files = [_data_file_inside(folder, file_name, name) for file_name in names]
     if not files:
-        files = sorted(folder.glob("*.arrow"))
+        files = [path for path in sorted(folder.glob("*.arrow")) if not path.is_symlink()]
     if not files:
         raise DatasetError(name, "a folder without Arrow files; expected one written by datasets' save_to_disk")
     tables = []
@@ -442,6 +443,26 @@ def _read_saved_dataset(folder: Path, name: str, max_rows: int | None) -> tuple[
         table = table.slice(0, max_rows)
     columns = list(table.column_names)
     return columns, _frame_rows(columns, [table.column(c).to_pylist() for c in columns])
+
+
+def _data_file_inside(folder: Path, file_name: str, name: str) -> Path:
+    """A data file ``state.json`` lists, as a path in ``folder``: a plain relative name, no ``..``, not a symbolic
+    link, and still inside ``folder`` once resolved.
+
+    Raises:
+        DatasetError: any other name; the message never says whether the named file exists.
+    """
+    parts = file_name.replace("\\", "/").split("/")
+    if (not file_name or "\x00" in file_name or file_name.startswith(("/", "\\")) or ".." in parts
+            or re.match(r"^[A-Za-z]:", file_name)):
+        raise DatasetError(name, f"state.json lists the data file {file_name[:100]!r}, which is not a plain name "
+                                 "inside the dataset folder")
+    path = folder / file_name
+    real_folder = Path(os.path.realpath(folder))
+    if path.is_symlink() or not Path(os.path.realpath(path)).is_relative_to(real_folder):
+        raise DatasetError(name, f"state.json lists the data file {file_name[:100]!r}, which leads outside the "
+                                 "dataset folder")
+    return path
 
 
 def _frame_rows(columns: list[str], values_by_column: list[list[Any]]) -> list[dict[str, Any]]:

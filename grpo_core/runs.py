@@ -26,6 +26,7 @@ from typing import Any
 
 import psutil
 
+from grpo_core.boundary import OPEN, Boundary, boundary_for
 from grpo_core.config import ConfigError, RunConfig
 from grpo_core.dataset_library import purge_deleted_dataset
 from grpo_core.datasets import DatasetError
@@ -87,9 +88,11 @@ def resume_run(store: Store, settings: Settings, run_id: int, actor: Actor = SIN
     Raises:
         RunActionError: the run is not cancelled or failed, or its previous worker is still exiting.
         grpo_core.ownership.NotOwnerError: ``actor`` may not change this run (:func:`authorize_run_action`).
+        grpo_core.boundary.BoundaryError: the run's config names code or files ``actor`` may not use now.
         storage.StoreError: there is no such run, or its status changed meanwhile.
     """
     run = authorize_run_action(store, actor, run_id, "resume")
+    boundary_for(settings, actor).check_stored(run.config or {}, "resume")
     if run.status not in (RunStatus.CANCELLED, RunStatus.FAILED):
         raise RunActionError(f"run #{run.id} is {run.status.value}: only a cancelled or failed run can be resumed")
     if _worker_still_exiting(run):
@@ -204,7 +207,9 @@ def _unreadable_tests(config: RunConfig, rows: list[dict[str, Any]]) -> list[str
     ]
 
 
-def validate_run_config(store: Store, config: RunConfig, *, model_cache_dir: Path | None = None) -> list[str]:
+def validate_run_config(
+    store: Store, config: RunConfig, *, model_cache_dir: Path | None = None, boundary: Boundary = OPEN
+) -> list[str]:
     """Check what a :class:`RunConfig` refers to, without loading a model. Returns warnings (may be empty).
 
     The dataset's rows are read with the config's column mapping, and, when the model's tokenizer files are on disk
@@ -219,13 +224,18 @@ def validate_run_config(store: Store, config: RunConfig, *, model_cache_dir: Pat
     (:func:`grpo_core.reward_check.check_plugins`), so a broken plugin is refused here in seconds rather than after
     the worker has loaded the model.
 
+    ``boundary`` (the login's, :func:`grpo_core.boundary.boundary_for`) is checked first, before any file is read
+    or any plugin imported.
+
     Raises:
+        grpo_core.boundary.BoundaryError: (a ``ConfigError``) the config names code or a file the login may not use.
         ConfigError: the model cannot be found, the dataset (or the eval dataset) does not exist or its column
             mapping names a column it lacks, a reward rule or parameter is invalid, a rule needs a column the dataset
             (or the eval dataset) lacks, prompts are longer than the model's context minus ``max_completion_length``
             (the message names the rows), every rule is a ``reward_model``, or a plugin does not import, does not fit
             TRL's call or does not return one number (or None) per completion.
     """
+    config = boundary.check_config(config)
     if config.use_vllm and importlib.util.find_spec("vllm") is None:
         raise ConfigError(
             "use_vllm: vLLM is not installed in this environment; install it (pip install vllm, on a CUDA machine) "
@@ -351,16 +361,19 @@ def stored_run_config(config: RunConfig) -> RunConfig:
 
 
 def submit_run(
-    store: Store, config: RunConfig, *, model_cache_dir: Path | None = None, owner: str | None = None
+    store: Store, config: RunConfig, *, model_cache_dir: Path | None = None, owner: str | None = None,
+    boundary: Boundary = OPEN,
 ) -> RunInfo:
     """Validate ``config`` and queue it as a new run (the launcher starts it), owned by login ``owner``.
 
-    The stored config is :func:`stored_run_config`'s (named, local paths absolute).
+    The stored config is :func:`stored_run_config`'s (named, local paths absolute), after ``boundary`` replaced
+    its paths by the real paths it allowed.
 
     Raises:
-        ConfigError: as :func:`validate_run_config`.
+        ConfigError: as :func:`validate_run_config` (a ``BoundaryError`` first).
     """
-    validate_run_config(store, config, model_cache_dir=model_cache_dir)
+    config = boundary.check_config(config)
+    validate_run_config(store, config, model_cache_dir=model_cache_dir, boundary=boundary)
     config = stored_run_config(config)
     return store.create_run(
         name=config.name, config=config.model_dump(mode="json"), dataset_id=config.dataset_id,

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import stat
+import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from grpo_core.access import DEFAULT_MAX_UPLOAD_MB, AccessError, Credentials, load_credentials, read_auth_admins
+from grpo_core.access import (
+    DEFAULT_MAX_UPLOAD_MB,
+    AccessError,
+    Credentials,
+    load_credentials,
+    read_auth_admins,
+    read_auth_code_runners,
+)
 from grpo_core.webhook_targets import RUN_WEBHOOKS, parse_allowed_host
 from storage import sqlite_url
 
@@ -28,6 +37,11 @@ ENV_RUN_WEBHOOKS = "GRPO_RUN_WEBHOOKS"
 ENV_EXECUTOR = "GRPO_EXECUTOR"
 ENV_RAY_ADDRESS = "GRPO_RAY_ADDRESS"
 ENV_SHARED_DIR = "GRPO_SHARED_DIR"
+ENV_PLUGIN_DIRS = "GRPO_PLUGIN_DIRS"
+ENV_PLUGIN_PACKAGES = "GRPO_PLUGIN_PACKAGES"
+ENV_DATASET_ROOTS = "GRPO_DATASET_ROOTS"
+ENV_MODEL_ROOTS = "GRPO_MODEL_ROOTS"
+ENV_ALLOW_REMOTE_CODE = "GRPO_ALLOW_REMOTE_CODE"
 EXECUTORS = ("local", "ray")
 
 OWNER_ONLY_DIR = 0o700
@@ -61,6 +75,15 @@ class Settings:
         ray_address: the Ray cluster's job submission address (its dashboard, ``http://HEAD:8265``).
         shared_dir: a folder every node of the cluster sees at the same path; when set, run folders, stored
             datasets and the converted-model cache live under it instead of under ``data_dir``.
+        plugin_dirs: folders whose ``.py`` files (and modules) logins may name as reward plugins
+            (``--plugin-dir``); resolved. See :mod:`grpo_core.boundary`.
+        plugin_packages: installed packages whose ``module:function`` targets logins may name
+            (``--plugin-package``).
+        dataset_roots, model_roots: folders besides the data directory whose files logins may name as
+            ``dataset_path`` / ``model`` (``--dataset-root``, ``--model-root``); resolved.
+        allow_remote_code: logins may set ``trust_remote_code`` (``--allow-remote-code``).
+        code_runners: logins the auth file marks ``[run-code]``: they may name any plugin and set
+            ``trust_remote_code``.
     """
 
     data_dir: Path
@@ -79,6 +102,12 @@ class Settings:
     executor: str = "local"
     ray_address: str = ""
     shared_dir: Path | None = None
+    plugin_dirs: tuple[Path, ...] = ()
+    plugin_packages: tuple[str, ...] = ()
+    dataset_roots: tuple[Path, ...] = ()
+    model_roots: tuple[Path, ...] = ()
+    allow_remote_code: bool = False
+    code_runners: frozenset[str] = frozenset()
 
     @property
     def worker_files_dir(self) -> Path:
@@ -158,16 +187,26 @@ def load_settings(
     executor: str | None = None,
     ray_address: str | None = None,
     shared_dir: str | Path | None = None,
+    plugin_dirs: list[str] | None = None,
+    plugin_packages: list[str] | None = None,
+    dataset_roots: list[str] | None = None,
+    model_roots: list[str] | None = None,
+    allow_remote_code: bool | None = None,
 ) -> Settings:
     """Settings from explicit values, else ``GRPO_*`` environment variables, else defaults.
 
     The login credentials are not read here (workers and ``train`` need none): ``serve`` adds :func:`load_auth`'s.
+    Folder lists (``plugin_dirs``, ``dataset_roots``, ``model_roots``) come from the flags when given, else from
+    ``GRPO_PLUGIN_DIRS`` / ``GRPO_DATASET_ROOTS`` / ``GRPO_MODEL_ROOTS`` (separated by ``os.pathsep``); packages
+    from ``GRPO_PLUGIN_PACKAGES`` (separated by commas); ``GRPO_ALLOW_REMOTE_CODE=1`` allows ``trust_remote_code``.
 
     Raises:
         ValueError: ``GRPO_PORT``, ``GRPO_MAX_CONCURRENT_RUNS`` or ``GRPO_MAX_UPLOAD_MB`` is not a whole number,
             the upload limit is below 1 MB, the executor is neither ``local`` nor ``ray``, or it is ``ray`` without
-            a Ray address, a webhook allowed host is neither a name, an address nor a network, or
-            ``run_webhooks`` is not one of ``all``, ``admins``, ``none``.
+            a Ray address; a webhook allowed host is neither a name, an address nor a network, or
+            ``run_webhooks`` is not one of ``all``, ``admins``, ``none``; a plugin folder or root that is not an
+            existing folder, a plugin folder overlapping the data directory or the upload folders, or a plugin
+            package that is not a dotted module name.
     """
     env = os.environ
     root = Path(data_dir or env.get(ENV_DATA_DIR) or "grpo_data").expanduser().resolve()
@@ -205,6 +244,9 @@ def load_settings(
     who = (run_webhooks or env.get(ENV_RUN_WEBHOOKS) or "").strip().lower()
     if who and who not in RUN_WEBHOOKS:
         raise ValueError(f"run webhooks: one of {', '.join(RUN_WEBHOOKS)}, not {who!r}")
+    shared_path = Path(shared).expanduser().resolve() if shared else None
+    plugin_folders = _folders(plugin_dirs, ENV_PLUGIN_DIRS, "--plugin-dir")
+    _refuse_writable_plugin_dirs(plugin_folders, [root] + ([shared_path] if shared_path else []))
     return Settings(
         data_dir=root,
         db_url=url,
@@ -217,8 +259,71 @@ def load_settings(
         run_webhooks=who,
         executor=chosen,
         ray_address=address,
-        shared_dir=Path(shared).expanduser().resolve() if shared else None,
+        shared_dir=shared_path,
+        plugin_dirs=plugin_folders,
+        plugin_packages=_packages(plugin_packages),
+        dataset_roots=_folders(dataset_roots, ENV_DATASET_ROOTS, "--dataset-root"),
+        model_roots=_folders(model_roots, ENV_MODEL_ROOTS, "--model-root"),
+        allow_remote_code=bool(allow_remote_code) if allow_remote_code is not None
+        else env.get(ENV_ALLOW_REMOTE_CODE, "").strip().lower() in ("1", "true", "yes"),
     )
+
+
+def _folders(given: list[str] | None, env_name: str, flag: str) -> tuple[Path, ...]:
+    """Folders from a repeated flag, else from ``env_name`` (``os.pathsep``-separated), resolved (symbolic links
+    followed: containment is checked on real paths).
+
+    Raises:
+        ValueError: one is not an existing folder (named with ``flag``).
+    """
+    raw = list(given) if given else [p for p in os.environ.get(env_name, "").split(os.pathsep) if p.strip()]
+    folders = []
+    for item in raw:
+        path = Path(os.path.realpath(Path(item.strip()).expanduser()))
+        if not path.is_dir():
+            raise ValueError(f"{flag} {item}: not an existing folder")
+        if path not in folders:
+            folders.append(path)
+    return tuple(folders)
+
+
+def upload_folders() -> list[Path]:
+    """Where logins' files land on this machine besides the data directory: Gradio's upload cache
+    (``GRADIO_TEMP_DIR``, else ``<temp>/gradio``, as Gradio places it)."""
+    gradio = os.environ.get("GRADIO_TEMP_DIR")
+    return [Path(os.path.realpath(gradio or Path(tempfile.gettempdir()) / "gradio"))]
+
+
+def _refuse_writable_plugin_dirs(plugin_dirs: tuple[Path, ...], data_folders: list[Path]) -> None:
+    """A plugin folder must hold only what the admin put there: refuse one that overlaps (is, holds, or lies in) the
+    data directory, the shared directory or a folder where uploads land (:func:`upload_folders`), since any login
+    could then write a plugin file.
+
+    Raises:
+        ValueError: naming the plugin folder and the folder it overlaps.
+    """
+    for folder in plugin_dirs:
+        for other in [Path(os.path.realpath(p)) for p in data_folders] + upload_folders():
+            if folder == other or other in folder.parents or folder in other.parents:
+                raise ValueError(f"--plugin-dir {folder}: overlaps {other}, where logins' uploads, datasets or runs "
+                                 "are written; give a folder only the admin writes to")
+
+
+def _packages(given: list[str] | None) -> tuple[str, ...]:
+    """Allowed plugin packages from a repeated flag, else ``GRPO_PLUGIN_PACKAGES`` (comma-separated).
+
+    Raises:
+        ValueError: one is not a dotted module name.
+    """
+    raw = list(given) if given else os.environ.get(ENV_PLUGIN_PACKAGES, "").split(",")
+    names = []
+    for item in (part.strip() for part in raw):
+        if not item:
+            continue
+        if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", item):
+            raise ValueError(f"--plugin-package {item!r}: not a dotted module name")
+        names.append(item)
+    return tuple(dict.fromkeys(names))
 
 
 def load_auth(auth: str | None = None, auth_file: str | Path | None = None) -> Credentials:
@@ -240,3 +345,13 @@ def load_admins(auth_file: str | Path | None = None) -> frozenset[str]:
     """
     path = auth_file or os.environ.get(ENV_AUTH_FILE) or None
     return read_auth_admins(path) if path else frozenset()
+
+
+def load_code_runners(auth_file: str | Path | None = None) -> frozenset[str]:
+    """The logins the auth file (else ``GRPO_AUTH_FILE``) marks ``[run-code]``; empty without a file.
+
+    Raises:
+        grpo_core.access.AccessError: as :func:`load_auth`.
+    """
+    path = auth_file or os.environ.get(ENV_AUTH_FILE) or None
+    return read_auth_code_runners(path) if path else frozenset()

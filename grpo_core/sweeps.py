@@ -39,6 +39,7 @@ from typing import Annotated, Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from grpo_core.boundary import OPEN, Boundary
 from grpo_core.bounded_parse import load_yaml
 from grpo_core.config import ConfigError, RunConfig, parse_run_config
 from grpo_core.runs import stored_run_config, validate_run_config
@@ -313,6 +314,7 @@ def submit_sweep(
     name: str | None = None,
     model_cache_dir: Path | None = None,
     owner: str | None = None,
+    boundary: Boundary = OPEN,
 ) -> LaunchedSweep:
     """Check, expand and queue a sweep: all of its runs, or none.
 
@@ -323,9 +325,16 @@ def submit_sweep(
 
     Raises:
         SweepError: as :func:`plan_sweep`.
-        ConfigError: a point fails :func:`grpo_core.runs.validate_run_config`; the message names the point.
+        ConfigError: a point fails ``boundary`` (:mod:`grpo_core.boundary`, checked for every point first) or
+            :func:`grpo_core.runs.validate_run_config`; the message names the point.
     """
     plan = plan_sweep(base, grid, name=name)
+    for index, (point, config) in enumerate(zip(plan.points, plan.configs, strict=True)):
+        try:
+            plan.configs[index] = boundary.check_config(config)  # every point, before any file is read
+        except ConfigError as exc:  # a grpo_core.boundary.BoundaryError: kept as such
+            label = point_label(point, plan.varied) if len(plan.points) > 1 else "its only point"
+            raise type(exc)(f"sweep point {label}: {exc}; nothing was launched") from None
     warnings: list[str] = []
     validated: set[str] = set()
     for point, config in zip(plan.points, plan.configs, strict=True):
@@ -333,7 +342,7 @@ def submit_sweep(
         if key in validated:
             continue
         try:
-            found = validate_run_config(store, config, model_cache_dir=model_cache_dir)
+            found = validate_run_config(store, config, model_cache_dir=model_cache_dir, boundary=boundary)
         except ConfigError as exc:
             label = point_label(point, plan.varied) if len(plan.points) > 1 else "its only point"
             raise ConfigError(f"sweep point {label}: {exc}; nothing was launched") from None

@@ -11,7 +11,8 @@ import gradio as gr
 import pandas as pd
 
 from app.catalog_sync import CatalogSync, dataset_choices
-from app.context import AppContext, actor_of
+from app.context import AppContext, actor_of, boundary_of
+from grpo_core.boundary import BoundaryError
 from grpo_core.config import DEFAULT_MODEL
 from grpo_core.dataset_library import (
     DatasetInUseError,
@@ -66,9 +67,14 @@ def mapping_from_form(prompt_column: str | None, system_prompt: str | None, rena
     )
 
 
-def model_view_text(ctx: AppContext, rows: list[dict[str, Any]], model: str | None) -> str:
-    """The first prompts exactly as ``model`` gets them (chat template applied), separated by row headers."""
-    shown, note = preview_model_prompts(rows, (model or "").strip() or DEFAULT_MODEL, ctx.settings.model_cache_dir)
+def model_view_text(ctx: AppContext, rows: list[dict[str, Any]], model: str | None, request: object = None) -> str:
+    """The first prompts exactly as ``model`` gets them (chat template applied), separated by row headers; a model
+    folder the login may not read (:mod:`grpo_core.boundary`) is refused with the reason, its files unread."""
+    try:
+        model = boundary_of(ctx, request).model((model or "").strip() or DEFAULT_MODEL, "model")
+    except BoundaryError as exc:
+        return f"({exc})"
+    shown, note = preview_model_prompts(rows, model, ctx.settings.model_cache_dir)
     parts = [f"──── row {index} ────\n{text}" for index, text in enumerate(shown)]
     if note:
         parts.insert(0, f"({note})")
@@ -134,7 +140,8 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
         manage_status = gr.Markdown(elem_id="dataset-manage-status")
     pending = gr.State(None)
 
-    def on_check(file_path: str | None, column: str, system: str, renamed: str, model: str):
+    def on_check(file_path: str | None, column: str, system: str, renamed: str, model: str,
+                 request: gr.Request = None):
         """Inputs: uploaded temp path, mapping, model. Outputs: status, preview, model view."""
         if not file_path:
             return "**Choose a file first.**", gr.skip(), gr.skip()
@@ -146,16 +153,16 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
             return f"❌ **Not valid.** {exc}", gr.skip(), gr.skip()
         message = (f"✅ Valid: {dataset.num_rows} rows, columns {', '.join(dataset.columns)}, "
                    f"{dataset.prompt_kind} prompts. Not added yet.{answer_coverage_markdown(dataset.rows)}")
-        return message, preview_frame(dataset.rows), model_view_text(ctx, dataset.rows, model)
+        return message, preview_frame(dataset.rows), model_view_text(ctx, dataset.rows, model, request)
 
-    def added_outputs(info, model: str):
+    def added_outputs(info, model: str, request: gr.Request = None):
         rows = read_normalized(Path(info.path))
         message = (f"✅ Added **{info.name}**: {info.num_rows} rows, columns {', '.join(info.columns)}."
                    f"{answer_coverage_markdown(rows)}")
         return (
             message,
             preview_frame(rows),
-            model_view_text(ctx, rows, model),
+            model_view_text(ctx, rows, model, request),
             datasets_frame(ctx),
             gr.update(choices=dataset_choices(ctx), value=info.id),
         )
@@ -173,7 +180,7 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
                                   mapping=mapping, owner=getattr(request, "username", None))
         except (DatasetError, StoreError, ValueError) as exc:
             return f"❌ **Not added.** {exc}", gr.skip(), gr.skip(), gr.skip(), gr.skip()
-        return added_outputs(info, model)
+        return added_outputs(info, model, request)
 
     def on_hub_add(dataset_id: str, config: str, split: str, dataset_name: str, column: str, system: str,
                    renamed: str, model: str, request: gr.Request = None):
@@ -185,7 +192,7 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
                                       mapping=mapping, owner=getattr(request, "username", None))
         except (DatasetError, StoreError, ValueError) as exc:
             return f"❌ **Not added.** {exc}", gr.skip(), gr.skip(), gr.skip(), gr.skip()
-        return added_outputs(info, model)
+        return added_outputs(info, model, request)
 
     def on_pick(dataset_id: int | None):
         """Inputs: dataset id. Outputs: preview."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app.context import AppContext
+from app.context import AppContext, boundary_of
 from grpo_core.config import ConfigError
 from grpo_core.export import export_run
 from grpo_core.merge_job import MergeError, merge_run
@@ -39,11 +39,12 @@ def create_export_panel(ctx: AppContext, run_selector: gr.Dropdown) -> dict[str,
         merge = gr.Button("Merge the adapter into the base model (a folder to serve)", elem_id="export-merge")
         merge_status = gr.Markdown(elem_id="export-merge-status")
 
-    def on_export(run_id: int | None):
+    def on_export(run_id: int | None, request: gr.Request):
         """Inputs: selected run. Outputs: status, config files, metrics, groups, adapter, bundle."""
         if run_id is None:
             return "Choose a run first.", None, None, None, None, None
         try:
+            boundary_of(ctx, request).check_stored(ctx.store.get_run(int(run_id)).config or {}, "export")
             result = export_run(ctx.store, ctx.settings, int(run_id))
         except (StoreError, ConfigError, OSError) as exc:
             return f"Not exported: {exc}", None, None, None, None, None
@@ -54,18 +55,19 @@ def create_export_panel(ctx: AppContext, run_selector: gr.Dropdown) -> dict[str,
         adapter_file = str(result.adapter) if result.adapter is not None else None
         return text, config_files, str(result.metrics), str(result.groups), adapter_file, str(result.bundle)
 
-    def on_merge(run_id: int | None):
+    def on_merge(run_id: int | None, request: gr.Request):
         """Inputs: selected run. Outputs: merge status (streamed: the worker's progress, then the folder)."""
         if run_id is None:
             yield "Choose a run first."
             return
         try:
             run = ctx.store.get_run(int(run_id))
+            boundary_of(ctx, request).check_stored(run.config or {}, "merge")
             steps: list[str] = []
             for line in merge_run(ctx.settings, run):
                 steps.append(line)
                 yield "Merging… " + " → ".join(steps[-4:])
-        except (StoreError, MergeError, OSError) as exc:
+        except (StoreError, MergeError, OSError, ConfigError) as exc:
             yield f"Not merged: {exc}"
             return
         yield (f"Merged model of run #{run.id} written to `{steps[-1]}` (safetensors, tokenizer, generation config): "

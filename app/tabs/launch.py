@@ -17,7 +17,7 @@ import gradio as gr
 import pandas as pd
 
 from app.catalog_sync import CatalogSync, dataset_choices, run_choices
-from app.context import AppContext, check_webhooks
+from app.context import AppContext, boundary_of, check_webhooks
 from app.tabs.launch_tools import (
     bench_coverage_markdown,
     bench_specs,
@@ -28,6 +28,7 @@ from app.tabs.launch_tools import (
 )
 from app.tabs.memory_panel import create_memory_panel, fit_markdown
 from app.tabs.sweeps import create_sweep_launcher
+from grpo_core.boundary import plugin_files
 from grpo_core.bounded_parse import dump_yaml, load_json, load_yaml
 from grpo_core.config import DEFAULT_MODEL, ConfigError, RunConfig, parse_run_config
 from grpo_core.dataset_library import ARITHMETIC_EXAMPLE, QUICK_START_EXAMPLE
@@ -107,6 +108,16 @@ ADVANCED_FIELDS: list[tuple[str, str, str, dict[str, Any]]] = [
 ]
 #: Advanced number fields whose default is ``None`` (off): an empty box reaches the server as 0, which means the same.
 ZERO_MEANS_UNSET = ("epsilon_high", "steps_per_generation", "min_p")
+
+
+def plugin_files_markdown(plugin_dirs) -> str:
+    """The admin's plugin folders and their ``.py`` files with SHA-256, for the Launch tab: with logins, the files a
+    ``plugin`` rule may name (docs/security.md)."""
+    files = plugin_files(plugin_dirs)
+    lines = ["**Plugin files** (the admin's plugin folders; name one as `path/file.py:function` in a `plugin` "
+             "rule):", ""]
+    lines += [f"- `{item.path}` sha256 `{item.sha256}`" for item in files] or ["- (no .py files yet)"]
+    return "\n".join(lines)
 
 
 def trl_args_text(args: dict[str, Any]) -> str:
@@ -340,6 +351,8 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
 
     gr.Markdown("### Reward rules (weighted sum; TRL's `reward_funcs` and `reward_weights`)")
     gr.Markdown(sandbox_line(), elem_id="launch-sandbox")
+    if ctx.settings.plugin_dirs:
+        gr.Markdown(lambda: plugin_files_markdown(ctx.settings.plugin_dirs), elem_id="launch-plugin-files")
     slot_components: list[tuple[gr.Dropdown, gr.Number, gr.Code, gr.Textbox]] = []
     help_boxes: list[gr.Markdown] = []
     for index in range(RULE_SLOTS):
@@ -488,10 +501,12 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
     def on_launch(request: gr.Request, *values):
         """Inputs: the whole form (the login comes first, from Gradio). Outputs: status message."""
         try:
-            config = _config_from(values)
+            boundary = boundary_of(ctx, request)
+            config = boundary.check_config(_config_from(values))
             check_webhooks(ctx, request, [config.webhook_url])
-            warnings = validate_run_config(ctx.store, config, model_cache_dir=ctx.settings.model_cache_dir)
-            run = submit_run(ctx.store, config, owner=getattr(request, "username", None))
+            warnings = validate_run_config(ctx.store, config, model_cache_dir=ctx.settings.model_cache_dir,
+                                           boundary=boundary)
+            run = submit_run(ctx.store, config, owner=getattr(request, "username", None), boundary=boundary)
         except (ConfigError, ValueError) as exc:
             return f"❌ **Not launched.** {exc}"
         ctx.launcher.tick()
@@ -515,16 +530,19 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
                     specs.append(RewardSpec(rule=rule, weight=float(weight or 0), params=_parse_params(
                         index + 1, rule, params), gate=parse_gate(index + 1, rule, gate)))
                 except (ConfigError, ValueError) as exc:
-                    return gr.skip(), f"❌ {exc}"
+                    raise ValueError(str(exc)) from None
         if not specs:
             raise ValueError("choose at least one reward rule")
         row.setdefault("prompt", "")
         return row, completions, specs
 
-    def on_bench(row_text: str, completions_text: str, model_name: str, dataset_id, *slot_values):
-        """Inputs: row JSON, completions, model, dataset, rule slots. Outputs: score table, status."""
+    def on_bench(request: gr.Request, row_text: str, completions_text: str, model_name: str, dataset_id,
+                 *slot_values):
+        """Inputs: row JSON, completions, model, dataset, rule slots (the login first, from Gradio). Outputs: score
+        table, status."""
         try:
             row, completions, specs = _bench_inputs(row_text, completions_text, slot_values)
+            specs = boundary_of(ctx, request).check_rewards(specs)  # before any plugin is imported
         except ValueError as exc:
             return None, f"❌ {exc}"  # no table: the last one scored other rules
         specs, opens_think = bench_specs(ctx, specs, model_name, dataset_id)
@@ -544,10 +562,12 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
             opens_think) else ""
         return pd.DataFrame(table), f"{len(completions)} completions scored.{note}"
 
-    def on_probe(row_text: str, prompt: str, completions_text: str, *slot_values):
-        """Inputs: row JSON, the row's prompt, completions (the real ones), rule slots. Outputs: probe table, status."""
+    def on_probe(request: gr.Request, row_text: str, prompt: str, completions_text: str, *slot_values):
+        """Inputs: row JSON, the row's prompt, completions (the real ones), rule slots (the login first, from
+        Gradio). Outputs: probe table, status."""
         try:
             row, completions, specs = _bench_inputs(row_text, completions_text, slot_values)
+            specs = boundary_of(ctx, request).check_rewards(specs)  # before any plugin is imported
             if prompt and not row.get("prompt"):
                 row["prompt"] = prompt
             results = probe_row(specs, row, completions)
@@ -581,23 +601,27 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
         coverage = bench_coverage_markdown(ctx, dataset_id, [r for r in rules if r and r != NO_RULE])
         return row_json, prompt, f"Row {int(number)} loaded: its columns are the bench's dataset row.{coverage}"
 
-    def on_preflight(num_prompts, *values):
-        """Inputs: prompts to sample, the whole form. Outputs: verdict (Markdown), per-rule table; streamed."""
+    def on_preflight(request: gr.Request, num_prompts, *values):
+        """Inputs: prompts to sample, the whole form (the login first, from Gradio). Outputs: verdict (Markdown),
+        per-rule table; streamed."""
         try:
-            config = _config_from(values)
-            validate_run_config(ctx.store, config, model_cache_dir=ctx.settings.model_cache_dir)
+            boundary = boundary_of(ctx, request)
+            config = boundary.check_config(_config_from(values))  # the worker gets the real paths checked
+            validate_run_config(ctx.store, config, model_cache_dir=ctx.settings.model_cache_dir, boundary=boundary)
         except (ConfigError, ValueError) as exc:
             yield f"❌ **Preflight not started.** {exc}", gr.skip()
             return
         yield from stream_preflight(ctx, config, num_prompts)
 
-    def on_clone(run_id):
-        """Inputs: run id. Outputs: the whole form (dataset, model, name, rules, hyperparameters), rule help, status."""
+    def on_clone(run_id, request: gr.Request = None):
+        """Inputs: run id. Outputs: the whole form (dataset, model, name, rules, hyperparameters), rule help, status.
+        A run whose stored config names code or files the login may not use is refused (its files unread)."""
         skip_all = [gr.skip()] * (len(form_inputs) + len(help_boxes))
         if run_id is None:
             return [*skip_all, ""]
         try:
             run = ctx.store.get_run(int(run_id))
+            boundary_of(ctx, request).check_stored(run.config or {}, "clone")
             config = parse_run_config(run.config, source=f"run {run_id} config")
             form = config_to_form(config)
         except (ConfigError, ValueError) as exc:
@@ -625,10 +649,10 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
     )
     launched = launch.click(on_launch, inputs=form_inputs, outputs=launch_status)
 
-    def on_estimate(*values):
-        """Inputs: the whole form. Outputs: the memory estimate."""
+    def on_estimate(request: gr.Request, *values):
+        """Inputs: the whole form (the login first, from Gradio). Outputs: the memory estimate."""
         try:
-            return fit_markdown(ctx, _config_from(values))
+            return fit_markdown(ctx, boundary_of(ctx, request).check_config(_config_from(values)))
         except (ConfigError, ValueError) as exc:
             return f"**No estimate:** {exc}"
 

@@ -16,6 +16,7 @@ from app.catalog_sync import CatalogSync
 from app.context import AppContext, actor_of
 from app.run_filter import ALL_STATUSES, STATUS_FILTER_CHOICES
 from app.views import run_status_html
+from grpo_core.config import ConfigError
 from grpo_core.ownership import NotOwnerError
 from grpo_core.runs import RunActionError, authorize_run_action, delete_run, parse_tags, resume_run
 from storage import StoreError
@@ -79,7 +80,7 @@ def connect_run_controls(
             return gr.skip()
         try:
             run = resume_run(ctx.store, ctx.settings, int(run_id), actor_of(ctx, request))
-        except (RunActionError, NotOwnerError, StoreError) as exc:
+        except (RunActionError, NotOwnerError, StoreError, ConfigError) as exc:
             gr.Warning(str(exc))
             return gr.skip()
         where = f"from {Path(run.resume_from).name}" if run.resume_from else "from step 0 (it has no checkpoint)"

@@ -10,7 +10,7 @@ import gradio as gr
 import pandas as pd
 
 from app.catalog_sync import CatalogSync, run_choices
-from app.context import AppContext, check_webhooks
+from app.context import AppContext, boundary_of, check_webhooks
 from app.tabs.compare import compare_runs
 from grpo_core.config import ConfigError, RunConfig
 from grpo_core.sweeps import (
@@ -73,7 +73,7 @@ def create_sweep_launcher(
         try:
             base, grid = config_from(values), parse_grid_text(text)
             check_webhooks(ctx, request, [base.webhook_url, *grid.get("webhook_url", [])])
-            launched = submit_sweep(ctx.store, base, grid,
+            launched = submit_sweep(ctx.store, base, grid, boundary=boundary_of(ctx, request),
                                     model_cache_dir=ctx.settings.model_cache_dir,
                                     owner=getattr(request, "username", None))
         except (ConfigError, ValueError) as exc:

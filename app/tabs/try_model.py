@@ -16,7 +16,7 @@ from typing import Any
 import gradio as gr
 
 from app.catalog_sync import CatalogSync, run_choices
-from app.context import AppContext
+from app.context import AppContext, boundary_of
 from grpo_core.bounded_parse import ParseError, load_json
 from grpo_core.config import ConfigError
 from grpo_core.datasets import DatasetError
@@ -126,14 +126,15 @@ def create_try_model_tab(ctx: AppContext, sync: CatalogSync | None = None) -> di
         except StoreError:
             return None
 
-    def on_load_row(run_id: int | None, index: float | None):
+    def on_load_row(run_id: int | None, index: float | None, request: gr.Request = None):
         """Inputs: run, row number. Outputs: prompt, columns JSON, chat checkbox, status."""
         info = _run(run_id)
         if info is None:
             return gr.skip(), gr.skip(), gr.skip(), "Choose a run."
         try:
+            boundary_of(ctx, request).check_stored(info.config or {}, "read the dataset of")
             rows = run_rows(ctx, info)
-        except DatasetError as exc:
+        except (DatasetError, ConfigError) as exc:
             return gr.skip(), gr.skip(), gr.skip(), f"Cannot read the run's dataset: {exc}"
         if not rows:
             return gr.skip(), gr.skip(), gr.skip(), "The run's dataset file is gone; type a prompt."
@@ -147,7 +148,7 @@ def create_try_model_tab(ctx: AppContext, sync: CatalogSync | None = None) -> di
             f"Row {number} of {len(rows)} loaded.",
         )
 
-    def on_run(run_id: int | None, index: float | None):
+    def on_run(run_id: int | None, index: float | None, request: gr.Request = None):
         """Inputs: run, row number. Outputs: weights dropdown, max tokens, temperature (the run's), prompt,
         columns, chat, status."""
         info = _run(run_id)
@@ -157,7 +158,7 @@ def create_try_model_tab(ctx: AppContext, sync: CatalogSync | None = None) -> di
         dropdown = gr.update(choices=options, value=options[0][1] if options else None)
         tokens = info.config.get("max_completion_length", gr.skip())
         temp = info.config.get("temperature", gr.skip())
-        return (dropdown, tokens, temp, *on_load_row(run_id, index))
+        return (dropdown, tokens, temp, *on_load_row(run_id, index, request))
 
     def on_reload(run_id: int | None, current: str | None):
         """Inputs: run, weights. Outputs: weights choices (the current pick kept when it still exists)."""
@@ -167,7 +168,8 @@ def create_try_model_tab(ctx: AppContext, sync: CatalogSync | None = None) -> di
         value = current if current in values else (values[0] if values else None)
         return gr.update(choices=options, value=value)
 
-    def on_sample(run_id, weights_value, prompt_text, columns_text, is_chat, samples, tokens, temp, seed_value):
+    def on_sample(run_id, weights_value, prompt_text, columns_text, is_chat, samples, tokens, temp, seed_value,
+                  login: gr.Request = None):
         """Inputs: run, weights, prompt, columns JSON, chat, samples, max tokens, temperature, seed.
         Outputs: status, base HTML, trained HTML."""
         info = _run(run_id)
@@ -180,6 +182,7 @@ def create_try_model_tab(ctx: AppContext, sync: CatalogSync | None = None) -> di
         if not isinstance(row, dict):
             return "The columns must be a JSON object, like {\"answer\": 42}.", "", ""
         try:
+            boundary_of(ctx, login).check_stored(info.config or {}, "sample from")
             request = build_request(
                 ctx.settings,
                 info,

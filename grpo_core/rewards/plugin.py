@@ -61,14 +61,25 @@ def parse_plugin_target(target: str) -> tuple[str, str]:
     return module, attribute
 
 
+class _ReachesOut(Exception):
+    """An attribute path that walks through another module (``file.py:os.system``)."""
+
+    def __init__(self, target: str) -> None:
+        super().__init__(f"reward plugin {target!r} reaches into another module through its attributes; name that "
+                         "module itself as 'package.module:function'")
+
+
 def load_plugin_function(target: str) -> Callable[..., Any]:
     """Import the module (or execute the ``.py`` file) named by ``target`` and return the callable it names.
 
     A ``.py`` file's folder is added to the end of ``sys.path``, so the file may import modules beside it.
 
+    The attribute path may not walk through another module (``file.py:os.system`` is refused: name ``os:system``
+    itself, which :mod:`grpo_core.boundary` can then allow or refuse).
+
     Raises:
-        ValueError: the module or file cannot be loaded, or the attribute is missing or not callable; the message
-            names the target and chains the original error.
+        ValueError: the module or file cannot be loaded, the attribute is missing, not callable or reached through
+            another module; the message names the target and chains the original error.
     """
     module_name, attribute = parse_plugin_target(target)
     try:
@@ -88,7 +99,13 @@ def load_plugin_function(target: str) -> Callable[..., Any]:
             module = importlib.import_module(module_name)
         obj: Any = module
         for part in attribute.split("."):
+            if obj is not module and inspect.ismodule(obj):
+                raise _ReachesOut(target)
             obj = getattr(obj, part)
+        if inspect.ismodule(obj):
+            raise _ReachesOut(target)
+    except _ReachesOut as exc:
+        raise ValueError(str(exc)) from None
     except Exception as exc:
         raise ValueError(f"reward plugin {target!r} could not be loaded: {type(exc).__name__}: {exc}") from exc
     if not callable(obj):

@@ -44,16 +44,17 @@ def merge_adapter(model: str, weights: str | Path, dest: str | Path, cache_dir: 
         from peft import PeftModel
 
         _progress(f"loading the base model {base_path}")
-        base = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32)
+        base = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32, trust_remote_code=False)
         _progress(f"applying the adapter {weights}")
         merged = PeftModel.from_pretrained(base, str(weights)).merge_and_unload()
     else:
         _progress(f"loading the full weights {weights} (the run trained without LoRA)")
-        merged = AutoModelForCausalLM.from_pretrained(str(weights), dtype=torch.float32)
+        merged = AutoModelForCausalLM.from_pretrained(str(weights), dtype=torch.float32,
+                                                      trust_remote_code=False)
     _progress("saving the merged model (safetensors)")
     merged.save_pretrained(partial, safe_serialization=True)
     tokenizer_source = str(weights) if (weights / "tokenizer_config.json").is_file() else base_path
-    AutoTokenizer.from_pretrained(tokenizer_source).save_pretrained(partial)
+    AutoTokenizer.from_pretrained(tokenizer_source, trust_remote_code=False).save_pretrained(partial)
     try:
         generation = GenerationConfig.from_pretrained(base_path)
     except OSError:

@@ -111,10 +111,10 @@ def load_policy(model_path: str, device: str) -> tuple[Any, Any]:
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=False)  # docs/security.md
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=policy_dtype(device))
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=policy_dtype(device), trust_remote_code=False)
     return model, tokenizer
 
 

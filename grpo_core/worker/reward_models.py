@@ -39,8 +39,8 @@ def load_reward_model(rule: RewardModelRule) -> tuple[Any, Any]:
     """
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    model = AutoModelForSequenceClassification.from_pretrained(rule.model, num_labels=1)
-    tokenizer = AutoTokenizer.from_pretrained(rule.model)
+    model = AutoModelForSequenceClassification.from_pretrained(rule.model, num_labels=1, trust_remote_code=False)
+    tokenizer = AutoTokenizer.from_pretrained(rule.model, trust_remote_code=False)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     model.config.pad_token_id = tokenizer.pad_token_id

@@ -149,7 +149,8 @@ def try_model(request: TryRequest, progress: Callable[[str], None] = print) -> d
             trained = PeftModel.from_pretrained(model, str(folder)).to(device).eval()
         elif (folder / "config.json").is_file():
             del model
-            trained = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype).to(device).eval()
+            trained = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype,
+                                                           trust_remote_code=False).to(device).eval()
         else:
             raise ValueError(f"{folder} holds neither a PEFT adapter nor a model")
         progress("sampling the trained weights")

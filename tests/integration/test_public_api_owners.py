@@ -28,9 +28,11 @@ def auth_file(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory, auth_file):
-    """The base URL of the dashboard served with ``--auth-file`` (three logins, one admin)."""
-    with serving(tmp_path_factory.mktemp("owners-data"), "--auth-file", str(auth_file)) as app:
+def served(tmp_path_factory, auth_file, tiny_model_dir):
+    """The base URL of the dashboard served with ``--auth-file`` (three logins, one admin); the tiny model's folder is
+    a ``--model-root`` (with logins, local models load only from the data dir and such roots)."""
+    with serving(tmp_path_factory.mktemp("owners-data"), "--auth-file", str(auth_file),
+                 "--model-root", str(tiny_model_dir)) as app:
         yield app.url
 
 
