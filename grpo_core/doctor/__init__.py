@@ -44,9 +44,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from grpo_core.doctor.drift import _entropy_surge, _rule_errors, _task_rule_falling
 from grpo_core.doctor.findings import _ORDER, Finding, Series, Severity, series_from_points, step_ranges
 from grpo_core.doctor.groups import completion_outcome, reward_weights, rule_variance_shares, task_rule
-from grpo_core.doctor.health import _clipped, _kl, _loss_zero, _nan, _reward_zero
+from grpo_core.doctor.health import _clipped, _loss_zero, _nan, _reward_zero
 from grpo_core.doctor.learning import (
     _beta_zero_std,
     _entropy_collapse,
@@ -56,7 +57,8 @@ from grpo_core.doctor.learning import (
     _rule_dominates,
     _zero_std,
 )
-from grpo_core.doctor.thresholds import TREND_MIN_STEPS
+from grpo_core.doctor.policy import _gradient, _kl, _policy_static
+from grpo_core.doctor.thresholds import RULE_ERRORS_SUFFIX, SERIES_KEYS, TREND_MIN_STEPS
 from grpo_core.doctor.trends import Trend, mann_kendall
 from storage import GroupRecord
 
@@ -72,9 +74,18 @@ __all__ = [
     "reward_weights",
     "rule_variance_shares",
     "series_from_points",
+    "series_keys",
     "step_ranges",
     "task_rule",
 ]
+
+
+def series_keys(config: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The metric keys whose values :func:`diagnose` reads for a run of ``config``: :data:`SERIES_KEYS` and, per
+    reward function of the config (:func:`reward_weights`), its ``rewards/<fn>/mean`` and ``rewards/<fn>/errors``."""
+    names = reward_weights(config or {})
+    per_rule = [key for name in names for key in (f"rewards/{name}/mean", f"rewards/{name}{RULE_ERRORS_SUFFIX}")]
+    return (*SERIES_KEYS, *per_rule)
 
 
 def diagnose(
@@ -102,7 +113,12 @@ def diagnose(
     checks = (
         _reward_zero,
         _nan,
+        _gradient,
+        _policy_static,
+        _rule_errors,
         _reward_trend,
+        _task_rule_falling,
+        _entropy_surge,
         _zero_std,
         _rule_dominates,
         _entropy_collapse,

@@ -1,0 +1,137 @@
+"""The run doctor's checks on what the policy drifts towards: entropy surging (sampling going to noise), the task
+rule falling while the total rises (a shaping rule learned, the task forgotten), and reward functions raising errors
+(TRL-style per-rule ``rewards/<fn>/errors`` counts).
+
+Each check takes ``(series, groups, config)`` and returns its findings (see :func:`grpo_core.doctor.diagnose`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from grpo_core.doctor.findings import Finding, Series, Severity, _config_value, _points, step_ranges
+from grpo_core.doctor.groups import reward_weights, task_rule
+from grpo_core.doctor.progress import reward_falling, reward_rising
+from grpo_core.doctor.thresholds import (
+    ENTROPY_SURGE_RATIO,
+    RULE_ERRORS_SUFFIX,
+    RULE_FALL_MIN,
+    TREND_MIN_STEPS,
+    TREND_P_VALUE,
+)
+from grpo_core.doctor.trends import _ends, _trend, _trend_points
+from storage import GroupRecord
+
+
+def _entropy_surge(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
+    """Entropy rising significantly to :data:`ENTROPY_SURGE_RATIO` times its start while the reward is not rising
+    over the same steps: the policy spreads its probability over more and more tokens (going to noise)."""
+    window = _trend_points(series, "entropy")
+    if len(window) < TREND_MIN_STEPS:
+        return []
+    start, end = _ends(window)
+    if start <= 0 or end < ENTROPY_SURGE_RATIO * start or _trend(window).p_rising >= TREND_P_VALUE:
+        return []
+    first = window[0][0]
+    if reward_rising(series, first):
+        return []  # more varied sampling while the reward rises is exploration that pays
+    falling = reward_falling(series, first)
+    return [
+        Finding(
+            code="entropy_surge",
+            severity=Severity.WARNING,
+            title=(
+                f"Entropy is surging {'while the reward falls' if falling else 'while the reward does not rise'}: "
+                f"{start:.3g} → {end:.3g} nats per token"
+            ),
+            advice=(
+                "The policy is going to noise: each token is sampled from a flatter and flatter distribution, so "
+                "completions turn into gibberish and the rewards drop. Causes: a learning rate too high for the "
+                f"model (learning_rate{_config_value(config, 'learning_rate')}), a KL term too weak to hold the policy "
+                f"(beta{_config_value(config, 'beta')}), or an entropy bonus or high temperature"
+                f"{_config_value(config, 'temperature')}. Lower the learning rate, raise beta, and resume from a "
+                "checkpoint before the surge."
+            ),
+            steps=tuple(s for s, _ in window),
+        )
+    ]
+
+
+def _task_rule_falling(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
+    """The task rule (:func:`~grpo_core.doctor.groups.task_rule`: the largest weight) falling significantly, by at
+    least :data:`RULE_FALL_MIN`, while the total reward does not fall and another rule rises: the policy earns the
+    other rules (usually the format) at the task's expense."""
+    weights = reward_weights(config)
+    rule = task_rule(config, groups)
+    if not rule or len(weights) < 2:
+        return []
+    window = _trend_points(series, f"rewards/{rule}/mean")
+    if len(window) < TREND_MIN_STEPS:
+        return []
+    start, end = _ends(window)
+    if start - end < RULE_FALL_MIN or _trend(window).p_falling >= TREND_P_VALUE:
+        return []
+    first = window[0][0]
+    if reward_falling(series, first):
+        return []  # the whole reward falls: reward_falling says it
+    risers = []
+    for name in weights:
+        other = [(s, v) for s, v in _trend_points(series, f"rewards/{name}/mean") if s >= first]
+        if name != rule and len(other) >= TREND_MIN_STEPS and _trend(other).p_rising < TREND_P_VALUE:
+            other_start, other_end = _ends(other)
+            risers.append(f"{name} {other_start:.3g} → {other_end:.3g}")
+    if not risers:
+        return []
+    total = "the total reward rises" if reward_rising(series, first) else "the total reward holds"
+    return [
+        Finding(
+            code="task_rule_falling",
+            severity=Severity.WARNING,
+            title=(
+                f"The task rule is falling while {total}: {rule} {start:.3g} → {end:.3g}, while "
+                + ", ".join(risers)
+            ),
+            advice=(
+                f"The policy is learning what the other rules pay for (often the format) and forgetting the task "
+                f"{rule} scores: format learned, task forgotten. Lower the other rules' weight, gate them on the "
+                f"task (a format bonus only for a right answer), or give {rule} partial credit; read the completions "
+                "in Inspect."
+            ),
+            steps=tuple(s for s, _ in window),
+        )
+    ]
+
+
+def _rule_errors(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
+    """Reward functions that raised: ``rewards/<fn>/errors`` above 0 at any logged step (the count of completions
+    whose call raised, per step; an errored completion scores None, so it adds nothing to the advantages)."""
+    failing = []
+    for key in sorted(series):
+        if not (key.startswith("rewards/") and key.endswith(RULE_ERRORS_SUFFIX)):
+            continue
+        bad = [(s, v) for s, v in _points(series, key) if v is not None and v > 0]
+        if bad:
+            failing.append((key[len("rewards/"):-len(RULE_ERRORS_SUFFIX)], bad))
+    if not failing:
+        return []
+    parts = [
+        f"{name}: {sum(v for _, v in bad):g} error{'s' if sum(v for _, v in bad) != 1 else ''} at "
+        f"{len(bad)} step{'s' if len(bad) > 1 else ''} ({step_ranges((s for s, _ in bad), max_ranges=6)})"
+        for name, bad in failing
+    ]
+    return [
+        Finding(
+            code="rule_errors",
+            severity=Severity.WARNING,
+            title="Reward functions raised errors: " + "; ".join(parts),
+            advice=(
+                "A completion whose reward function raised gets no score from it (None), so it teaches nothing about "
+                "that rule, and a rule that raises on every completion drops out of the reward. Read the worker log "
+                "(train.log) for the tracebacks, then fix the rule's parameters, the dataset column it reads, or the "
+                "plugin's code."
+            ),
+            steps=tuple(sorted({s for _, bad in failing for s, _ in bad})),
+            examples=tuple(parts),
+        )
+    ]
