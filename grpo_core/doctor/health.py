@@ -53,12 +53,13 @@ def _finish_gain(groups: Sequence[GroupRecord]) -> tuple[float, int, int] | None
 
 def _clipped(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
     """Completions cut at ``max_completion_length``: a warning only while the cuts block the reward, otherwise
-    information. They block it when more than :data:`CLIPPED_RATIO_MAX` are cut at the latest step, the share is
-    not falling and the reward is not rising (over at least :data:`TREND_MIN_STEPS` logged steps), and finishing
-    does not pay: in the sampled groups finished completions score no more than cut ones (by
-    :data:`CLIPPED_FINISH_GAIN`), or, without a sample that has both, at least :data:`CLIPPED_NEARLY_ALL` are cut at
-    the latest steps on average. While finished completions score more, GRPO's advantages push the policy to finish
-    within the limit: the cuts teach (the quick start starts with 75% cut and learns short answers)."""
+    information. They block it when nearly every completion is cut (:data:`CLIPPED_NEARLY_ALL` or more on average
+    over the latest :data:`ZERO_STD_MIN_STEPS` logged steps: the policy has almost no finished completion to learn
+    from), the share is not falling and the reward is not rising over at least :data:`TREND_MIN_STEPS` logged steps,
+    and the sampled groups do not show the few finished completions scoring more than the cut ones (by
+    :data:`CLIPPED_FINISH_GAIN`). A run that cuts many but not nearly all completions learns to finish from the
+    others (the quick start starts with 60-90% cut, its cut explanations score less than its short answers, and it
+    learns "a + b = c"); that is information, with the numbers."""
     points = _points(series, "completions/clipped_ratio")
     high = [(s, v) for s, v in points if v is not None and v > CLIPPED_RATIO_MAX]
     if not high:
@@ -71,27 +72,26 @@ def _clipped(series: Series, groups: Sequence[GroupRecord], config: Mapping[str,
     judged = len(window) >= TREND_MIN_STEPS
     shrinking = judged and _trend(window).p_falling < TREND_P_VALUE
     rising = reward_rising(series, window[0][0]) if judged else None
+    nearly_all = statistics.fmean(v for _, v in finite[-ZERO_STD_MIN_STEPS:]) >= CLIPPED_NEARLY_ALL
     gain = _finish_gain(groups)
-    if gain is not None:
-        pays = gain[0] > CLIPPED_FINISH_GAIN
-        evidence = (
-            f"finished completions score {gain[0]:+.2g} more than cut ones in the sample ({gain[1]} finished, "
-            f"{gain[2]} cut)"
-        )
-    else:
-        pays = statistics.fmean(v for _, v in finite[-ZERO_STD_MIN_STEPS:]) < CLIPPED_NEARLY_ALL
-        evidence = "nearly every completion is cut" if not pays else "some completions finish (no sampled groups to compare)"
-    blocking = still and judged and not shrinking and not rising and not pays
+    pays = gain is not None and gain[0] > CLIPPED_FINISH_GAIN
+    evidence = (
+        f"finished completions score {gain[0]:+.2g} more than cut ones in the sample ({gain[1]} finished, "
+        f"{gain[2]} cut)" if gain is not None else ""
+    )
+    blocking = still and judged and nearly_all and not shrinking and not rising and not pays
     if blocking:
-        why = f": not falling, the reward is not rising, and {evidence}: the cuts block the reward"
+        why = ": nearly all, not falling, and the reward is not rising: the cuts block the reward"
     elif not still:
         why = ", not at the latest step"
     elif not judged:
         why = f"; too early to tell whether they block the reward (fewer than {TREND_MIN_STEPS} logged steps)"
     elif shrinking or rising:
         why = "; " + ("the share is falling" if shrinking else "the reward rises") + ": the policy learns to finish"
-    else:
+    elif pays:
         why = f"; {evidence}, so the policy is pushed to finish"
+    else:
+        why = "; enough completions finish for the policy to learn from them"
     return [
         Finding(
             code="clipped",
@@ -107,8 +107,8 @@ def _clipped(series: Series, groups: Sequence[GroupRecord], config: Mapping[str,
                     "finishing early (a length rule with an overlong penalty, or a format rule that needs the closing "
                     "tag)."
                     if blocking
-                    else "While finished completions score more, the advantages teach the policy to finish; if the "
-                    "reward stops rising while many are still cut, raise max_completion_length"
+                    else "While some completions finish and score more, the advantages teach the policy to finish; if "
+                    "the reward stops rising while many are still cut, raise max_completion_length"
                     f"{_config_value(config, 'max_completion_length')}."
                 )
             ),

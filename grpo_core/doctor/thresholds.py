@@ -3,10 +3,11 @@
 ZERO_STD_FRACTION = 0.5
 ZERO_STD_MIN_STEPS = 3
 CLIPPED_RATIO_MAX = 0.3
-#: Without sampled groups to compare cut and finished completions, the cuts "block" the reward only when nearly all
-#: completions are cut (this share or more on average over the latest :data:`ZERO_STD_MIN_STEPS` logged steps).
+#: The cuts "block" the reward only when nearly all completions are cut (this share or more on average over the latest
+#: :data:`ZERO_STD_MIN_STEPS` logged steps): with fewer, the finished ones teach the policy to finish.
 CLIPPED_NEARLY_ALL = 0.9
-#: Finished completions must beat cut ones by this much mean total reward for the cuts to teach finishing.
+#: Finished completions beating cut ones by this much mean total reward in the sampled groups show the policy is
+#: pushed to finish, even when nearly all are cut.
 CLIPPED_FINISH_GAIN = 0.05
 # KL (TRL's ``kl``: the mean per-token k3 estimate against the reference model, in nats; logged when beta > 0).
 #: The KL term "outweighs" the learning signal when ``beta * kl`` reaches this: advantages are normalised to about

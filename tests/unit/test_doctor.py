@@ -140,16 +140,23 @@ def test_clipped_is_a_warning_only_while_it_blocks_the_reward():
 
 
 def test_clipped_reads_whether_finished_completions_score_more():
-    series = _series(completions__clipped_ratio=[0.6] * 12, reward=[0.3] * 12, reward_std=[0.3] * 12)
+    series = _series(completions__clipped_ratio=[0.95] * 12, reward=[0.3] * 12, reward_std=[0.3] * 12)
     cut = CompletionRecord(index=0, text="To add", rewards={}, total_reward=0.0, advantage=None, truncated=True)
     done = CompletionRecord(index=1, text="7", rewards={}, total_reward=1.0, advantage=None)
-    pays = [GroupRecord(step=12, row_index=0, prompt="", completions=[cut, done, cut, done])]
+    pays = [GroupRecord(step=12, row_index=0, prompt="", completions=[cut, cut, cut, done])]
     [finding] = [f for f in diagnose(series, pays) if f.code == "clipped"]
     assert finding.severity == Severity.INFO and "finished completions score +1 more" in finding.title
     equal = CompletionRecord(index=1, text="7", rewards={}, total_reward=0.0, advantage=None)
-    blocks = [GroupRecord(step=12, row_index=0, prompt="", completions=[cut, equal, cut, equal])]
+    blocks = [GroupRecord(step=12, row_index=0, prompt="", completions=[cut, cut, cut, equal])]
     [finding] = [f for f in diagnose(series, blocks) if f.code == "clipped"]
     assert finding.severity == Severity.WARNING
+
+
+def test_many_but_not_nearly_all_cut_is_information():
+    # the quick start: 60-90% cut for its first 30 steps, the reward not yet significantly rising
+    series = _series(completions__clipped_ratio=[0.75, 0.62, 0.88] * 4, reward=[0.3] * 12, reward_std=[0.4] * 12)
+    [finding] = [f for f in diagnose(series) if f.code == "clipped"]
+    assert finding.severity == Severity.INFO and "enough completions finish" in finding.title
 
 
 def test_kl_advice_names_beta_and_learning_rate():
