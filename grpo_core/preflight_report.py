@@ -465,20 +465,25 @@ def _signal_advice(report: PreflightReport) -> list[tuple[str, str]]:
 
 
 def _truncation_advice(report: PreflightReport) -> list[tuple[str, str]]:
-    """Cut completions: a warning when the cuts block the reward (finished completions score no more than cut ones
-    by :data:`FINISH_GAIN_MIN`, or, without both in the sample, :data:`TRUNCATION_NEARLY_ALL` or more are cut); a
-    note when finishing pays (GRPO then teaches the policy to finish within the limit)."""
+    """Cut completions: a warning when the cuts block the reward: :data:`TRUNCATION_NEARLY_ALL` or more are cut, the
+    few finished ones do not score more than the cut ones by :data:`FINISH_GAIN_MIN` (or none finished), and the
+    groups are mostly flat (more than :data:`ZERO_STD_WARNING` of them: the cut texts all score alike); a note
+    otherwise (with more finishing, GRPO teaches the policy to finish within the limit, as in the quick start; the
+    mean score of the 2-5 finished completions of a small sample is too noisy to say more)."""
     rate = report.truncation_rate
     if rate <= TRUNCATION_WARNING:
         return []
     limit = f"{rate:.0%} of completions are cut at max_completion_length ({report.max_completion_length} tokens)"
     gain = report.finish_gain
-    pays = gain > FINISH_GAIN_MIN if gain is not None else rate < TRUNCATION_NEARLY_ALL
+    signal = report.zero_std_share <= ZERO_STD_WARNING  # the cut completions still differ within groups
+    pays = rate < TRUNCATION_NEARLY_ALL or (gain is not None and gain > FINISH_GAIN_MIN) or signal
     if pays:
-        why = (
-            f"finished completions score {gain:+.2g} more than cut ones" if gain is not None
-            else "some completions finish"
-        )
+        if gain is not None and gain > 0:
+            why = f"finished completions score {gain:+.2g} more than cut ones"
+        elif rate < TRUNCATION_NEARLY_ALL:
+            why = f"{1 - rate:.0%} finish"
+        else:
+            why = f"rewards still differ within {1 - report.zero_std_share:.0%} of groups"
         message = (
             f"{limit}, but {why}, so GRPO's advantages teach the policy to finish within the limit; raise "
             "max_completion_length if the task needs longer answers."

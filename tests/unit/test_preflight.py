@@ -208,13 +208,27 @@ JUDGE_CASES = [
     ("many groups flat", _report(zero_std=0.625, num_prompts=32), LEVEL_WARNING, "can learn, but", ["62% of groups"]),
     # 2 of 4 flat was a warning: the quick start's groups are flat about a third of the time, so 2 of 4 is chance
     ("half of 4 flat is a note", _report(zero_std=0.5), LEVEL_OK, "can learn", ["too few groups to tell"]),
-    ("cut and nothing finishes", _report(truncation=0.95), LEVEL_WARNING, "can learn", ["raise max_completion_length"]),
     (
-        "cut and finishing does not pay",
-        _report(truncation=0.5, finish_gain=0.0),
+        "cut, nothing finishes, groups flat",
+        _report(truncation=0.95, zero_std=0.5, num_prompts=2),
+        LEVEL_WARNING,
+        "can learn",
+        ["raise max_completion_length"],
+    ),
+    ("cut but the cut texts differ", _report(truncation=0.95), LEVEL_OK, "can learn", ["rewards still differ"]),
+    (
+        "nearly all cut and finishing does not pay",
+        _report(truncation=0.94, finish_gain=0.0, zero_std=0.5, num_prompts=2),
         LEVEL_WARNING,
         "can learn",
         ["finishing does not pay", "raise max_completion_length"],
+    ),
+    (
+        "nearly all cut but the few finished score more",
+        _report(truncation=0.94, finish_gain=0.5),
+        LEVEL_OK,
+        "can learn",
+        ["finished completions score +0.5 more"],
     ),
     # was a warning: the quick start cuts 75% at first, and finished answers score more, which GRPO learns from
     (
