@@ -52,18 +52,68 @@ def corpus_configs() -> dict[str, RunConfig]:
     return {
         "quick_start_seed0": variant("quick_start_seed0", seed=0, max_steps=36),
         "quick_start_seed1": variant("quick_start_seed1", seed=1, max_steps=36),
-        "lr_high": variant("lr_high", learning_rate=1e-2, max_steps=20),
+        "lr_high": variant("lr_high", learning_rate=1e-2, max_steps=16),
         "saturated": variant(
-            "saturated", max_steps=12, rewards=[RewardSpec(rule="format_regex", weight=1.0, params={"pattern": "."})]
+            "saturated", max_steps=10, rewards=[RewardSpec(rule="format_regex", weight=1.0, params={"pattern": "."})]
         ),
-        "quick_start_seed2": variant("quick_start_seed2", seed=2, max_steps=30),
-        "lr_low": variant("lr_low", learning_rate=1e-7, max_steps=16),
-        "beta0": variant("beta0", beta=0.0, max_steps=20),
-        "harder_multistep": variant("harder_multistep", dataset_path=str(MULTISTEP), max_steps=16),
+        "quick_start_seed2": variant("quick_start_seed2", seed=2, max_steps=24),
+        "lr_low": variant("lr_low", learning_rate=1e-7, max_steps=12),
+        "beta0": variant("beta0", beta=0.0, max_steps=16),
+        "harder_multistep": variant("harder_multistep", dataset_path=str(MULTISTEP), max_steps=12),
         "quick_start_seed3": variant("quick_start_seed3", seed=3, max_steps=30),
-        "truncation_blocks": variant("truncation_blocks", max_completion_length=6, max_steps=12),
+        "truncation_blocks": variant("truncation_blocks", max_completion_length=6, max_steps=10),
         "harder_sums2": variant("harder_sums2", dataset_path=str(SUMS2), max_steps=20),
     }
+
+
+HEALTHY_REPORTS = [
+    "https://arxiv.org/abs/2402.03300 (DeepSeekMath: GRPO, beta 0.04; KL drifts while the reward rises)",
+    "https://huggingface.co/docs/trl/main/en/grpo_trainer (TRL's logged metrics: reward, kl, frac_reward_zero_std)",
+]
+#: What each recorded run must and must not get (see tests/doctor/corpus.py), and the public reports it stands for.
+LABELS: dict[str, dict] = {
+    **{
+        f"quick_start_seed{seed}": {
+            "description": f"The shipped quick start (RunConfig() on arithmetic_sums1, seed {seed}): it learns "
+                           "(README, 'Does it learn?'), with 60-90% of completions cut at first and KL drifting.",
+            "reports": HEALTHY_REPORTS,
+            "expect": {"healthy": True, "must": {}, "must_not": []},
+        }
+        for seed in (0, 1, 2, 3)
+    },
+    "beta0": {
+        "description": "The quick start with beta 0 (no KL term, as DAPO and Dr. GRPO train): TRL logs no kl.",
+        "reports": ["https://arxiv.org/abs/2503.14476 (DAPO: GRPO without the KL penalty)",
+                    "https://arxiv.org/abs/2503.20783 (Dr. GRPO: beta 0)"],
+        "expect": {"healthy": True, "must": {}, "must_not": []},
+    },
+    "lr_low": {
+        "description": "learning_rate 1e-7 on a LoRA adapter: the adapter barely moves, KL stays near 0.",
+        "reports": ["https://thinkingmachines.ai/blog/lora/ (LoRA Without Regret: LoRA wants about 10x the full "
+                    "fine-tuning learning rate)",
+                    "https://github.com/huggingface/trl/pull/4181 (TRL docs on LoRA learning rates for GRPO)"],
+        "expect": {"healthy": False,
+                   "must": {"policy_static": {"from_step": 10, "cause": ["learning_rate", "too low"]}},
+                   "must_not": ["kl", "grad_zero", "entropy_surge", "clipped"]},
+    },
+    "saturated": {
+        "description": "One rule every completion already earns (format_regex on '.'): reward 1, every group flat.",
+        "reports": ["https://github.com/modelscope/ms-swift/issues/3130 (GRPO rewards always 1: no signal)",
+                    "https://arxiv.org/abs/2503.14476 (DAPO: dynamic sampling drops groups of all-equal rewards)"],
+        "expect": {"healthy": False,
+                   "must": {"zero_std": {"from_step": 10, "cause": ["too easy"]}},
+                   "must_not": ["reward_zero", "kl", "grad_zero", "policy_static", "entropy_surge", "reward_flat"]},
+    },
+    "truncation_blocks": {
+        "description": "max_completion_length 6: every completion is cut before its answer.",
+        "reports": ["https://arxiv.org/abs/2503.14476 (DAPO: truncated samples; overlong shaping)",
+                    "https://github.com/verl-project/verl/issues/2738 (a high clip ratio: truncated samples carry "
+                    "no signal)"],
+        "expect": {"healthy": False,
+                   "must": {"clipped": {"from_step": 10, "cause": ["max_completion_length", "block"]}},
+                   "must_not": ["kl", "grad_zero", "entropy_surge"]},
+    },
+}
 
 
 def start(name: str, config: RunConfig, data_dir: Path) -> subprocess.Popen:
@@ -117,12 +167,16 @@ def export(data_dir: Path, out: Path, running: bool = False) -> list[Path]:
                     for c in g.completions]}
                 for step in store.group_steps(run.id) for g in store.groups_at(run.id, step) if g.split == "train"
             ]
+            label = LABELS.get(name, {})
             record = {
                 "name": name,
                 "source": "recorded",
+                "description": label.get("description", ""),
+                "reports": label.get("reports", []),
+                "expect": label.get("expect", {}),
                 "config": {k: run.config.get(k) for k in (
                     "dataset_path", "learning_rate", "beta", "num_generations", "max_completion_length",
-                    "max_steps", "seed", "lora_target_modules", "rewards")},
+                    "max_steps", "seed", "use_lora", "lora_target_modules", "temperature", "rewards")},
                 "series": series,
                 "groups": groups,
             }

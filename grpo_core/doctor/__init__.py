@@ -56,13 +56,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from grpo_core.doctor.drift import _entropy_surge, _rule_errors, _task_rule_falling
+from grpo_core.doctor.drift import _entropy_collapse, _entropy_surge, _rule_errors, _task_rule_falling
 from grpo_core.doctor.findings import _ORDER, Finding, Series, Severity, series_from_points, step_ranges
 from grpo_core.doctor.groups import completion_outcome, reward_weights, rule_variance_shares, task_rule
 from grpo_core.doctor.health import _clipped, _loss_zero, _nan, _reward_zero
 from grpo_core.doctor.learning import (
     _beta_zero_std,
-    _entropy_collapse,
     _eval_flat,
     _length_drift,
     _reward_trend,

@@ -1,6 +1,6 @@
-"""The run doctor's checks on whether a run is learning: reward trend, zero-std groups by cause, one rule
-carrying the reward, entropy collapse, completion length drift, beta with zero-std groups, train up while eval is
-flat; and advice tied to the run's config.
+"""The run doctor's checks on whether a run is learning: reward trend (with the config's advice; the verdict itself
+in :mod:`~grpo_core.doctor.progress`), zero-std groups by cause, one rule carrying the reward, completion length
+drift, beta with zero-std groups, train up while eval is flat; and advice tied to the run's config.
 
 Each check takes ``(series, groups, config)`` and returns its findings (see :func:`grpo_core.doctor.diagnose`)."""
 
@@ -31,7 +31,6 @@ from grpo_core.doctor.thresholds import (
     BETA_SUGGESTED,
     BETA_ZERO_STD_WINDOW,
     CLIPPED_RATIO_MAX,
-    ENTROPY_COLLAPSE_RATIO,
     EVAL_GAIN_SHARE,
     EVAL_MIN_POINTS,
     EXAMPLES,
@@ -266,46 +265,6 @@ def _rule_dominates(series: Series, groups: Sequence[GroupRecord], config: Mappi
             ),
         )
     ]
-
-
-def _entropy_collapse(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
-    """Entropy fallen to :data:`ENTROPY_COLLAPSE_RATIO` of where the run started (the first points read) on a
-    significant fall, while the reward over the same steps is not rising. A long run is tested on at most
-    :data:`TREND_WINDOW` points spread evenly over the steps read (:func:`_spread_points`), so a collapse that
-    finished long ago is still seen."""
-    window = _spread_points(series, "entropy")
-    if len(window) < TREND_MIN_STEPS:
-        return []
-    start, end = _ends(window)
-    trend = _trend(window)
-    if start <= 0 or end > ENTROPY_COLLAPSE_RATIO * start or trend.p_falling >= TREND_P_VALUE:
-        return []
-    first = window[0][0]
-    reward = [(s, v) for s, v in _spread_points(series, "reward") if s >= first]
-    if len(reward) >= TREND_MIN_STEPS and _trend(reward).p_rising < TREND_P_VALUE:
-        return []  # sharpening on a rising reward is what learning looks like
-    beta = _number(config.get("beta"))
-    return [
-        Finding(
-            code="entropy_collapse",
-            severity=Severity.WARNING,
-            title=f"Entropy is collapsing while the reward is flat: {start:.3g} → {end:.3g} nats per token",
-            advice=(
-                "The policy has become nearly deterministic without getting better: completions of a group look "
-                "alike, their rewards tie, and advantages vanish. Raise temperature"
-                f"{_config_value(config, 'temperature')} for more varied rollouts, lower the learning rate"
-                f"{_config_value(config, 'learning_rate')}"
-                + (", and set beta > 0 (now 0) to hold the policy near the reference model." if beta == 0 else ".")
-                + " Clip-higher (epsilon_high, DAPO) or an entropy bonus keep exploration alive."
-            ),
-            steps=tuple(s for s, _ in window),
-        )
-    ]
-
-
-def _spread_points(series: Series, key: str) -> list[tuple[int, float]]:
-    """:func:`~grpo_core.doctor.progress.spread_points` of the finite points of ``key``."""
-    return progress.spread_points([(s, v) for s, v in _points(series, key) if v is not None])
 
 
 def _eval_flat(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
