@@ -43,12 +43,14 @@ def meaningful_rise(series: Series, since: int) -> float:
 
 
 def rises(points: Sequence[tuple[int, float]]) -> bool:
-    """Whether ``points`` (at least 3) rise: one-sided Mann-Kendall p < :data:`TREND_P_VALUE` and the 95% interval
-    of Sen's slope above 0 (:func:`~grpo_core.doctor.trends.sen_slope_interval`). Both together keep a flat noisy
-    reward from being called rising 1 time in 20."""
-    if _trend(points).p_rising >= TREND_P_VALUE:
+    """Whether ``points`` (at least 3) rise: one-sided Mann-Kendall p < :data:`TREND_P_VALUE`, Sen's slope above 0
+    and the 95% interval of Sen's slope not below 0 (:func:`~grpo_core.doctor.trends.sen_slope_interval`; a reward
+    of a few completions is discrete, so many pairwise slopes tie at exactly 0 and the bound can sit there). Together
+    they keep a flat noisy reward from being called rising 1 time in 20."""
+    trend = _trend(points)
+    if trend.p_rising >= TREND_P_VALUE or trend.slope <= 0:
         return False
-    return sen_slope_interval([s for s, _ in points], [v for _, v in points])[0] > 0
+    return sen_slope_interval([s for s, _ in points], [v for _, v in points])[0] >= 0
 
 
 def reward_rising(series: Series, since: int | None = None) -> bool | None:
@@ -166,8 +168,8 @@ def _reward_trend(series: Series, groups: Sequence[GroupRecord], config: Mapping
                 severity=Severity.INFO,
                 title=f"Reward may be rising: {numbers}{trend.p_rising:.2g} for a rise",
                 advice=(
-                    "A one-sided trend test says rising, but the 95% interval of Sen's slope still includes 0: not "
-                    "yet enough to call it learning. Let it run longer."
+                    "A one-sided trend test says rising, but the 95% interval of Sen's slope still reaches below 0: "
+                    "not yet enough to call it learning. Let it run longer."
                 ),
                 steps=steps,
             )

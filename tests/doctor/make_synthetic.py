@@ -18,6 +18,10 @@ from collections.abc import Callable
 
 from tests.doctor.corpus import CORPUS_DIR
 
+HEALTHY_REPORTS = [
+    "https://arxiv.org/abs/2402.03300 (DeepSeekMath: GRPO, beta 0.04; KL drifts while the reward rises)",
+    "https://github.com/aburkov/theLMbook/issues/6 (KL grows as the policy is updated: expected drift)",
+]
 QUICK_START_REWARDS = [
     {"rule": "numeric_answer", "weight": 1.0, "params": {}},
     {"rule": "format_regex", "weight": 0.5, "params": {"pattern": r"^\s*-?\d+(\.\d+)?\s*\.?\s*$"}},
@@ -241,6 +245,32 @@ def synthetic_runs() -> list[dict]:
              "must": {"grad_vanishing": {"from_step": 45, "cause": ["frozen", "target_modules"]}},
              "must_not": ["kl", "entropy_surge", "policy_static"],
              "say_never": ["with LoRA is low"]},
+        ),
+        _run(
+            "synthetic_quick_start_60",
+            "The quick start as the issue measured it from the browser over 60 steps: reward 0.29 over the first 10 "
+            "steps, 0.80 over the last 10, KL drifting 0.03 -> 0.10 at beta 0.02, 60-90% of completions cut at first "
+            "and falling: the ordinary run the old doctor warned about (not improving, cut, KL x3).",
+            HEALTHY_REPORTS,
+            {**base, "beta": 0.02, "max_steps": 60},
+            make_series(
+                60, 12, reward=lambda t: 0.25 + 0.6 * _sigmoid(t, 30, 8), reward_noise=0.15,
+                reward_std=lambda t: 0.45, kl=lambda t: 0.002 * t if t < 15 else 0.03 + 0.07 * (t - 15) / 45,
+                clipped=lambda t: 0.8 - 0.7 * _sigmoid(t, 30, 6), entropy=lambda t: 1.8 - 0.6 * _sigmoid(t, 30, 8),
+            ),
+            {"healthy": True, "must": {"learning": {"from_step": 35, "severity": "info"}}, "must_not": []},
+        ),
+        _run(
+            "synthetic_learning_rate_zero",
+            "learning_rate 0 in the optimiser (a schedule that decays to 0, an override): the gradient is computed "
+            "(grad_norm 0.4) but never applied, so KL stays 0 while groups differ.",
+            ["https://github.com/modelscope/ms-swift/issues/5571 (GRPO LoRA with kl 0.0 and reward_std 0.44: the "
+             "policy never leaves the reference)"],
+            {**base, "learning_rate": 1e-4},
+            make_series(30, 13, reward=lambda t: 0.3, kl=lambda t: 0.0, learning_rate=0.0),
+            {"healthy": False,
+             "must": {"policy_static": {"from_step": 10, "cause": ["learning_rate is 0"]}},
+             "must_not": ["kl", "grad_zero", "entropy_surge"], "say_never": ["with LoRA is low"]},
         ),
     ]
     return runs
