@@ -99,6 +99,21 @@ LABELS: dict[str, dict] = {
                    "must": {"policy_static": {"from_step": 10, "cause": ["learning_rate", "too low"]}},
                    "must_not": ["kl", "grad_zero", "entropy_surge", "clipped"]},
     },
+    "lr_high": {
+        "description": "learning_rate 1e-2 on the quick start: within 3 steps the policy writes '5555...' for every "
+                       "prompt (entropy 2.4 -> 0.01, KL about 1 nat), which earns the number-only format rule and "
+                       "never the answer; every group is flat.",
+        "reports": ["https://github.com/datawhalechina/hello-agents/issues/770 (GRPO learning rate too high: policy "
+                    "collapse on a small model)",
+                    "https://github.com/huggingface/open-r1/issues/255 (the format reward rises while the accuracy "
+                    "reward falls)"],
+        "expect": {"healthy": False,
+                   "must": {"task_rule_falling": {"from_step": 10, "cause": ["numeric_answer", "format"]},
+                            "zero_std": {"from_step": 10},
+                            # entropy below 0.05 for three logged steps in a row from step 10 on
+                            "entropy_collapse": {"from_step": 12, "cause": ["learning rate"]}},
+                   "must_not": ["grad_zero", "policy_static", "grad_vanishing"]},
+    },
     "saturated": {
         "description": "One rule every completion already earns (format_regex on '.'): reward 1, every group flat.",
         "reports": ["https://github.com/modelscope/ms-swift/issues/3130 (GRPO rewards always 1: no signal)",

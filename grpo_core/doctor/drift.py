@@ -7,6 +7,7 @@ Each check takes ``(series, groups, config)`` and returns its findings (see :fun
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,12 +16,14 @@ from grpo_core.doctor.findings import Finding, Series, Severity, _config_value, 
 from grpo_core.doctor.groups import reward_weights, task_rule
 from grpo_core.doctor.progress import reward_falling, reward_rising
 from grpo_core.doctor.thresholds import (
+    BETA_ZERO_STD_WINDOW,
     ENTROPY_COLLAPSE_RATIO,
     ENTROPY_SURGE_RATIO,
     RULE_ERRORS_SUFFIX,
     RULE_FALL_MIN,
     TREND_MIN_STEPS,
     TREND_P_VALUE,
+    ZERO_STD_FRACTION,
 )
 from grpo_core.doctor.trends import _ends, _trend, _trend_points
 from storage import GroupRecord
@@ -62,7 +65,10 @@ def _entropy_surge(series: Series, groups: Sequence[GroupRecord], config: Mappin
 
 def _entropy_collapse(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
     """Entropy fallen to :data:`ENTROPY_COLLAPSE_RATIO` of where the run started (the first points read) on a
-    significant fall, while the reward over the same steps is not rising. A long run is tested on at most
+    significant fall, while the reward over the same steps is not rising, or while most groups are flat now (mean
+    ``frac_reward_zero_std`` of the latest :data:`BETA_ZERO_STD_WINDOW` steps above :data:`ZERO_STD_FRACTION`: a
+    policy that writes one completion for every prompt, e.g. "5555..." after a learning rate of 1e-2, whatever
+    reward that earns). A long run is tested on at most
     :data:`TREND_WINDOW` points spread evenly over the steps read (:func:`_spread_points`), so a collapse that
     finished long ago is still seen."""
     window = _spread_points(series, "entropy")
@@ -74,14 +80,19 @@ def _entropy_collapse(series: Series, groups: Sequence[GroupRecord], config: Map
         return []
     first = window[0][0]
     reward = [(s, v) for s, v in _spread_points(series, "reward") if s >= first]
-    if len(reward) >= TREND_MIN_STEPS and _trend(reward).p_rising < TREND_P_VALUE:
-        return []  # sharpening on a rising reward is what learning looks like
+    flat_groups = [v for _, v in _points(series, "frac_reward_zero_std") if v is not None][-BETA_ZERO_STD_WINDOW:]
+    degenerate = bool(flat_groups) and statistics.fmean(flat_groups) > ZERO_STD_FRACTION
+    if len(reward) >= TREND_MIN_STEPS and progress.rises(reward) and not degenerate:
+        return []  # sharpening on a rising reward is what learning looks like, while groups still differ
     beta = _number(config.get("beta"))
     return [
         Finding(
             code="entropy_collapse",
             severity=Severity.WARNING,
-            title=f"Entropy is collapsing while the reward is flat: {start:.3g} → {end:.3g} nats per token",
+            title=(
+                f"Entropy is collapsing {'and most groups are flat' if degenerate else 'while the reward is flat'}: "
+                f"{start:.3g} → {end:.3g} nats per token"
+            ),
             advice=(
                 "The policy has become nearly deterministic without getting better: completions of a group look "
                 "alike, their rewards tie, and advantages vanish. Raise temperature"
