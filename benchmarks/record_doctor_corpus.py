@@ -177,7 +177,7 @@ def export(data_dir: Path, out: Path, running: bool = False) -> list[Path]:
             series: dict[str, list[list[float]]] = {}
             for point in store.metrics_since(run.id):
                 if point.value is not None:
-                    series.setdefault(point.key, []).append([point.step, round(float(point.value), 6)])
+                    series.setdefault(point.key, []).append([point.step, float(f"{float(point.value):.6g}")])
             groups = [
                 {"step": step, "row_index": g.row_index, "completions": [
                     {"text": c.text[:120], "total_reward": c.total_reward, "rewards": c.rewards, "advantage": c.advantage,
