@@ -114,6 +114,17 @@ LABELS: dict[str, dict] = {
                             "entropy_collapse": {"from_step": 12, "cause": ["learning rate"]}},
                    "must_not": ["grad_zero", "policy_static", "grad_vanishing"]},
     },
+    "harder_multistep": {
+        "description": "The quick start on two-operator arithmetic ((13 + 14) x 2): the 135M model never gets one "
+                       "right, so the reward is 0 and every group flat.",
+        "reports": ["https://github.com/janhq/ReZero/issues/5 (GRPO only helps when the base model already solves "
+                    "some prompts)",
+                    "https://arxiv.org/abs/2503.14476 (DAPO: groups of all-equal rewards carry no gradient)"],
+        "expect": {"healthy": False,
+                   "must": {"zero_std": {"from_step": 10, "cause": ["too hard"]},
+                            "reward_zero": {"from_step": 10, "severity": "error"}},
+                   "must_not": ["grad_zero", "kl", "policy_static", "entropy_surge", "reward_flat"]},
+    },
     "saturated": {
         "description": "One rule every completion already earns (format_regex on '.'): reward 1, every group flat.",
         "reports": ["https://github.com/modelscope/ms-swift/issues/3130 (GRPO rewards always 1: no signal)",

@@ -24,6 +24,7 @@ from grpo_core.doctor.findings import (
 from grpo_core.doctor.progress import reward_rising
 from grpo_core.doctor.thresholds import (
     CLIPPED_FINISH_GAIN,
+    CLIPPED_MIN_FINISHED,
     CLIPPED_NEARLY_ALL,
     CLIPPED_RATIO_MAX,
     CORE_KEYS,
@@ -57,7 +58,7 @@ def _clipped(series: Series, groups: Sequence[GroupRecord], config: Mapping[str,
     over the latest :data:`ZERO_STD_MIN_STEPS` logged steps: the policy has almost no finished completion to learn
     from), the share is not falling and the reward is not rising over at least :data:`TREND_MIN_STEPS` logged steps,
     and the sampled groups do not show the few finished completions scoring more than the cut ones (by
-    :data:`CLIPPED_FINISH_GAIN`). A run that cuts many but not nearly all completions learns to finish from the
+    :data:`CLIPPED_FINISH_GAIN`, over at least :data:`CLIPPED_MIN_FINISHED` finished ones). A run that cuts many but not nearly all completions learns to finish from the
     others (the quick start starts with 60-90% cut, its cut explanations score less than its short answers, and it
     learns "a + b = c"); that is information, with the numbers."""
     points = _points(series, "completions/clipped_ratio")
@@ -74,7 +75,7 @@ def _clipped(series: Series, groups: Sequence[GroupRecord], config: Mapping[str,
     rising = reward_rising(series, window[0][0]) if judged else None
     nearly_all = statistics.fmean(v for _, v in finite[-ZERO_STD_MIN_STEPS:]) >= CLIPPED_NEARLY_ALL
     gain = _finish_gain(groups)
-    pays = gain is not None and gain[0] > CLIPPED_FINISH_GAIN
+    pays = gain is not None and gain[0] > CLIPPED_FINISH_GAIN and gain[1] >= CLIPPED_MIN_FINISHED
     evidence = (
         f"finished completions score {gain[0]:+.2g} more than cut ones in the sample ({gain[1]} finished, "
         f"{gain[2]} cut)" if gain is not None else ""

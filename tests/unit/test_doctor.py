@@ -143,11 +143,14 @@ def test_clipped_reads_whether_finished_completions_score_more():
     series = _series(completions__clipped_ratio=[0.95] * 12, reward=[0.3] * 12, reward_std=[0.3] * 12)
     cut = CompletionRecord(index=0, text="To add", rewards={}, total_reward=0.0, advantage=None, truncated=True)
     done = CompletionRecord(index=1, text="7", rewards={}, total_reward=1.0, advantage=None)
-    pays = [GroupRecord(step=12, row_index=0, prompt="", completions=[cut, cut, cut, done])]
+    pays = [GroupRecord(step=12, row_index=r, prompt="", completions=[cut, cut, cut, done]) for r in range(8)]
     [finding] = [f for f in diagnose(series, pays) if f.code == "clipped"]
     assert finding.severity == Severity.INFO and "finished completions score +1 more" in finding.title
+    # 3 finished completions are too few to say finishing pays (max_completion_length 6 on the quick start)
+    [finding] = [f for f in diagnose(series, pays[:3]) if f.code == "clipped"]
+    assert finding.severity == Severity.WARNING
     equal = CompletionRecord(index=1, text="7", rewards={}, total_reward=0.0, advantage=None)
-    blocks = [GroupRecord(step=12, row_index=0, prompt="", completions=[cut, cut, cut, equal])]
+    blocks = [GroupRecord(step=12, row_index=r, prompt="", completions=[cut, cut, cut, equal]) for r in range(8)]
     [finding] = [f for f in diagnose(series, blocks) if f.code == "clipped"]
     assert finding.severity == Severity.WARNING
 
