@@ -41,6 +41,12 @@ FIRST_PREFIX = 10
 #: As many groups as the Runs tab's doctor panel reads (``app.tabs.doctor.SAMPLE_GROUPS``).
 SAMPLE_GROUPS = 32
 _RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
+#: Every code a check can give as a warning or an error (the negatives of a healthy run are scored for each).
+ALARM_CODES = (
+    "clipped", "entropy_collapse", "entropy_surge", "eval_flat", "grad_vanishing", "grad_zero", "kl", "length_long",
+    "nan", "nan_rule", "policy_static", "reward_falling", "reward_flat", "reward_zero", "rule_dominates",
+    "rule_errors", "task_rule_falling", "zero_std",
+)
 
 
 @dataclass(frozen=True)
@@ -151,6 +157,7 @@ class Tally:
     tp: int = 0
     fp: int = 0
     fn: int = 0
+    negatives: int = 0
     misses: list[str] = field(default_factory=list)
     alarms: list[str] = field(default_factory=list)
 
@@ -182,6 +189,9 @@ def score_prefix(run: CorpusRun, last_step: int, findings: list[Finding], tallie
                 tallies[finding.code].fp += 1
                 tallies[finding.code].alarms.append(f"{where}: says {phrase!r}: {finding.title}")
     negatives = set(run.must_not)
+    for code in ALARM_CODES:
+        if code not in run.must and (run.healthy or code in negatives):
+            tallies[code].negatives += 1
     alarms = [f for f in findings if f.severity is not Severity.INFO]
     for finding in alarms:
         if finding.code in run.must:

@@ -261,6 +261,21 @@ def synthetic_runs() -> list[dict]:
             {"healthy": True, "must": {"learning": {"from_step": 35, "severity": "info"}}, "must_not": []},
         ),
         _run(
+            "synthetic_reward_flat",
+            "A LoRA run at learning_rate 2e-5 whose reward stays at 0.3 for 60 steps while its groups differ "
+            "(reward_std 0.4): KL grows a little, nothing is learned; by step 25 the trend test could have seen a "
+            "rise of half the reward spread.",
+            ["https://thinkingmachines.ai/blog/lora/ (LoRA Without Regret: LoRA wants about 10x the full "
+             "fine-tuning learning rate)",
+             "https://github.com/ml-explore/mlx-examples/pull/1233 (GRPO reward stays in the same range for 300 "
+             "iterations)"],
+            {**base, "learning_rate": 2e-5, "max_steps": 60},
+            make_series(60, 14, reward=lambda t: 0.3, reward_noise=0.06, kl=lambda t: 0.0002 * t),
+            {"healthy": False,
+             "must": {"reward_flat": {"from_step": 25, "cause": ["learning_rate 2e-5 with LoRA is low"]}},
+             "must_not": ["kl", "grad_zero", "entropy_surge", "policy_static", "clipped"]},
+        ),
+        _run(
             "synthetic_learning_rate_zero",
             "learning_rate 0 in the optimiser (a schedule that decays to 0, an override): the gradient is computed "
             "(grad_norm 0.4) but never applied, so KL stays 0 while groups differ.",
