@@ -21,6 +21,7 @@ from grpo_core.doctor.findings import (
     _streaks,
     step_ranges,
 )
+from grpo_core.doctor.progress import _reward_trend as _reward_verdict
 from grpo_core.doctor.progress import reward_rising
 from grpo_core.doctor.thresholds import (
     CLIPPED_FINISH_GAIN,
@@ -60,7 +61,9 @@ def _clipped(series: Series, groups: Sequence[GroupRecord], config: Mapping[str,
     and the sampled groups do not show the few finished completions scoring more than the cut ones (by
     :data:`CLIPPED_FINISH_GAIN`, over at least :data:`CLIPPED_MIN_FINISHED` finished ones). A run that cuts many but not nearly all completions learns to finish from the
     others (the quick start starts with 60-90% cut, its cut explanations score less than its short answers, and it
-    learns "a + b = c"); that is information, with the numbers."""
+    learns "a + b = c"); that is information, with the numbers, unless it lasts: more than twice
+    :data:`CLIPPED_RATIO_MAX` cut on average over 20 or more logged steps, not falling, while the reward is "not
+    improving" with the power to see a rise (:mod:`~grpo_core.doctor.progress`)."""
     points = _points(series, "completions/clipped_ratio")
     high = [(s, v) for s, v in points if v is not None and v > CLIPPED_RATIO_MAX]
     if not high:
@@ -80,9 +83,18 @@ def _clipped(series: Series, groups: Sequence[GroupRecord], config: Mapping[str,
         f"finished completions score {gain[0]:+.2g} more than cut ones in the sample ({gain[1]} finished, "
         f"{gain[2]} cut)" if gain is not None else ""
     )
-    blocking = still and judged and nearly_all and not shrinking and not rising and not pays
+    persistent = (
+        len(window) >= 2 * TREND_MIN_STEPS
+        and statistics.fmean(v for _, v in window) > 2 * CLIPPED_RATIO_MAX
+        and any(f.code == "reward_flat" for f in _reward_verdict(series, groups, config))
+    )
+    blocking = still and judged and not shrinking and not rising and ((nearly_all and not pays) or persistent)
     if blocking:
-        why = ": nearly all, not falling, and the reward is not rising: the cuts block the reward"
+        why = (
+            ": nearly all, not falling, and the reward is not rising: the cuts block the reward" if nearly_all and not pays
+            else f": {statistics.fmean(v for _, v in window):.0%} on average over {len(window)} logged steps, not "
+            "falling, and the reward is not improving (the trend test could have seen a rise): the cuts block it"
+        )
     elif not still:
         why = ", not at the latest step"
     elif not judged:

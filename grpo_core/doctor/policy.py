@@ -99,10 +99,13 @@ def _gradient(series: Series, groups: Sequence[GroupRecord], config: Mapping[str
 
 
 def _policy_static(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
-    """KL never above :data:`KL_STATIC` after :data:`TREND_MIN_STEPS` logged steps with learning signal (and a
-    non-zero gradient: that is :func:`_gradient`'s): the optimiser's steps do not change what the policy samples."""
+    """KL never above :data:`KL_STATIC` after :data:`TREND_MIN_STEPS` logged steps, or the logged ``learning_rate``
+    0 at every step (also without a KL, at beta 0), with learning signal (and a non-zero gradient: that is
+    :func:`_gradient`'s): the optimiser's steps do not change what the policy samples."""
     kl = [(s, v) for s, v in _points(series, "kl") if v is not None]
-    if len(kl) < TREND_MIN_STEPS or max(v for _, v in kl) > KL_STATIC:
+    rates = [v for _, v in _points(series, "learning_rate") if v is not None]
+    zero_rate = len(rates) >= GRAD_MIN_STEPS and max(rates) <= 0
+    if not zero_rate and (len(kl) < TREND_MIN_STEPS or max(v for _, v in kl) > KL_STATIC):
         return []
     spread = _mean_std(series)
     if spread is None or spread <= SIGNAL_STD_MIN:
@@ -110,9 +113,8 @@ def _policy_static(series: Series, groups: Sequence[GroupRecord], config: Mappin
     grads = [v for _, v in _points(series, "grad_norm") if v is not None]
     if grads and all(v <= GRAD_ZERO for v in grads[-GRAD_MIN_STEPS:]):
         return []  # grad_zero says it
-    rates = [v for _, v in _points(series, "learning_rate") if v is not None]
     rate = _number(config.get("learning_rate"))
-    if rates and max(rates) <= 0:
+    if zero_rate:
         cause = (
             "The logged learning_rate is 0 at every step: the gradient is computed but never applied. Check the "
             "learning rate and its schedule (warm-up, scheduler)."
@@ -133,10 +135,12 @@ def _policy_static(series: Series, groups: Sequence[GroupRecord], config: Mappin
             severity=Severity.WARNING,
             title=(
                 f"The policy is not moving: KL to the reference model at most {max(v for _, v in kl):.2g} over "
-                f"{len(kl)} logged steps while reward_std is {spread:.2g}"
+                f"{len(kl)} logged steps while reward_std is {spread:.2g}" if kl and not zero_rate
+                else f"The policy is not moving: the logged learning_rate is 0 at all {len(rates)} steps while "
+                f"reward_std is {spread:.2g}"
             ),
             advice=cause,
-            steps=tuple(s for s, _ in kl),
+            steps=tuple(s for s, _ in kl) if kl and not zero_rate else tuple(s for s, _ in _points(series, "learning_rate")),
         )
     ]
 

@@ -119,3 +119,23 @@ def test_series_keys_add_each_reward_functions_mean_and_error_count():
     assert {"reward", "grad_norm", "learning_rate", "rewards/numeric_answer/mean", "rewards/format_regex/errors"} <= set(
         keys)
     assert series_keys(None) == series_keys({})
+
+
+def test_many_cuts_that_last_while_the_reward_does_not_improve_block_it():
+    n = 30
+    flat = [0.3 + (0.04 if i % 2 else -0.04) for i in range(n)]
+    series = _series(completions__clipped_ratio=[0.7] * n, reward=flat, reward_std=[0.4] * n)
+    found = _by_code(diagnose(series, config={"max_completion_length": 64}))["clipped"]
+    assert found.severity is Severity.WARNING and "70% on average over 30 logged steps" in found.title
+    assert "max_completion_length (now 64)" in found.advice
+    # the same cuts for 12 steps only: information (the quick start's first steps)
+    short = {k: (steps[:12], values[:12]) for k, (steps, values) in series.items()}
+    assert _by_code(diagnose(short))["clipped"].severity is Severity.INFO
+
+
+def test_a_learning_rate_of_zero_is_found_without_kl():
+    # beta 0: TRL logs no kl; the logged learning_rate says the weights never change
+    n = 12
+    series = _series(learning_rate=[0.0] * n, grad_norm=[0.4] * n, reward_std=[0.4] * n, reward=[0.3] * n)
+    found = _by_code(diagnose(series, config={"beta": 0.0, "learning_rate": 1e-4}))["policy_static"]
+    assert "logged learning_rate is 0" in found.advice
