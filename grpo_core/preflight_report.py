@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -32,12 +33,25 @@ DEFAULT_PROMPTS = 4
 
 ZERO_STD_PROBLEM = 0.5
 """Share of all-equal groups above which the verdict is "most groups give no learning signal"."""
-ZERO_STD_WARNING = 0.25
-"""Share of all-equal groups above which a warning is given."""
+ZERO_STD_WARNING = 0.4
+"""Share of all-equal groups above which (at the lower bound of its 95% interval) a warning is given. The quick start,
+which learns, has about 30% flat groups at first (TRL's ``frac_reward_zero_std`` over its first 10 steps, 0.25-0.3):
+that share is ordinary in GRPO; a share confidently above 40% is not."""
 MAIN_RULE_VARIES_MIN = 0.5
 """Share of groups in which the largest-weight rule should differ; below it, other rules carry most of the signal."""
 TRUNCATION_WARNING = 0.3
-"""Share of completions cut at ``max_completion_length`` above which the advice is to raise it."""
+"""Share of completions cut at ``max_completion_length`` above which the cuts are reported."""
+TRUNCATION_NEARLY_ALL = 0.9
+"""Without both finished and cut completions in the sample, the cuts block the reward from this share on."""
+FINISH_GAIN_MIN = 0.05
+"""Finished completions must score this much more (mean total) than cut ones for the cuts to teach finishing: GRPO's
+advantages then push the policy to end within the limit (the quick start: 75% cut at first, learned away)."""
+SHARE_Z = 1.96
+"""z of the Wilson score interval (95%) around the zero-std share of a sample of a few groups: with 4 groups, 2 flat
+ones are as consistent with a true 25% as with 75%, so the verdict reads the interval's lower bound (Wilson 1927,
+"Probable inference, the law of succession, and statistical inference", JASA 22)."""
+LEVEL_NOTE = "note"
+"""Advice that does not make the verdict a warning (listed after the warnings)."""
 EQUAL_ATOL = 1e-6
 """Totals closer than this count as equal (TRL: ``torch.isclose(std, 0)``)."""
 
@@ -155,6 +169,8 @@ class PreflightReport:
         answer_coverage_notes: one line per such rule, with example rows.
         template_opened_think: whether the model's chat template opens ``<think>`` in the prompts (format rules
             with ``template_opened_think: auto`` read completions as starting inside it).
+        finish_gain: mean total reward of the finished completions minus that of the cut ones; ``None`` when the
+            sample lacks either kind (whether finishing pays, i.e. whether the cuts teach or block).
     """
 
     model: str
@@ -177,6 +193,7 @@ class PreflightReport:
     answers_not_judged: dict[str, int] = field(default_factory=dict)
     answer_coverage_notes: list[str] = field(default_factory=list)
     template_opened_think: bool = False
+    finish_gain: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (round-trips through :meth:`from_dict`); NaN and infinities become ``None``."""
@@ -303,7 +320,16 @@ def summarize(
         examples=examples,
         seconds=seconds,
         probes=flagged([p for g in groups for p in g.probes]),
+        finish_gain=_finish_gain(groups),
     )
+
+
+def _finish_gain(groups: Sequence[SampledGroup]) -> float | None:
+    finished = [t for g in groups for t, cut in zip(g.score.total, g.truncated, strict=True) if t is not None and not cut]
+    cut = [t for g in groups for t, c in zip(g.score.total, g.truncated, strict=True) if t is not None and c]
+    if not finished or not cut:
+        return None
+    return statistics.fmean(finished) - statistics.fmean(cut)
 
 
 # ------------------------------------------------------------------------------------------------- the verdict
@@ -313,9 +339,18 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
+def _main_rule(report: PreflightReport) -> RuleStats | None:
+    weighted = [r for r in report.rules if r.weight != 0]
+    return max(weighted, key=lambda r: abs(r.weight)) if weighted else None
+
+
 def _rule_advice(report: PreflightReport) -> list[tuple[str, str]]:
-    """(level, message) for each rule that adds nothing: never applies, never fires, or constant."""
+    """(level, message) for each rule that adds nothing: never applies, never fires, or constant. A rule other than
+    the main one that did not fire in the sample while the main rule varies within groups is a note: a sample of a
+    few groups misses a rule the model earns rarely (the quick start's number-only format rule, about 1 completion in
+    20 at first), and the main rule already gives the run its signal."""
     found = []
+    main = _main_rule(report)
     for stats in report.rules:
         if stats.weight == 0:
             continue
@@ -337,7 +372,16 @@ def _rule_advice(report: PreflightReport) -> list[tuple[str, str]]:
                     "the model never earns it on these prompts: check its parameters and the column it reads "
                     "on these examples, or give partial credit"
                 )
-            found.append((LEVEL_WARNING, f"rule {label} never fires (0 on all {stats.count} completions): {hint}."))
+            shaping = main is not None and stats is not main and main.varies_share > 0
+            if shaping:
+                found.append((
+                    LEVEL_NOTE,
+                    f"rule {label} did not fire on any of the {stats.count} sampled completions; the main rule "
+                    f"`{main.name}` varies within {main.varies_share:.0%} of groups, so the run can learn, and a rule "
+                    f"the model earns rarely can miss a sample this small. If it should fire on these, {hint}.",
+                ))
+            else:
+                found.append((LEVEL_WARNING, f"rule {label} never fires (0 on all {stats.count} completions): {hint}."))
         elif stats.min == stats.max:
             message = f"rule {label} gives every completion the same reward ({_fmt(stats.min)}): it adds no signal."
             found.append((LEVEL_WARNING, message))
@@ -397,33 +441,77 @@ def _main_rule_advice(report: PreflightReport) -> list[tuple[str, str]]:
     return [(LEVEL_WARNING, message)]
 
 
+def wilson_interval(successes: int, n: int, z: float = SHARE_Z) -> tuple[float, float]:
+    """The Wilson score interval of a proportion ``successes / n`` (0-1 bounds); ``(0, 1)`` when ``n`` is 0."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def _signal_advice(report: PreflightReport) -> list[tuple[str, str]]:
+    """Zero-std groups judged by the lower bound of the share's 95% Wilson interval over the sampled groups: a
+    problem when even that is above :data:`ZERO_STD_PROBLEM`, a warning above :data:`ZERO_STD_WARNING`, a note
+    when the share itself is above it (a few groups cannot tell)."""
     share = report.zero_std_share
-    if share > ZERO_STD_PROBLEM:
+    flat = round(share * report.num_prompts)
+    low, high = wilson_interval(flat, report.num_prompts)
+    interval = f"{flat} of {report.num_prompts} groups, 95% interval {low:.0%}-{high:.0%}"
+    if low > ZERO_STD_PROBLEM or share >= 1:
         message = (
             f"most groups give no learning signal ({share:.0%} of groups have all-equal rewards, so zero "
-            "advantage): loosen the format rule / add a dense partial-credit rule, or raise temperature or "
-            "num_generations."
+            f"advantage; {interval}): loosen the format rule / add a dense partial-credit rule, or raise temperature "
+            "or num_generations."
         )
         return [(LEVEL_PROBLEM, message)]
-    if share > ZERO_STD_WARNING:
+    if low > ZERO_STD_WARNING:
         message = (
-            f"{share:.0%} of groups have all-equal rewards and give no learning signal; a higher temperature or "
-            "num_generations makes groups differ more often."
+            f"{share:.0%} of groups have all-equal rewards and give no learning signal ({interval}); a higher "
+            "temperature or num_generations makes groups differ more often."
         )
         return [(LEVEL_WARNING, message)]
+    if share > ZERO_STD_WARNING:
+        message = (
+            f"{share:.0%} of groups had all-equal rewards ({interval}): too few groups to tell a real share above "
+            f"{ZERO_STD_WARNING:.0%} from chance; sample more prompts to know."
+        )
+        return [(LEVEL_NOTE, message)]
     return []
 
 
 def _truncation_advice(report: PreflightReport) -> list[tuple[str, str]]:
-    if report.truncation_rate > TRUNCATION_WARNING:
+    """Cut completions: a warning when the cuts block the reward: :data:`TRUNCATION_NEARLY_ALL` or more are cut, the
+    few finished ones do not score more than the cut ones by :data:`FINISH_GAIN_MIN` (or none finished), and the
+    groups are mostly flat (more than :data:`ZERO_STD_WARNING` of them: the cut texts all score alike); a note
+    otherwise (with more finishing, GRPO teaches the policy to finish within the limit, as in the quick start; the
+    mean score of the 2-5 finished completions of a small sample is too noisy to say more)."""
+    rate = report.truncation_rate
+    if rate <= TRUNCATION_WARNING:
+        return []
+    limit = f"{rate:.0%} of completions are cut at max_completion_length ({report.max_completion_length} tokens)"
+    gain = report.finish_gain
+    signal = report.zero_std_share <= ZERO_STD_WARNING  # the cut completions still differ within groups
+    pays = rate < TRUNCATION_NEARLY_ALL or (gain is not None and gain > FINISH_GAIN_MIN) or signal
+    if pays:
+        if gain is not None and gain > 0:
+            why = f"finished completions score {gain:+.2g} more than cut ones"
+        elif rate < TRUNCATION_NEARLY_ALL:
+            why = f"{1 - rate:.0%} finish"
+        else:
+            why = f"rewards still differ within {1 - report.zero_std_share:.0%} of groups"
         message = (
-            f"{report.truncation_rate:.0%} of completions are cut at max_completion_length "
-            f"({report.max_completion_length} tokens) before they end: raise max_completion_length (cut answers "
-            "score badly and teach nothing about the answer)."
+            f"{limit}, but {why}, so GRPO's advantages teach the policy to finish within the limit; raise "
+            "max_completion_length if the task needs longer answers."
         )
-        return [(LEVEL_WARNING, message)]
-    return []
+        return [(LEVEL_NOTE, message)]
+    message = (
+        f"{limit} before they end and finishing does not pay"
+        + (f" (finished completions score {gain:+.2g} against cut ones)" if gain is not None else "")
+        + ": raise max_completion_length (cut answers score badly and teach nothing about the answer)."
+    )
+    return [(LEVEL_WARNING, message)]
 
 
 def _unscorable_advice(report: PreflightReport) -> list[tuple[str, str]]:
@@ -464,13 +552,18 @@ ADVICE_CHECKS: tuple[Callable[[PreflightReport], list[tuple[str, str]]], ...] = 
 def judge(report: PreflightReport) -> Verdict:
     """The verdict on a report: can the run learn, and what to change.
 
-    ``problem`` when more than :data:`ZERO_STD_PROBLEM` of the groups have all-equal totals (no learning signal);
-    otherwise ``warning`` when any check in :data:`ADVICE_CHECKS` found something (many zero-std groups, many
-    truncated completions, a rule that never applies, never fires or is constant, a main rule whose rewards rarely
-    differ within a group while others do, unscorable completions), else ``ok``.
+    ``problem`` when the share of groups with all-equal totals (no learning signal) is above
+    :data:`ZERO_STD_PROBLEM` even at the lower bound of its 95% interval; otherwise ``warning`` when any check in
+    :data:`ADVICE_CHECKS` found something (zero-std groups above :data:`ZERO_STD_WARNING` by the same bound, cuts
+    that block the reward, the main rule never firing, a rule that never applies or is constant, a main rule whose
+    rewards rarely differ within a group while others do, unscorable completions, a flagged probe), else ``ok``.
+    Notes (:data:`LEVEL_NOTE`: a share a few groups cannot settle, cuts that teach finishing, a shaping rule absent
+    from the sample) are listed after the warnings and leave the verdict as it is.
     """
-    findings = [item for check in ADVICE_CHECKS for item in check(report)]
-    advice = [message for _, message in findings]
+    found = [item for check in ADVICE_CHECKS for item in check(report)]
+    # notes (a sample too small to tell, cuts that teach) are listed after the warnings and leave the verdict as is
+    findings = [item for item in found if item[0] != LEVEL_NOTE]
+    advice = [message for _, message in findings] + [message for level, message in found if level == LEVEL_NOTE]
     varying = 1 - report.zero_std_share
     if any(level == LEVEL_PROBLEM for level, _ in findings):
         if varying == 0:

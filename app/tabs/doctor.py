@@ -12,8 +12,8 @@ import gradio as gr
 
 from app.charts import MetricSeries
 from app.context import AppContext
-from grpo_core.doctor import Finding, Severity, diagnose, step_ranges
-from grpo_core.doctor.thresholds import RECENT_STEPS, SERIES_KEYS
+from grpo_core.doctor import Finding, Severity, diagnose, series_keys, step_ranges
+from grpo_core.doctor.thresholds import RECENT_STEPS
 from storage import StoreError
 
 #: How many of the latest groups the doctor reads: for its examples, the causes of zero-std groups, the pass rate
@@ -27,6 +27,7 @@ DOCTOR_CSS = """
 .doctor-finding.error { border-color: #dc2626; background: #fef2f2; }
 .doctor-finding.warning { border-color: #d97706; background: #fffbeb; }
 .doctor-finding.info { border-color: #2563eb; background: #eff6ff; }
+.doctor-finding.good { border-color: #16a34a; background: #f0fdf4; }
 .doctor-advice { font-size: 13px; margin: 2px 0; }
 .doctor-steps { font-size: 12px; color: #4b5563; }
 .doctor-finding ul { font-size: 12px; margin: 2px 0 2px 18px; padding: 0; }
@@ -35,6 +36,8 @@ DOCTOR_CSS = """
 
 _ICONS = {Severity.ERROR: "⛔", Severity.WARNING: "⚠️", Severity.INFO: "ℹ️"}
 _NOUNS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+#: Findings that say the run is doing well (``learning``: the reward rises significantly): shown in green.
+GOOD_CODES = frozenset({"learning"})
 
 
 def _in_order(findings: Sequence[Finding]) -> list[Finding]:
@@ -59,7 +62,7 @@ def doctor_html(findings: Sequence[Finding], num_steps: int) -> str:
         out.append(
             f'<div class="doctor-head">Run doctor · {num_steps} logged steps</div>'
             '<div class="doctor-advice">✅ Nothing looks wrong: groups carry signal, the reward is not stuck, '
-            "completions fit, KL is calm and every metric is a number.</div>"
+            "completions fit, KL is calm, the gradient reaches the model and every metric is a number.</div>"
         )
     else:
         counts = Counter(f.severity for f in findings)
@@ -69,10 +72,15 @@ def doctor_html(findings: Sequence[Finding], num_steps: int) -> str:
             if counts[severity]
         )
         out.append(f'<div class="doctor-head">Run doctor · {num_steps} logged steps · {tally}</div>')
+        if not counts[Severity.ERROR] and not counts[Severity.WARNING]:
+            out.append('<div class="doctor-advice">✅ No problem found.</div>')
     for finding in findings:
+        good = finding.code in GOOD_CODES
+        kind = "good" if good else finding.severity.value
+        icon = "📈" if good else _ICONS[finding.severity]
         out.append(
-            f'<div class="doctor-finding {finding.severity.value}" data-code="{html.escape(finding.code)}" '
-            f'data-severity="{finding.severity.value}"><b>{_ICONS[finding.severity]} {html.escape(finding.title)}</b>'
+            f'<div class="doctor-finding {kind}" data-code="{html.escape(finding.code)}" '
+            f'data-severity="{finding.severity.value}"><b>{icon} {html.escape(finding.title)}</b>'
             f'<div class="doctor-advice">{html.escape(finding.advice)}</div>'
         )
         if finding.steps:
@@ -92,7 +100,7 @@ STEP_RANGES_SHOWN = 12
 @dataclass
 class DoctorState:
     """What one page's doctor panel has: the run's series of the keys the checks read
-    (:data:`~grpo_core.doctor.thresholds.SERIES_KEYS`), where the other keys were NaN (``key -> (steps, whether it
+    (:func:`~grpo_core.doctor.series_keys`), where the other keys were NaN (``key -> (steps, whether it
     was a number at other steps)``, ``Store.metric_nan_steps``), and the last HTML it sent."""
 
     series: MetricSeries = field(default_factory=MetricSeries)
@@ -123,9 +131,11 @@ def doctor_report(ctx: AppContext, run_id: int, state: DoctorState | None) -> tu
         after = max(-1, (run.current_step or 0) - RECENT_STEPS)  # the latest steps only, however long the run
     else:
         after = state.series.cursor
-    # the values of the keys the checks read; of the others only where they were NaN (a long run logs ~40 keys)
-    state.series.extend_rows(ctx.store.metric_rows(run_id, after, keys=SERIES_KEYS))
-    state.add_nan_steps(ctx.store.metric_nan_steps(run_id, after, exclude=SERIES_KEYS))
+    # the values of the keys the checks read (with each reward function's mean and error count); of the others only
+    # where they were NaN (a long run logs ~40 keys)
+    keys = series_keys(run.config)
+    state.series.extend_rows(ctx.store.metric_rows(run_id, after, keys=keys))
+    state.add_nan_steps(ctx.store.metric_nan_steps(run_id, after, exclude=keys))
     state.keep_last(RECENT_STEPS)
     groups = ctx.store.recent_groups(run_id, limit=SAMPLE_GROUPS)
     nan_steps = {key: steps for key, (steps, numbered) in state.nan_steps.items() if numbered}

@@ -4,39 +4,51 @@
 ``reward``, ``loss``, ...) and the most recent sampled groups, and returns plain-words findings, each with the
 steps involved and what to change in the run config. Pure: no torch, no gradio, no store access.
 
-The checks and their thresholds (module constants below):
+The checks and their thresholds (module constants in :mod:`~grpo_core.doctor.thresholds`; calibrated on the labelled
+corpus ``tests/doctor/corpus/``, measured by ``benchmarks/bench_doctor.py``; reference in ``docs/doctor.md``):
 
-- **no learning signal**: ``frac_reward_zero_std`` above 0.5 for 3 or more logged steps in a row. A group whose
-  completions all score the same has advantage 0 everywhere and teaches nothing (DAPO's "dynamic sampling"
-  motivation, Yu et al. 2025, arXiv 2503.14476).
-- **truncated completions**: ``completions/clipped_ratio`` above 0.3.
-- **KL drifting**: ``kl`` above 0.5, or at least three times its value of 5 steps earlier.
+- **learning** (information): the reward rises, by a one-sided Mann-Kendall test (p < 0.05) with Sen's slope's 95%
+  interval above 0, over the latest 50 logged steps or over the whole run read: "reward up from X to Y", the test
+  and its numbers. **too early to tell**: no trend yet, and the test could not have seen a meaningful rise (half the
+  mean within-group ``reward_std``, at least 0.05) with 80% power (:func:`~grpo_core.doctor.trends.detectable_rise`).
+  **reward not improving** (warning) only when it could; **falling** when it falls significantly by that much;
+  **levelled off** after a rise.
+- **no learning signal**: ``frac_reward_zero_std`` above 0.5 for 3 or more logged steps in a row, with the cause:
+  too easy or too hard from the sampled groups, or from the reward level (DAPO, Yu et al. 2025, arXiv 2503.14476).
+- **truncated completions**: ``completions/clipped_ratio`` above 0.3; a warning only when the cuts block the reward
+  (nearly all cut, not falling, the reward not rising, the few finished ones not scoring more), else information.
+- **KL**: against the run, not a fixed bound: ``beta * kl`` reaching 0.1 (a tenth of a unit advantage; 10 nats
+  without a beta), a jump to 10x the median of the 10 logged steps before, or a significant rise while the reward
+  falls. An ordinary drift (the quick start: 0.03 to 0.10) is none of these.
+- **gradient zero** (error) or **vanishing** (warning) while ``reward_std`` shows the groups differ: frozen or
+  detached parameters, a wrong ``lora_target_modules``, ``learning_rate`` 0; never "raise the learning rate".
+- **policy not moving**: KL never above 1e-5 after 10 logged steps with signal: the learning rate (too low for
+  LoRA, or 0 in the logged schedule) or frozen parameters.
+- **task rule falling under a rising total** (warning): the heaviest rule falls by 0.1 or more while another rises.
+- **entropy surging** (warning): entropy up to 2x its start on a significant rise while the reward does not rise.
+- **reward-function errors**: ``rewards/<fn>/errors`` above 0: which rule, how many, at which steps.
 - **reward flat at zero**: ``reward`` exactly 0 for 3 or more logged steps in a row, with example completions and
   the rules that gave them 0.
 - **NaN or inf**: a metric that has numbers at some steps and NaN/inf (the store's NULL) at others.
 - **loss exactly 0**: explained; it is expected in GRPO (see :func:`_loss_zero`).
-- **reward not improving**: no upward trend in ``reward`` over the latest 50 logged steps (at least 10), by a
-  one-sided Mann-Kendall test at p < 0.05 (:func:`mann_kendall`); a falling reward, and a reward that rose earlier
-  and has levelled off, are told apart. The advice weighs the run's ``learning_rate`` (with or without LoRA),
-  ``beta``, ``num_generations`` and ``max_steps``.
-- **why groups have zero std**: the flat groups of the sample split into *too easy* (every completion has full
-  marks from the task rule), *too hard* (every completion has 0 from it) and *same partial score*, with the pass
-  rate per step (:func:`completion_outcome`).
-- **entropy collapse**: ``entropy`` falling to a quarter of its start (a significant downward trend) while the
-  reward is not rising.
+- **entropy collapse**: entropy fallen to a quarter of the run's start (a significant fall) while the reward is not
+  rising.
 - **completion length drift**: ``completions/mean_length`` trending up to 90% of ``max_completion_length``, or down
   to a quarter of its start.
 - **one rule carries the signal**: one reward rule explains 80% or more of the within-group variance of the
   weighted total reward across the sampled groups while it is not the task rule (:func:`rule_variance_shares`).
 - **beta with zero-std groups**: ``beta > 0`` while more than half the groups had zero std over the last 5 steps.
-- **train up, eval flat**: the training ``reward`` rises (a significant upward trend) between the first and last of
-  3 or more evaluations while ``eval_reward`` (TRL's eval split metric) gains less than a quarter of that.
+- **train up, eval flat**: the training ``reward`` rises between the first and last of 3 or more evaluations while
+  ``eval_reward`` (TRL's eval split metric) gains less than a quarter of that.
 
 Left out: trends that need a baseline across runs (is the reward rising fast *enough*), and learning-rate
 schedules.
 Layout: :mod:`~grpo_core.doctor.findings` (what a finding is, the series read), :mod:`~grpo_core.doctor.thresholds`
-(every threshold with its reason), :mod:`~grpo_core.doctor.trends` (Mann-Kendall), :mod:`~grpo_core.doctor.groups`
-(reading sampled groups), :mod:`~grpo_core.doctor.health` and :mod:`~grpo_core.doctor.learning` (the checks).
+(every threshold with its reason), :mod:`~grpo_core.doctor.trends` (Mann-Kendall, its power, Sen's interval),
+:mod:`~grpo_core.doctor.groups` (reading sampled groups), and the checks: :mod:`~grpo_core.doctor.progress` (the
+reward verdict), :mod:`~grpo_core.doctor.policy` (gradient, policy movement, KL), :mod:`~grpo_core.doctor.drift`
+(entropy surge, task rule falling, reward-function errors), :mod:`~grpo_core.doctor.health` and
+:mod:`~grpo_core.doctor.learning`.
 """
 
 from __future__ import annotations
@@ -44,19 +56,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from grpo_core.doctor.drift import _entropy_collapse, _entropy_surge, _rule_errors, _task_rule_falling
 from grpo_core.doctor.findings import _ORDER, Finding, Series, Severity, series_from_points, step_ranges
 from grpo_core.doctor.groups import completion_outcome, reward_weights, rule_variance_shares, task_rule
-from grpo_core.doctor.health import _clipped, _kl, _loss_zero, _nan, _reward_zero
+from grpo_core.doctor.health import _clipped, _loss_zero, _nan, _reward_zero
 from grpo_core.doctor.learning import (
     _beta_zero_std,
-    _entropy_collapse,
     _eval_flat,
     _length_drift,
     _reward_trend,
     _rule_dominates,
     _zero_std,
 )
-from grpo_core.doctor.thresholds import TREND_MIN_STEPS
+from grpo_core.doctor.policy import _gradient, _kl, _policy_static
+from grpo_core.doctor.thresholds import RULE_ERRORS_SUFFIX, SERIES_KEYS, TREND_MIN_STEPS
 from grpo_core.doctor.trends import Trend, mann_kendall
 from storage import GroupRecord
 
@@ -72,9 +85,18 @@ __all__ = [
     "reward_weights",
     "rule_variance_shares",
     "series_from_points",
+    "series_keys",
     "step_ranges",
     "task_rule",
 ]
+
+
+def series_keys(config: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The metric keys whose values :func:`diagnose` reads for a run of ``config``: :data:`SERIES_KEYS` and, per
+    reward function of the config (:func:`reward_weights`), its ``rewards/<fn>/mean`` and ``rewards/<fn>/errors``."""
+    names = reward_weights(config or {})
+    per_rule = [key for name in names for key in (f"rewards/{name}/mean", f"rewards/{name}{RULE_ERRORS_SUFFIX}")]
+    return (*SERIES_KEYS, *per_rule)
 
 
 def diagnose(
@@ -102,7 +124,12 @@ def diagnose(
     checks = (
         _reward_zero,
         _nan,
+        _gradient,
+        _policy_static,
+        _rule_errors,
         _reward_trend,
+        _task_rule_falling,
+        _entropy_surge,
         _zero_std,
         _rule_dominates,
         _entropy_collapse,

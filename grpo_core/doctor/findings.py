@@ -32,8 +32,10 @@ class Finding:
 
     Attributes:
         code: stable identifier: ``zero_std``, ``clipped``, ``kl``, ``reward_zero``, ``nan``, ``nan_rule``,
-            ``loss_zero``, ``reward_flat``, ``reward_falling``, ``reward_plateau``, ``entropy_collapse``,
-            ``length_long``, ``length_short``, ``rule_dominates``, ``beta_zero_std``, ``eval_flat``.
+            ``loss_zero``, ``learning``, ``reward_undecided``, ``reward_slow``, ``reward_flat``, ``reward_falling``,
+            ``reward_plateau``, ``entropy_collapse``, ``entropy_surge``, ``length_long``, ``length_short``,
+            ``rule_dominates``, ``task_rule_falling``, ``rule_errors``, ``grad_zero``, ``grad_vanishing``,
+            ``policy_static``, ``beta_zero_std``, ``eval_flat``.
         severity: see :class:`Severity`.
         title: one line, with the numbers.
         advice: plain words: what it means and what to change.

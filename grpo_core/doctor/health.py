@@ -1,11 +1,11 @@
-"""The run doctor's checks on numeric health: truncation, KL drift, reward flat at zero, NaN/inf, loss exactly 0.
+"""The run doctor's checks on numeric health: truncation, reward flat at zero, NaN/inf, loss exactly 0.
 
 Each check takes ``(series, groups, config)`` and returns its findings (see :func:`grpo_core.doctor.diagnose`)."""
 
 from __future__ import annotations
 
-import bisect
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,77 +21,111 @@ from grpo_core.doctor.findings import (
     _streaks,
     step_ranges,
 )
+from grpo_core.doctor.progress import _reward_trend as _reward_verdict
+from grpo_core.doctor.progress import reward_rising
 from grpo_core.doctor.thresholds import (
+    CLIPPED_FINISH_GAIN,
+    CLIPPED_MIN_FINISHED,
+    CLIPPED_NEARLY_ALL,
     CLIPPED_RATIO_MAX,
     CORE_KEYS,
     EXAMPLES,
     FLAT_REWARD_MIN_STEPS,
-    KL_GROWTH_FACTOR,
-    KL_GROWTH_FLOOR,
-    KL_GROWTH_WINDOW,
-    KL_MAX,
+    TREND_MIN_STEPS,
+    TREND_P_VALUE,
+    TREND_WINDOW,
+    ZERO_STD_MIN_STEPS,
 )
+from grpo_core.doctor.trends import _trend
 from storage import GroupRecord
 
 
+def _finish_gain(groups: Sequence[GroupRecord]) -> tuple[float, int, int] | None:
+    """``(mean total of finished - mean total of cut completions, finished count, cut count)`` over the sampled
+    groups, or ``None`` when either kind is missing (then the sample cannot say whether finishing pays)."""
+    finished, cut = [], []
+    for group in groups:
+        for completion in group.completions:
+            if completion.total_reward is not None:
+                (cut if completion.truncated else finished).append(completion.total_reward)
+    if not finished or not cut:
+        return None
+    return statistics.fmean(finished) - statistics.fmean(cut), len(finished), len(cut)
+
+
 def _clipped(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
+    """Completions cut at ``max_completion_length``: a warning only while the cuts block the reward, otherwise
+    information. They block it when nearly every completion is cut (:data:`CLIPPED_NEARLY_ALL` or more on average
+    over the latest :data:`ZERO_STD_MIN_STEPS` logged steps: the policy has almost no finished completion to learn
+    from), the share is not falling and the reward is not rising over at least :data:`TREND_MIN_STEPS` logged steps,
+    and the sampled groups do not show the few finished completions scoring more than the cut ones (by
+    :data:`CLIPPED_FINISH_GAIN`, over at least :data:`CLIPPED_MIN_FINISHED` finished ones). A run that cuts many but not nearly all completions learns to finish from the
+    others (the quick start starts with 60-90% cut, its cut explanations score less than its short answers, and it
+    learns "a + b = c"); that is information, with the numbers, unless it lasts: more than twice
+    :data:`CLIPPED_RATIO_MAX` cut on average over 20 or more logged steps, not falling, while the reward is "not
+    improving" with the power to see a rise (:mod:`~grpo_core.doctor.progress`)."""
     points = _points(series, "completions/clipped_ratio")
     high = [(s, v) for s, v in points if v is not None and v > CLIPPED_RATIO_MAX]
     if not high:
         return []
-    latest = next((v for _, v in reversed(points) if v is not None), None)
-    still = latest is not None and latest > CLIPPED_RATIO_MAX
+    finite = [(s, v) for s, v in points if v is not None]
+    latest = finite[-1][1]
+    still = latest > CLIPPED_RATIO_MAX
     worst = max(v for _, v in high)
+    window = finite[-TREND_WINDOW:]
+    judged = len(window) >= TREND_MIN_STEPS
+    shrinking = judged and _trend(window).p_falling < TREND_P_VALUE
+    rising = reward_rising(series, window[0][0]) if judged else None
+    nearly_all = statistics.fmean(v for _, v in finite[-ZERO_STD_MIN_STEPS:]) >= CLIPPED_NEARLY_ALL
+    gain = _finish_gain(groups)
+    pays = gain is not None and gain[0] > CLIPPED_FINISH_GAIN and gain[1] >= CLIPPED_MIN_FINISHED
+    evidence = (
+        f"finished completions score {gain[0]:+.2g} more than cut ones in the sample ({gain[1]} finished, "
+        f"{gain[2]} cut)" if gain is not None else ""
+    )
+    persistent = (
+        len(window) >= 2 * TREND_MIN_STEPS
+        and statistics.fmean(v for _, v in window) > 2 * CLIPPED_RATIO_MAX
+        and any(f.code == "reward_flat" for f in _reward_verdict(series, groups, config))
+    )
+    blocking = still and judged and not shrinking and not rising and ((nearly_all and not pays) or persistent)
+    if blocking:
+        why = (
+            ": nearly all, not falling, and the reward is not rising: the cuts block the reward" if nearly_all and not pays
+            else f": {statistics.fmean(v for _, v in window):.0%} on average over {len(window)} logged steps, not "
+            "falling, and the reward is not improving (the trend test could have seen a rise): the cuts block it"
+        )
+    elif not still:
+        why = ", not at the latest step"
+    elif not judged:
+        why = f"; too early to tell whether they block the reward (fewer than {TREND_MIN_STEPS} logged steps)"
+    elif shrinking or rising:
+        why = "; " + ("the share is falling" if shrinking else "the reward rises") + ": the policy learns to finish"
+    elif pays:
+        why = f"; {evidence}, so the policy is pushed to finish"
+    else:
+        why = "; enough completions finish for the policy to learn from them"
     return [
         Finding(
             code="clipped",
-            severity=Severity.WARNING if still else Severity.INFO,
+            severity=Severity.WARNING if blocking else Severity.INFO,
             title=(
                 f"Many completions are cut at max_completion_length: clipped_ratio up to {worst:.0%} "
-                f"(> {CLIPPED_RATIO_MAX:.0%}){'' if still else ', not at the latest step'}"
+                f"(> {CLIPPED_RATIO_MAX:.0%}), {latest:.0%} at the latest step{why}"
             ),
             advice=(
-                "A truncated completion never reaches its answer, so it is scored on unfinished text and its "
-                f"length dominates the loss. Raise max_completion_length{_config_value(config, 'max_completion_length')}"
-                ", or reward finishing early (a length rule with an overlong penalty, or a format rule that needs "
-                "the closing tag)."
+                "A truncated completion never reaches its answer, so it is scored on unfinished text. "
+                + (
+                    f"Raise max_completion_length{_config_value(config, 'max_completion_length')}, or reward "
+                    "finishing early (a length rule with an overlong penalty, or a format rule that needs the closing "
+                    "tag)."
+                    if blocking
+                    else "While some completions finish and score more, the advantages teach the policy to finish; if "
+                    "the reward stops rising while many are still cut, raise max_completion_length"
+                    f"{_config_value(config, 'max_completion_length')}."
+                )
             ),
             steps=tuple(s for s, _ in high),
-        )
-    ]
-
-
-def _kl(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
-    points = sorted((s, v) for s, v in _points(series, "kl") if v is not None)
-    high = [s for s, v in points if v > KL_MAX]
-    steps = [s for s, _ in points]
-    rising = []
-    for step, value in points:
-        # the latest point at least KL_GROWTH_WINDOW steps earlier (a binary search: the doctor reads 1,000 steps)
-        before = bisect.bisect_right(steps, step - KL_GROWTH_WINDOW)
-        earlier = points[before - 1][1] if before else None
-        if earlier is not None and earlier >= KL_GROWTH_FLOOR and value >= KL_GROWTH_FACTOR * earlier:
-            rising.append(step)
-    if not high and not rising:
-        return []
-    if high and rising:
-        what = f"KL is above {KL_MAX} and rising fast"
-    elif high:
-        what = f"KL is above {KL_MAX} (max {max(v for _, v in points):.3g})"
-    else:
-        what = f"KL is rising fast: ×{KL_GROWTH_FACTOR:g} or more within {KL_GROWTH_WINDOW} steps"
-    return [
-        Finding(
-            code="kl",
-            severity=Severity.WARNING,
-            title=what,
-            advice=(
-                "The policy is moving away from the reference model fast. That can be reward hacking (check the "
-                "completions in Inspect) or a step size too large for the model. Raise beta"
-                f"{_config_value(config, 'beta')} to hold it closer, or lower the learning rate"
-                f"{_config_value(config, 'learning_rate')}."
-            ),
-            steps=tuple(sorted(set(high) | set(rising))),
         )
     ]
 

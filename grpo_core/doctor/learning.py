@@ -1,6 +1,6 @@
-"""The run doctor's checks on whether a run is learning: reward trend, zero-std groups by cause, one rule
-carrying the reward, entropy collapse, completion length drift, beta with zero-std groups, train up while eval is
-flat; and advice tied to the run's config.
+"""The run doctor's checks on whether a run is learning: reward trend (with the config's advice; the verdict itself
+in :mod:`~grpo_core.doctor.progress`), zero-std groups by cause, one rule carrying the reward, completion length
+drift, beta with zero-std groups, train up while eval is flat; and advice tied to the run's config.
 
 Each check takes ``(series, groups, config)`` and returns its findings (see :func:`grpo_core.doctor.diagnose`)."""
 
@@ -10,12 +10,12 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from grpo_core.doctor import progress
 from grpo_core.doctor.findings import (
     Finding,
     Series,
     Severity,
     _config_value,
-    _is_zero,
     _number,
     _points,
     _streaks,
@@ -31,13 +31,13 @@ from grpo_core.doctor.thresholds import (
     BETA_SUGGESTED,
     BETA_ZERO_STD_WINDOW,
     CLIPPED_RATIO_MAX,
-    ENTROPY_COLLAPSE_RATIO,
     EVAL_GAIN_SHARE,
     EVAL_MIN_POINTS,
     EXAMPLES,
-    FLAT_REWARD_MIN_STEPS,
     FULL_LR_LOW,
     FULL_LR_SUGGESTED,
+    GRAD_MIN_STEPS,
+    GRAD_ZERO,
     LENGTH_NEAR_MAX,
     LENGTH_SHORT_RATIO,
     LORA_LR_LOW,
@@ -49,7 +49,6 @@ from grpo_core.doctor.thresholds import (
     SHORT_RUN_STEPS,
     TREND_MIN_STEPS,
     TREND_P_VALUE,
-    TREND_WINDOW,
     ZERO_STD_FRACTION,
     ZERO_STD_MIN_STEPS,
 )
@@ -132,6 +131,30 @@ def _learning_advice(config: Mapping[str, Any]) -> list[str]:
     return tips
 
 
+def _reward_level(series: Series, config: Mapping[str, Any], steps: Sequence[int]) -> str | None:
+    """Why groups are flat, read from the mean ``reward`` over ``steps`` when no sampled group says: at the most
+    the rules can give (the sum of the positive weights) every completion has full marks, the prompts are too easy;
+    at 0 none earns anything, too hard. ``None`` in between or without weights."""
+    weights = reward_weights(config)
+    best = sum(w for w in weights.values() if w > 0)
+    flagged = set(steps)
+    rewards = [v for s, v in _points(series, "reward") if v is not None and s in flagged]
+    if not rewards or best <= 0:
+        return None
+    mean = statistics.fmean(rewards)
+    if mean >= best - 0.02 * best:
+        return (
+            f"The mean reward is {mean:.3g}, the most the rules give ({best:g}): the prompts are too easy (saturated), "
+            "every completion already earns full marks. Use harder prompts, or drop the rows the model always solves."
+        )
+    if mean <= 0.02 * best:
+        return (
+            f"The mean reward is {mean:.3g} of at most {best:g}: the prompts are too hard, or the rule never fires. "
+            "Use easier prompts or make the reward denser (partial credit, a format term)."
+        )
+    return None
+
+
 def _zero_std(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
     streaks = _streaks(_points(series, "frac_reward_zero_std"), lambda v: v > ZERO_STD_FRACTION, ZERO_STD_MIN_STEPS)
     if not streaks:
@@ -165,6 +188,8 @@ def _zero_std(series: Series, groups: Sequence[GroupRecord], config: Mapping[str
             f"Most sampled flat groups are too hard: every completion got 0 from {rule}. Use easier prompts, make "
             "the reward denser (partial credit, a format or length term), or check that the rule can fire at all."
         )
+    elif (level := _reward_level(series, config, steps)) is not None:
+        cause = level
     else:
         cause = (
             "If they all score 0 the task is too hard for the model (or the rule never fires); if they all score "
@@ -193,69 +218,18 @@ def _zero_std(series: Series, groups: Sequence[GroupRecord], config: Mapping[str
 
 
 def _reward_trend(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
-    """Reward not rising over the latest :data:`TREND_WINDOW` logged steps (Mann-Kendall, :func:`mann_kendall`)."""
-    points = [(s, v) for s, v in _points(series, "reward") if v is not None]
-    if len(points) < TREND_MIN_STEPS:
-        return []
-    if all(_is_zero(v) for _, v in points[-FLAT_REWARD_MIN_STEPS:]):
-        return []  # flat at zero: reward_zero says it, with examples
-    window = points[-TREND_WINDOW:]
-    trend = _trend(window)
-    if trend.p_rising < TREND_P_VALUE:
-        return []
-    start, end = _ends(window)
-    numbers = (
-        f"{start:.3g} → {end:.3g} over the last {len(window)} logged steps, Sen's slope {trend.slope:+.2g}/step, "
-        f"Mann-Kendall p = "
-    )
-    tips = _learning_advice(config)
-    if trend.p_falling < TREND_P_VALUE:
-        learning_rate = _config_value(config, "learning_rate")
-        return [
-            Finding(
-                code="reward_falling",
-                severity=Severity.WARNING,
-                title=f"Reward is falling: {numbers}{trend.p_falling:.2g} for a fall",
-                advice=(
-                    "The policy is getting worse at what the rules reward. Look at the latest completions in Inspect "
-                    "(a broken format, repetition, a rule being gamed), watch KL, and lower the learning rate"
-                    f"{learning_rate} or raise beta{_config_value(config, 'beta')} to hold the policy nearer the "
-                    "reference model."
-                ),
-                steps=tuple(s for s, _ in window),
-            )
-        ]
-    earlier = points[: -len(window)][-TREND_WINDOW:]
-    if len(earlier) >= TREND_MIN_STEPS and _trend(earlier).p_rising < TREND_P_VALUE:
-        return [
-            Finding(
-                code="reward_plateau",
-                severity=Severity.INFO,
-                title=f"Reward rose earlier and has levelled off: {numbers}{trend.p_rising:.2g}",
-                advice=(
-                    "The run learned what it could from these prompts and rules. Stop here, or give it harder "
-                    "prompts or a finer-grained reward to keep improving."
-                ),
-                steps=tuple(s for s, _ in window),
-            )
-        ]
-    return [
-        Finding(
-            code="reward_flat",
-            severity=Severity.WARNING,
-            title=f"Reward is not improving: {numbers}{trend.p_rising:.2g} for a rise",
-            advice=(
-                "No upward trend in the weighted total reward. "
-                + (
-                    " ".join(tips)
-                    if tips
-                    else "The config looks reasonable: check that the groups carry signal "
-                    "(frac_reward_zero_std) and that the rules reward what you want (Inspect)."
-                )
-            ),
-            steps=tuple(s for s, _ in window),
-        )
-    ]
+    """The reward verdict (:func:`grpo_core.doctor.progress._reward_trend`), its "not improving" advice from the
+    config (:func:`_learning_advice`); nothing while the gradient is 0 (the grad_zero error says why, and a higher
+    learning rate cannot move parameters that get no gradient)."""
+    if _gradient_is_zero(series):
+        return []  # grad_zero says why nothing improves; "not improving" would add only wrong advice
+    return progress._reward_trend(series, groups, config, _learning_advice(config))
+
+
+def _gradient_is_zero(series: Series) -> bool:
+    """Whether the latest :data:`GRAD_MIN_STEPS` logged ``grad_norm`` values are all 0."""
+    latest = [v for _, v in _points(series, "grad_norm")][-GRAD_MIN_STEPS:]
+    return len(latest) == GRAD_MIN_STEPS and all(v is not None and v <= GRAD_ZERO for v in latest)
 
 
 def _rule_dominates(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
@@ -289,38 +263,6 @@ def _rule_dominates(series: Series, groups: Sequence[GroupRecord], config: Mappi
                 f"{name}: {value:.0%} of the variance (weight {weights.get(name, 1.0):g})"
                 for name, value in shares.items()
             ),
-        )
-    ]
-
-
-def _entropy_collapse(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
-    """Entropy falling towards 0 (a significant fall to :data:`ENTROPY_COLLAPSE_RATIO` of its start) while the reward
-    over the same steps is not rising."""
-    window = _trend_points(series, "entropy")
-    if len(window) < TREND_MIN_STEPS:
-        return []
-    start, end = _ends(window)
-    trend = _trend(window)
-    if start <= 0 or end > ENTROPY_COLLAPSE_RATIO * start or trend.p_falling >= TREND_P_VALUE:
-        return []
-    first = window[0][0]
-    reward = [(s, v) for s, v in _points(series, "reward") if v is not None and s >= first]
-    if len(reward) >= TREND_MIN_STEPS and _trend(reward).p_rising < TREND_P_VALUE:
-        return []  # sharpening on a rising reward is what learning looks like
-    beta = _number(config.get("beta"))
-    return [
-        Finding(
-            code="entropy_collapse",
-            severity=Severity.WARNING,
-            title=f"Entropy is collapsing while the reward is flat: {start:.3g} → {end:.3g} nats per token",
-            advice=(
-                "The policy has become nearly deterministic without getting better: completions of a group look "
-                "alike, their rewards tie, and advantages vanish. Raise temperature"
-                f"{_config_value(config, 'temperature')} for more varied rollouts, lower the learning rate"
-                f"{_config_value(config, 'learning_rate')}"
-                + (", and set beta > 0 (now 0) to hold the policy near the reference model." if beta == 0 else ".")
-            ),
-            steps=tuple(s for s, _ in window),
         )
     ]
 

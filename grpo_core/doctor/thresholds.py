@@ -3,19 +3,52 @@
 ZERO_STD_FRACTION = 0.5
 ZERO_STD_MIN_STEPS = 3
 CLIPPED_RATIO_MAX = 0.3
-KL_MAX = 0.5
-KL_GROWTH_FACTOR = 3.0
-KL_GROWTH_WINDOW = 5
-#: KL below this is treated as "not started yet": going from 1e-5 to 3e-5 is not drift.
-KL_GROWTH_FLOOR = 0.01
+#: The cuts "block" the reward only when nearly all completions are cut (this share or more on average over the latest
+#: :data:`ZERO_STD_MIN_STEPS` logged steps): with fewer, the finished ones teach the policy to finish.
+CLIPPED_NEARLY_ALL = 0.9
+#: Finished completions beating cut ones by this much mean total reward in the sampled groups show the policy is
+#: pushed to finish, even when nearly all are cut.
+CLIPPED_FINISH_GAIN = 0.05
+#: ... read from at least this many finished completions (two groups' worth at the default G = 4): the mean of 3
+#: finished completions among 80 cut ones (max_completion_length 6 on the quick start) is noise.
+CLIPPED_MIN_FINISHED = 8
+# KL (TRL's ``kl``: the mean per-token k3 estimate against the reference model, in nats; logged when beta > 0).
+#: The KL term "outweighs" the learning signal when ``beta * kl`` reaches this: advantages are normalised to about
+#: unit scale within a group (scale_rewards "group"), so a penalty of 0.1 per token is a tenth of a typical advantage.
+#: The bound scales with beta: at beta 0.02 it is 5 nats, at 0.04 2.5 nats (DeepSeekMath's beta, Shao et al. 2024).
+KL_PENALTY_SHARE = 0.1
+#: Without a usable beta (0, missing), KL above this many nats per token is a blow-up whatever holds it.
+KL_MAX_NATS = 10.0
+#: A spike: the median of the latest :data:`KL_RECENT` points at least this many times the median of the run's own
+#: :data:`KL_HISTORY` points before them. An ordinary drift grows smoothly (the quick start: 0.03 to 0.10 over 20
+#: steps, about 1.5x a 10-step median); a blow-up jumps by orders of magnitude within a few steps.
+KL_SPIKE_FACTOR = 10.0
+KL_RECENT = 3
+KL_HISTORY = 10
+#: KL below this is "not started yet": growing from 1e-4 to 1e-2 in the first steps is the policy leaving the
+#: reference, not a spike; also the least KL for "KL rising while the reward falls".
+KL_SPIKE_FLOOR = 0.1
+#: The policy "has not moved" from the reference when the run's KL never reached this after
+#: :data:`TREND_MIN_STEPS` logged steps, with learning signal present. The quick start's KL is 1e-3 by step 5.
+KL_STATIC = 1e-5
 FLAT_REWARD_MIN_STEPS = 3
 EXAMPLES = 3
 #: NaN in these means the optimisation itself broke; NaN elsewhere (a rule's mean) usually means "did not apply".
 CORE_KEYS = ("loss", "grad_norm", "kl", "reward", "reward_std", "entropy")
+#: ``grad_norm`` at or below this is 0: the optimiser has nothing to apply (TRL logs the pre-clipping norm).
+GRAD_ZERO = 1e-10
+#: ``grad_norm`` "vanishing": its latest 3-point median at most this fraction of the median of its first 5 points.
+GRAD_VANISH_RATIO = 1e-3
+#: Groups "carry signal" when the mean ``reward_std`` over the steps read is above this.
+SIGNAL_STD_MIN = 0.01
+#: Fewest consecutive logged steps for the gradient checks (one step of 0 can be a skipped update).
+GRAD_MIN_STEPS = 3
+#: A per-rule error count TRL-style metric: ``rewards/<fn>/errors`` (reward-function calls that raised, per step).
+RULE_ERRORS_SUFFIX = "/errors"
 #: The metrics whose values the checks read; of the others (``rewards/<fn>/mean``, ...) only where they were NaN
 #: matters (``diagnose``'s ``nan_steps``), so a reader of a long run may read the values of these alone.
 SERIES_KEYS = (*CORE_KEYS, "frac_reward_zero_std", "completions/clipped_ratio", "completions/mean_length",
-               "eval_reward")
+               "eval_reward", "learning_rate")
 
 # Trend tests (reward, entropy, completion length).
 #: Fewest logged points a trend is judged on: Mann-Kendall's normal approximation is fair from about 10 points
@@ -30,6 +63,22 @@ TREND_WINDOW = 50
 TREND_P_VALUE = 0.05
 #: Start and end of a trended metric are the medians of this many points, so one noisy step does not decide.
 TREND_ENDS = 3
+#: "Not improving" is said only when the test had this power (at :data:`TREND_P_VALUE`) to see a meaningful rise;
+#: with less, the doctor says "too early to tell" (power analysis of Mann-Kendall: Yue, Pilon & Cavadias 2002).
+TREND_POWER = 0.8
+#: A "meaningful" rise over the window tested: this share of the mean within-group ``reward_std`` (a policy that
+#: learns moves the mean reward by a good part of the spread between its own completions) ...
+MEANINGFUL_RISE_STD_SHARE = 0.5
+#: ... and at least this much reward (so a run whose completions barely differ is not held to a tiny rise).
+MEANINGFUL_RISE_MIN = 0.05
+#: The "learning" finding compares the means of the first and last this-many logged rewards (fewer in short runs:
+#: a third of the points each).
+LEARNING_ENDS = 10
+#: Entropy "surging": its latest median at least this many times its start, on a significant rise.
+ENTROPY_SURGE_RATIO = 2.0
+#: A task rule "falling": its mean drops by at least this share of the rule's weight-1 range (0-1) on a significant
+#: fall, while the total reward does not fall.
+RULE_FALL_MIN = 0.1
 #: Entropy "collapsed" when its end is at most this fraction of its start: sampling has become near-greedy and
 #: groups stop differing (Cui et al. 2025, "The Entropy Mechanism of RL for Reasoning LMs", arXiv 2505.22617).
 ENTROPY_COLLAPSE_RATIO = 0.25
