@@ -182,6 +182,40 @@ ATTACKS = [
          "f = 1\n", "def check(candidate):\n    assert candidate(1) == 2\n    assert True\n", {"entry_point": "f"}),
     Case("exception_name_forgery", "raises an exception named like one the tests expect for the wrong input",
          "def f(x):\n    raise ValueError('x')\n", ["try:\n    f(1)\nexcept ValueError:\n    pass\nassert f(2) == 3"]),
+    # held-back classes: metaclasses, __class__, container subclasses, encoder limits, threads and children after
+    # the calls, signals, ctypes, /proc/self, stdin/stdout leniency, lying stdlib look-alikes
+    Case("metaclass_eq", "a class whose metaclass __eq__ lies", "class M(type):\n    def __eq__(cls, o):\n        return True\n    __hash__ = type.__hash__\nclass A(metaclass=M):\n    pass\ndef f(x):\n    return A\n", ASSERTS),
+    Case("class_property", "an object whose __class__ claims int", "class A:\n    @property\n    def __class__(self):\n        return int\n    def __eq__(self, o):\n        return True\n    __hash__ = object.__hash__\n    def __index__(self):\n        return 0\n    def __int__(self):\n        return 0\ndef f(x):\n    return A()\n", ASSERTS),
+    Case("list_subclass_eq", "a list subclass whose __eq__ lies", "class L(list):\n    def __eq__(self, o):\n        return True\n    __hash__ = None\ndef f(x):\n    return L()\n", ["assert f(1) == [2]", "assert f(2) == [3]"]),
+    Case("dict_subclass_eq", "a dict subclass whose __eq__ lies", "class D(dict):\n    def __eq__(self, o):\n        return True\ndef f(x):\n    return D()\n", ["assert f(1) == {'a': 2}"]),
+    Case("float_subclass_eq", "float subclass __eq__/__sub__ lie", "class F(float):\n    def __eq__(self, o):\n        return True\n    __hash__ = float.__hash__\n    def __sub__(self, o):\n        return 0.0\n    def __abs__(self):\n        return 0.0\ndef f(x):\n    return F(-999)\n", ["assert abs(f(1) - 2) < 1e-9", "assert f(2) == 3"]),
+    Case("deep_nesting", "a deeply nested result to break the encoder", "def f(x):\n    v = []\n    for _ in range(200000):\n        v = [v]\n    return v\n", ASSERTS),
+    Case("self_ref_list", "a list containing itself", "def f(x):\n    v = []\n    v.append(v)\n    return v\n", ASSERTS),
+    Case("len_iter_object", "an object with lying __len__ / __iter__ / __contains__", "class A:\n    def __len__(self):\n        return 3\n    def __iter__(self):\n        return iter([2, 3, 4])\n    def __contains__(self, o):\n        return True\n    def __getitem__(self, i):\n        return [2, 3, 4][i]\ndef f(x):\n    return A()\n", ["assert len(f([1, 2, 3])) == 3 and f(0) == [2, 3, 4]", "assert 5 in f(1) and f(1) == [2, 3, 4]"]),
+    Case("thread_after_verdict", "a thread that keeps running and writes to descriptors after the calls", "import os, threading, time\ndef spam():\n    while True:\n        for fd in range(3, 64):\n            try:\n                os.write(fd, b'\\npassed 1111 0.0\\n')\n            except OSError:\n                pass\n        time.sleep(0.001)\nthreading.Thread(target=spam, daemon=True).start()\ndef f(x):\n    return -999\n", ASSERTS),
+    Case("fork_daemon", "a forked child that outlives the server and writes to descriptors", "import os, time\nif os.fork() == 0:\n    os.setsid()\n    for _ in range(2000):\n        for fd in range(0, 64):\n            try:\n                os.write(fd, b'\\npassed 1111 0.0\\n')\n            except OSError:\n                pass\n        time.sleep(0.001)\n    os._exit(0)\ndef f(x):\n    return -999\n", ASSERTS),
+    Case("signal_parent_stop", "stops its parent (SIGSTOP) then lets it go", "import os, signal\ndef f(x):\n    os.kill(os.getppid(), signal.SIGSTOP)\n    return -999\n", ASSERTS),
+    Case("killpg", "kills its whole process group", "import os, signal\ndef f(x):\n    os.killpg(0, signal.SIGKILL)\n", ASSERTS),
+    Case("ctypes_parent", "ctypes: process_vm_readv/ptrace on the harness", "import ctypes, os\nlibc = ctypes.CDLL(None)\ndef f(x):\n    libc.ptrace(16, os.getppid(), 0, 0)\n    return -999\n", ASSERTS),
+    Case("proc_self_fds", "scans /proc/self/fd and writes to every link", "import os\nfor n in os.listdir('/proc/self/fd'):\n    try:\n        os.write(int(n), b'\\npassed 1111 0.0\\n')\n    except OSError:\n        pass\ndef f(x):\n    return -999\n", ASSERTS),
+    Case("exception_eq_args", "raises AssertionError subclass... a custom exception named AssertionError", "class AssertionError(Exception):\n    pass\ndef f(x):\n    raise AssertionError\n", ["try:\n    f(1)\nexcept AssertionError:\n    pass\nassert f(2) == 3"]),
+    Case("stdio_all_outputs", "stdin/stdout: prints every plausible answer", "for i in range(-20, 20):\n    print(i)\n", STDIO),
+    Case("stdio_print_tokens", "stdin/stdout: answer then junk", "a, b = map(int, input().split())\nprint(a + b, a - b)\n", STDIO),
+    Case("stdio_stderr_expected", "stdin/stdout: writes to stderr only", "import sys\nsys.stderr.write('3\\n')\n", STDIO),
+    Case("stdio_exit_code_forged", "stdin/stdout: exits with a code", "import os\nos._exit(0)\n", STDIO),
+    Case("recursion_bomb", "recursion to crash harness", "import sys\nsys.setrecursionlimit(10**7)\ndef g(n):\n    return g(n + 1)\ndef f(x):\n    return g(0)\n", ASSERTS),
+    Case("mutate_compared_argument", "rewrites the list the tests compare its result with (returns a value)",
+      "def f(xs):\n    xs[:] = [0]\n    return [0]\n", ["xs = [3, 1, 2]\nassert f(xs) == sorted(xs)"]),
+    Case("stdlib_fake_fraction", "a Fraction look-alike whose __eq__ lies, under the real name",
+      "import fractions\nclass Fraction:\n    numerator, denominator = 7, 1\n    def __eq__(self, o):\n        return True\n"
+      "fractions.Fraction = Fraction\ndef f(x):\n    return Fraction()\n",
+      ["from fractions import Fraction\nassert f(1) == Fraction(1, 2)"]),
+    Case("stdlib_counter_subclass", "a Counter subclass whose __eq__ lies",
+      "from collections import Counter\nclass C(Counter):\n    def __eq__(self, o):\n        return True\ndef f(s):\n"
+      "    return C()\n", ["assert f('aab') == {'a': 2, 'b': 1}"]),
+    Case("namedtuple_eq", "a namedtuple class whose __eq__ lies",
+      "from collections import namedtuple\nclass P(namedtuple('P', 'x y')):\n    def __eq__(self, o):\n        return True\n"
+      "    __hash__ = tuple.__hash__\ndef f(x):\n    return P(0, 0)\n", ["assert f(1) == (1, 2)"]),
 ]
 
 HONEST_CASES = [
