@@ -429,7 +429,8 @@ def read_numbers(region: str) -> list[ReadNumber | None]:
 # ``\sqrt{2}``, ``\log_2 8``, ``a_5``), or before a factorial, a power, a constant or a product (``10!``, ``5\pi``).
 _OPERAND_BEFORE_RE = re.compile(
     r"(?:[\w)\]}.]\s*(?:[-+*/×÷]|\\(?:times|cdot|div|pm|mp)\b)|\\(?:sqrt|log|ln|lg|exp|sin|cos|tan|cot|sec|csc"
-    r"|arcsin|arccos|arctan|sinh|cosh|tanh|binom|pm|mp|max|min|gcd)\b[^\d]{0,4}|[_!]\{?|\^\{?|±)\s*$"
+    r"|arcsin|arccos|arctan|sinh|cosh|tanh|binom|pm|mp|max|min|gcd)\b[^\d]{0,4}|[_!]\{?|\^\{?|±"
+    r"|\d\s*(?:plus|minus|times|over|divided\s+by|multiplied\s+by))\s*$"
 )
 _OPERAND_AFTER_RE = re.compile(r"^\s*(?:!(?=[\w(])|\^|\*\*|\\(?:pi|sqrt|times|cdot|pm)\b|π|±|[*/×÷]\s*[\d(\\])")
 
@@ -490,8 +491,11 @@ def final_number(text: str, prompt: str = "", reference: str = "") -> ReadNumber
 
 
 _VARIABLE_SUFFIX_RE = re.compile(r"[xyzijkn]\b")
-_GOLD_PREFIX_RE = re.compile(r"[\s(\[{]*")
-_GOLD_SUFFIX_RE = re.compile(r"\s*(?:[A-Za-z]+\.?(?:\s+[A-Za-z]+\.?)?)?[\s.)\]}]*")
+# before the number: brackets, or a multiple-choice letter ("(B) 5", AMC's \textbf{(B)} 5); after it: up to three
+# unit words, a compound unit with "/" ("m/s", "km/h") or a unit in brackets ("5 (apples)")
+_UNIT_WORD = r"\(?[A-Za-z]+(?:/[A-Za-z]+)?\.?\)?"
+_GOLD_PREFIX_RE = re.compile(r"[\s(\[{]*(?:\(\s*[A-E]\s*\)\s*)?")
+_GOLD_SUFFIX_RE = re.compile(rf"\s*(?:{_UNIT_WORD}(?:\s+{_UNIT_WORD}){{0,2}})?[\s.)\]}}]*")
 
 
 def reference_value(text: str) -> ReadNumber | None:
