@@ -54,6 +54,7 @@ _E_NOTATION_RE = re.compile(r"(?<![\w.\\])(\d+\.\d+|\d+)[eE]([-+]?)(\d+)(?![\w.]
 
 
 _WHOLE_E_NUMBER_RE = re.compile(r"\s*\$?\s*[-+]?(?:\d+\.\d*|\.?\d+)[eE][-+]?\d+\s*\$?\s*\.?\s*")
+_APPROX_RE = re.compile(r"\\approx|≈")
 _MARKDOWN_BOLD_RE = re.compile(r"(\*\*|__)(?=\S)([^*\n]{1,200}?)(?<=\S)\1")
 
 
@@ -135,7 +136,8 @@ class MathChecker:
         if number is not None:  # "The answer is 18 dollars."
             return self.safe_parse(f"${number}$")
         if answer.source == "boxed":
-            region = _tex_e_notation(answer.region)
+            # "x \approx 6" is 6; math-verify would read "6 \approx 7" as 6 (its left side)
+            region = _tex_e_notation(_APPROX_RE.split(answer.region)[-1] or answer.region)
             return self.safe_parse(f"\\boxed{{{region}}}") or self.safe_parse(f"${region}$")
         if answer.source in ("gsm8k", "cue"):
             region = _tex_e_notation(_MARKDOWN_BOLD_RE.sub(r"\2", answer.region).strip().rstrip("."))
