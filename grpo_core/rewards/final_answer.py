@@ -131,6 +131,12 @@ _CUE_RE = re.compile(
 _SENTENCE_END_RE = re.compile(r"(?<=[^\s.])\.(?=\s)|。")
 
 
+def _line_after(text: str, start: int) -> str:
+    """The rest of the line of ``text`` from ``start`` (without copying the rest of the text: linear over many cues)."""
+    end = text.find("\n", start)
+    return text[start : end if end >= 0 else len(text)]
+
+
 def cued_answer(text: str) -> str | None:
     """The rest of the sentence after the last answer cue ("the answer is", "Final Answer:", "答案是"), up to ". " or
     the line's end (not "?": a hedge may follow it); ``None`` if there is no cue.
@@ -138,7 +144,7 @@ def cued_answer(text: str) -> str | None:
     A cue followed by nothing on its line (Minerva's "Final Answer: The final answer is $x$") is skipped for the next.
     """
     for cue in reversed(list(_CUE_RE.finditer(text))):
-        rest = _SENTENCE_END_RE.split(text[cue.end() :].split("\n", 1)[0], maxsplit=1)[0]
+        rest = _SENTENCE_END_RE.split(_line_after(text, cue.end()), maxsplit=1)[0]
         if rest.strip() and not _CUE_RE.match(rest.strip()):
             return rest
     return None
@@ -185,7 +191,7 @@ def _cue_spans(text: str) -> list[tuple[int, int, int, int]]:
     starts) as ``(cue start, region start, region end, region end)``."""
     spans: list[tuple[int, int, int, int]] = []
     for cue in reversed(list(_CUE_RE.finditer(text))):
-        rest = _SENTENCE_END_RE.split(text[cue.end() :].split("\n", 1)[0], maxsplit=1)[0]
+        rest = _SENTENCE_END_RE.split(_line_after(text, cue.end()), maxsplit=1)[0]
         end = cue.end() + len(rest) if not spans else min(cue.end() + len(rest), spans[-1][0])
         if text[cue.end() : end].strip() and not _CUE_RE.match(text[cue.end() : end].strip()):
             spans.append((cue.start(), cue.end(), end, end))
