@@ -24,8 +24,14 @@ numbers), ``2^{10}`` (an integer power), ``1,234,567`` / ``1{,}234`` / ``1\,234`
 separators: groups of exactly three digits after a first group without a leading zero, so "1,2,3" is a list),
 ``-5`` / ``\u22125`` / ``(-40)`` (negative), ``50%`` / ``50\%`` / ``50 percent`` (percent), ``0.1\overline{6}``
 (repeating), ``1.5 million`` (scale words), ``¾`` / ``2½`` (vulgar fractions), with currency signs, TeX text and unit
-words (``$1,234``, ``12 \text{ cm}^2``, ``90^\circ``, ``5 m²``) ignored. Every value is an exact
-:class:`fractions.Fraction`.
+words (``$1,234``, ``12 \text{ cm}^2``, ``90^\circ``, ``5 m²``, ``5 m/s``) ignored; ``1.234,5`` / ``1 234,56`` / ``1'250``
+(other locales) and Markdown bold (``**5**``) too. Every value is an exact :class:`fractions.Fraction`.
+
+A box holds its answer whole: its content must be one number (:func:`single_number`), so ``\boxed{\sqrt{2}}``,
+``\boxed{5\pi}`` and ``\boxed{2 \cdot 3}`` give no number rather than 2, 5 or 3. Elsewhere a last number that is an
+operand (after a binary operator or a function, before a factorial, a power or ``\pi``: ``5-6``, ``2 \times 3``,
+``\sqrt{25}``, ``10!``) gives none either. Two ``<answer>`` tags or two cues with different answers joined by "or" or
+list separators are a hedge, like two boxes.
 
 Sources: GSM8K (Cobbe et al., 2021) ``####``; MATH (Hendrycks et al., 2021) ``\boxed{}``; the answer extraction of
 DeepSeekMath (``evaluation/data_processing/answer_extraction.py``) and Qwen2.5-Math (``evaluation/parser.py``);
