@@ -24,8 +24,14 @@ numbers), ``2^{10}`` (an integer power), ``1,234,567`` / ``1{,}234`` / ``1\,234`
 separators: groups of exactly three digits after a first group without a leading zero, so "1,2,3" is a list),
 ``-5`` / ``\u22125`` / ``(-40)`` (negative), ``50%`` / ``50\%`` / ``50 percent`` (percent), ``0.1\overline{6}``
 (repeating), ``1.5 million`` (scale words), ``¾`` / ``2½`` (vulgar fractions), with currency signs, TeX text and unit
-words (``$1,234``, ``12 \text{ cm}^2``, ``90^\circ``, ``5 m²``) ignored. Every value is an exact
-:class:`fractions.Fraction`.
+words (``$1,234``, ``12 \text{ cm}^2``, ``90^\circ``, ``5 m²``, ``5 m/s``) ignored; ``1.234,5`` / ``1 234,56`` / ``1'250``
+(other locales) and Markdown bold (``**5**``) too. Every value is an exact :class:`fractions.Fraction`.
+
+A box holds its answer whole: its content must be one number (:func:`single_number`), so ``\boxed{\sqrt{2}}``,
+``\boxed{5\pi}`` and ``\boxed{2 \cdot 3}`` give no number rather than 2, 5 or 3. Elsewhere a last number that is an
+operand (after a binary operator or a function, before a factorial, a power or ``\pi``: ``5-6``, ``2 \times 3``,
+``\sqrt{25}``, ``10!``) gives none either. Two ``<answer>`` tags or two cues with different answers joined by "or" or
+list separators are a hedge, like two boxes.
 
 Sources: GSM8K (Cobbe et al., 2021) ``####``; MATH (Hendrycks et al., 2021) ``\boxed{}``; the answer extraction of
 DeepSeekMath (``evaluation/data_processing/answer_extraction.py``) and Qwen2.5-Math (``evaluation/parser.py``);
@@ -79,7 +85,7 @@ def last_boxed(text: str) -> str | None:
 # delimiters, \quad, \text{ or } and the like. Between two boxes it makes a hedge.
 _LIST_GAP = r"(?:\s|[,;&/|$.]|\\[()\[\]]|\\q?quad|\\[,;:! ]|\\text\s*\{[^{}]{0,12}\}|\bor\b|\band\b|或|和|、|，|；)*"
 _LIST_GAP_RE = re.compile(_LIST_GAP, re.IGNORECASE)
-_OR_RE = re.compile(r"\bor\b|或|\\vee", re.IGNORECASE)
+_OR_RE = re.compile(r"\bor\b|或|\\vee|\\lor\b|∨", re.IGNORECASE)
 
 
 def _hedged_boxes(text: str, spans: list[tuple[int, int, int]]) -> bool:
@@ -131,6 +137,12 @@ _CUE_RE = re.compile(
 _SENTENCE_END_RE = re.compile(r"(?<=[^\s.])\.(?=\s)|。")
 
 
+def _line_after(text: str, start: int) -> str:
+    """The rest of the line of ``text`` from ``start`` (without copying the rest of the text: linear over many cues)."""
+    end = text.find("\n", start)
+    return text[start : end if end >= 0 else len(text)]
+
+
 def cued_answer(text: str) -> str | None:
     """The rest of the sentence after the last answer cue ("the answer is", "Final Answer:", "答案是"), up to ". " or
     the line's end (not "?": a hedge may follow it); ``None`` if there is no cue.
@@ -138,7 +150,7 @@ def cued_answer(text: str) -> str | None:
     A cue followed by nothing on its line (Minerva's "Final Answer: The final answer is $x$") is skipped for the next.
     """
     for cue in reversed(list(_CUE_RE.finditer(text))):
-        rest = _SENTENCE_END_RE.split(text[cue.end() :].split("\n", 1)[0], maxsplit=1)[0]
+        rest = _SENTENCE_END_RE.split(_line_after(text, cue.end()), maxsplit=1)[0]
         if rest.strip() and not _CUE_RE.match(rest.strip()):
             return rest
     return None
@@ -164,6 +176,52 @@ def after_reasoning(text: str) -> str:
     return text[closing[0].end() :] if closing else text
 
 
+def _answer_tag_spans(text: str) -> list[tuple[int, int, int, int]]:
+    """The last two ``<answer>...</answer>`` as ``(open start, content start, content end, close end)``."""
+    spans: list[tuple[int, int, int, int]] = []
+    end = len(text)
+    while len(spans) < 2:
+        closing = deque(_ANSWER_CLOSE_RE.finditer(text, 0, end), maxlen=1)
+        if not closing:
+            break
+        opening = deque(_ANSWER_OPEN_RE.finditer(text, 0, closing[0].start()), maxlen=1)
+        if not opening:
+            break
+        spans.append((opening[0].start(), opening[0].end(), closing[0].start(), closing[0].end()))
+        end = opening[0].start()
+    return spans
+
+
+def _cue_spans(text: str) -> list[tuple[int, int, int, int]]:
+    """The last two answers after a cue (as :func:`cued_answer` reads them; the earlier one ends where the last cue
+    starts) as ``(cue start, region start, region end, region end)``."""
+    spans: list[tuple[int, int, int, int]] = []
+    for cue in reversed(list(_CUE_RE.finditer(text))):
+        rest = _SENTENCE_END_RE.split(_line_after(text, cue.end()), maxsplit=1)[0]
+        end = cue.end() + len(rest) if not spans else min(cue.end() + len(rest), spans[-1][0])
+        if text[cue.end() : end].strip() and not _CUE_RE.match(text[cue.end() : end].strip()):
+            spans.append((cue.start(), cue.end(), end, end))
+            if len(spans) == 2:
+                break
+    return spans
+
+
+def _hedged_repeat(text: str, spans: list[tuple[int, int, int, int]]) -> bool:
+    """True when the answer before the last one (an ``<answer>`` tag, a cue) differs from it and is offered as an
+    alternative: "<answer>3</answer> or <answer>4</answer>", "The answer is 3 or the answer is 4". An "or" or only
+    list separators between them make a hedge; a self-correction on a later line or sentence does not."""
+    if len(spans) < 2:
+        return False
+    last, previous = spans
+    squeeze = str.maketrans("", "", " \t\n.$")
+    if text[previous[1] : previous[2]].translate(squeeze) == text[last[1] : last[2]].translate(squeeze):
+        return False
+    gap = text[previous[3] : last[0]]
+    return (len(gap) <= 40 and _OR_RE.search(gap) is not None) or (
+        _LIST_GAP_RE.fullmatch(gap) is not None and "\n" not in gap and "." not in gap
+    )
+
+
 def final_answer(text: str) -> FinalAnswer:
     """The final-answer region of ``text`` by the priority in this module's docstring."""
     text = after_reasoning(text)
@@ -173,7 +231,9 @@ def final_answer(text: str) -> FinalAnswer:
     for source, extract in (("gsm8k", gsm8k_final), ("answer_tag", last_answer_tag), ("cue", cued_answer)):
         region = extract(text)
         if region is not None:
-            return FinalAnswer(region, source)
+            spans_of = {"answer_tag": _answer_tag_spans, "cue": _cue_spans}.get(source)
+            hedged = spans_of is not None and _hedged_repeat(text, spans_of(text))
+            return FinalAnswer(region, source, hedged)
     return FinalAnswer(text, "text")
 
 
@@ -200,6 +260,7 @@ def normalize_number_text(text: str) -> str:
 
 
 _TEX_CLEANUPS = (
+    (re.compile(r"(\*\*|__)(?=\S)([^*\n]{1,200}?)(?<=\S)\1"), r" \2 "),  # Markdown bold: **5**
     (re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}"), r" \1 "),
     (re.compile(r"\\(?:left|right|displaystyle|!)"), ""),
     (re.compile(r"\{,\}"), ","),
@@ -235,6 +296,9 @@ _KINDS = {
     "enote": rf"{_DEC}[eE][-+]?\d{{1,3}}(?![\d])",
     "slash": rf"{_ATOM}\s*/\s*[-+]?{_ATOM}",
     "power": rf"{_DEC}\s*{_POW}{_EXP}",
+    # other locales: 1.234,5 and 1 234,56 (decimal comma after grouped thousands), 1'250 and 1’250.5 (Swiss)
+    "locale": r"[1-9]\d{0,2}(?:(?:\.\d{3})+|(?:[ \u202f\u00a0]\d{3})+),\d+(?!\d|[,.]\d)"
+    r"|[1-9]\d{0,2}(?:['’]\d{3})+(?:\.\d+)?(?![\d'’])",
     "plain": _DEC,
 }
 _NUMBER_RE = re.compile(
@@ -292,6 +356,10 @@ def _value(kind: str, text: str) -> Fraction | None:
     """Value of one matched number expression of ``kind`` (see ``_KINDS``), without its sign."""
     if kind in ("plain", "enote"):
         return _decimal(text)
+    if kind == "locale":
+        if "," in text:  # decimal comma: the dots and spaces group thousands
+            text = re.sub(r"[.\s]", "", text).replace(",", ".")
+        return _decimal(re.sub(r"['’]", "", text))
     if kind == "repeat":  # 0.1\overline{6} = 0.1666... = 1/6
         whole, fixed, period = _REPEAT_PARTS_RE.fullmatch(text).groups()  # type: ignore[union-attr]
         repeating = Fraction(int(period), 10 ** len(period) - 1)
@@ -369,15 +437,32 @@ def read_numbers(region: str) -> list[ReadNumber | None]:
     ]
 
 
-def last_number(region: str) -> ReadNumber | None:
-    """The last number expression of ``region``; ``None`` when there is none, it cannot be read, or it is the last
-    item of a list or of alternatives ("3, 4", "3 or 4")."""
+# The last number is an operand, not the answer: after a binary operator or a function (``2 \cdot 3``, ``5 - 6``,
+# ``\sqrt{2}``, ``\log_2 8``, ``a_5``), or before a factorial, a power, a constant or a product (``10!``, ``5\pi``).
+_OPERAND_BEFORE_RE = re.compile(
+    r"(?:[\w)\]}.]\s*(?:[-+*/×÷]|\\(?:times|cdot|div|pm|mp)\b)|\\(?:sqrt|log|ln|lg|exp|sin|cos|tan|cot|sec|csc"
+    r"|arcsin|arccos|arctan|sinh|cosh|tanh|binom|pm|mp|max|min|gcd)\b[^\d]{0,4}|[_!]\{?|\^\{?|±"
+    r"|\d\s*(?:plus|minus|times|over|divided\s+by|multiplied\s+by))\s*$"
+)
+_OPERAND_AFTER_RE = re.compile(r"^\s*(?:!(?=[\w(])|\^|\*\*|\\(?:pi|sqrt|times|cdot|pm)\b|π|±|[*/×÷]\s*[\d(\\])")
+
+
+def _is_operand(region: str, match: re.Match[str]) -> bool:
+    """Whether the number ``match`` of the cleaned ``region`` is an operand of an expression (see the regexes)."""
+    before = region[max(0, match.start() - 40) : match.start()]
+    return bool(_OPERAND_BEFORE_RE.search(before) or _OPERAND_AFTER_RE.match(region[match.end() : match.end() + 20]))
+
+
+def last_number(region: str, operand_is_none: bool = False) -> ReadNumber | None:
+    """The last number expression of ``region``; ``None`` when there is none, it cannot be read, it is the last
+    item of a list or of alternatives ("3, 4", "3 or 4"), or (``operand_is_none``) an operand of an expression
+    ("2 \\cdot 3", "5-6", "\\sqrt{2}", "10!", "5\\pi": its value is not the expression's)."""
     region = _clean(normalize_number_text(region))
     found = _matches(region)
     if not found:
         return None
     match, value = found[-1]
-    if value is None:
+    if value is None or (operand_is_none and _is_operand(region, match)):
         return None
     previous, previous_value = found[-2] if len(found) > 1 else (None, None)
     if previous is not None and previous_value != value and _is_list_gap(region[previous.end() : match.start()]):
@@ -412,11 +497,17 @@ def final_number(text: str, prompt: str = "", reference: str = "") -> ReadNumber
     answer = final_answer(normalize_number_text(text))
     if answer.hedged or (prompt and echoes_prompt(answer.region[-TEXT_TAIL_CHARS:], prompt, reference)):
         return None
-    return last_number(answer.region[-TEXT_TAIL_CHARS:] if answer.source == "text" else answer.region)
+    if answer.source == "boxed":  # a box holds the answer whole: one number, or it is an expression we cannot read
+        return single_number(answer.region)
+    return last_number(answer.region[-TEXT_TAIL_CHARS:] if answer.source == "text" else answer.region, True)
 
 
-_GOLD_PREFIX_RE = re.compile(r"[\s(\[{]*")
-_GOLD_SUFFIX_RE = re.compile(r"\s*(?:[A-Za-z]+\.?(?:\s+[A-Za-z]+\.?)?)?[\s.)\]}]*")
+_VARIABLE_SUFFIX_RE = re.compile(r"[xyzijkn]\b")
+# before the number: brackets, or a multiple-choice letter ("(B) 5", AMC's \textbf{(B)} 5); after it: up to three
+# unit words, a compound unit with "/" ("m/s", "km/h") or a unit in brackets ("5 (apples)")
+_UNIT_WORD = r"\(?[A-Za-z]+(?:/[A-Za-z]+)?\.?\)?"
+_GOLD_PREFIX_RE = re.compile(r"[\s(\[{]*(?:\(\s*[A-E]\s*\)\s*)?")
+_GOLD_SUFFIX_RE = re.compile(rf"\s*(?:{_UNIT_WORD}(?:\s+{_UNIT_WORD}){{0,2}})?[\s.)\]}}]*")
 
 
 def reference_value(text: str) -> ReadNumber | None:
@@ -424,15 +515,26 @@ def reference_value(text: str) -> ReadNumber | None:
     be one number, optionally in brackets, with currency signs and at most two unit words after it ("18 dollars").
     Prose holding a number ("see figure 3", "3 or 4") gives ``None``: the numeric rule does not apply to it."""
     answer = final_answer(normalize_number_text(text))
-    if answer.hedged:
-        return None
-    region = _clean(answer.region).rsplit("=", 1)[-1]
+    return None if answer.hedged else single_number(answer.region)
+
+
+_EQUALS_RE = re.compile(r"=|\\approx|≈")
+
+
+def single_number(region: str) -> ReadNumber | None:
+    """``region`` read as one number (after a last ``=`` or ``\\approx``), optionally in brackets, with currency
+    signs and at most two unit words after it; ``None`` when it holds anything else (an expression, a list)."""
+    *equations, region = _EQUALS_RE.split(_clean(normalize_number_text(region)))
+    if equations and _LIST_MARK_RE.search("=".join(equations)):
+        return None  # "x=3, y=4": several values
     found = _matches(region)
     if len(found) != 1 or found[0][1] is None:
         return None
     match, value = found[0]
     if not (_GOLD_PREFIX_RE.fullmatch(region[: match.start()]) and _GOLD_SUFFIX_RE.fullmatch(region[match.end() :])):
         return None
+    if _VARIABLE_SUFFIX_RE.match(region[match.end() :]):
+        return None  # "3x", "5i": a multiple of a variable, not a number with a unit
     return ReadNumber(value, bool(match.group("pct")), match.start(), match.end())
 
 

@@ -36,6 +36,7 @@ from grpo_core.rewards.final_answer import (
     final_answer,
     gsm8k_final,
     last_number,
+    normalize_number_text,
     read_numbers,
     reference_value,
 )
@@ -52,13 +53,20 @@ _VERIFY_TIMEOUT_S = 5
 _E_NOTATION_RE = re.compile(r"(?<![\w.\\])(\d+\.\d+|\d+)[eE]([-+]?)(\d+)(?![\w.])")
 
 
+_WHOLE_E_NUMBER_RE = re.compile(r"\s*\$?\s*[-+]?(?:\d+\.\d*|\.?\d+)[eE][-+]?\d+\s*\$?\s*\.?\s*")
+_APPROX_RE = re.compile(r"\\approx|≈")
+_MARKDOWN_BOLD_RE = re.compile(r"(\*\*|__)(?=\S)([^*\n]{1,200}?)(?<=\S)\1")
+
+
 def _tex_e_notation(text: str) -> str:
     """``6.02e23`` and ``1e-30`` as ``6.02 \\times 10^{23}`` (math-verify reads the ``e`` as Euler's number): when the
-    mantissa has a decimal point or the exponent two or more digits, so ``3e-1`` (3e - 1) and ``2e`` keep their e."""
+    mantissa has a decimal point or the exponent two or more digits, or when the text is that one number alone (a
+    gold ``1e-3``, a box ``\\boxed{2e3}``), so ``3e-1`` (3e - 1) and ``2e`` inside an expression keep their e."""
+    whole = _WHOLE_E_NUMBER_RE.fullmatch(text) is not None
 
     def tex(match: re.Match[str]) -> str:
         mantissa, sign, exponent = match.groups()
-        if "." not in mantissa and len(exponent) < 2:
+        if "." not in mantissa and len(exponent) < 2 and not whole:
             return match.group()
         return f"{mantissa} \\times 10^{{{'-' if sign == '-' else ''}{exponent}}}"
 
@@ -128,18 +136,23 @@ class MathChecker:
         if number is not None:  # "The answer is 18 dollars."
             return self.safe_parse(f"${number}$")
         if answer.source == "boxed":
-            return self.safe_parse(f"\\boxed{{{answer.region}}}") or self.safe_parse(f"${answer.region}$")
+            # "x \approx 6" is 6; math-verify would read "6 \approx 7" as 6 (its left side)
+            region = _tex_e_notation(_APPROX_RE.split(answer.region)[-1] or answer.region)
+            return self.safe_parse(f"\\boxed{{{region}}}") or self.safe_parse(f"${region}$")
         if answer.source in ("gsm8k", "cue"):
-            region = answer.region.strip().rstrip(".")
+            region = _tex_e_notation(_MARKDOWN_BOLD_RE.sub(r"\2", answer.region).strip().rstrip("."))
             parsed = self.safe_parse(region) if _LATEX_DELIMITER_RE.search(region) else []
             return parsed or self.safe_parse(f"${region.strip('$ ')}$")
         text = answer.region  # the text after the reasoning
         lines = [line for line in text.splitlines() if line.strip()]
         if not lines or _is_number_hedge(lines[-1], gold):
             return []
+        region = text.strip()
+        if region and len(region) <= _BARE_ANSWER_CHARS and not has_words(region) and "$" not in region:
+            # a bare formula ("6.02 \cdot 10^{23}", "(1,2]", "x^2+1") is only read whole as LaTeX inside $...$
+            return self.safe_parse(f"${_plain_to_tex(region)}$") or self.safe_parse(text)
         prediction = self.safe_parse(text)
-        if not prediction:  # a bare "(1,2]" or "x^2+1" is only read as LaTeX inside $...$
-            region = text.strip()
+        if not prediction:
             prediction = self.safe_parse(f"${region}$") if region and len(region) <= _BARE_ANSWER_CHARS else []
         return prediction
 
@@ -151,6 +164,16 @@ class MathChecker:
             return not _numbers_differ(gold, prediction)
         except Exception:  # noqa: BLE001 - any failure inside sympy means "not shown equivalent"
             return False
+
+
+_PLAIN_TIMES_10_RE = re.compile(r"(?<=\d)\s*(?:[xX×·*]|\\cdot)\s*(?=10\s*(?:\^|\*\*))")
+
+
+def _plain_to_tex(region: str) -> str:
+    """A formula as written in plain text, in TeX: ``6.02x10^23``, ``6.02 * 10**23`` and ``6.02×10²³`` as
+    ``6.02 \\times 10^{23}`` (``**`` is a power, superscripts ``^{...}``)."""
+    region = _PLAIN_TIMES_10_RE.sub(r" \\times ", normalize_number_text(region))
+    return region.replace("**", "^").replace("×", "\\times ").replace("·", "\\cdot ")
 
 
 def _number_with_words(text: str) -> str | None:

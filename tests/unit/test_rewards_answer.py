@@ -50,7 +50,8 @@ def conversational(text: str) -> list[dict[str, str]]:
         ("0.50", Fraction(1, 2)),
         (".5", Fraction(1, 2)),
         ("growth of 50%", Fraction(50)),
-        ("5-3", Fraction(3)),  # a hyphen between numbers is not a sign
+        ("5-3", None),  # a hyphen between numbers: an expression (5 - 3) or a range, neither of which is 3
+        ("5-3 = 2", Fraction(2)),
         ("1.5e3", Fraction(1500)),
         ("3/4", Fraction(3, 4)),
         ("答案是42。", Fraction(42)),

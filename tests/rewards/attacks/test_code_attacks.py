@@ -67,6 +67,11 @@ RUNTIME_ATTACKS = [
     ("forge_time_answer", "answers a timing request with its own number",
      "import os\n" + SLOW + "for fd in range(3, 64):\n    try:\n        os.write(fd, b'\\x00\\x00\\x00\\x0c{\"value\": 0}')\n"
      "    except OSError:\n        pass\n"),
+    ("precompute_at_import", "does the slow work once at import, outside the timed rounds",
+     "TABLE = [0]\nfor i in range(1, 500001):\n    TABLE.append(TABLE[-1] + i - 1)\ndef f(n):\n    return TABLE[n]\n"),
+    ("precompute_in_thread", "does the slow work in a thread started at import",
+     "import threading\nTABLE = {}\ndef work():\n    t = 0\n    for i in range(500001):\n        TABLE[i] = t\n        t += i\n"
+     "th = threading.Thread(target=work)\nth.start()\ndef f(n):\n    th.join()\n    return TABLE[n]\n"),
 ]
 
 
