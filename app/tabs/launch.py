@@ -120,6 +120,19 @@ def plugin_files_markdown(plugin_dirs) -> str:
     return "\n".join(lines)
 
 
+def _probe_line(result) -> str:
+    """One flagged probe of the bench as a Markdown list item: what it earns and from which rule."""
+    if result.paid_by_task:
+        reward = result.rewards.get(result.rule or "")
+        earned = "-" if reward is None else f"{reward:.3g}"
+        return (f"- **{result.probe}** earns {earned} on the task rule `{result.rule}`: a degenerate completion should "
+                "earn nothing for the task")
+    if result.best_real is None:
+        return f"- **{result.probe}**: rule `{result.rule}`"
+    return (f"- **{result.probe}** scores {result.total:.3g}, the best of these completions {result.best_real:.3g}: "
+            f"rule `{result.rule}` rewards it")
+
+
 def trl_args_text(args: dict[str, Any]) -> str:
     """``trl_args`` as the form's YAML text (empty for none)."""
     return dump_yaml(args) if args else ""
@@ -582,12 +595,11 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
             "rule responsible": [r.rule or "" for r in results],
         })
         wins = flagged(results)
-        lines = [f"- **{r.probe}** scores {r.total:.3g}, the best of these completions {r.best_real:.3g}: rule "
-                 f"`{r.rule}` rewards it" if r.best_real is not None else f"- **{r.probe}**: rule `{r.rule}`"
-                 for r in wins]
-        status = ("⚠️ **Reward hacking:** degenerate completions score at or above the best real one (gate or "
-                  "reweight the rule):\n" + "\n".join(lines) if lines else
-                  f"✅ No degenerate completion scores at or above the best of these {len(completions)} completions.")
+        lines = [_probe_line(r) for r in wins]
+        status = ("⚠️ **Reward hacking:** degenerate completions are paid for the task or score at or above the best "
+                  "real one (gate or reweight the rule):\n" + "\n".join(lines) if lines else
+                  f"✅ No degenerate completion earns a task reward or scores at or above the best of these "
+                  f"{len(completions)} completions.")
         return table, status
 
     def on_pick_row(dataset_id, number, *slot_values):

@@ -1,5 +1,6 @@
 """The reward-hacking probe on the Launch tab's bench, in headless Chromium: silent for the default rules against a
-right answer; against a wordy wrong completion the bare answer wins, and the probe names `numeric_answer`."""
+right answer; against a wordy wrong completion the bare answer wins but is never flagged (the requested form); with a
+tolerance that pays a wrong answer, the probe names `numeric_answer`."""
 
 from __future__ import annotations
 
@@ -18,13 +19,25 @@ def test_bench_probe_flags_only_winning_degenerate_completions(page):  # noqa: F
     table = page.locator("#bench-table")
     expect(table).to_contain_text("long_padding")
     status = page.locator("#bench-status")
-    expect(status).to_contain_text("No degenerate completion scores at or above the best of these 4 completions")
+    expect(status).to_contain_text("No degenerate completion earns a task reward or scores at or above the best of "
+                                   "these 4 completions")
     assert "⚠️ yes" not in table.inner_text()
 
+    # Against a wordy wrong completion the bare answer wins, but it is the right answer in the requested form: never
+    # flagged; the other probes earn nothing on the task.
     set_text(page, "bench-completions", "I really do not know the answer to this one.")
     page.locator("#probe-button").click()
-    expect(status).to_contain_text("Reward hacking:")
-    expect(status).to_contain_text("answer_only scores 1.5, the best of these completions 0: rule numeric_answer")
-    assert "empty scores" not in status.inner_text()  # an empty completion scores 0 here: it loses, not listed
+    expect(status).to_contain_text("of these 1 completions")
+    expect(table).to_contain_text("answer_only")
+    assert "⚠️ yes" not in table.inner_text()
 
+    # A tolerance of 1 pays the answer plus one: the wrong answer wrapped in answer tags is paid for the task.
+    params = page.locator("#params-1 .cm-content")
+    params.click()
+    page.keyboard.press("ControlOrMeta+a")
+    page.keyboard.type('{"tolerance": 1')
+    page.locator("#probe-button").click()
+    expect(status).to_contain_text("Reward hacking:")
+    expect(status).to_contain_text("wrong_in_format earns 1 on the task rule numeric_answer")
+    assert "empty" not in status.inner_text()  # an empty completion earns nothing: not listed
     expect(table).to_contain_text("⚠️ yes")
