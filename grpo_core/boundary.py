@@ -236,13 +236,18 @@ class Boundary:
 
     def _check_server_resources(self, trl_args: Mapping[str, Any]) -> None:
         """Refuse, for a login that may not run code, ``trl_args`` that send the worker to a host or the hub
-        (:data:`NETWORK_TRL_ARGS`), ``model_init_kwargs`` beyond :data:`MODEL_INIT_KWARGS_ALLOWED` (or a hub kernel
+        (:data:`NETWORK_TRL_ARGS`), more data-loader processes than the machine has CPUs, ``model_init_kwargs`` beyond :data:`MODEL_INIT_KWARGS_ALLOWED` (or a hub kernel
         as ``attn_implementation``), and a key naming a file, folder, host or credential at any depth."""
         admin_only = "with logins only an admin's setting (the server's flags) or a [run-code] login may set it"
         for name in NETWORK_TRL_ARGS:
             if name in trl_args:
                 raise BoundaryError(f"trl_args.{name}: it sends the worker to another host or to the hub with the "
                                     f"server's credentials; {admin_only}")
+        workers = trl_args.get("dataloader_num_workers")
+        limit = os.cpu_count() or 1
+        if isinstance(workers, (int, float)) and not isinstance(workers, bool) and workers > limit:
+            raise BoundaryError(f"trl_args.dataloader_num_workers: {workers} processes, more than this machine's "
+                                f"{limit} CPUs; {admin_only}")
         init_kwargs = _as_mapping(trl_args.get("model_init_kwargs"))
         allowed = MODEL_INIT_KWARGS_ALLOWED + ((REMOTE_CODE_KEY,) if self.allow_remote_code else ())
         for key, value in init_kwargs.items():

@@ -388,6 +388,7 @@ def test_every_sweep_point_is_checked_before_any_is_validated(store, settings, t
     {"deepspeed": {"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme", "nvme_path": "/srv"}}}},
     {"deepspeed": '{"csv_monitor": {"enabled": true, "output_path": "/var/www/"}}'},
     {"generation_kwargs": {"custom_generate": "transformers-community/dola"}},
+    {"dataloader_num_workers": 100_000},
 ], ids=lambda a: next(iter(a.keys() - {"use_vllm", "vllm_mode", "log_completions"})))
 def test_trl_args_naming_hosts_files_credentials_or_code_need_an_admin(world, trl_args):
     """Fields and keys that send the worker to a host or the hub, or name a file, folder, credential or code of the
