@@ -152,3 +152,60 @@ def _entry_bytes(dictionary: Any, limit: int) -> Any:
         return None
     width = max((getattr(kind, "bit_width", 64) or 64) // 8, 1)
     return pa.array([width] * len(dictionary), pa.int64())
+
+
+def ipc_body_compressed(path: Any) -> bool:
+    """Whether an Arrow IPC file (stream or file format) has a record batch or dictionary batch with compressed
+    buffers (``lz4`` / ``zstd`` body compression), read from the messages' headers without decoding any batch:
+    pyarrow decompresses such buffers while reading, before :func:`decoded_bytes` could count them.
+
+    Raises:
+        OSError, pyarrow.ArrowException: the file cannot be read as Arrow IPC messages.
+    """
+    import pyarrow as pa
+
+    with pa.memory_map(str(path)) as source:
+        if source.read(6) == b"ARROW1":
+            source.seek(8)  # the file format: magic and padding, then the stream's messages
+        else:
+            source.seek(0)
+        reader = pa.ipc.MessageReader.open_stream(source)
+        while True:
+            try:
+                message = reader.read_next_message()
+            except StopIteration:
+                return False
+            if message is None:
+                return False
+            if message.type in ("record batch", "dictionary") and _batch_header_compressed(
+                    message.metadata.to_pybytes(), dictionary=message.type == "dictionary"):
+                return True
+
+
+def _batch_header_compressed(metadata: bytes, *, dictionary: bool) -> bool:
+    """Whether a ``Message`` flatbuffer (Arrow's ``Message.fbs``) holding a ``RecordBatch`` (or a
+    ``DictionaryBatch``, whose field 1 is its ``RecordBatch``) sets the batch's ``compression`` (field 3)."""
+    import struct
+
+    def field(table: int, index: int) -> int | None:
+        vtable = table - struct.unpack_from("<i", metadata, table)[0]
+        size = struct.unpack_from("<H", metadata, vtable)[0]
+        if 4 + 2 * index >= size:
+            return None
+        offset = struct.unpack_from("<H", metadata, vtable + 4 + 2 * index)[0]
+        return table + offset if offset else None
+
+    def table_at(position: int) -> int:
+        return position + struct.unpack_from("<I", metadata, position)[0]
+
+    message = table_at(0)
+    header = field(message, 2)  # Message: version, header_type, header, bodyLength, custom_metadata
+    if header is None:
+        return False
+    batch = table_at(header)
+    if dictionary:  # DictionaryBatch: id, data, isDelta
+        data = field(batch, 1)
+        if data is None:
+            return False
+        batch = table_at(data)
+    return field(batch, 3) is not None  # RecordBatch: length, nodes, buffers, compression, variadicBufferCounts

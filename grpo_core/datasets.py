@@ -22,6 +22,7 @@ import json
 import math
 import os
 import re
+import struct
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ import pandas as pd
 
 from grpo_core.columnar_budget import (
     decoded_bytes,
+    ipc_body_compressed,
     parquet_byte_array_columns,
     parquet_stored_bytes,
     unsupported_type,
@@ -480,6 +482,13 @@ def _read_saved_dataset(
         raise DatasetError(name, "a folder without Arrow files; expected one written by datasets' save_to_disk")
     tables = []
     for file in files:
+        try:
+            compressed = ipc_body_compressed(file)
+        except (pa.ArrowException, OSError, struct.error) as e:
+            raise DatasetError(name, f"cannot read {file.name} as Arrow data: {e}") from e
+        if compressed:  # pyarrow would decompress every buffer while reading, before its size is counted
+            raise DatasetError(name, f"{file.name} holds compressed Arrow buffers (lz4/zstd); write it uncompressed, "
+                                     "as datasets' save_to_disk does")
         try:
             with pa.memory_map(str(file)) as source:
                 try:

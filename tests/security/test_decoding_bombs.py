@@ -71,6 +71,23 @@ def test_an_arrow_dictionary_bomb_in_a_zipped_folder_is_refused(tmp_path):
         _load_zipped_folder(archive, "bomb.zip", max_upload_mb=10, mapping=None)  # limit: 5 x 10 MB
 
 
+@pytest.mark.parametrize("compression", ["zstd", "lz4"])
+def test_compressed_arrow_buffers_are_refused_before_they_are_decompressed(tmp_path, compression):
+    folder = tmp_path / "compressed"
+    folder.mkdir()
+    table = pa.table({"prompt": pa.array(["z" * 1_000] * 50)})
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_stream(str(folder / "data-00000-of-00001.arrow"), table.schema, options=options) as writer:
+        writer.write_table(table)
+    with pytest.raises(DatasetError, match="compressed Arrow buffers"):
+        load_prompt_dataset(folder, max_decoded_bytes=LIMIT)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with pa.ipc.new_file(str(plain / "data-00000-of-00001.arrow"), table.schema) as writer:  # the file format too
+        writer.write_table(table)
+    assert len(load_prompt_dataset(plain, max_decoded_bytes=LIMIT).rows) == 50
+
+
 def test_run_end_encoded_columns_are_refused(tmp_path):
     folder = tmp_path / "ree"
     folder.mkdir()
