@@ -88,3 +88,19 @@ def test_a_backtracking_schema_on_the_bench_does_not_stop_the_server(shared_dash
                                             "params-1": json.dumps({"ngram_size": 500_000}),
                                             "bench-completions": " ".join(["w"] * 600_000)})
     assert "between 1 and" in ngram[1], ngram
+
+
+def test_the_probe_scores_an_admins_plugin_outside_the_web_process(shared_dashboard):
+    """The reward-hacking probe, like the bench, imports a plugin only in a child process (a plugin is vetted to run
+    as the server, not inside the process that serves every login)."""
+    dash = shared_dashboard
+    marker = dash.outside / "probe-imported-in"
+    (dash.plugin_dir / "where_probe.py").write_text(
+        "import sys\n"
+        f"open({str(marker)!r}, 'a').write('web\\n' if 'gradio' in sys.modules else 'child\\n')\n\n\n"
+        "def score(completions, **kwargs):\n    return [0.5 for _ in completions]\n", encoding="utf-8")
+    status = dash.ui("alice", "probe-button", {
+        "rule-1": "plugin", "params-1": json.dumps({"target": "where_probe:score", "name": ""}),
+        "bench-row": json.dumps({"prompt": "What is 2 + 2?", "answer": "4"}), "bench-completions": "4\n---\n5"})[1]
+    assert "❌" not in status, status
+    assert marker.read_text().split() == ["child"]
