@@ -17,7 +17,7 @@ import gradio as gr
 import pandas as pd
 
 from app.catalog_sync import CatalogSync, dataset_choices, run_choices
-from app.context import AppContext, boundary_of, check_webhooks
+from app.context import MODEL_JOBS, AppContext, boundary_of, check_webhooks
 from app.tabs.launch_tools import (
     bench_coverage_markdown,
     bench_specs,
@@ -684,7 +684,7 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
     bench_row_pick.click(on_pick_row, inputs=[dataset, bench_row_number, *slot_inputs],
                          outputs=[bench_row, bench_prompt, bench_status])
     preflight_button.click(on_preflight, inputs=[preflight_prompts, *form_inputs],
-                           outputs=[preflight_verdict, preflight_table])
+                           outputs=[preflight_verdict, preflight_table], **MODEL_JOBS)
     clone.input(on_clone, inputs=clone, outputs=[*form_inputs, *help_boxes, clone_status])
     if sync is not None:
         sync.follow_datasets(dataset)
