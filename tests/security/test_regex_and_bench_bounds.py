@@ -6,10 +6,8 @@ limits in app/tabs/launch.py, ``repetition``'s ``MAX_NGRAM_SIZE``) and the serve
 from __future__ import annotations
 
 import json
-import threading
 import time
 
-import httpx
 import pytest
 
 from grpo_core.rewards.regex_budget import RegexTimeout, bounded_search, match_timeout, time_budget
@@ -57,30 +55,14 @@ def test_repetition_bounds_the_ngram_size_and_scores_as_before():
 
 def test_a_backtracking_schema_on_the_bench_does_not_stop_the_server(shared_dashboard):
     dash = shared_dashboard
-    lags: list[float] = []
-    done = threading.Event()
-
-    def ping() -> None:
-        while not done.is_set():
-            start = time.monotonic()
-            httpx.get(dash.url + "config", timeout=120)
-            lags.append(time.monotonic() - start)
-            time.sleep(0.1)
-
-    pinger = threading.Thread(target=ping)
-    pinger.start()
-    try:
-        start = time.monotonic()
-        bench = dash.ui("alice", "bench-button", {
-            "rule-1": "json_valid", "params-1": json.dumps({"schema_column": "schema"}),
-            "bench-row": json.dumps({"prompt": "p", "schema": {"type": "string", "pattern": EVIL}}),
-            "bench-completions": "\n---\n".join([json.dumps(EVIL_TEXT)] * 20)})
-        took = time.monotonic() - start
-    finally:
-        done.set()
-        pinger.join()
+    start = time.monotonic()
+    bench, lag = dash.while_pinging(lambda: dash.ui("alice", "bench-button", {
+        "rule-1": "json_valid", "params-1": json.dumps({"schema_column": "schema"}),
+        "bench-row": json.dumps({"prompt": "p", "schema": {"type": "string", "pattern": EVIL}}),
+        "bench-completions": "\n---\n".join([json.dumps(EVIL_TEXT)] * 20)}))
+    took = time.monotonic() - start
     assert "20 completions scored" in bench[1], bench
-    assert took < 60 and max(lags) < 2.0, (took, max(lags))
+    assert took < 60 and lag < 2.0, (took, lag)
     many = dash.ui("bob", "bench-button", {"rule-1": "format_regex", "params-1": json.dumps({"pattern": "(a|aa)+$"}),
                                            "bench-completions": "\n---\n".join(["a" * 40 + "!"] * 5000)})
     assert "more than the 256" in many[1], many
