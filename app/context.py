@@ -12,6 +12,11 @@ from grpo_core.settings import Settings
 from grpo_core.webhook_targets import WebhookPolicy, check_launch_webhooks
 from storage import Store
 
+#: Handlers that load a model in a child process (preflight, Try the model, merge) share one Gradio concurrency group
+#: of this many at once, whichever login asks: each may take a GPU's memory, so a login clicking them over and over
+#: (or several logins at once) queues instead of starving the runs (``event.click(..., **MODEL_JOBS)``).
+MODEL_JOBS = {"concurrency_id": "model-jobs", "concurrency_limit": 2}
+
 
 @dataclass(frozen=True)
 class AppContext:

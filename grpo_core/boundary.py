@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.machinery
+import json
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -40,6 +41,20 @@ from grpo_core.rewards.plugin import parse_plugin_target
 #: ``trl_args`` fields that take a path on the server as text (a JSON file TRL or Accelerate reads).
 PATH_TRL_ARGS = ("accelerator_config", "deepspeed", "fsdp_config")
 REMOTE_CODE_KEY = "trust_remote_code"
+#: ``trl_args`` fields that send the worker to a host (a vLLM server) or to the hub with the server's credentials
+#: (pushing completions, a trackio Space or bucket): an admin's choice, not a login's.
+NETWORK_TRL_ARGS = ("vllm_server_base_url", "vllm_server_host", "vllm_server_port", "vllm_group_port", "hub_token",
+                    "log_completions_hub_repo", "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id")
+#: ``model_init_kwargs`` keys a login may set (``from_pretrained``'s others name files and folders to read or write,
+#: credentials, proxies, unpickling, or code: ``cache_dir``, ``offload_folder``, ``gguf_file``, ``weights_only``...).
+MODEL_INIT_KWARGS_ALLOWED = ("dtype", "torch_dtype", "attn_implementation", "low_cpu_mem_usage", "device_map",
+                             "use_cache", "max_memory", "revision")
+#: Words (``_``-separated parts of a key, at any depth of a ``trl_args`` mapping: a DeepSpeed or FSDP config,
+#: generation kwargs) that name a file, folder, host or credential (DeepSpeed's ``nvme_path``, a monitor's
+#: ``output_path``, ``cache_dir``); a key ending in ``token`` (``hub_token``) or naming code (``custom_generate``).
+_SERVER_RESOURCE_WORDS = frozenset({"path", "paths", "dir", "dirs", "directory", "file", "files", "filename", "folder",
+                                    "url", "uri", "host", "hostname", "endpoint", "proxy", "proxies", "repo",
+                                    "socket", "password", "secret", "credentials", "key"})
 _HUB_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 
 
@@ -217,6 +232,36 @@ class Boundary:
                 if isinstance(value, str) and value.strip() and not value.strip().startswith("{"):
                     raise BoundaryError(f"trl_args.{name}: with logins give it as a mapping, not as a file path on "
                                         "the server")
+            self._check_server_resources(trl_args)
+
+    def _check_server_resources(self, trl_args: Mapping[str, Any]) -> None:
+        """Refuse, for a login that may not run code, ``trl_args`` that send the worker to a host or the hub
+        (:data:`NETWORK_TRL_ARGS`), more data-loader processes than the machine has CPUs, ``model_init_kwargs`` beyond :data:`MODEL_INIT_KWARGS_ALLOWED` (or a hub kernel
+        as ``attn_implementation``), and a key naming a file, folder, host or credential at any depth."""
+        admin_only = "with logins only an admin's setting (the server's flags) or a [run-code] login may set it"
+        for name in NETWORK_TRL_ARGS:
+            if name in trl_args:
+                raise BoundaryError(f"trl_args.{name}: it sends the worker to another host or to the hub with the "
+                                    f"server's credentials; {admin_only}")
+        workers = trl_args.get("dataloader_num_workers")
+        limit = os.cpu_count() or 1
+        if isinstance(workers, (int, float)) and not isinstance(workers, bool) and workers > limit:
+            raise BoundaryError(f"trl_args.dataloader_num_workers: {workers} processes, more than this machine's "
+                                f"{limit} CPUs; {admin_only}")
+        init_kwargs = _as_mapping(trl_args.get("model_init_kwargs"))
+        allowed = MODEL_INIT_KWARGS_ALLOWED + ((REMOTE_CODE_KEY,) if self.allow_remote_code else ())
+        for key, value in init_kwargs.items():
+            if str(key).lower() not in allowed:
+                raise BoundaryError(f"trl_args.model_init_kwargs.{str(key)[:80]}: with logins only "
+                                    f"{', '.join(allowed)} may be set; {admin_only}")
+            if key == "attn_implementation" and "/" in str(value):
+                raise BoundaryError("trl_args.model_init_kwargs.attn_implementation: a hub kernel "
+                                    f"({str(value)[:80]!r}) is code run on the server; {admin_only}")
+        for name, value in trl_args.items():
+            key = _resource_key(_as_mapping(value) if isinstance(value, str) else value)
+            if key is not None:
+                raise BoundaryError(f"trl_args.{name}: the key {key[:80]!r} names a file, folder, host or credential "
+                                    f"of the server, or code; {admin_only}")
 
     # --------------------------------------------------------------------------------------------------- files
 
@@ -292,6 +337,41 @@ def _mentions(value: Any, key: str) -> bool:
     if isinstance(value, (list, tuple, set)):
         return any(_mentions(item, key) for item in value)
     return isinstance(value, str) and key in value.lower()
+
+
+def _as_mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` as a mapping: itself, a JSON object given as text (as ``TrainingArguments`` accepts), else empty."""
+    if isinstance(value, Mapping):
+        return value
+    if isinstance(value, str) and value.strip().startswith("{"):
+        try:
+            parsed = json.loads(value)
+        except (ValueError, RecursionError):
+            return {}
+        return parsed if isinstance(parsed, Mapping) else {}
+    return {}
+
+
+def _resource_key(value: Any, depth: int = 0) -> str | None:
+    """The first mapping key at any depth of ``value`` that names a server resource or code
+    (:data:`_SERVER_RESOURCE_WORDS`), else None."""
+    if depth > 64:
+        return "(nested too deep)"
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            words = re.split(r"[_\-.\s]+", str(key).lower())
+            if (_SERVER_RESOURCE_WORDS.intersection(words) or words[-1] == "token"
+                    or str(key).lower() == "custom_generate"):
+                return str(key)
+            found = _resource_key(item, depth + 1)
+            if found is not None:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            found = _resource_key(item, depth + 1)
+            if found is not None:
+                return found
+    return None
 
 
 def _installed_module_file(module: str) -> Path | None:

@@ -32,7 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grpo_core.access import max_upload_bytes, upload_too_large_message
-from grpo_core.datasets import ColumnMapping, DatasetError, PromptDataset, load_prompt_dataset, save_normalized
+from grpo_core.datasets import (
+    DECODED_PER_UPLOADED,
+    ColumnMapping,
+    DatasetError,
+    PromptDataset,
+    load_prompt_dataset,
+    save_normalized,
+)
 from grpo_core.ownership import SINGLE_USER, Actor, NotOwnerError, check_may_change
 from grpo_core.settings import Settings
 from storage import DatasetInfo, RunInfo, RunStatus, Store, StoreError
@@ -148,7 +155,8 @@ def import_dataset(
     if source_name.lower().endswith(".zip"):
         dataset = _load_zipped_folder(Path(upload_path), source_name, settings.max_upload_mb, mapping)
     else:
-        dataset = load_prompt_dataset(upload_path, source_name=source_name, mapping=mapping)
+        dataset = load_prompt_dataset(upload_path, source_name=source_name, mapping=mapping,
+                                      max_decoded_bytes=_decoded_limit(settings.max_upload_mb))
     return store_dataset(store, settings, dataset, _dataset_name(name, source_name), owner=owner)
 
 
@@ -170,7 +178,13 @@ def load_upload(
         raise UploadTooLargeError(source_name, too_large)
     if source_name.lower().endswith(".zip"):
         return _load_zipped_folder(Path(upload_path), source_name, max_upload_mb, mapping)
-    return load_prompt_dataset(upload_path, source_name=source_name, mapping=mapping)
+    return load_prompt_dataset(upload_path, source_name=source_name, mapping=mapping,
+                               max_decoded_bytes=_decoded_limit(max_upload_mb))
+
+
+def _decoded_limit(max_upload_mb: int) -> int:
+    """What an upload may decode to: :data:`DECODED_PER_UPLOADED` times the upload limit."""
+    return DECODED_PER_UPLOADED * max_upload_bytes(max_upload_mb)
 
 
 def _check_member(member: zipfile.ZipInfo, source_name: str) -> None:
@@ -210,7 +224,8 @@ def _load_zipped_folder(
                     inner = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith("__")]
                     if len(inner) == 1:
                         root = inner[0]
-                return load_prompt_dataset(root, source_name=source_name, mapping=mapping)
+                return load_prompt_dataset(root, source_name=source_name, mapping=mapping,
+                                           max_decoded_bytes=_decoded_limit(max_upload_mb))
     except zipfile.BadZipFile as exc:
         raise DatasetError(source_name, f"not a valid zip file ({exc})") from exc
 
@@ -283,7 +298,8 @@ def import_hub_dataset(
             raise DatasetError(
                 label, f"cannot load it from the hub ({detail}); this needs a network connection, or upload a file"
             )
-        dataset = load_prompt_dataset(target, source_name=label, mapping=mapping)
+        dataset = load_prompt_dataset(target, source_name=label, mapping=mapping,
+                                      max_decoded_bytes=_decoded_limit(settings.max_upload_mb))
     default_name = re.sub(r"[^\w .()\-+]", "-", f"{dataset_id.split('/')[-1]} {split}")
     return store_dataset(store, settings, dataset, _dataset_name(name or default_name, label), owner=owner)
 

@@ -22,6 +22,7 @@ import json
 import math
 import os
 import re
+import struct
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,12 +34,24 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from grpo_core.columnar_budget import (
+    decoded_bytes,
+    ipc_body_compressed,
+    parquet_byte_array_columns,
+    parquet_stored_bytes,
+    unsupported_type,
+)
+
 SUPPORTED_EXTENSIONS = (".jsonl", ".json", ".csv", ".parquet")
 PROMPT_COLUMN = "prompt"
 MESSAGE_ROLES = ("system", "user", "assistant", "tool")
 # Columns that people often use for the prompt; named in the hint when ``prompt`` is missing.
 LIKELY_PROMPT_COLUMNS = ("question", "instruction", "input", "problem", "query", "text")
 PREVIEW_MAX_CHARS = 200
+#: What a Parquet or Arrow dataset may decode to (its values as Python, see :mod:`grpo_core.columnar_budget`) when
+#: the caller gives no limit; uploads are allowed :data:`DECODED_PER_UPLOADED` times the upload limit.
+DEFAULT_MAX_DECODED_BYTES = 1 << 30
+DECODED_PER_UPLOADED = 5
 
 DatasetFormat = Literal["jsonl", "json", "csv", "parquet", "arrow"]
 PromptKind = Literal["text", "chat"]
@@ -157,6 +170,7 @@ def load_prompt_dataset(
     source_name: str | None = None,
     max_rows: int | None = None,
     mapping: ColumnMapping | None = None,
+    max_decoded_bytes: int = DEFAULT_MAX_DECODED_BYTES,
 ) -> PromptDataset:
     """Load a JSON Lines, JSON, CSV, Parquet or ``save_to_disk`` prompt dataset, map its columns, check every row.
 
@@ -167,6 +181,9 @@ def load_prompt_dataset(
             Its extension is used for format detection when ``path`` has no supported one.
         max_rows: keep at most this many rows (the first ones); ``None`` keeps all.
         mapping: the prompt column, renames and system prompt to apply (:class:`ColumnMapping`); ``None``: none.
+        max_decoded_bytes: the most a Parquet file or Arrow folder may decode to (texts' bytes plus 8 bytes a
+            value, :mod:`grpo_core.columnar_budget`), checked before it is decoded: a small file of repeated
+            dictionary entries or runs would otherwise fill the memory.
 
     Returns:
         a :class:`PromptDataset` of plain Python rows.
@@ -174,7 +191,8 @@ def load_prompt_dataset(
     Raises:
         DatasetError: unsupported extension, unreadable or malformed file, bad UTF-8, no ``prompt`` column, a
             mapping that names a column the file lacks or renames onto an existing column, no rows, or a row whose prompt is missing, empty, of the wrong type, a malformed message list, or of a
-            different kind (text / chat) than the first row's.
+            different kind (text / chat) than the first row's, or a Parquet / Arrow file that would decode to more than
+            ``max_decoded_bytes`` or uses an encoding a dataset does not need (run-end encoded, list views).
         ValueError: ``max_rows`` is not a positive integer.
     """
     path = Path(path)
@@ -182,13 +200,13 @@ def load_prompt_dataset(
     if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1):
         raise ValueError(f"max_rows must be a positive integer or None, got {max_rows!r}")
     if path.is_dir():
-        columns, rows = _read_saved_dataset(path, name, max_rows)
+        columns, rows = _read_saved_dataset(path, name, max_rows, max_decoded_bytes)
         return _checked_dataset(rows, columns, None, "arrow", name, json_in_cells=False, mapping=mapping)
     suffix = _supported_suffix(path.name) or _supported_suffix(name)
     if suffix is None:
         raise DatasetError(name, f"unsupported file type; use one of {', '.join(SUPPORTED_EXTENSIONS)}")
     if suffix == ".parquet":
-        columns, rows = _read_parquet(path, name, max_rows)
+        columns, rows = _read_parquet(path, name, max_rows, max_decoded_bytes)
         return _checked_dataset(rows, columns, None, "parquet", name, json_in_cells=False, mapping=mapping)
     text = _read_utf8(path, name)
     if suffix == ".csv":
@@ -385,23 +403,61 @@ def _read_csv(text: str, name: str, max_rows: int | None) -> tuple[list[str], li
     return columns, _frame_rows(columns, [frame[c].tolist() for c in frame.columns])
 
 
-def _read_parquet(path: Path, name: str, max_rows: int | None) -> tuple[list[str], list[dict[str, Any]]]:
-    """Read Parquet with pyarrow; nested values (lists, structs) become lists and dicts."""
+def _read_parquet(
+    path: Path, name: str, max_rows: int | None, max_decoded_bytes: int
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """Read Parquet with pyarrow; nested values (lists, structs) become lists and dicts. Texts are read as
+    dictionaries and the footer is checked first, so nothing larger than ``max_decoded_bytes`` is ever decoded."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(path)
+        probe = pq.ParquetFile(path)
+        stored = parquet_stored_bytes(probe, max_rows)
+        if stored > max_decoded_bytes:
+            raise DatasetError(name, _too_large_decoded(stored, max_decoded_bytes))
+        parquet_file = pq.ParquetFile(path, read_dictionary=parquet_byte_array_columns(probe))
+        if max_rows is None:
+            table = parquet_file.read()
+        else:
+            batches = []
+            for batch in parquet_file.iter_batches(batch_size=min(max_rows, 65536)):
+                batches.append(batch)
+                if sum(len(b) for b in batches) >= max_rows:
+                    break
+            table = pa.Table.from_batches(batches, schema=parquet_file.schema_arrow) if batches else \
+                parquet_file.schema_arrow.empty_table()
     except (pa.ArrowException, OSError) as e:
         raise DatasetError(name, f"not a valid Parquet file: {e}") from e
     if max_rows is not None:
         table = table.slice(0, max_rows)
+    _check_decoded_size(table, name, max_decoded_bytes)
     # pandas stores a non-default index as "__index_level_N__" columns; they are not data.
     columns = [c for c in table.column_names if not re.fullmatch(r"__index_level_\d+__", c)]
     return columns, _frame_rows(columns, [table.column(c).to_pylist() for c in columns])
 
 
-def _read_saved_dataset(folder: Path, name: str, max_rows: int | None) -> tuple[list[str], list[dict[str, Any]]]:
+def _too_large_decoded(size: int, limit: int) -> str:
+    return (f"decodes to about {size / 2**20:,.0f} MB of values, more than the {limit / 2**20:,.0f} MB this "
+            "dashboard reads from one dataset file (repeated values are stored once in the file but take their full "
+            "size in memory); split the file or ask an admin to raise the upload limit (--max-upload-mb)")
+
+
+def _check_decoded_size(table: Any, name: str, max_decoded_bytes: int) -> None:
+    """Refuse a table (read with its encodings kept) whose values would decode to more than ``max_decoded_bytes``,
+    or that uses an encoding whose decoded size cannot be counted."""
+    for field_ in table.schema:
+        unsupported = unsupported_type(field_.type)
+        if unsupported:
+            raise DatasetError(name, f"the column {field_.name!r} is {unsupported}; write it as plain values")
+    size = decoded_bytes(table, max_decoded_bytes)
+    if size > max_decoded_bytes:
+        raise DatasetError(name, _too_large_decoded(size, max_decoded_bytes))
+
+
+def _read_saved_dataset(
+    folder: Path, name: str, max_rows: int | None, max_decoded_bytes: int
+) -> tuple[list[str], list[dict[str, Any]]]:
     """Read a folder written by ``datasets.Dataset.save_to_disk``: the Arrow stream files ``state.json`` lists
     (``*.arrow`` in name order without it), concatenated. A ``DatasetDict`` folder is refused with its splits."""
     import pyarrow as pa
@@ -427,6 +483,13 @@ def _read_saved_dataset(folder: Path, name: str, max_rows: int | None) -> tuple[
     tables = []
     for file in files:
         try:
+            compressed = ipc_body_compressed(file)
+        except (pa.ArrowException, OSError, struct.error) as e:
+            raise DatasetError(name, f"cannot read {file.name} as Arrow data: {e}") from e
+        if compressed:  # pyarrow would decompress every buffer while reading, before its size is counted
+            raise DatasetError(name, f"{file.name} holds compressed Arrow buffers (lz4/zstd); write it uncompressed, "
+                                     "as datasets' save_to_disk does")
+        try:
             with pa.memory_map(str(file)) as source:
                 try:
                     tables.append(pa.ipc.open_stream(source).read_all())
@@ -441,6 +504,7 @@ def _read_saved_dataset(folder: Path, name: str, max_rows: int | None) -> tuple[
         raise DatasetError(name, f"the Arrow files do not share one schema: {e}") from e
     if max_rows is not None:
         table = table.slice(0, max_rows)
+    _check_decoded_size(table, name, max_decoded_bytes)
     columns = list(table.column_names)
     return columns, _frame_rows(columns, [table.column(c).to_pylist() for c in columns])
 

@@ -19,8 +19,9 @@ Exceptions: ``answer_only`` (the answer column's value with no work shown) is th
 arithmetic defaults ask for, so it is never flagged; ``prompt_echo`` is not flagged when the prompt itself ends
 with the row's answer (``What is 0 + 4?`` with answer 4: the rule reads a right final answer).
 
-Scoring uses :func:`grpo_core.rewards.compose.score_group`, so plugin rules run too: call this in the web process only
-for built-in rules (the preflight subprocess runs it for any rules).
+Scoring uses :func:`grpo_core.rewards.compose.score_group`, so plugin rules run too: in the web process, pass
+``scorer=score_group_isolated`` (:mod:`grpo_core.reward_check`) when the rules include plugins (the preflight
+subprocess runs it for any rules).
 """
 
 from __future__ import annotations
@@ -167,6 +168,7 @@ def probe_row(
     row_index: int = 0,
     prompt: str | None = None,
     tokenize: Callable[[str], list[int]] | None = None,
+    scorer: Callable[..., GroupScore] = score_group,
 ) -> list[ProbeResult]:
     """Score every probe of ``row`` beside its real completions and flag the probes that win.
 
@@ -177,6 +179,8 @@ def probe_row(
         row_index: recorded in the results.
         prompt: the prompt as text for ``prompt_echo``; default ``str(row["prompt"])``.
         tokenize: text -> token ids, so ``length`` counts tokens as in training; ``None`` lets it count words.
+        scorer: :func:`grpo_core.rewards.compose.score_group`, or a function of the same signature that scores
+            elsewhere (:func:`grpo_core.reward_check.score_group_isolated` keeps plugins out of the web process).
 
     Returns:
         One :class:`ProbeResult` per probe, in :func:`probe_completions` order.
@@ -190,7 +194,7 @@ def probe_row(
     probes = probe_completions(row, prompt_text)
     texts = [*real_completions, *(text for _, text in probes)]
     ids = [tokenize(t) for t in texts] if tokenize is not None else None
-    score = score_group(specs, texts, row, completion_ids=ids)
+    score = scorer(specs, texts, row, completion_ids=ids)
     weights = [float(RewardSpec.model_validate(s).weight if not isinstance(s, RewardSpec) else s.weight)
                for s in specs]
     real = len(real_completions)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app.context import AppContext, boundary_of
+from app.context import MODEL_JOBS, AppContext, boundary_of
 from grpo_core.config import ConfigError
 from grpo_core.export import export_run
 from grpo_core.merge_job import MergeError, merge_run
@@ -73,7 +73,7 @@ def create_export_panel(ctx: AppContext, run_selector: gr.Dropdown) -> dict[str,
         yield (f"Merged model of run #{run.id} written to `{steps[-1]}` (safetensors, tokenizer, generation config): "
                "load it with `AutoModelForCausalLM.from_pretrained(folder)` or serve it with `vllm serve folder`.")
 
-    merge.click(on_merge, inputs=run_selector, outputs=merge_status)
+    merge.click(on_merge, inputs=run_selector, outputs=merge_status, **MODEL_JOBS)
     button.click(
         on_export, inputs=run_selector, outputs=[status, config, metrics, groups, adapter, bundle]
     )

@@ -17,7 +17,7 @@ import gradio as gr
 import pandas as pd
 
 from app.catalog_sync import CatalogSync, dataset_choices, run_choices
-from app.context import AppContext, boundary_of, check_webhooks
+from app.context import MODEL_JOBS, AppContext, boundary_of, check_webhooks
 from app.tabs.launch_tools import (
     bench_coverage_markdown,
     bench_specs,
@@ -37,11 +37,17 @@ from grpo_core.preflight_report import DEFAULT_PROMPTS
 from grpo_core.reward_check import has_plugins, score_group_isolated
 from grpo_core.reward_probe import flagged, probe_row
 from grpo_core.rewards import RewardGate, RewardSpec, all_rules, get_rule, score_group
+from grpo_core.rewards.regex_budget import time_budget
 from grpo_core.rewards.sandbox import sandbox_info
 from grpo_core.runs import submit_run, validate_run_config
 from grpo_core.trl_fields import describe_trl_field
 
 RULE_SLOTS = 4
+# The try-out bench and the probe score in the web process: one group at a time, of a bounded size, and the users'
+# regular expressions (format_regex, a JSON schema's patterns) of one scoring take this long at most together.
+BENCH_MAX_COMPLETIONS = 256
+BENCH_MAX_CHARS = 2_000_000
+BENCH_REGEX_BUDGET_S = 5.0
 SLOT_FIELDS = 4
 """Components per rule slot: rule, weight, parameters JSON, gate."""
 NO_RULE = "(none)"
@@ -534,7 +540,13 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
         row = load_json(row_text or "{}", source="dataset row", error=ValueError)
         if not isinstance(row, dict):
             raise ValueError("dataset row: must be a JSON object")
+        if len(completions_text or "") > BENCH_MAX_CHARS:
+            raise ValueError(f"completions: {len(completions_text):,} characters, more than the {BENCH_MAX_CHARS:,} "
+                             "the bench scores at once")
         completions = [c.strip("\n") for c in (completions_text or "").split("\n---\n")]
+        if len(completions) > BENCH_MAX_COMPLETIONS:
+            raise ValueError(f"completions: {len(completions)} of them, more than the {BENCH_MAX_COMPLETIONS} of "
+                             "one group the bench scores")
         specs = []
         for index in range(RULE_SLOTS):
             rule, weight, params, gate = slot_values[SLOT_FIELDS * index : SLOT_FIELDS * index + SLOT_FIELDS]
@@ -561,7 +573,8 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
         specs, opens_think = bench_specs(ctx, specs, model_name, dataset_id)
         try:
             # plugins are user code: scored in a child process, never in the web process
-            score = (score_group_isolated if has_plugins(specs) else score_group)(specs, completions, row)
+            with time_budget(BENCH_REGEX_BUDGET_S):  # users' regular expressions, in this process
+                score = (score_group_isolated if has_plugins(specs) else score_group)(specs, completions, row)
         except Exception as exc:  # noqa: BLE001 - any rule error is shown, not raised
             message = str(exc)
             prefix = f"{type(exc).__name__}: "
@@ -583,7 +596,10 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
             specs = boundary_of(ctx, request).check_rewards(specs)  # before any plugin is imported
             if prompt and not row.get("prompt"):
                 row["prompt"] = prompt
-            results = probe_row(specs, row, completions)
+            with time_budget(BENCH_REGEX_BUDGET_S):
+                # plugins are user code: scored in a child process, never in the web process
+                results = probe_row(specs, row, completions,
+                                    scorer=score_group_isolated if has_plugins(specs) else score_group)
         except Exception as exc:  # noqa: BLE001 - any rule error is shown, not raised
             return gr.skip(), f"❌ {exc}"
         table = pd.DataFrame({
@@ -680,7 +696,7 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
     bench_row_pick.click(on_pick_row, inputs=[dataset, bench_row_number, *slot_inputs],
                          outputs=[bench_row, bench_prompt, bench_status])
     preflight_button.click(on_preflight, inputs=[preflight_prompts, *form_inputs],
-                           outputs=[preflight_verdict, preflight_table])
+                           outputs=[preflight_verdict, preflight_table], **MODEL_JOBS)
     clone.input(on_clone, inputs=clone, outputs=[*form_inputs, *help_boxes, clone_status])
     if sync is not None:
         sync.follow_datasets(dataset)

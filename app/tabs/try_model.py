@@ -16,7 +16,7 @@ from typing import Any
 import gradio as gr
 
 from app.catalog_sync import CatalogSync, run_choices
-from app.context import AppContext, boundary_of
+from app.context import MODEL_JOBS, AppContext, boundary_of
 from grpo_core.bounded_parse import ParseError, load_json
 from grpo_core.config import ConfigError
 from grpo_core.datasets import DatasetError
@@ -223,6 +223,7 @@ def create_try_model_tab(ctx: AppContext, sync: CatalogSync | None = None) -> di
         on_sample,
         inputs=[run, weights, prompt, columns, chat, num_samples, max_tokens, temperature, seed],
         outputs=[status, base_box, trained_box],
+        **MODEL_JOBS,
     )
     return {"run": run, "weights": weights, "row": row_index, "prompt": prompt, "columns": columns,
             "button": button, "status": status, "base": base_box, "trained": trained_box}

@@ -73,6 +73,54 @@ def _tex_e_notation(text: str) -> str:
     return _E_NOTATION_RE.sub(tex, text)
 
 
+#: The largest exponent, factorial argument or sum/product length of a parsed answer that is evaluated; beyond it
+#: the answer is not judged. sympy computes ``2^{2^{40}}`` as an exact integer of 2^40 bits, inside one C call that
+#: holds the interpreter lock and that math-verify's ``signal.alarm`` timeout cannot interrupt (and that is disabled
+#: outside the main thread): a completion or a dataset answer could stop the web process or a run's worker.
+MAX_EVALUATED_MAGNITUDE = 10_000
+_COSTLY_FUNCTIONS = ("factorial", "factorial2", "subfactorial", "binomial", "gamma", "RisingFactorial",
+                     "FallingFactorial", "fibonacci", "lucas", "bell", "catalan", "harmonic", "primorial", "prime")
+
+
+def too_costly(value: Any) -> bool:
+    """Whether sympy could take unbounded time or memory to evaluate ``value`` (a parsed answer): a power whose
+    exponent (estimated with floating point, never computed exactly) exceeds :data:`MAX_EVALUATED_MAGNITUDE` in size
+    on a base other than 0 and ±1, a factorial-like function of a larger argument, a sum or product over more terms,
+    or an integral or limit. Values that are not sympy expressions (the strings math-verify returns) are cheap."""
+    import sympy
+
+    if not isinstance(value, sympy.Basic):
+        return False
+    for node in sympy.postorder_traversal(value):  # inner powers first: each estimate is of checked parts
+        if isinstance(node, (sympy.Integral, sympy.Limit)):
+            return True
+        if isinstance(node, (sympy.Sum, sympy.Product)):
+            if any(_magnitude(bound) > MAX_EVALUATED_MAGNITUDE for limits in node.limits for bound in limits[1:]):
+                return True
+        elif isinstance(node, sympy.Pow):
+            base = _magnitude(node.base)
+            if _magnitude(node.exp) > MAX_EVALUATED_MAGNITUDE and base not in (0.0, 1.0):
+                return True
+        elif isinstance(node, sympy.Function) and type(node).__name__ in _COSTLY_FUNCTIONS:
+            if any(_magnitude(arg) > MAX_EVALUATED_MAGNITUDE for arg in node.args):
+                return True
+    return False
+
+
+def _magnitude(expr: Any) -> float:
+    """``|expr|`` estimated in floating point with a bounded number of digits (``inf`` when too large for a float);
+    0 for an expression with symbols (``2^n``: sympy keeps it symbolic, nothing large is computed)."""
+    import sympy
+
+    if not isinstance(expr, sympy.Basic) or expr.free_symbols:
+        return 0.0
+    try:
+        number = expr.evalf(15, maxn=60)
+        return abs(float(number)) if number.is_number and number.is_finite is not False else float("inf")
+    except (TypeError, ValueError, OverflowError, ArithmeticError):
+        return float("inf")
+
+
 class MathChecker:
     """Parses gold answers (cached) and predictions, and decides equivalence; timeouts only in the main thread.
 
@@ -93,11 +141,13 @@ class MathChecker:
         self._gold_cache: dict[str, list[Any]] = {}
 
     def safe_parse(self, text: str) -> list[Any]:
-        """``math_verify.parse(text)``, ``[]`` on any failure."""
+        """``math_verify.parse(text)``, ``[]`` on any failure or when a parsed value would be too costly to evaluate
+        (:func:`too_costly`: ``2^{2^{40}}``, ``(10^{10})!``, a sum of 10^12 terms)."""
         try:
-            return self._parse(text, parsing_timeout=self.parse_timeout)
+            parsed = self._parse(text, parsing_timeout=self.parse_timeout)
         except Exception:  # noqa: BLE001 - math-verify raises on odd input despite raise_on_error=False
             return []
+        return [] if any(too_costly(value) for value in parsed) else parsed
 
     def gold(self, answer: Any) -> list[Any]:
         """The parsed gold answer of a row, ``[]`` when it is prose or no parse gives anything (rule does not apply).

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from grpo_core.rewards.columns import column_values
+from grpo_core.rewards.regex_budget import MATCH_TIMEOUT_S, RegexTimeout, guard_jsonschema, match_timeout
 from grpo_core.rewards.registry import RewardRule, RuleParam, completion_text, register
 from grpo_core.rewards.template_tags import OPENED_THINK_CHOICES, OPENED_THINK_PARAM, opened_think_prefix
 
@@ -42,8 +43,9 @@ REGEX_MODES = ("search", "fullmatch")
 
 # A user's pattern can backtrack for minutes on a degenerate completion (the default one is quadratic on a
 # completion that repeats "<think>" lines). The third-party `regex` module (a dependency of transformers) can stop
-# a match after a time limit; without it, the standard `re` runs unguarded.
-REGEX_TIMEOUT_S = 1.0
+# a match after a time limit (grpo_core.rewards.regex_budget, which the web process also bounds per group); without
+# it, the standard `re` runs unguarded.
+REGEX_TIMEOUT_S = MATCH_TIMEOUT_S
 
 
 def _compile_guarded(pattern: str) -> tuple[Any, bool]:
@@ -99,8 +101,8 @@ class FormatRegexReward:
         if not self._has_timeout:
             return match(text) is not None
         try:
-            return match(text, timeout=REGEX_TIMEOUT_S) is not None
-        except TimeoutError:
+            return match(text, timeout=match_timeout()) is not None
+        except TimeoutError:  # this match, or the group's budget (RegexTimeout), ran out
             return False
 
     def __call__(self, completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
@@ -344,21 +346,28 @@ class RepetitionReward:
         words = text.split()
         if len(words) < self.ngram_size:
             return 0.0
-        ngrams = list(zip(*(words[i:] for i in range(self.ngram_size)), strict=False))
-        return self.max_penalty * (1.0 - len(set(ngrams)) / len(ngrams))
+        size = self.ngram_size
+        total = len(words) - size + 1
+        # one n-gram at a time, kept as its hash: memory grows with the words, not with words x ngram_size
+        unique = len({hash(tuple(words[i:i + size])) for i in range(total)})
+        return self.max_penalty * (1.0 - unique / total)
 
     def __call__(self, completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
         return [self.score(completion_text(c)) for c in completions]
+
+
+#: The longest n-gram ``repetition`` counts (open-r1 uses 3; the time per completion grows with it).
+MAX_NGRAM_SIZE = 32
 
 
 def make_repetition(ngram_size: int = 3, max_penalty: float = -1.0) -> RepetitionReward:
     """Build ``repetition``.
 
     Raises:
-        ValueError: ``ngram_size < 1`` or ``max_penalty > 0`` (it is a penalty).
+        ValueError: ``ngram_size`` not in ``1..MAX_NGRAM_SIZE`` or ``max_penalty > 0`` (it is a penalty).
     """
-    if ngram_size < 1:
-        raise ValueError(f"parameter 'ngram_size': must be >= 1, got {ngram_size}")
+    if not 1 <= ngram_size <= MAX_NGRAM_SIZE:
+        raise ValueError(f"parameter 'ngram_size': must be between 1 and {MAX_NGRAM_SIZE}, got {ngram_size}")
     if not math.isfinite(max_penalty) or max_penalty > 0:
         raise ValueError(f"parameter 'max_penalty': must be a finite number <= 0, got {max_penalty}")
     return RepetitionReward(ngram_size, max_penalty)
@@ -439,8 +448,13 @@ class JsonValidReward:
 
 
 def _validate(value: Any, schema: Any) -> float | None:
-    """1.0 / 0.0 for ``value`` against ``schema`` (dict or JSON text); ``None`` if the schema itself is invalid."""
+    """1.0 / 0.0 for ``value`` against ``schema`` (dict or JSON text); ``None`` if the schema itself is invalid, refers
+    to another document (``$ref`` to a URL is never fetched), or its regular expressions (``pattern``,
+    ``patternProperties``) take longer than their time limit (:mod:`grpo_core.rewards.regex_budget`)."""
     import jsonschema  # checked at build time; imported here so the web process only pays for it when used
+    import referencing.exceptions
+
+    guard_jsonschema()  # the schema is a dataset row's: its patterns run with a time limit
 
     if isinstance(schema, str):
         try:
@@ -451,7 +465,8 @@ def _validate(value: Any, schema: Any) -> float | None:
         jsonschema.validate(value, schema)
     except jsonschema.ValidationError:
         return 0.0
-    except (jsonschema.SchemaError, TypeError, RecursionError):
+    except (jsonschema.SchemaError, TypeError, RecursionError, RegexTimeout, referencing.exceptions.Unresolvable,
+            re.error):
         return None
     return 1.0
 

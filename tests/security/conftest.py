@@ -12,7 +12,9 @@ Fixtures:
   ``http(user)`` an ``httpx.Client`` logged in through Gradio's ``/login`` (for the UI's own routes);
   ``ui(user, elem_id, values)`` runs the page's own handler of the element ``elem_id`` (a button's click) as the
   browser does (``/gradio_api/queue/join`` by ``fn_index``, the result read from ``/gradio_api/queue/data``), its
-  inputs the page's defaults except ``values`` (``{elem_id: value}``); it returns the handler's outputs.
+  inputs the page's defaults except ``values`` (``{elem_id: value}``); it returns the handler's outputs;
+  ``while_pinging(action)`` runs ``action()`` while another client reads ``/config`` every 0.1 s and returns
+  ``(action's result, the slowest answer in seconds)``.
 * ``alice_dataset``: the id of a small dataset (columns ``prompt``, ``answer``, ``cmd``) alice added through
   ``add_dataset``.
 """
@@ -20,9 +22,13 @@ Fixtures:
 from __future__ import annotations
 
 import json
+import threading
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import pytest
@@ -39,6 +45,7 @@ import os  # a name the file only imports: 'good_reward.py:os.system' must not r
 def length_reward(completions, **kwargs):
     return [len(str(c)) / 100 for c in completions]
 '''
+T = TypeVar("T")
 SECRET_ROWS = [{"prompt": "SECRET-PROMPT-1", "answer": "4"}, {"prompt": "SECRET-PROMPT-2", "answer": "5"}]
 
 
@@ -71,6 +78,27 @@ class SharedDashboard:
         assert answer.json() == {"success": True}, answer.text
         return session
 
+
+    def while_pinging(self, action: Callable[[], T]) -> tuple[T, float]:
+        """``(action(), slowest /config answer in seconds)``, another client asking every 0.1 s meanwhile."""
+        lags: list[float] = []
+        done = threading.Event()
+
+        def ping() -> None:
+            while not done.is_set():
+                start = time.monotonic()
+                httpx.get(self.url + "config", timeout=300)
+                lags.append(time.monotonic() - start)
+                time.sleep(0.1)
+
+        pinger = threading.Thread(target=ping)
+        pinger.start()
+        try:
+            result = action()
+        finally:
+            done.set()
+            pinger.join()
+        return result, max(lags, default=0.0)
 
     def ui(self, user: str, elem_id: str, values: dict[str, object] | None = None, event: str = "click") -> list:
         """The outputs of the page's own ``event`` handler on the element ``elem_id`` (see the module docstring).

@@ -141,7 +141,7 @@ def test_dataset_and_model_paths_stay_inside_the_roots_and_refusals_do_not_tell_
 @pytest.mark.parametrize("trl_args", [
     {"model_init_kwargs": {"trust_remote_code": True}},
     {"model_init_kwargs": '{"Trust_Remote_Code": true}'},
-    {"model_init_kwargs": {"nested": [{"trust_remote_code": 1}]}},
+    {"generation_kwargs": {"nested": [{"trust_remote_code": 1}]}},
 ])
 def test_trust_remote_code_needs_an_admin(world, trl_args):
     settings, *_ = world
@@ -370,3 +370,43 @@ def test_every_sweep_point_is_checked_before_any_is_validated(store, settings, t
         submit_sweep(store, RunConfig(dataset_path=str(inside)), {"dataset_path": [str(inside), str(outside)]},
                      boundary=boundary)
     assert store.list_runs() == []
+
+
+@pytest.mark.parametrize("trl_args", [
+    {"use_vllm": True, "vllm_mode": "server", "vllm_server_base_url": "http://127.0.0.1:7860"},
+    {"use_vllm": True, "vllm_mode": "server", "vllm_server_host": "169.254.169.254", "vllm_server_port": 80},
+    {"log_completions": True, "log_completions_hub_repo": "attacker/completions"},
+    {"trackio_space_id": "attacker/space"},
+    {"hub_token": "hf_x"},
+    {"model_init_kwargs": {"cache_dir": "/home/server/.ssh"}},
+    {"model_init_kwargs": {"offload_folder": "/srv"}},
+    {"model_init_kwargs": {"gguf_file": "/etc/shadow"}},
+    {"model_init_kwargs": {"weights_only": False}},
+    {"model_init_kwargs": {"proxies": {"https": "http://10.0.0.1:3128"}}},
+    {"model_init_kwargs": '{"cache_dir": "/tmp/elsewhere"}'},
+    {"model_init_kwargs": {"attn_implementation": "kernels-community/flash-attn"}},
+    {"deepspeed": {"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme", "nvme_path": "/srv"}}}},
+    {"deepspeed": '{"csv_monitor": {"enabled": true, "output_path": "/var/www/"}}'},
+    {"generation_kwargs": {"custom_generate": "transformers-community/dola"}},
+    {"dataloader_num_workers": 100_000},
+], ids=lambda a: next(iter(a.keys() - {"use_vllm", "vllm_mode", "log_completions"})))
+def test_trl_args_naming_hosts_files_credentials_or_code_need_an_admin(world, trl_args):
+    """Fields and keys that send the worker to a host or the hub, or name a file, folder, credential or code of the
+    server, are the admin's (or a [run-code] login's); ordinary settings stay open."""
+    settings, *_ = world
+    config = RunConfig(dataset_id=1, trl_args=trl_args)
+    with pytest.raises(BoundaryError, match=r"trl_args\."):
+        boundary_for(settings, Actor("alice")).check_config(config)
+    boundary_for(settings, Actor("root")).check_config(config)
+    OPEN.check_config(config)
+
+
+def test_ordinary_trl_args_stay_open_to_logins(world):
+    settings, *_ = world
+    boundary_for(settings, Actor("alice")).check_config(RunConfig(dataset_id=1, trl_args={
+        "model_init_kwargs": {"dtype": "bfloat16", "attn_implementation": "sdpa"},
+        "generation_kwargs": {"eos_token_id": 2, "repetition_penalty": 1.1},
+        "deepspeed": {"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}},
+                      "flops_profiler": {"enabled": False, "profile_step": 1}},
+        "fsdp_config": {"transformer_layer_cls_to_wrap": ["LlamaDecoderLayer"]},
+        "gradient_checkpointing_kwargs": {"use_reentrant": False}}))

@@ -1,0 +1,112 @@
+"""Columnar uploads that are small on disk and huge once decoded ("decompression bombs"): a Parquet file whose
+dictionary page repeats one long text, a run-length-encoded column of a billion numbers, an Arrow file in a zipped
+``save_to_disk`` folder that repeats a dictionary entry. Each is refused from its encoded form, before it is decoded,
+with a message naming the size; an honest file of the same shape still loads (grpo_core/columnar_budget.py)."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from gradio_client import handle_file
+
+from grpo_core.columnar_budget import decoded_bytes
+from grpo_core.dataset_library import _load_zipped_folder
+from grpo_core.datasets import DatasetError, load_prompt_dataset
+
+LIMIT = 50 * 2**20  # 50 MB of decoded values in these tests
+
+
+def _repeated(values: list[str], rows: int, per_row: int = 1) -> pa.DictionaryArray:
+    """``rows * per_row`` uses of ``values`` in turn, each entry stored once (written without decoding it)."""
+    indices = pa.array([i % len(values) for i in range(len(values))] * (rows * per_row // len(values)), pa.int32())
+    return pa.DictionaryArray.from_arrays(indices, pa.array(values))
+
+
+def _repeated_text_parquet(path, rows: int, text_bytes: int) -> None:
+    """A Parquet file whose rows all hold one ``text_bytes`` text twice, written from its encoded form."""
+    text = "x" * text_bytes
+    tags = pa.ListArray.from_arrays(pa.array(range(0, 2 * rows + 1, 2), pa.int32()), _repeated([text, "a"], rows, 2))
+    table = pa.table({"prompt": _repeated([text], rows), "tags": tags, "answer": _repeated(["1"], rows)})
+    pq.write_table(table, path, compression="zstd")
+
+
+def test_a_parquet_dictionary_bomb_is_refused_before_it_is_decoded(tmp_path):
+    bomb = tmp_path / "bomb.parquet"
+    _repeated_text_parquet(bomb, rows=20_000, text_bytes=10_000)  # ~2 KB on disk, ~600 MB of text decoded
+    assert bomb.stat().st_size < 50_000
+    with pytest.raises(DatasetError, match="decodes to about .* MB"):
+        load_prompt_dataset(bomb, max_decoded_bytes=LIMIT)
+    honest = tmp_path / "honest.parquet"
+    _repeated_text_parquet(honest, rows=200, text_bytes=1_000)
+    rows = load_prompt_dataset(honest, max_decoded_bytes=LIMIT).rows
+    assert len(rows) == 200 and rows[0]["prompt"] == "x" * 1_000 and rows[0]["tags"] == ["x" * 1_000, "a"]
+
+
+def test_a_run_length_encoded_number_column_is_counted_from_the_footer(tmp_path):
+    path = tmp_path / "numbers.parquet"
+    rows = 3_000_000  # RLE keeps a run of equal numbers in a few bytes; decoded they are rows x (8 + a Python slot)
+    pq.write_table(pa.table({"prompt": pa.array(["p"] * rows), "n": pa.array([7] * rows, pa.int64())}), path,
+                   compression="zstd")
+    with pytest.raises(DatasetError, match="decodes to about"):
+        load_prompt_dataset(path, max_decoded_bytes=LIMIT)
+    assert len(load_prompt_dataset(path, max_rows=10, max_decoded_bytes=LIMIT).rows) == 10
+
+
+def test_an_arrow_dictionary_bomb_in_a_zipped_folder_is_refused(tmp_path):
+    text = "y" * 100_000
+    indices = pa.array([0] * 5_000, pa.int32())
+    prompts = pa.DictionaryArray.from_arrays(indices, pa.array([text]))
+    table = pa.table({"prompt": prompts})
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    archive = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zipped:
+        zipped.writestr("data/data-00000-of-00001.arrow", sink.getvalue())
+    with pytest.raises(DatasetError, match="decodes to about"):
+        _load_zipped_folder(archive, "bomb.zip", max_upload_mb=10, mapping=None)  # limit: 5 x 10 MB
+
+
+@pytest.mark.parametrize("compression", ["zstd", "lz4"])
+def test_compressed_arrow_buffers_are_refused_before_they_are_decompressed(tmp_path, compression):
+    folder = tmp_path / "compressed"
+    folder.mkdir()
+    table = pa.table({"prompt": pa.array(["z" * 1_000] * 50)})
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_stream(str(folder / "data-00000-of-00001.arrow"), table.schema, options=options) as writer:
+        writer.write_table(table)
+    with pytest.raises(DatasetError, match="compressed Arrow buffers"):
+        load_prompt_dataset(folder, max_decoded_bytes=LIMIT)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with pa.ipc.new_file(str(plain / "data-00000-of-00001.arrow"), table.schema) as writer:  # the file format too
+        writer.write_table(table)
+    assert len(load_prompt_dataset(plain, max_decoded_bytes=LIMIT).rows) == 50
+
+
+def test_run_end_encoded_columns_are_refused(tmp_path):
+    folder = tmp_path / "ree"
+    folder.mkdir()
+    column = pa.RunEndEncodedArray.from_arrays(pa.array([1_000_000], pa.int32()), pa.array(["z" * 1_000]))
+    with pa.ipc.new_stream(str(folder / "data.arrow"), pa.schema([("prompt", column.type)])) as writer:
+        writer.write_table(pa.table({"prompt": column}))
+    with pytest.raises(DatasetError, match="run-end encoded"):
+        load_prompt_dataset(folder, max_decoded_bytes=LIMIT)
+
+
+def test_decoded_bytes_counts_each_use_of_a_dictionary_entry():
+    array = pa.DictionaryArray.from_arrays(pa.array([0, 1, 1, None], pa.int32()), pa.array(["ab", "cdef"]))
+    assert decoded_bytes(array, 10**9) == 4 * 8 + 2 + 4 + 4
+
+
+def test_a_parquet_bomb_through_the_served_api_is_refused_and_the_server_answers(shared_dashboard, tmp_path):
+    bomb = tmp_path / "bomb.parquet"
+    _repeated_text_parquet(bomb, rows=200_000, text_bytes=20_000)  # ~12 GB of text decoded, a few KB uploaded
+    alice = shared_dashboard.client("alice")
+    with pytest.raises(Exception, match="decodes to about"):
+        alice.predict(file=handle_file(str(bomb)), name="bomb", api_name="/add_dataset")
+    assert "bomb" not in str(shared_dashboard.client("bob").predict(api_name="/list_datasets"))
