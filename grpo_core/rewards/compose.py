@@ -202,7 +202,8 @@ class GuardedReward:
 
     The call runs in the caller's thread (rules such as math-verify's parser set ``signal.alarm`` timeouts, which work
     in the main thread only), so a function that never returns cannot be stopped here: the run then stalls, which its
-    heartbeat shows. Picklable.
+    heartbeat shows. A ``MemoryError`` is not the rule's outcome but the worker's: it propagates, and the run fails
+    as out of memory with every step recorded before it. Picklable.
     """
 
     def __init__(self, func: RewardFunc, timeout_s: float | None = REWARD_CALL_TIMEOUT_S) -> None:
@@ -225,6 +226,8 @@ class GuardedReward:
             output = self._call(completions, kwargs)
             if len(output) != n:
                 raise ValueError(f"returned {len(output)} rewards for {n} completions")
+        except MemoryError:
+            raise  # the worker is out of memory, not the rule wrong: the run fails with "out of memory" and its steps
         except Exception as exc:  # noqa: BLE001 - the rule's failure is recorded, never the trainer's
             error = f"{type(exc).__name__}: {exc}"[:300]
             logger.warning("reward function %s failed: %s", self.__name__, error)

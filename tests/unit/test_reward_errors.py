@@ -90,3 +90,18 @@ def test_a_rule_over_its_time_limit_is_an_error_and_runs_in_the_callers_thread()
     assert metrics == [("rewards/slow/errors", 2.0)]
     assert threads == [threading.current_thread()]  # signal-based timeouts inside rules (math-verify) keep working
     assert GuardedReward(slow, timeout_s=None)(["a"]) == [1.0]
+
+
+def _out_of_memory(completions, **kwargs):
+    raise MemoryError
+
+
+def test_out_of_memory_is_the_workers_failure_not_the_rules():
+    metrics = []
+    try:
+        GuardedReward(_out_of_memory)(["a"], log_metric=lambda n, v: metrics.append((n, v)))
+    except MemoryError:
+        pass
+    else:
+        raise AssertionError("a MemoryError was turned into a reward error")
+    assert metrics == []  # nothing logged as the rule's error: the run fails as out of memory
