@@ -111,7 +111,9 @@ def test_worker_trains_two_steps_and_records_everything(store, settings, tiny_mo
 
 
 @pytest.mark.backends("sqlite", "postgres")
-def test_rule_that_raises_fails_the_run_and_keeps_earlier_steps(store, settings, tiny_model_dir, tmp_path):
+def test_rule_that_raises_is_recorded_as_its_errors_and_the_run_goes_on(store, settings, tiny_model_dir, tmp_path):
+    """A reward function that raises is its own outcome (None rewards, ``rewards/<fn>/errors``, a mark per
+    completion), not a 0 and not a crash of the run."""
     plugin = tmp_path / "flaky_reward.py"
     plugin.write_text(
         "def flaky(completions, trainer_state=None, **kwargs):\n"
@@ -128,11 +130,18 @@ def test_rule_that_raises_fails_the_run_and_keeps_earlier_steps(store, settings,
     launcher = Launcher(store, settings)
     assert launcher.wait_idle(timeout_s=240)
     final = store.get_run(run.id)
-    assert final.status == RunStatus.FAILED
-    assert "reward service unavailable" in final.error
-    steps = sorted({p.step for p in store.metrics_since(run.id)})
-    assert steps == [1]
-    assert store.group_steps(run.id) == [1]
+    assert final.status == RunStatus.COMPLETED, final.error
+    errors = {p.step: p.value for p in store.metrics_since(run.id, keys=["rewards/flaky/errors"])}
+    assert errors[1] == 0 and errors[2] > 0 and errors[3] > 0, errors
+    assert store.group_steps(run.id) == [1, 2, 3]
+    marked = [
+        text
+        for group in store.groups_at(run.id, 2)
+        for per_rule in group.extra.get("reward_errors", {}).values()
+        for text in per_rule.values()
+    ]
+    assert marked and all("reward service unavailable" in text for text in marked)
+    assert not any(group.extra.get("reward_errors") for group in store.groups_at(run.id, 1))
 
 
 def test_cancel_stops_a_running_run_at_a_step_boundary(store, settings, tiny_model_dir):
