@@ -245,11 +245,13 @@ def test_code_tests_hostile_completions(open_dir, monkeypatch):
             (f"open({str(victim)!r}, 'w').write('x')\n" + ADD_ONE, {0.0}),
             (f"import shutil\nshutil.rmtree({str(open_dir)!r})\n" + ADD_ONE, {0.0}),
         ]
+    children_before = {proc.pid for proc in psutil.Process().children(recursive=True)}  # e.g. a resource tracker
     rewards = CodeTestsReward(timeout_s=1.5)([fenced(code) for code, _ in hostile], tests=[ASSERTS] * len(hostile))
     for (code, allowed), reward in zip(hostile, rewards, strict=True):
         assert reward in allowed, code
     assert psutil.Process().is_running()
-    assert [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE] == []
+    assert [p for p in psutil.Process().children(recursive=True)
+            if p.pid not in children_before and p.status() != psutil.STATUS_ZOMBIE] == []
     assert (open_dir / "keep.txt").read_text() == "precious"
     assert sorted(os.listdir(open_dir)) == ["keep.txt"]
 

@@ -54,8 +54,12 @@ def host_unchanged():
     me = psutil.Process()
     folders_before = set(glob.glob(os.path.join(tempfile.gettempdir(), "grpo-sandbox-*")))
     before = {proc.pid for proc in _sandbox_processes()}
+    # children that lived before this test are not its leftovers (multiprocessing's resource tracker, started by an
+    # earlier test of the session, lives as long as this process)
+    children_before = {proc.pid for proc in me.children(recursive=True)}
     yield
-    leftovers = [p for p in me.children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+    leftovers = [p for p in me.children(recursive=True)
+                 if p.pid not in children_before and p.status() != psutil.STATUS_ZOMBIE]
     assert leftovers == []
     # The uid pool is the machine's: another test run beside this one (a developer's, say) has short-lived sandbox
     # processes of its own. Those end within moments; one this test left behind (a daemon that escaped) does not.
