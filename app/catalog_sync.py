@@ -16,7 +16,7 @@ from typing import Any
 import gradio as gr
 
 from app.context import AppContext
-from app.views import run_label
+from app.views.runs import run_label
 
 #: Seconds between two version checks of an open page.
 SYNC_SECONDS = 3.0

@@ -11,7 +11,7 @@ import logging
 import sys
 from pathlib import Path
 
-from grpo_core.preflight_job import add_preflight_arguments
+from grpo_core.jobs.preflight import add_preflight_arguments
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     from grpo_core.settings import load_settings
 
     if args.command == "serve":
-        from grpo_core.access import redact_url
+        from grpo_core.access.logins import redact_url
         from grpo_core.settings import load_admins, load_auth, load_code_runners
 
         try:
@@ -185,11 +185,11 @@ def _preflight(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from grpo_core.access import redact_url
-    from grpo_core.config import ConfigError, load_run_config, parse_run_config
-    from grpo_core.headless import HeadlessRefusal, headless_gpus, train_headless
-    from grpo_core.runs import resolve_relative_paths, submit_run
+    from grpo_core.access.logins import redact_url
+    from grpo_core.runs.actions import resolve_relative_paths, submit_run
+    from grpo_core.runs.config import ConfigError, load_run_config, parse_run_config
     from grpo_core.settings import load_settings
+    from grpo_core.training.headless import HeadlessRefusal, headless_gpus, train_headless
     from grpo_core.worker.train import apply_resource_limits
     from storage import RunStatus, Store
 
@@ -243,12 +243,11 @@ def _sweep(args: argparse.Namespace) -> int:
     import threading
     import time
 
-    from grpo_core.access import redact_url
-    from grpo_core.config import ConfigError, parse_run_config
-    from grpo_core.launcher import Launcher
-    from grpo_core.runs import resolve_relative_paths
+    from grpo_core.access.logins import redact_url
+    from grpo_core.runs.actions import resolve_relative_paths
+    from grpo_core.runs.config import ConfigError, parse_run_config
     from grpo_core.settings import load_settings
-    from grpo_core.sweeps import (
+    from grpo_core.submit.sweeps import (
         REWARD_KEY,
         failure_lines,
         parse_sweep_config_text,
@@ -256,6 +255,7 @@ def _sweep(args: argparse.Namespace) -> int:
         submit_sweep,
         sweep_table,
     )
+    from grpo_core.training.launcher import Launcher
     from storage import RunStatus, Store
 
     try:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grpo_core.alerts import Notifier
-from grpo_core.boundary import Boundary, boundary_for
-from grpo_core.launcher import Launcher
-from grpo_core.ownership import Actor
+from grpo_core.access.boundary import Boundary, boundary_for
+from grpo_core.access.ownership import Actor
+from grpo_core.alerts.targets import WebhookPolicy, check_launch_webhooks
+from grpo_core.alerts.webhooks import Notifier
 from grpo_core.settings import Settings
-from grpo_core.webhook_targets import WebhookPolicy, check_launch_webhooks
+from grpo_core.training.launcher import Launcher
 from storage import Store
 
 #: Handlers that load a model in a child process (preflight, Try the model, merge) share one Gradio concurrency group
@@ -36,16 +36,16 @@ def actor_of(ctx: AppContext, request: object | None) -> Actor:
 
 def check_webhooks(ctx: AppContext, request: object | None, urls: list) -> None:
     """Refuse a launch whose ``webhook_url`` values (a run's, or a sweep's) the handler's login may not set or that
-    name an internal host (:func:`grpo_core.webhook_targets.check_launch_webhooks` under the dashboard's policy).
+    name an internal host (:func:`grpo_core.alerts.targets.check_launch_webhooks` under the dashboard's policy).
 
     Raises:
-        grpo_core.webhook_targets.WebhookRefused: a ``ValueError`` whose message starts with ``webhook_url:``.
+        grpo_core.alerts.targets.WebhookRefused: a ``ValueError`` whose message starts with ``webhook_url:``.
     """
     actor = actor_of(ctx, request)
     check_launch_webhooks(urls, WebhookPolicy.from_settings(ctx.settings), user=actor.user, is_admin=actor.is_admin)
 
 
 def boundary_of(ctx: AppContext, request: object | None) -> Boundary:
-    """What the login a handler serves may make the server run or read (:mod:`grpo_core.boundary`); open without
+    """What the login a handler serves may make the server run or read (:mod:`grpo_core.access.boundary`); open without
     a login."""
     return boundary_for(ctx.settings, actor_of(ctx, request))

@@ -26,13 +26,13 @@ delete_dataset  ``dataset_id``                                       ``{"dataset
 A ``<run>`` is :func:`run_dict` (with ``owner``, the login that launched it), a ``<dataset>`` :func:`dataset_dict`.
 With several logins, ``cancel_run``, ``resume_run``, ``delete_run``, ``rename_dataset`` and ``delete_dataset`` are
 refused (``AppError`` naming the owner) unless the caller's login owns the run or dataset or is an admin
-(:mod:`grpo_core.ownership`). ``launch_run`` and ``launch_sweep`` read their texts under
+(:mod:`grpo_core.access.ownership`). ``launch_run`` and ``launch_sweep`` read their texts under
 :mod:`grpo_core.bounded_parse`'s limits and refuse a ``webhook_url`` the login may not set or that names an
-internal host (:func:`grpo_core.webhook_targets.check_launch_webhooks`). ``merge_run``, like ``export_run``, is open to every login: it reads the run and
+internal host (:func:`grpo_core.alerts.targets.check_launch_webhooks`). ``merge_run``, like ``export_run``, is open to every login: it reads the run and
 writes a new folder under ``exports/``, changing nothing of the run. With several logins, ``launch_run`` and
 ``launch_sweep`` also refuse plugins, dataset files, model folders and ``trust_remote_code`` beyond what the admin
 allows, before importing or reading anything, and ``resume_run``, ``export_run`` and ``merge_run`` re-check the
-run's stored config against the caller (:mod:`grpo_core.boundary`, docs/security.md). Every handler calls the store, the launcher
+run's stored config against the caller (:mod:`grpo_core.access.boundary`, docs/security.md). Every handler calls the store, the launcher
 or :mod:`grpo_core` as the tabs do; errors come back as ``gradio_client`` ``AppError`` with the store's or the
 config's message. Every other event of the dashboard (the tabs' handlers) is made private by
 :func:`hide_internal_endpoints`: not listed, not callable by name.
@@ -50,19 +50,17 @@ from typing import Any
 import gradio as gr
 
 from app.context import MODEL_JOBS, AppContext, actor_of, boundary_of, check_webhooks
-from grpo_core.config import ConfigError, parse_run_config_text
-from grpo_core.dataset_library import (
+from grpo_core.access.ownership import NotOwnerError
+from grpo_core.datasets.formats import ColumnMapping, DatasetError
+from grpo_core.datasets.library import (
     DatasetInUseError,
     delete_dataset,
     import_dataset,
     parse_renames,
     rename_dataset,
 )
-from grpo_core.datasets import ColumnMapping, DatasetError
-from grpo_core.export import export_run
-from grpo_core.merge_job import MergeError, merge_run, zip_merged_folder
-from grpo_core.ownership import NotOwnerError
-from grpo_core.runs import (
+from grpo_core.jobs.merge import MergeError, merge_run, zip_merged_folder
+from grpo_core.runs.actions import (
     RunActionError,
     authorize_run_action,
     delete_run,
@@ -70,7 +68,9 @@ from grpo_core.runs import (
     submit_run,
     validate_run_config,
 )
-from grpo_core.sweeps import parse_sweep_config_text, submit_sweep
+from grpo_core.runs.config import ConfigError, parse_run_config_text
+from grpo_core.runs.export import export_run
+from grpo_core.submit.sweeps import parse_sweep_config_text, submit_sweep
 from storage import DatasetInfo, GroupRecord, MetricPoint, RunInfo, RunStatus, StoreError
 
 LOG = logging.getLogger(__name__)

@@ -16,16 +16,16 @@ from app.catalog_sync import CatalogSync
 from app.context import AppContext
 from app.public_api import create_public_api, hide_internal_endpoints
 from app.tabs.datasets import create_datasets_tab
-from app.tabs.inspect import connect_chart_to_inspect, create_inspect_tab
-from app.tabs.launch import create_launch_tab
-from app.tabs.runs import create_runs_tab
+from app.tabs.inspect.tab import connect_chart_to_inspect, create_inspect_tab
+from app.tabs.launch.tab import create_launch_tab
+from app.tabs.runs.tab import create_runs_tab
 from app.tabs.try_model import create_try_model_tab
-from grpo_core.access import exposure_warnings, max_upload_bytes
-from grpo_core.alerts import Notifier
-from grpo_core.dataset_library import register_examples
-from grpo_core.export import exports_dir
-from grpo_core.launcher import Launcher
+from grpo_core.access.logins import exposure_warnings, max_upload_bytes
+from grpo_core.alerts.webhooks import Notifier
+from grpo_core.datasets.library import register_examples
+from grpo_core.runs.export import exports_dir
 from grpo_core.settings import Settings
+from grpo_core.training.launcher import Launcher
 from storage import Store
 
 log = logging.getLogger(__name__)

@@ -40,9 +40,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from grpo_core.config import DEFAULT_MODEL, RunConfig  # noqa: E402
-from grpo_core.dataset_library import QUICK_START_HELDOUT_PATH, QUICK_START_PATH  # noqa: E402
-from grpo_core.run_files import adapter_dir, run_dir  # noqa: E402
+from grpo_core.datasets.library import QUICK_START_HELDOUT_PATH, QUICK_START_PATH  # noqa: E402
+from grpo_core.runs.config import DEFAULT_MODEL, RunConfig  # noqa: E402
+from grpo_core.runs.files import adapter_dir, run_dir  # noqa: E402
 from grpo_core.settings import load_settings  # noqa: E402
 from storage import RunStatus, Store  # noqa: E402
 
@@ -105,7 +105,7 @@ def heldout_accuracy(model, tokenizer, rows: list[dict], max_new_tokens: int) ->
     import torch
 
     from grpo_core.rewards.answer import make_numeric_answer
-    from grpo_core.worker.models import end_of_sequence_ids
+    from grpo_core.worker.policy_model import end_of_sequence_ids
 
     end = end_of_sequence_ids(model, tokenizer)
     texts = [tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=False) for r in rows]
@@ -208,7 +208,7 @@ def main() -> int:
     print(f"bench_learning: {DEFAULT_MODEL}, {QUICK_START_PATH.name}, seeds {seeds}, data in {work}")
     print(f"  load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs", flush=True)
 
-    from grpo_core.worker.models import load_policy, prepare_model
+    from grpo_core.worker.policy_model import load_policy, prepare_model
 
     # convert the packaged GGUF once, before the runs that share this data directory's model cache start
     model_path = prepare_model(DEFAULT_MODEL, settings.model_cache_dir, progress=lambda _: None)

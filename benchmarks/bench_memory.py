@@ -1,4 +1,4 @@
-"""Will it fit? The pre-launch memory estimate (grpo_core/memory_estimate.py) against the peak measured on CPU runs.
+"""Will it fit? The pre-launch memory estimate (grpo_core/models/memory_estimate.py) against the peak measured on CPU runs.
 
 Each case trains ``--max-steps`` steps with ``python -m app train`` (the worker's code, one process) on the CPU and
 reads that process's peak resident memory from ``os.wait4`` (``ru_maxrss``); the estimate is computed from the same
@@ -31,14 +31,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from grpo_core.memory_estimate import (  # noqa: E402
+from grpo_core.models.memory_estimate import (  # noqa: E402
     MIB,
     estimate_peak_memory,
     model_shape_from_folder,
     model_shape_from_gguf,
     prompt_tokens_from_chars,
 )
-from grpo_core.model_source import packaged_gguf_path  # noqa: E402
+from grpo_core.models.source import packaged_gguf_path  # noqa: E402
 
 DATASET = ROOT / "examples" / "arithmetic.jsonl"
 
@@ -75,7 +75,7 @@ def measure_peak_rss(config: dict, work: Path, max_steps: int) -> tuple[int, str
 def convert_smollm2(gguf: Path, cache_dir: Path, work: Path) -> tuple[Path, int]:
     """Convert the packaged GGUF in a child process; returns (converted folder, that child's peak RSS bytes)."""
     work.mkdir(parents=True, exist_ok=True)
-    code = ("import sys; from pathlib import Path; from grpo_core.worker.models import convert_gguf; "
+    code = ("import sys; from pathlib import Path; from grpo_core.worker.policy_model import convert_gguf; "
             "print(convert_gguf(Path(sys.argv[1]), Path(sys.argv[2])))")
     with open(work / "convert.out", "wb") as log:
         process = subprocess.Popen([sys.executable, "-c", code, str(gguf), str(cache_dir)], cwd=ROOT, stdout=log,

@@ -64,8 +64,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from transformers import PrinterCallback, TrainerCallback  # noqa: E402
 
-from grpo_core.config import RunConfig  # noqa: E402
-from grpo_core.datasets import load_prompt_dataset  # noqa: E402
+from grpo_core.datasets.formats import load_prompt_dataset  # noqa: E402
+from grpo_core.runs.config import RunConfig  # noqa: E402
 from grpo_core.worker.recorder import Heartbeat, RolloutTap, RunRecorder  # noqa: E402
 from grpo_core.worker.store_writer import StoreWrite, StoreWriter  # noqa: E402
 from grpo_core.worker.trainer import build_trainer  # noqa: E402

@@ -7,7 +7,7 @@ Two workloads, each run ``--n`` times per configuration (alternating, serially, 
 
 *Before* is the sandbox of earlier versions: no namespaces (the ``uid`` mode: a pool uid as root, else the host's
 user) and the one-interpreter test harness (kept below as ``PREVIOUS_HARNESS``, only as this baseline). *After* is
-the host's mode (:func:`~grpo_core.rewards.sandbox.sandbox_info`: ``bwrap`` where bubblewrap works) and the
+the host's mode (:func:`~grpo_core.sandbox.box.sandbox_info`: ``bwrap`` where bubblewrap works) and the
 two-process harness of :func:`~grpo_core.rewards.code.build_test_program`. Then the throughput of a batch of
 ``code_tests`` with one worker and with the thread pool, in the host's mode.
 
@@ -37,7 +37,7 @@ from grpo_core.rewards.code import (  # noqa: E402
     parse_test_output,
     split_tests,
 )
-from grpo_core.rewards.sandbox import run_python, sandbox_info  # noqa: E402
+from grpo_core.sandbox.box import run_python, sandbox_info  # noqa: E402
 
 TESTS = ["assert f(1) == 2", "assert f(2) == 3", "assert f(10) == 11", "assert f(-1) == 0"]
 SOLUTIONS = [

@@ -60,13 +60,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sqlalchemy import delete, event, func, insert, select, text  # noqa: E402
 
-from app.charts import CHART_KEYS as _CHART_KEYS  # noqa: E402
-from app.tabs.doctor import doctor_report  # noqa: E402
-from app.tabs.inspect import stats_figure, step_choices  # noqa: E402
-from app.tabs.inspect_tools import history_page, prompt_row_choices  # noqa: E402
-from app.tabs.runs import refresh_series, runs_frame  # noqa: E402
+from app.tabs.inspect.tab import stats_figure, step_choices  # noqa: E402
+from app.tabs.inspect.tools import history_page, prompt_row_choices  # noqa: E402
+from app.tabs.runs.doctor import doctor_report  # noqa: E402
+from app.tabs.runs.tab import refresh_series, runs_frame  # noqa: E402
+from app.views.charts import CHART_KEYS as _CHART_KEYS  # noqa: E402
 from storage import MetricSummary, RunStatus, Store, sqlite_url  # noqa: E402
-from storage.models import GroupRow, MetricRow, RunRow  # noqa: E402
+from storage.tables import GroupRow, MetricRow, RunRow  # noqa: E402
 
 CHART_KEYS = list(_CHART_KEYS)  # what the Runs tab draws
 EXTRA_KEYS = ["rewards/numeric_answer/mean", "rewards/numeric_answer/std", "rewards/format_regex/mean",

@@ -47,7 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from grpo_core.gpus import machine_gpus  # noqa: E402  (standard library only: safe before the checks)
+from grpo_core.training.gpus import machine_gpus  # noqa: E402  (standard library only: safe before the checks)
 
 EXIT_FAILED, EXIT_NO_GPU, EXIT_MISSING = 1, 3, 4
 DATASET = ROOT / "examples" / "arithmetic.jsonl"

@@ -20,7 +20,7 @@ checking each against the limits; then, when nothing was refused, it is loaded w
 C composer again), whose work the first pass has bounded; without libyaml both passes are PyYAML's pure-Python ones.
 A syntax error is reported as PyYAML's own parser places it (libyaml often points at the next line). Errors are one
 line starting with the text's ``source`` and, where the parser knows it, the line and column (1-based). Dataset
-files are not read here: their size is the upload limit's, and :mod:`grpo_core.datasets` reads them with
+files are not read here: their size is the upload limit's, and :mod:`grpo_core.datasets.formats` reads them with
 :func:`json.loads`, whose failures (syntax, nesting past the interpreter, huge numbers) it reports by line. Imports no
 torch; pure.
 """

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from grpo_core.access import (
+from grpo_core.access.logins import (
     DEFAULT_MAX_UPLOAD_MB,
     AccessError,
     Credentials,
@@ -20,7 +20,7 @@ from grpo_core.access import (
     read_auth_admins,
     read_auth_code_runners,
 )
-from grpo_core.webhook_targets import RUN_WEBHOOKS, parse_allowed_host
+from grpo_core.alerts.targets import RUN_WEBHOOKS, parse_allowed_host
 from storage import sqlite_url
 
 ENV_DATA_DIR = "GRPO_DATA_DIR"
@@ -63,20 +63,20 @@ class Settings:
         cancel_grace_s: seconds a cancelled run gets to stop at a step boundary before its process group is killed.
         auth: ``((user, password), ...)`` that Gradio's login accepts; empty: no login (left out of ``repr``).
         max_upload_mb: largest dataset upload accepted, in binary megabytes (Gradio's limit and the importer's).
-        webhook_url: where run alerts go when a run sets none (:mod:`grpo_core.alerts`); empty: no alerts.
+        webhook_url: where run alerts go when a run sets none (:mod:`grpo_core.alerts.webhooks`); empty: no alerts.
         webhook_allow_hosts: host names, addresses or CIDR networks webhooks may reach although internal (loopback,
-            private, this machine); see :mod:`grpo_core.webhook_targets`.
+            private, this machine); see :mod:`grpo_core.alerts.targets`.
         run_webhooks: who may set a run's own ``webhook_url``: ``all``, ``admins`` or ``none``; empty: ``all``
             without logins, ``admins`` with them.
         admins: logins that may change anyone's runs (``[admin]`` lines of the auth file; see
-            :mod:`grpo_core.ownership`).
+            :mod:`grpo_core.access.ownership`).
         executor: where workers train: ``"local"`` (child processes of the web process) or ``"ray"`` (Ray jobs on
-            the cluster at ``ray_address``; see :mod:`grpo_core.executors`).
+            the cluster at ``ray_address``; see :mod:`grpo_core.training.executors`).
         ray_address: the Ray cluster's job submission address (its dashboard, ``http://HEAD:8265``).
         shared_dir: a folder every node of the cluster sees at the same path; when set, run folders, stored
             datasets and the converted-model cache live under it instead of under ``data_dir``.
         plugin_dirs: folders whose ``.py`` files (and modules) logins may name as reward plugins
-            (``--plugin-dir``); resolved. See :mod:`grpo_core.boundary`.
+            (``--plugin-dir``); resolved. See :mod:`grpo_core.access.boundary`.
         plugin_packages: installed packages whose ``module:function`` targets logins may name
             (``--plugin-package``).
         dataset_roots, model_roots: folders besides the data directory whose files logins may name as
@@ -331,7 +331,7 @@ def load_auth(auth: str | None = None, auth_file: str | Path | None = None) -> C
     ``GRPO_AUTH_FILE``); both may be given, and every user listed may log in. Empty: no login.
 
     Raises:
-        grpo_core.access.AccessError: a malformed ``USER:PASSWORD``, an unreadable or empty file, a user twice.
+        grpo_core.access.logins.AccessError: a malformed ``USER:PASSWORD``, an unreadable or empty file, a user twice.
     """
     env = os.environ
     return load_credentials(auth or env.get(ENV_AUTH) or None, auth_file or env.get(ENV_AUTH_FILE) or None)
@@ -341,7 +341,7 @@ def load_admins(auth_file: str | Path | None = None) -> frozenset[str]:
     """The admin logins: the ``[admin]`` lines of ``auth_file`` (else ``GRPO_AUTH_FILE``); empty without a file.
 
     Raises:
-        grpo_core.access.AccessError: as :func:`load_auth`.
+        grpo_core.access.logins.AccessError: as :func:`load_auth`.
     """
     path = auth_file or os.environ.get(ENV_AUTH_FILE) or None
     return read_auth_admins(path) if path else frozenset()
@@ -351,7 +351,7 @@ def load_code_runners(auth_file: str | Path | None = None) -> frozenset[str]:
     """The logins the auth file (else ``GRPO_AUTH_FILE``) marks ``[run-code]``; empty without a file.
 
     Raises:
-        grpo_core.access.AccessError: as :func:`load_auth`.
+        grpo_core.access.logins.AccessError: as :func:`load_auth`.
     """
     path = auth_file or os.environ.get(ENV_AUTH_FILE) or None
     return read_auth_code_runners(path) if path else frozenset()

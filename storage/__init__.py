@@ -1,9 +1,8 @@
-"""The dashboard's store: SQLAlchemy models (:mod:`storage.models`), the engine and schema (:mod:`storage.engine`,
+"""The dashboard's store: SQLAlchemy models (:mod:`storage.tables`), the engine and schema (:mod:`storage.engine`,
 :mod:`storage.migrations`), the plain records callers get (:mod:`storage.records`) and the :class:`Store` through
 which every layer reads and writes (:mod:`storage.store`)."""
 
 from storage.engine import sqlite_url
-from storage.models import RunStatus
 from storage.records import (
     CompletionRecord,
     DatasetInfo,
@@ -21,6 +20,7 @@ from storage.records import (
 )
 from storage.step_cache import StepCache
 from storage.store import Store
+from storage.tables import RunStatus
 
 __all__ = [
     "CompletionRecord",

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
 from storage.migrations import add_missing_columns, rename_columns
-from storage.models import Base, create_missing_indexes
+from storage.tables import Base, create_missing_indexes
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 

@@ -1,7 +1,7 @@
 """Float16 packing of per-token values: a list of floats as little-endian IEEE 754 half floats (2 bytes a value).
 
 The store keeps each completion's per-token log-probabilities, KL and entropies this way
-(:class:`storage.models.TokenStatsRow`): half the bytes of float32, a quarter of float64, and precise to about three
+(:class:`storage.tables.TokenStatsRow`): half the bytes of float32, a quarter of float64, and precise to about three
 significant digits, more than a heatmap shows. Pure standard library (``struct``'s ``e`` format); no numpy, no torch.
 """
 

@@ -5,7 +5,7 @@ table up to the models, run by :func:`storage.engine.create_schema` in this orde
 
 1. :func:`rename_columns` applies :data:`RENAMED_COLUMNS` with ``ALTER TABLE ... RENAME COLUMN`` (SQLite >= 3.25,
    PostgreSQL), rows kept, and drops the indexes of :data:`RENAMED_INDEXES` (named after the old column);
-   :func:`storage.models.create_missing_indexes` then creates their successors.
+   :func:`storage.tables.create_missing_indexes` then creates their successors.
 2. :func:`add_missing_columns` adds each nullable column added since (``runs.resume_from``, ``runs.notes``, ...)
    with ``ALTER TABLE ... ADD COLUMN`` (an existing row has no value for a new column).
 
@@ -20,7 +20,7 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 
-from storage.models import Base
+from storage.tables import Base
 
 log = logging.getLogger(__name__)
 

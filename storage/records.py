@@ -1,5 +1,5 @@
 """What the store hands out: frozen dataclasses (runs, datasets, metric points, groups, completions, search
-results) and :class:`StoreError`. ORM rows (:mod:`storage.models`) never leave :mod:`storage.store`; callers get
+results) and :class:`StoreError`. ORM rows (:mod:`storage.tables`) never leave :mod:`storage.store`; callers get
 these. Plain data: no SQLAlchemy session behind them.
 """
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from storage.models import RunStatus
+from storage.tables import RunStatus
 
 
 class StoreError(ValueError):
@@ -20,7 +20,7 @@ class StoreError(ValueError):
 class DatasetInfo:
     """An uploaded dataset. ``path`` is the normalised JSONL file under the data directory; ``owner`` the login that
     added it (``None``: no login); ``deleted_at`` when it was deleted while runs still used it (hidden from the lists,
-    kept for those runs; see :func:`grpo_core.dataset_library.delete_dataset`)."""
+    kept for those runs; see :func:`grpo_core.datasets.library.delete_dataset`)."""
 
     id: int
     name: str
@@ -39,14 +39,14 @@ class DatasetInfo:
 class RunInfo:
     """A run as the UI and the launcher see it. Times are timezone-aware UTC.
 
-    ``run_dir`` is the run folder (:mod:`grpo_core.run_files`; ``None`` until the run starts). ``resume_from`` is the
+    ``run_dir`` is the run folder (:mod:`grpo_core.runs.files`; ``None`` until the run starts). ``resume_from`` is the
     checkpoint folder the run's next start loads (see :meth:`Store.requeue_run`); ``tags``
     and ``notes`` are the user's; ``gpus`` is the ``CUDA_VISIBLE_DEVICES`` its worker got (``None``: not set);
-    ``provenance`` is what its worker recorded at start (``None`` before that, see :mod:`grpo_core.provenance`);
-    ``owner`` is the login that launched it (``None``: launched without a login, see :mod:`grpo_core.ownership`);
+    ``provenance`` is what its worker recorded at start (``None`` before that, see :mod:`grpo_core.runs.provenance`);
+    ``owner`` is the login that launched it (``None``: launched without a login, see :mod:`grpo_core.access.ownership`);
     ``alerts_sent`` the keys of its webhook messages already delivered (or given up on) and ``alert_error`` the last
-    failed delivery (:mod:`grpo_core.alerts`). ``ray_submission_id`` is the Ray job training it (``None``: a local
-    worker process; see :mod:`grpo_core.executors`); ``sweep_id`` the sweep it is a point of (``None``: launched on
+    failed delivery (:mod:`grpo_core.alerts.webhooks`). ``ray_submission_id`` is the Ray job training it (``None``: a local
+    worker process; see :mod:`grpo_core.training.executors`); ``sweep_id`` the sweep it is a point of (``None``: launched on
     its own, see :class:`SweepInfo`).
     """
 
@@ -82,7 +82,7 @@ class RunInfo:
 @dataclass(frozen=True)
 class SweepInfo:
     """A sweep: the runs launched together, one per point of ``grid`` (run config field -> its values, in the order
-    given; :mod:`grpo_core.sweeps`). ``run_ids`` are its runs still in the store, ascending; ``owner`` the login that
+    given; :mod:`grpo_core.submit.sweeps`). ``run_ids`` are its runs still in the store, ascending; ``owner`` the login that
     launched it (``None``: no login)."""
 
     id: int

@@ -26,19 +26,6 @@ from sqlalchemy.orm import Session, selectinload, sessionmaker
 
 from storage.engine import create_schema, make_engine
 from storage.float16 import pack_float16, unpack_float16
-from storage.models import (
-    CompletionRow,
-    DatasetRow,
-    GroupRow,
-    MetricBucketRow,
-    MetricRow,
-    MetricSeriesRow,
-    RunRow,
-    RunStatus,
-    SweepRow,
-    TokenStatsRow,
-    utcnow,
-)
 from storage.records import (
     CompletionRecord,
     DatasetInfo,
@@ -56,6 +43,19 @@ from storage.records import (
 )
 from storage.step_cache import StepCache
 from storage.summary import SUMMARY_BUCKETS, Bucket, SeriesState, bucket_of, downsample, fold, level_for
+from storage.tables import (
+    CompletionRow,
+    DatasetRow,
+    GroupRow,
+    MetricBucketRow,
+    MetricRow,
+    MetricSeriesRow,
+    RunRow,
+    RunStatus,
+    SweepRow,
+    TokenStatsRow,
+    utcnow,
+)
 from storage.types import without_nul
 
 

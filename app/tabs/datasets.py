@@ -1,6 +1,6 @@
 """The Datasets tab: upload a prompt file (JSONL, JSON, CSV, Parquet, a zipped save_to_disk folder) or load a hub
 dataset, map its columns (prompt column, system prompt, renames), see the prompts as the model gets them, list
-datasets; rename or delete one (its owner or an admin: :func:`grpo_core.dataset_library.delete_dataset`)."""
+datasets; rename or delete one (its owner or an admin: :func:`grpo_core.datasets.library.delete_dataset`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import pandas as pd
 
 from app.catalog_sync import CatalogSync, dataset_choices
 from app.context import AppContext, actor_of, boundary_of
-from grpo_core.boundary import BoundaryError
-from grpo_core.config import DEFAULT_MODEL
-from grpo_core.dataset_library import (
+from grpo_core.access.boundary import BoundaryError
+from grpo_core.access.ownership import NotOwnerError, check_may_change
+from grpo_core.datasets.formats import SUPPORTED_EXTENSIONS, ColumnMapping, DatasetError, read_normalized
+from grpo_core.datasets.library import (
     DatasetInUseError,
     delete_dataset,
     import_dataset,
@@ -23,10 +24,9 @@ from grpo_core.dataset_library import (
     parse_renames,
     rename_dataset,
 )
-from grpo_core.datasets import SUPPORTED_EXTENSIONS, ColumnMapping, DatasetError, read_normalized
-from grpo_core.ownership import NotOwnerError, check_may_change
-from grpo_core.prompt_lengths import preview_model_prompts
+from grpo_core.models.prompt_lengths import preview_model_prompts
 from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_coverage
+from grpo_core.runs.config import DEFAULT_MODEL
 from storage import StoreError
 
 DATASET_HEADERS = ["id", "name", "rows", "columns", "prompt", "file", "added", "owner"]
@@ -69,7 +69,7 @@ def mapping_from_form(prompt_column: str | None, system_prompt: str | None, rena
 
 def model_view_text(ctx: AppContext, rows: list[dict[str, Any]], model: str | None, request: object = None) -> str:
     """The first prompts exactly as ``model`` gets them (chat template applied), separated by row headers; a model
-    folder the login may not read (:mod:`grpo_core.boundary`) is refused with the reason, its files unread."""
+    folder the login may not read (:mod:`grpo_core.access.boundary`) is refused with the reason, its files unread."""
     try:
         model = boundary_of(ctx, request).model((model or "").strip() or DEFAULT_MODEL, "model")
     except BoundaryError as exc:

@@ -1,7 +1,7 @@
 """The "Try the model" tab: sample the base model and a run's trained weights (the final adapter or a checkpoint)
 on the same prompt, side by side, each completion scored by the run's reward rules.
 
-Sampling happens in a subprocess (``python -m grpo_core.worker.try_model``, started by :mod:`grpo_core.try_job`);
+Sampling happens in a subprocess (``python -m grpo_core.worker.try_model``, started by :mod:`grpo_core.jobs.try_model`);
 this module, like the whole web process, never imports torch. A prompt comes from a row of the run's dataset (its other columns, e.g. ``answer``, feed the rules)
 and can be edited, or typed from scratch.
 """
@@ -18,11 +18,11 @@ import gradio as gr
 from app.catalog_sync import CatalogSync, run_choices
 from app.context import MODEL_JOBS, AppContext, boundary_of
 from grpo_core.bounded_parse import ParseError, load_json
-from grpo_core.config import ConfigError
-from grpo_core.datasets import DatasetError
-from grpo_core.run_files import ArtifactError, run_dir, weights_choices
-from grpo_core.run_rows import dataset_file, editable_prompt_text, load_rows, prompt_from_text
-from grpo_core.try_job import BASE, TRAINED, TryModelError, build_request, try_in_subprocess
+from grpo_core.datasets.formats import DatasetError
+from grpo_core.datasets.rows import dataset_file, editable_prompt_text, load_rows, prompt_from_text
+from grpo_core.jobs.try_model import BASE, TRAINED, TryModelError, build_request, try_in_subprocess
+from grpo_core.runs.config import ConfigError
+from grpo_core.runs.files import ArtifactError, run_dir, weights_choices
 from storage import RunInfo, StoreError
 
 TRY_CSS = """
@@ -46,7 +46,7 @@ def run_rows(ctx: AppContext, run: RunInfo) -> list[dict[str, Any]]:
     """The prompt rows of a run's dataset (empty when the file is gone).
 
     Raises:
-        grpo_core.datasets.DatasetError: the file is no longer a valid dataset.
+        grpo_core.datasets.formats.DatasetError: the file is no longer a valid dataset.
     """
     source = dataset_file(ctx.store, run.config)
     if source is None:

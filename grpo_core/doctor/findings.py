@@ -11,7 +11,7 @@ from typing import Any
 
 from storage import MetricPoint
 
-#: ``key -> (steps, values)``, steps ascending, ``None`` for NaN/inf/NULL (:attr:`app.charts.MetricSeries.data`).
+#: ``key -> (steps, values)``, steps ascending, ``None`` for NaN/inf/NULL (:attr:`app.views.charts.MetricSeries.data`).
 Series = Mapping[str, tuple[Sequence[int], Sequence[float | None]]]
 
 

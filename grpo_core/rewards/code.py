@@ -58,7 +58,7 @@ import pycodestyle
 
 from grpo_core.rewards.columns import column_values
 from grpo_core.rewards.registry import RewardRule, RuleParam, completion_text, register
-from grpo_core.rewards.sandbox import ExecResult, ExecStatus, run_many
+from grpo_core.sandbox.box import ExecResult, ExecStatus, run_many
 
 logger = logging.getLogger(__name__)
 
@@ -1245,7 +1245,7 @@ class CodeTestsReward:
     runs none of the completion's code earns no credit; none credited: 0.0); ``TIMEOUT_REWARD`` (-0.1) when the run
     hits ``timeout_s``; 0.0 for a syntax error, code that raises at top level, a crash or an early exit; ``None``
     where the row has no tests it can read (:func:`why_tests_unreadable`) or the sandbox itself failed. All
-    completions of a call run in parallel (:func:`~grpo_core.rewards.sandbox.run_many`).
+    completions of a call run in parallel (:func:`~grpo_core.sandbox.box.run_many`).
 
     Raises:
         ValueError: (on call) the ``tests`` column is missing or a column has the wrong length.

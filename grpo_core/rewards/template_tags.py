@@ -11,7 +11,7 @@ a format rule that requires one gave 0 to every completion (open-r1#560, trl#696
 
 Reading a template needs no transformers: the template text comes from the model folder's
 ``tokenizer_config.json`` / ``chat_template.jinja`` or the GGUF file's ``tokenizer.chat_template`` metadata, and is
-rendered with jinja2 as transformers compiles it (:mod:`grpo_core.prompt_lengths`).
+rendered with jinja2 as transformers compiles it (:mod:`grpo_core.models.prompt_lengths`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def template_opens_think(chat_template: str | None, special_tokens: Mapping[str,
     """
     if not chat_template:
         return False
-    from grpo_core.prompt_lengths import ModelText, render_chat_prompt
+    from grpo_core.models.prompt_lengths import ModelText, render_chat_prompt
 
     model_text = ModelText(folder=Path("."), chat_template=chat_template, special_tokens=dict(special_tokens or {}))
     try:
@@ -73,8 +73,8 @@ def _gguf_chat_template(path: str, mtime_ns: int) -> str | None:
 def model_chat_template(model: str, model_cache_dir: Path | None = None) -> tuple[str | None, dict[str, str]]:
     """``(chat template, special tokens)`` of a run's ``model`` field, read from disk only: a model folder's files
     (or a GGUF's converted folder), else a GGUF file's metadata; ``(None, {})`` when unknown (a hub id)."""
-    from grpo_core.model_source import ModelSourceError, describe_model
-    from grpo_core.prompt_lengths import model_text_folder, read_model_text
+    from grpo_core.models.prompt_lengths import model_text_folder, read_model_text
+    from grpo_core.models.source import ModelSourceError, describe_model
 
     folder = model_text_folder(model, model_cache_dir)
     if folder is None and model and Path(model).is_dir():  # a prepared model folder (the worker's model_path)

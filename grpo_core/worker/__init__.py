@@ -4,7 +4,7 @@
 * :mod:`grpo_core.worker.preflight`: ``python -m grpo_core.worker.preflight CONFIG``, samples a few groups;
 * :mod:`grpo_core.worker.try_model`: ``python -m grpo_core.worker.try_model REQUEST --out RESULT``, samples the base
   model and the trained weights side by side;
-* :mod:`grpo_core.worker.models`: loading the policy model and tokenizer, its end-of-sequence ids, the device;
+* :mod:`grpo_core.worker.policy_model`: loading the policy model and tokenizer, its end-of-sequence ids, the device;
 * :mod:`grpo_core.worker.trainer`, :mod:`grpo_core.worker.recorder`: TRL's ``GRPOTrainer`` and the callback that
   records it into the store, through :mod:`grpo_core.worker.store_writer`'s writer thread.
 

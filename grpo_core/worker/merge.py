@@ -1,11 +1,11 @@
 """Merge a run's LoRA adapter into its base model and save a Hugging Face folder that transformers and vLLM load.
 
 ``python -m grpo_core.worker.merge --model MODEL --weights WEIGHTS --dest DEST --cache-dir CACHE`` loads the base
-model in float32 on the CPU (a GGUF is converted first, :func:`grpo_core.worker.models.prepare_model`), applies the
+model in float32 on the CPU (a GGUF is converted first, :func:`grpo_core.worker.policy_model.prepare_model`), applies the
 PEFT adapter in ``WEIGHTS`` and folds it in (PEFT's ``merge_and_unload``: ``W + B A * alpha / r``), then writes
 ``DEST`` with ``model.safetensors``, ``config.json``, ``generation_config.json`` and the tokenizer. Without LoRA
 ``WEIGHTS`` already holds full weights: they are saved the same way. It writes to ``DEST.partial`` and renames, so a
-folder at ``DEST`` is always complete. Progress lines start with ``progress:`` (read by :mod:`grpo_core.merge_job`).
+folder at ``DEST`` is always complete. Progress lines start with ``progress:`` (read by :mod:`grpo_core.jobs.merge`).
 Runs in a child process only (imports torch, transformers and peft).
 """
 
@@ -27,12 +27,12 @@ def merge_adapter(model: str, weights: str | Path, dest: str | Path, cache_dir: 
 
     Raises:
         FileExistsError: ``dest`` exists.
-        grpo_core.model_source.ModelSourceError: the base model cannot be found or converted.
+        grpo_core.models.source.ModelSourceError: the base model cannot be found or converted.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
-    from grpo_core.worker.models import prepare_model
+    from grpo_core.worker.policy_model import prepare_model
 
     weights, dest = Path(weights), Path(dest)
     if dest.exists():

@@ -1,21 +1,21 @@
 """Preflight, the sampling half: ``python -m grpo_core.worker.preflight CONFIG [--prompts 4] [--json OUT]``.
 
 What it does (:func:`run_preflight`): load the model and tokenizer the way the trainer does
-(:mod:`grpo_core.worker.models`: :func:`~grpo_core.worker.models.prepare_model`, float32 on the CPU, bfloat16 on a
+(:mod:`grpo_core.worker.policy_model`: :func:`~grpo_core.worker.policy_model.prepare_model`, float32 on the CPU, bfloat16 on a
 GPU), pick ``num_prompts`` rows (seeded by the run's ``seed``), render chat prompts with the tokenizer's chat
 template (``add_generation_prompt``, as TRL does), sample ``num_generations`` completions per prompt with the run's
 ``temperature``, ``top_p`` and ``max_completion_length`` (``top_k`` off, as TRL's default), cut each after its first
-end-of-sequence token (:meth:`~grpo_core.worker.models.EndOfSequence.cut`), and score every group with
+end-of-sequence token (:meth:`~grpo_core.worker.policy_model.EndOfSequence.cut`), and score every group with
 :func:`grpo_core.rewards.compose.score_group` (the trainer's own rule: weighted sum, then group advantages;
-``length`` counts tokens), and run the reward-hacking probe (:func:`grpo_core.reward_probe.probe_row`, degenerate
-completions against each group's best). The report and its verdict come from :mod:`grpo_core.preflight_report`.
+``length`` counts tokens), and run the reward-hacking probe (:func:`grpo_core.rewards.hacking_probe.probe_row`, degenerate
+completions against each group's best). The report and its verdict come from :mod:`grpo_core.doctor.preflight`.
 
 What it leaves out: it samples from the model as it is before training (no LoRA update, no reference model),
 one process, no vLLM; with a handful of prompts every share it reports is rough (4 prompts -> steps of 25 %).
 
 Entry points: this module and ``grpo-dashboard preflight run.yaml`` (one argument parser,
-:func:`grpo_core.preflight_job.add_preflight_arguments`); the dashboard runs this module in a subprocess
-(:mod:`grpo_core.preflight_job`). Imports torch and transformers when sampling; worker processes only.
+:func:`grpo_core.jobs.preflight.add_preflight_arguments`); the dashboard runs this module in a subprocess
+(:mod:`grpo_core.jobs.preflight`). Imports torch and transformers when sampling; worker processes only.
 """
 
 from __future__ import annotations
@@ -30,15 +30,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from grpo_core.config import ConfigError, RunConfig, load_run_config
-from grpo_core.preflight_report import DEFAULT_PROMPTS, PreflightReport, SampledGroup, format_report, judge, summarize
-from grpo_core.prompt_lengths import require_prompts_fit
-from grpo_core.reward_probe import probe_row
+from grpo_core.datasets.rows import load_rows, prompt_text
+from grpo_core.doctor.preflight import DEFAULT_PROMPTS, PreflightReport, SampledGroup, format_report, judge, summarize
+from grpo_core.models.prompt_lengths import require_prompts_fit
 from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_coverage
 from grpo_core.rewards.compose import build_reward_funcs, score_group
+from grpo_core.rewards.hacking_probe import probe_row
 from grpo_core.rewards.template_tags import resolve_for_model
-from grpo_core.run_rows import load_rows, prompt_text
-from grpo_core.worker.models import end_of_sequence_ids, load_policy, pick_device, prepare_model
+from grpo_core.runs.config import ConfigError, RunConfig, load_run_config
+from grpo_core.worker.policy_model import end_of_sequence_ids, load_policy, pick_device, prepare_model
 from grpo_core.worker.reward_models import enable_reward_model_scoring
 
 # ------------------------------------------------------------------------------------------------- sampling
@@ -86,7 +86,7 @@ def sample_groups(
     Args:
         config: the run config (rules, sampling settings, ``seed``, ``device``).
         rows: dataset rows (``prompt`` plus the columns the rules read).
-        model_path: folder or hub id for ``from_pretrained`` (see :func:`grpo_core.worker.models.prepare_model`).
+        model_path: folder or hub id for ``from_pretrained`` (see :func:`grpo_core.worker.policy_model.prepare_model`).
         num_prompts: groups to sample (fewer if the dataset is smaller).
         progress: receives one-line status messages.
 
@@ -171,7 +171,7 @@ def run_preflight(
     """Prepare the model, sample and score ``num_prompts`` groups, summarise and judge them (imports torch).
 
     Raises:
-        grpo_core.model_source.ModelSourceError: the model cannot be found or converted.
+        grpo_core.models.source.ModelSourceError: the model cannot be found or converted.
         as :func:`sample_groups`.
     """
     started = time.monotonic()
@@ -256,7 +256,7 @@ def preflight_command(
 
 
 def preflight_from_args(args: argparse.Namespace, prog: str) -> int:
-    """:func:`preflight_command` on arguments parsed by :func:`grpo_core.preflight_job.add_preflight_arguments`
+    """:func:`preflight_command` on arguments parsed by :func:`grpo_core.jobs.preflight.add_preflight_arguments`
     (``python -m grpo_core.worker.preflight`` and ``grpo-dashboard preflight``); returns the exit status."""
     return preflight_command(
         args.config,
@@ -271,7 +271,7 @@ def preflight_from_args(args: argparse.Namespace, prog: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m grpo_core.worker.preflight`` (the arguments of ``grpo-dashboard preflight``)."""
-    from grpo_core.preflight_job import build_preflight_parser
+    from grpo_core.jobs.preflight import build_preflight_parser
 
     prog = "python -m grpo_core.worker.preflight"
     return preflight_from_args(build_preflight_parser(prog).parse_args(argv), prog="grpo_core.worker.preflight")

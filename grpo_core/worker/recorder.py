@@ -59,10 +59,10 @@ from typing import TYPE_CHECKING, Any
 
 from transformers import TrainerCallback
 
+from grpo_core.datasets.rows import ROW_INDEX_COLUMN, prompt_text
 from grpo_core.rewards.compose import REWARD_ERRORS_KEY, REWARD_ERRORS_PREFIX
 from grpo_core.rewards.registry import completion_text
-from grpo_core.run_rows import ROW_INDEX_COLUMN, prompt_text
-from grpo_core.worker.models import EndOfSequence
+from grpo_core.worker.policy_model import EndOfSequence
 from grpo_core.worker.store_writer import StoreWrite, StoreWriter
 from storage import CompletionRecord, GroupRecord, StepCache, Store
 
@@ -81,7 +81,7 @@ class RolloutTap:
 
     Args:
         func: the reward function to wrap; its result is returned unchanged and its ``__name__`` kept.
-        end: the model's end tokens (:func:`grpo_core.worker.models.end_of_sequence_ids`); a completion that ends
+        end: the model's end tokens (:func:`grpo_core.worker.policy_model.end_of_sequence_ids`); a completion that ends
             otherwise was truncated at ``max_completion_length`` (TRL's own ``completions/clipped_ratio`` rule).
         max_completion_length: the generation limit, in tokens.
     """
@@ -331,7 +331,7 @@ class RunRecorder(TrainerCallback):
         eval_rows: the rows evaluated on, indexed by the eval groups' ``row_index`` (``rows`` for a held-out
             fraction, the eval dataset's rows for ``eval_dataset_id``).
         device_metrics: called at each training step's log, its metrics recorded beside TRL's (the GPU's memory
-            and utilisation, :func:`grpo_core.worker.models.gpu_step_metrics`, on CUDA); ``None``: none.
+            and utilisation, :func:`grpo_core.worker.policy_model.gpu_step_metrics`, on CUDA); ``None``: none.
         token_capture: the :class:`~grpo_core.worker.token_stats.TokenCapture` on the trainer, whose per-token
             log-probability, KL and entropy go with the recorded training groups (``None``: none recorded).
         writer: the :class:`~grpo_core.worker.store_writer.StoreWriter` that applies the writes (default: a new

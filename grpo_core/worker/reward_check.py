@@ -1,5 +1,5 @@
 """``python -m grpo_core.worker.reward_check REQUEST --out RESULT``: runs a user's reward plugins once, away from the
-web process (:mod:`grpo_core.reward_check` starts it and reads its answer).
+web process (:mod:`grpo_core.jobs.reward_check` starts it and reads its answer).
 
 Two requests, both JSON:
 

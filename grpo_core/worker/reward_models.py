@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from grpo_core.rewards import model as reward_model_rule
-from grpo_core.rewards.model import RewardModelRule
+from grpo_core.rewards import reward_model as reward_model_rule
 from grpo_core.rewards.plugin import AsyncPluginReward, PluginReward
+from grpo_core.rewards.reward_model import RewardModelRule
 
 
 class TruncatingTokenizer:
@@ -87,7 +87,7 @@ _SCORER: RewardModelScorer | None = None
 
 def enable_reward_model_scoring() -> None:
     """Let ``reward_model`` rules score in this (worker) process, through one :class:`RewardModelScorer` for the
-    whole process (:func:`grpo_core.rewards.model.set_model_scorer`); the web process never calls this."""
+    whole process (:func:`grpo_core.rewards.reward_model.set_model_scorer`); the web process never calls this."""
     global _SCORER
     if _SCORER is None:
         _SCORER = RewardModelScorer()
@@ -97,7 +97,7 @@ def enable_reward_model_scoring() -> None:
 def reward_funcs_for_trl(funcs: Sequence[Any]) -> tuple[list[Any], list[Any]]:
     """Turn the built reward functions into TRL's ``reward_funcs`` and ``reward_processing_classes``.
 
-    * a :class:`~grpo_core.rewards.model.RewardModelRule` becomes the ``AutoModelForSequenceClassification``
+    * a :class:`~grpo_core.rewards.reward_model.RewardModelRule` becomes the ``AutoModelForSequenceClassification``
       (``num_labels=1``) it names, with its tokenizer (pad token set to the end-of-sequence token when it has none,
       as TRL does; cut to ``max_length`` when one is set). Its ``config._name_or_path`` is set to the rule's metric
       name, because TRL names a model reward from that field (``rewards/<name>/mean``);

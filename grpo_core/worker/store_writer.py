@@ -11,7 +11,7 @@ callables, ``write(store) -> None``, and applies them on its own thread in the o
 * **Failures surface.** The first write that raises stops the writing (later writes are discarded, in order not
   to record step N+1 without step N); the next :meth:`~StoreWriter.submit`, :meth:`~StoreWriter.wait_applied`,
   :meth:`~StoreWriter.flush` or :meth:`~StoreWriter.raise_if_failed` on the training thread raises
-  :class:`RecordingError` with the write's exception as its cause (so :func:`grpo_core.failures.failure_text`
+  :class:`RecordingError` with the write's exception as its cause (so :func:`grpo_core.runs.failures.failure_text`
   still recognises a full disk), and never blocks on a dead writer.
 * **Marks.** :meth:`~StoreWriter.submit` returns the write's sequence number; :meth:`~StoreWriter.wait_applied`
   waits until every write up to a number is in the store (the recorder's "step N is recorded before step N+1

@@ -27,14 +27,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from grpo_core.config import parse_run_config
-from grpo_core.failures import failure_text
-from grpo_core.prompt_lengths import require_prompts_fit
-from grpo_core.provenance import collect_provenance, plugin_files
-from grpo_core.run_files import CONFIG_FILE_NAME, adapter_dir, output_dir, run_dir
-from grpo_core.run_rows import dataset_file, load_rows
+from grpo_core.datasets.rows import dataset_file, load_rows
+from grpo_core.models.prompt_lengths import require_prompts_fit
+from grpo_core.runs.config import parse_run_config
+from grpo_core.runs.failures import failure_text
+from grpo_core.runs.files import CONFIG_FILE_NAME, adapter_dir, output_dir, run_dir
+from grpo_core.runs.provenance import collect_provenance, plugin_files
 from grpo_core.settings import Settings, load_settings
-from grpo_core.worker.models import prepare_model
+from grpo_core.worker.policy_model import prepare_model
 from grpo_core.worker.recorder import Heartbeat, SilentHeartbeat
 from storage import RunStatus, Store
 
@@ -116,7 +116,7 @@ def train_run(store: Store, settings: Settings, run_id: int) -> RunStatus:
 
     A ``queued`` run is claimed first (headless use); a ``running`` one was claimed by the launcher. A run with
     ``resume_from`` continues from that checkpoint (the store already dropped the steps recorded after it). Errors
-    do not propagate: the run ends ``failed`` with the error text (:func:`grpo_core.failures.failure_text`), and the
+    do not propagate: the run ends ``failed`` with the error text (:func:`grpo_core.runs.failures.failure_text`), and the
     traceback goes to standard error. On a non-main process of a multi-process run nothing is written to the store;
     the returned status is then this process's view (``completed``, ``cancelled`` or ``failed``).
     """
@@ -160,7 +160,7 @@ def train_run(store: Store, settings: Settings, run_id: int) -> RunStatus:
             progress("checking prompt lengths")
             require_prompts_fit(rows, model_path, config.max_completion_length)
 
-        from grpo_core.worker.models import describe_device
+        from grpo_core.worker.policy_model import describe_device
         from grpo_core.worker.trainer import build_trainer
 
         built = build_trainer(

@@ -1,8 +1,8 @@
-"""Builds TRL's ``GRPOTrainer`` from a :class:`~grpo_core.config.RunConfig` (imports torch, transformers, TRL).
+"""Builds TRL's ``GRPOTrainer`` from a :class:`~grpo_core.runs.config.RunConfig` (imports torch, transformers, TRL).
 
 TRL is the training engine; this module only assembles its inputs: the dataset (with the
-:data:`~grpo_core.run_rows.ROW_INDEX_COLUMN` column so each recorded group knows its ``row_index``), the policy model
-and tokenizer (:mod:`grpo_core.worker.models`), the reward functions and weights, ``GRPOConfig`` and ``LoraConfig``
+:data:`~grpo_core.datasets.rows.ROW_INDEX_COLUMN` column so each recorded group knows its ``row_index``), the policy model
+and tokenizer (:mod:`grpo_core.worker.policy_model`), the reward functions and weights, ``GRPOConfig`` and ``LoraConfig``
 (:mod:`grpo_core.worker.trl_args`), the :class:`~grpo_core.worker.recorder.RunRecorder` callback and the
 :class:`~grpo_core.worker.token_stats.TokenCapture` of each recorded completion's per-token values.
 """
@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grpo_core.config import RunConfig
+from grpo_core.datasets.rows import ROW_INDEX_COLUMN, eval_row_indices
 from grpo_core.rewards.compose import build_reward_funcs, guard_reward_funcs
 from grpo_core.rewards.template_tags import resolve_for_model
-from grpo_core.run_rows import ROW_INDEX_COLUMN, eval_row_indices
-from grpo_core.worker.models import (
+from grpo_core.runs.config import RunConfig
+from grpo_core.worker.policy_model import (
     end_of_sequence_ids,
     gpu_step_metrics,
     load_policy,
@@ -57,7 +57,7 @@ def split_rows(
     """The training ``row_index`` values, the rows evaluated on and their indices.
 
     With ``eval_rows`` (the run's ``eval_dataset_id``) all ``rows`` train and every eval row is evaluated; with
-    ``eval_fraction`` the rows of :func:`grpo_core.run_rows.eval_row_indices` are held out of training; otherwise
+    ``eval_fraction`` the rows of :func:`grpo_core.datasets.rows.eval_row_indices` are held out of training; otherwise
     nothing is evaluated (``None``, ``[]``).
     """
     if eval_rows:
@@ -86,7 +86,7 @@ def build_trainer(
     Args:
         config: the run config.
         rows: prompt rows (``prompt`` plus the columns the reward rules read).
-        model_path: a folder or hub id for ``from_pretrained`` (see :func:`grpo_core.worker.models.prepare_model`).
+        model_path: a folder or hub id for ``from_pretrained`` (see :func:`grpo_core.worker.policy_model.prepare_model`).
         output_dir: TRL's output folder (checkpoints, final adapter).
         store, run_id: where the recorder writes.
         heartbeat: the worker's heartbeat (its cancel flag stops training at the next step).

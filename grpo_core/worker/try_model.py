@@ -1,13 +1,13 @@
 """Try the model, the worker half: ``python -m grpo_core.worker.try_model REQUEST.json --out RESULT.json``.
 
 Loads the base model (the run's ``model`` field, converted from GGUF once like the trainer does, see
-:mod:`grpo_core.worker.models`), generates ``num_samples`` completions, then applies the trained weights (a PEFT
+:mod:`grpo_core.worker.policy_model`), generates ``num_samples`` completions, then applies the trained weights (a PEFT
 adapter, or full weights when the run trained without LoRA) and generates again with the same seed and settings,
 and scores both sets with the run's reward rules exactly as the trainer would
 (:func:`grpo_core.rewards.compose.score_group`). Prompts are tokenized the way TRL's ``GRPOTrainer`` does: chat
 messages through the tokenizer's chat template with the generation prompt, plain text as is; completions end at
-the model's end tokens by TRL's rule (:func:`grpo_core.worker.models.end_of_sequence_ids`). The request comes from
-:mod:`grpo_core.try_job` (web side). What it leaves out: batching several prompts, and vLLM.
+the model's end tokens by TRL's rule (:func:`grpo_core.worker.policy_model.end_of_sequence_ids`). The request comes from
+:mod:`grpo_core.jobs.try_model` (web side). What it leaves out: batching several prompts, and vLLM.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from grpo_core.jobs.try_model import BASE, TRAINED, TryRequest
 from grpo_core.rewards.registry import completion_text
-from grpo_core.try_job import BASE, TRAINED, TryRequest
-from grpo_core.worker.models import EndOfSequence, end_of_sequence_ids, load_policy, pick_device, policy_dtype
+from grpo_core.worker.policy_model import EndOfSequence, end_of_sequence_ids, load_policy, pick_device, policy_dtype
 
 
 def _prompt_ids(tokenizer, prompt: str | list[dict[str, Any]]) -> list[int]:
@@ -114,13 +114,13 @@ def try_model(request: TryRequest, progress: Callable[[str], None] = print) -> d
 
     Raises:
         ValueError: a reward rule is invalid, or ``weights`` is not a model or adapter folder.
-        grpo_core.model_source.ModelSourceError: the model cannot be found.
+        grpo_core.models.source.ModelSourceError: the model cannot be found.
     """
     from transformers import AutoModelForCausalLM
 
     from grpo_core.rewards.compose import build_reward_funcs
     from grpo_core.rewards.template_tags import resolve_for_model
-    from grpo_core.worker.models import prepare_model
+    from grpo_core.worker.policy_model import prepare_model
 
     started = time.monotonic()
     _, weights, names = build_reward_funcs(request.rewards) if request.rewards else ([], [], [])

@@ -38,7 +38,7 @@ from storage import CompletionRecord, GroupRecord
 CORPUS_DIR = Path(__file__).with_name("corpus")
 #: The doctor is read while a run trains: scored from this many logged steps on.
 FIRST_PREFIX = 10
-#: As many groups as the Runs tab's doctor panel reads (``app.tabs.doctor.SAMPLE_GROUPS``).
+#: As many groups as the Runs tab's doctor panel reads (``app.tabs.runs.doctor.SAMPLE_GROUPS``).
 SAMPLE_GROUPS = 32
 _RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
 #: Every code a check can give as a warning or an error (the negatives of a healthy run are scored for each).

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.tabs.doctor import doctor_html
+from app.tabs.runs.doctor import doctor_html
 from grpo_core.doctor import Finding, Severity
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from grpo_core.config import RunConfig
-from grpo_core.dataset_library import ARITHMETIC_EXAMPLE
-from grpo_core.rewards.sandbox import sandbox_info
-from grpo_core.runs import submit_run
+from grpo_core.datasets.library import ARITHMETIC_EXAMPLE
+from grpo_core.runs.actions import submit_run
+from grpo_core.runs.config import RunConfig
+from grpo_core.sandbox.box import sandbox_info
 from storage import Store, sqlite_url
 from tests.e2e import test_dashboard as dashboard
 from tests.e2e.test_dashboard import pick, set_number, set_text

@@ -13,7 +13,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from grpo_core.runs import submit_run
+from grpo_core.runs.actions import submit_run
 from storage import RunStatus, Store, sqlite_url
 from tests.e2e.test_dashboard import browser, page, pick, server  # noqa: F401 - fixtures and helpers
 from tests.integration.test_worker import tiny_config

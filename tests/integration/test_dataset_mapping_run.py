@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from grpo_core.config import RunConfig
-from grpo_core.launcher import Launcher
-from grpo_core.runs import submit_run
+from grpo_core.runs.actions import submit_run
+from grpo_core.runs.config import RunConfig
+from grpo_core.training.launcher import Launcher
 from grpo_core.worker.train import train_run
 from storage import RunStatus
 

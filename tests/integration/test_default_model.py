@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.config import RunConfig
-from grpo_core.merge_job import merge_run
-from grpo_core.model_source import packaged_gguf_path
-from grpo_core.run_files import adapter_dir, run_dir
-from grpo_core.runs import submit_run
+from grpo_core.jobs.merge import merge_run
+from grpo_core.models.source import packaged_gguf_path
+from grpo_core.runs.actions import submit_run
+from grpo_core.runs.config import RunConfig
+from grpo_core.runs.files import adapter_dir, run_dir
 from grpo_core.worker.train import train_run
 from storage import RunStatus
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from grpo_core.launcher import Launcher
-from grpo_core.run_rows import eval_row_indices
-from grpo_core.runs import submit_run
+from grpo_core.datasets.rows import eval_row_indices
+from grpo_core.runs.actions import submit_run
+from grpo_core.training.launcher import Launcher
 from storage import RunStatus
 from tests.integration.test_worker import tiny_config
 

@@ -13,11 +13,11 @@ import zipfile
 import pandas as pd
 import pytest
 
-from grpo_core.config import load_run_config
-from grpo_core.export import export_run
-from grpo_core.runs import submit_run
+from grpo_core.jobs.try_model import TryModelError, build_request, try_in_subprocess
+from grpo_core.runs.actions import submit_run
+from grpo_core.runs.config import load_run_config
+from grpo_core.runs.export import export_run
 from grpo_core.settings import load_settings
-from grpo_core.try_job import TryModelError, build_request, try_in_subprocess
 from grpo_core.worker.train import train_run
 from storage import RunStatus, Store, sqlite_url
 from tests.integration.test_worker import REWARDS, tiny_config

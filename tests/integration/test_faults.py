@@ -33,12 +33,12 @@ import pandas as pd
 import pytest
 from sqlalchemy import text
 
-from grpo_core.dataset_library import import_dataset
-from grpo_core.datasets import DatasetError
-from grpo_core.launcher import Launcher
+from grpo_core.datasets.formats import DatasetError
+from grpo_core.datasets.library import import_dataset
 from grpo_core.processes import process_alive
-from grpo_core.run_files import last_checkpoint
-from grpo_core.runs import resume_run, submit_run
+from grpo_core.runs.actions import resume_run, submit_run
+from grpo_core.runs.files import last_checkpoint
+from grpo_core.training.launcher import Launcher
 from grpo_core.worker.train import train_run
 from storage import RunStatus
 from tests.integration.gates import Gate

@@ -23,10 +23,10 @@ import time
 import pytest
 from sqlalchemy import text
 
-from grpo_core.executors import RayExecutor
-from grpo_core.launcher import Launcher
-from grpo_core.run_files import last_checkpoint
-from grpo_core.runs import submit_run
+from grpo_core.runs.actions import submit_run
+from grpo_core.runs.files import last_checkpoint
+from grpo_core.training.executors import RayExecutor
+from grpo_core.training.launcher import Launcher
 from storage import RunStatus
 from tests.integration.gates import Gate
 from tests.integration.test_worker import REWARDS, tiny_config, wait_for

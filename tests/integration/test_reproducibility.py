@@ -4,9 +4,9 @@ workers. Each run trains in its own worker subprocess, one after the other, as t
 
 from __future__ import annotations
 
-from grpo_core.launcher import Launcher
-from grpo_core.provenance import file_sha256, library_versions, provenance_differences
-from grpo_core.runs import submit_run
+from grpo_core.runs.actions import submit_run
+from grpo_core.runs.provenance import file_sha256, library_versions, provenance_differences
+from grpo_core.training.launcher import Launcher
 from storage import RunStatus
 from tests.integration.test_worker import EXAMPLE, tiny_config
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from grpo_core.launcher import Launcher
 from grpo_core.processes import free_port, process_alive
-from grpo_core.runs import submit_run
+from grpo_core.runs.actions import submit_run
+from grpo_core.training.launcher import Launcher
 from storage import RunStatus
 from tests.integration.gates import Gate
 from tests.integration.test_worker import REWARDS, tiny_config, wait_for

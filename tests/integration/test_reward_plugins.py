@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from grpo_core.config import ConfigError
-from grpo_core.launcher import Launcher
-from grpo_core.runs import submit_run
+from grpo_core.runs.actions import submit_run
+from grpo_core.runs.config import ConfigError
+from grpo_core.training.launcher import Launcher
 from storage import RunStatus
 from tests.integration.test_worker import tiny_config
 
@@ -105,7 +105,7 @@ def test_broken_plugin_is_refused_at_submit_before_any_model_loads(store, tiny_m
 
 
 def test_preflight_scores_a_reward_model_and_an_async_plugin(settings, tiny_model_dir, tmp_path):
-    from grpo_core.preflight_job import start_preflight
+    from grpo_core.jobs.preflight import start_preflight
     from tests.tiny_model import build_tiny_reward_model
 
     scorer = build_tiny_reward_model(tmp_path / "tiny-reward-model")

@@ -12,8 +12,8 @@ import time
 
 import yaml
 
-from grpo_core.launcher import Launcher
-from grpo_core.sweeps import REWARD_KEY, submit_sweep
+from grpo_core.submit.sweeps import REWARD_KEY, submit_sweep
+from grpo_core.training.launcher import Launcher
 from storage import RunStatus, Store
 from tests.integration.gates import Gate
 from tests.integration.test_worker import REWARDS, tiny_config

@@ -9,8 +9,8 @@ import statistics
 
 import pytest
 
-from grpo_core.launcher import Launcher
-from grpo_core.runs import submit_run
+from grpo_core.runs.actions import submit_run
+from grpo_core.training.launcher import Launcher
 from storage import RunStatus
 from tests.integration.test_worker import tiny_config
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.config import RunConfig
-from grpo_core.launcher import Launcher
-from grpo_core.runs import submit_run
+from grpo_core.runs.actions import submit_run
+from grpo_core.runs.config import RunConfig
+from grpo_core.training.launcher import Launcher
 from storage import RunStatus
 from tests.integration.gates import Gate
 

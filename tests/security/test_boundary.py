@@ -1,4 +1,4 @@
-"""The boundary's checks without a server (:mod:`grpo_core.boundary`): plugin targets, dataset and model paths,
+"""The boundary's checks without a server (:mod:`grpo_core.access.boundary`): plugin targets, dataset and model paths,
 ``trust_remote_code``, the auth file's ``[run-code]`` mark, ``state.json`` data files and zip members.
 
 Each attack is a class: a path written in many ways (``..``, symbolic links, ``~``, URL-ish, a folder whose name
@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.access import AccessError, read_auth_admins, read_auth_code_runners, read_auth_file
-from grpo_core.boundary import OPEN, BoundaryError, boundary_for, plugin_files
-from grpo_core.config import RunConfig
-from grpo_core.dataset_library import _load_zipped_folder
-from grpo_core.datasets import DatasetError, load_prompt_dataset
-from grpo_core.ownership import Actor
+from grpo_core.access.boundary import OPEN, BoundaryError, boundary_for, plugin_files
+from grpo_core.access.logins import AccessError, read_auth_admins, read_auth_code_runners, read_auth_file
+from grpo_core.access.ownership import Actor
+from grpo_core.datasets.formats import DatasetError, load_prompt_dataset
+from grpo_core.datasets.library import _load_zipped_folder
 from grpo_core.rewards.compose import RewardSpec
 from grpo_core.rewards.plugin import load_plugin_function
+from grpo_core.runs.config import RunConfig
 from grpo_core.settings import load_settings
 
 PLUGIN = "import os\nfrom subprocess import getoutput\n\n\ndef score(completions, **kw):\n    return [1.0] * len(completions)\n\n\nclass Scorer:\n    def __call__(self, completions, **kw):\n        return [0.0] * len(completions)\n"
@@ -248,7 +248,7 @@ def test_zip_members_outside_the_folder_or_symlinks_are_refused(tmp_path, member
 def test_a_hub_dataset_id_never_names_a_server_folder(store, settings, tmp_path, monkeypatch):
     """``datasets.load_dataset`` loads a name that is a local folder from there; the id is loaded from an empty
     folder, so the server's folders (its working directory's, the data directory) stay out of reach."""
-    from grpo_core.dataset_library import import_hub_dataset
+    from grpo_core.datasets.library import import_hub_dataset
 
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -310,7 +310,7 @@ def test_serve_flags_reach_the_settings(tmp_path, monkeypatch):
     ("subprocess:getoutput", False), ("os.path:join", False),
 ])
 def test_allowed_packages_give_only_what_they_define(target, allowed):
-    from grpo_core.boundary import Boundary
+    from grpo_core.access.boundary import Boundary
 
     boundary = Boundary(enforced=True, plugin_packages=("json", "math_verify"))
     if allowed:
@@ -358,8 +358,8 @@ def test_a_plugin_folder_where_logins_can_write_is_refused_at_start(tmp_path, mo
 
 
 def test_every_sweep_point_is_checked_before_any_is_validated(store, settings, tmp_path):
-    from grpo_core.boundary import Boundary
-    from grpo_core.sweeps import submit_sweep
+    from grpo_core.access.boundary import Boundary
+    from grpo_core.submit.sweeps import submit_sweep
 
     inside = settings.data_dir / "datasets" / "mine.jsonl"
     inside.write_text('{"prompt": "1 + 1 =", "answer": "2"}\n')

@@ -1,7 +1,7 @@
 """Columnar uploads that are small on disk and huge once decoded ("decompression bombs"): a Parquet file whose
 dictionary page repeats one long text, a run-length-encoded column of a billion numbers, an Arrow file in a zipped
 ``save_to_disk`` folder that repeats a dictionary entry. Each is refused from its encoded form, before it is decoded,
-with a message naming the size; an honest file of the same shape still loads (grpo_core/columnar_budget.py)."""
+with a message naming the size; an honest file of the same shape still loads (grpo_core/datasets/columnar_budget.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 from gradio_client import handle_file
 
-from grpo_core.columnar_budget import decoded_bytes
-from grpo_core.dataset_library import _load_zipped_folder
-from grpo_core.datasets import DatasetError, load_prompt_dataset
+from grpo_core.datasets.columnar_budget import decoded_bytes
+from grpo_core.datasets.formats import DatasetError, load_prompt_dataset
+from grpo_core.datasets.library import _load_zipped_folder
 
 LIMIT = 50 * 2**20  # 50 MB of decoded values in these tests
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main as cli_main
-from grpo_core.access import (
+from grpo_core.access.logins import (
     BYTES_PER_MB,
     AccessError,
     exposure_warnings,
@@ -21,9 +21,9 @@ from grpo_core.access import (
     redact_url,
     upload_too_large_message,
 )
-from grpo_core.dataset_library import UploadTooLargeError, import_dataset
-from grpo_core.datasets import DatasetError
-from grpo_core.run_files import run_dir
+from grpo_core.datasets.formats import DatasetError
+from grpo_core.datasets.library import UploadTooLargeError, import_dataset
+from grpo_core.runs.files import run_dir
 from grpo_core.settings import load_auth, load_settings
 
 ROWS = [{"prompt": "What is 1 + 1?", "answer": 2}, {"prompt": "What is 2 + 3?", "answer": 5}]

@@ -15,8 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from app.views import run_status_html
-from grpo_core.alerts import Notifier, alert_message, status_key, webhook_url
+from app.views.runs import run_status_html
+from grpo_core.alerts.webhooks import Notifier, alert_message, status_key, webhook_url
 from storage import RunStatus
 
 

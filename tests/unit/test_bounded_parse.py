@@ -17,9 +17,9 @@ from grpo_core.bounded_parse import (
     load_json,
     load_yaml,
 )
-from grpo_core.config import ConfigError, RunConfig, parse_run_config_text
-from grpo_core.run_rows import prompt_from_text
-from grpo_core.sweeps import SweepError, parse_grid_text, parse_sweep_config_text
+from grpo_core.datasets.rows import prompt_from_text
+from grpo_core.runs.config import ConfigError, RunConfig, parse_run_config_text
+from grpo_core.submit.sweeps import SweepError, parse_grid_text, parse_sweep_config_text
 
 
 def billion_laughs(levels: int = 9, width: int = 9) -> str:
@@ -88,7 +88,7 @@ def test_nasty_yaml_is_refused_with_a_message_naming_the_problem(text, message):
 @pytest.mark.parametrize(("text", "message"), [case[1:] for case in NASTY_YAML], ids=[c[0] for c in NASTY_YAML])
 def test_every_config_reader_refuses_them(text, message):
     """The API's run config and sweep, the Launch tab's sweep grid and its other-GRPOConfig-fields box."""
-    from app.tabs.launch import parse_trl_args_text
+    from app.tabs.launch.tab import parse_trl_args_text
 
     with pytest.raises(ConfigError, match=message):
         parse_run_config_text(text, source="config")
@@ -160,7 +160,7 @@ def test_nasty_json_is_refused(text, message):
 
 @pytest.mark.parametrize(("text", "message"), [case[1:] for case in NASTY_JSON], ids=[c[0] for c in NASTY_JSON])
 def test_the_launch_forms_json_fields_refuse_them(text, message):
-    from app.tabs.launch import form_to_config
+    from app.tabs.launch.tab import form_to_config
 
     with pytest.raises(ConfigError, match=rf"reward rule 1 \(numeric_answer\): parameters.*{message}"):
         form_to_config(None, "", "", [("numeric_answer", 1.0, text)], {})
@@ -177,7 +177,7 @@ def test_a_nasty_prompt_in_the_try_tab_is_text():
 def test_a_dataset_file_nested_past_the_interpreter_is_refused_with_its_line(tmp_path, suffix):
     """Dataset files are bounded by the upload limit, not by these: a line that Python's JSON reader cannot take
     (nested past its recursion limit, a 5,000-digit number) is a clear DatasetError, not a crash."""
-    from grpo_core.datasets import DatasetError, load_prompt_dataset
+    from grpo_core.datasets.formats import DatasetError, load_prompt_dataset
 
     deep = "[" * 100_000 + "]" * 100_000
     path = tmp_path / f"rows{suffix}"

@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from grpo_core.humaneval import write_humaneval_jsonl
+from grpo_core.datasets.humaneval import write_humaneval_jsonl
 from grpo_core.rewards.code import (
     CodeRuntimeReward,
     CodeTestsReward,
@@ -21,7 +21,7 @@ from grpo_core.rewards.code import (
     parse_test_output,
     split_tests,
 )
-from grpo_core.rewards.sandbox import run_python, sandbox_info
+from grpo_core.sandbox.box import run_python, sandbox_info
 
 ASSERTS = ["assert f(1) == 2", "assert f(2) == 3", "assert f(0) == 1", "assert f(-1) == 0"]
 TRUTH = ["assert f(3)", "assert not f(4)", "assert f(5) is True", "assert f(6) == False"]

@@ -1,11 +1,12 @@
-"""Tests for grpo_core.config: RunConfig defaults, the YAML round trip, error messages, and the mapping onto TRL's
+"""Tests for grpo_core.runs.config: RunConfig defaults, the YAML round trip, error messages, and the mapping onto TRL's
 GRPOConfig and PEFT's LoraConfig (these two import TRL and PEFT)."""
 
 from __future__ import annotations
 
 import pytest
 
-from grpo_core.config import (
+from grpo_core.rewards.compose import RewardSpec
+from grpo_core.runs.config import (
     DEFAULT_MODEL,
     ConfigError,
     RunConfig,
@@ -13,7 +14,6 @@ from grpo_core.config import (
     parse_run_config,
     parse_run_config_text,
 )
-from grpo_core.rewards.compose import RewardSpec
 from grpo_core.worker.trl_args import to_grpo_config, to_lora_config
 
 

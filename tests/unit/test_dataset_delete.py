@@ -13,8 +13,9 @@ import gradio as gr
 import pytest
 
 from app.server import build_blocks, create_context
-from grpo_core.config import ConfigError, RunConfig
-from grpo_core.dataset_library import (
+from grpo_core.access.ownership import Actor, NotOwnerError
+from grpo_core.datasets.formats import DatasetError
+from grpo_core.datasets.library import (
     ARITHMETIC_EXAMPLE,
     DatasetInUseError,
     delete_dataset,
@@ -24,10 +25,9 @@ from grpo_core.dataset_library import (
     rename_dataset,
     runs_using_dataset,
 )
-from grpo_core.datasets import DatasetError
-from grpo_core.ownership import Actor, NotOwnerError
-from grpo_core.run_rows import load_rows
-from grpo_core.runs import delete_run, resume_run, validate_run_config
+from grpo_core.datasets.rows import load_rows
+from grpo_core.runs.actions import delete_run, resume_run, validate_run_config
+from grpo_core.runs.config import ConfigError, RunConfig
 from storage import RunStatus, Store, StoreError
 from tests.unit.test_store_migrations import _old_store
 

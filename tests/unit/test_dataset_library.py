@@ -1,4 +1,4 @@
-"""Tests for grpo_core.dataset_library and grpo_core.runs (submitting): datasets are imported whole or not at all, the shipped examples register once, and
+"""Tests for grpo_core.datasets.library and grpo_core.runs.actions (submitting): datasets are imported whole or not at all, the shipped examples register once, and
 runs are validated (model, dataset, columns the reward rules read) before they are queued."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.config import DEFAULT_MODEL, ConfigError, RunConfig
-from grpo_core.dataset_library import (
+from grpo_core.datasets.formats import DatasetError, read_normalized
+from grpo_core.datasets.library import (
     ARITHMETIC_EXAMPLE,
     ARITHMETIC_LEVELS,
     HUMANEVAL_EXAMPLE,
@@ -18,12 +18,12 @@ from grpo_core.dataset_library import (
     import_dataset,
     register_examples,
 )
-from grpo_core.datasets import DatasetError, read_normalized
 from grpo_core.rewards.compose import RewardSpec
-from grpo_core.runs import submit_run, validate_run_config
+from grpo_core.runs.actions import submit_run, validate_run_config
+from grpo_core.runs.config import DEFAULT_MODEL, ConfigError, RunConfig
 from storage import RunStatus, StoreError
 
-HAS_HUMANEVAL_MODULE = importlib.util.find_spec("grpo_core.humaneval") is not None
+HAS_HUMANEVAL_MODULE = importlib.util.find_spec("grpo_core.datasets.humaneval") is not None
 
 
 def _write_jsonl(path: Path, rows: list[dict]) -> Path:
@@ -148,7 +148,7 @@ def test_register_examples_registers_every_arithmetic_level_the_quick_start_firs
     assert read_normalized(levels[0].path)[0]["prompt"][1]["content"].startswith("What is ")
 
 
-@pytest.mark.skipif(not HAS_HUMANEVAL_MODULE, reason="grpo_core.humaneval is not written yet")
+@pytest.mark.skipif(not HAS_HUMANEVAL_MODULE, reason="grpo_core.datasets.humaneval is not written yet")
 def test_register_examples_registers_humaneval(store, settings):
     register_examples(store, settings)
     humaneval = store.find_dataset(HUMANEVAL_EXAMPLE)
@@ -299,9 +299,9 @@ def test_use_vllm_without_vllm_installed_is_refused_with_advice(store, settings)
     """vLLM generation is an option only where vLLM is installed; here it is not."""
     import importlib.util
 
-    from grpo_core.config import ConfigError, RunConfig
-    from grpo_core.dataset_library import ARITHMETIC_EXAMPLE, register_examples
-    from grpo_core.runs import validate_run_config
+    from grpo_core.datasets.library import ARITHMETIC_EXAMPLE, register_examples
+    from grpo_core.runs.actions import validate_run_config
+    from grpo_core.runs.config import ConfigError, RunConfig
 
     assert importlib.util.find_spec("vllm") is None
     register_examples(store, settings)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.config import ConfigError, RunConfig
-from grpo_core.dataset_library import import_dataset, import_hub_dataset, load_upload, parse_renames
-from grpo_core.datasets import ColumnMapping, DatasetError, load_prompt_dataset, read_normalized
-from grpo_core.prompt_lengths import (
+from grpo_core.datasets.formats import ColumnMapping, DatasetError, load_prompt_dataset, read_normalized
+from grpo_core.datasets.library import import_dataset, import_hub_dataset, load_upload, parse_renames
+from grpo_core.datasets.rows import load_rows
+from grpo_core.models.prompt_lengths import (
     PromptTooLongError,
     check_prompt_lengths,
     model_prompt_text,
@@ -22,8 +22,8 @@ from grpo_core.prompt_lengths import (
     read_model_text,
     require_prompts_fit,
 )
-from grpo_core.run_rows import load_rows
-from grpo_core.runs import submit_run, validate_run_config
+from grpo_core.runs.actions import submit_run, validate_run_config
+from grpo_core.runs.config import ConfigError, RunConfig
 
 GSM8K_ROWS = [
     {"question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
@@ -328,7 +328,7 @@ def test_gguf_model_text_folder_is_the_converted_folder_in_the_cache(tmp_path, t
     import hashlib
     import shutil
 
-    from grpo_core.prompt_lengths import model_text_folder
+    from grpo_core.models.prompt_lengths import model_text_folder
 
     gguf = tmp_path / "Tiny.Q4.gguf"
     gguf.write_bytes(b"GGUF not really")

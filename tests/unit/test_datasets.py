@@ -1,4 +1,4 @@
-"""Tests for grpo_core.datasets: every error names the file and where; every format round-trips to plain rows."""
+"""Tests for grpo_core.datasets.formats: every error names the file and where; every format round-trips to plain rows."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from grpo_core.datasets import (
+from grpo_core.datasets.formats import (
     PREVIEW_MAX_CHARS,
     SUPPORTED_EXTENSIONS,
     DatasetError,
@@ -439,7 +439,7 @@ def test_100k_rows_load_completely(tmp_path, fmt):
 
 def test_module_does_not_import_heavy_or_ui_libraries():
     code = (
-        "import sys, grpo_core.datasets; "
+        "import sys, grpo_core.datasets.formats; "
         "print(sorted(m for m in ('torch', 'transformers', 'gradio') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from grpo_core.executors import (
+from grpo_core.settings import load_settings
+from grpo_core.training.executors import (
     LocalExecutor,
     RayExecutor,
     WorkerState,
@@ -21,9 +22,8 @@ from grpo_core.executors import (
     ray_entrypoint,
     ray_gpu_count,
 )
-from grpo_core.gpus import GpuAllocationError
-from grpo_core.launcher import FORCED_STOP, Launcher
-from grpo_core.settings import load_settings
+from grpo_core.training.gpus import GpuAllocationError
+from grpo_core.training.launcher import FORCED_STOP, Launcher
 from storage import RunStatus
 
 
@@ -236,8 +236,8 @@ def test_local_worker_state_follows_the_pid_in_the_store(store, settings):
 def test_ray_is_imported_only_by_the_ray_executor_and_brings_no_torch(tmp_path):
     code = (
         "import sys\n"
-        "from grpo_core.launcher import Launcher\n"
-        "from grpo_core.executors import RayExecutor\n"
+        "from grpo_core.training.launcher import Launcher\n"
+        "from grpo_core.training.executors import RayExecutor\n"
         "assert 'ray' not in sys.modules\n"
         "try:\n"
         "    RayExecutor('http://127.0.0.1:9').client\n"  # nothing listens there: Ray is imported, then refuses

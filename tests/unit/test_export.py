@@ -1,4 +1,4 @@
-"""Tests for grpo_core.export and grpo_core.run_files on a real SQLite store: the wide metrics CSV, the groups
+"""Tests for grpo_core.runs.export and grpo_core.runs.files on a real SQLite store: the wide metrics CSV, the groups
 Parquet (one row per completion, a column per rule), the config YAML with its dataset copy, the adapter zip, the
 bundle; the trained-weights choices of a run folder; and the Try tab's prompt helpers."""
 
@@ -14,8 +14,11 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from grpo_core.config import RunConfig, load_run_config
-from grpo_core.export import (
+from grpo_core.datasets.rows import editable_prompt_text, prompt_from_text
+from grpo_core.jobs.try_model import build_request
+from grpo_core.runs.actions import resolve_relative_paths
+from grpo_core.runs.config import RunConfig, load_run_config
+from grpo_core.runs.export import (
     ExportError,
     export_adapter_zip,
     export_config_yaml,
@@ -23,11 +26,8 @@ from grpo_core.export import (
     export_run,
     metrics_frame,
 )
-from grpo_core.provenance import current_environment, plugin_files
-from grpo_core.run_files import ArtifactError, list_checkpoints, resolve_weights, run_dir, weights_choices
-from grpo_core.run_rows import editable_prompt_text, prompt_from_text
-from grpo_core.runs import resolve_relative_paths
-from grpo_core.try_job import build_request
+from grpo_core.runs.files import ArtifactError, list_checkpoints, resolve_weights, run_dir, weights_choices
+from grpo_core.runs.provenance import current_environment, plugin_files
 from storage import CompletionRecord, GroupRecord
 
 RULES = [{"rule": "numeric_answer", "weight": 1.0}, {"rule": "format_regex", "weight": 0.5, "params": {"pattern": "x"}}]

@@ -1,4 +1,4 @@
-"""Tests for GPU assignment (grpo_core.gpus) and the launcher's use of it, the ``gpus`` config field, and the
+"""Tests for GPU assignment (grpo_core.training.gpus) and the launcher's use of it, the ``gpus`` config field, and the
 multi-process worker command. No GPU needed: the machine's GPUs are given or faked."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import stat
 
 import pytest
 
-import grpo_core.launcher as launcher_module
-from grpo_core.config import ConfigError, RunConfig, parse_run_config
-from grpo_core.gpus import (
+import grpo_core.training.launcher as launcher_module
+from grpo_core.runs.config import ConfigError, RunConfig, parse_run_config
+from grpo_core.training.gpus import (
     GpuAllocationError,
     allocate_gpus,
     gpus_needed,
@@ -18,7 +18,7 @@ from grpo_core.gpus import (
     parse_gpu_list,
     parse_nvidia_smi_list,
 )
-from grpo_core.launcher import Launcher, worker_command
+from grpo_core.training.launcher import Launcher, worker_command
 from storage import RunStatus
 
 SMI_OUTPUT = """GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0b1c)

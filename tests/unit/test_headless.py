@@ -1,10 +1,10 @@
-"""What ``grpo-dashboard train`` refuses before it stores anything: GPUs it cannot have (grpo_core/headless.py)."""
+"""What ``grpo-dashboard train`` refuses before it stores anything: GPUs it cannot have (grpo_core/training/headless.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from grpo_core.headless import HeadlessRefusal, headless_gpus
+from grpo_core.training.headless import HeadlessRefusal, headless_gpus
 
 CONFIG = {"num_processes": 2, "device": "cuda", "gpus": ""}
 
@@ -38,7 +38,7 @@ def test_gpus_held_by_a_running_run_are_refused_with_the_holder(store):
 
 
 def test_a_run_another_launcher_claimed_is_not_started_twice(store, settings):
-    from grpo_core.headless import train_headless
+    from grpo_core.training.headless import train_headless
     from storage import RunStatus
 
     run = store.create_run(name="taken", config={"num_processes": 1}, dataset_id=None, max_steps=1)

@@ -6,7 +6,13 @@ import json
 
 import pytest
 
-from grpo_core.humaneval import HUMANEVAL_SIZE, INSTRUCTION, humaneval_data_path, humaneval_rows, write_humaneval_jsonl
+from grpo_core.datasets.humaneval import (
+    HUMANEVAL_SIZE,
+    INSTRUCTION,
+    humaneval_data_path,
+    humaneval_rows,
+    write_humaneval_jsonl,
+)
 from grpo_core.rewards.code import CodeTestsReward, split_tests
 
 COLUMNS = {"prompt", "task_id", "entry_point", "tests", "canonical_solution"}

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.inspect_views import prompt_history_html
-from app.tabs import inspect_tools
-from app.tabs.inspect_tools import diff_choices, history_page, page_state
+from app.tabs.inspect import tools as inspect_tools
+from app.tabs.inspect.tools import diff_choices, history_page, page_state
+from app.views.inspect import prompt_history_html
 from storage import CompletionRecord, GroupRecord
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
@@ -83,7 +83,7 @@ def test_diff_choices_follow_the_page_shown(ctx):
 
 @pytest.mark.parametrize(("clicked", "expected"), [(4, 4), (5, 4), (5.2, 6), (100, 6), (-3, 2), (3, 2)])
 def test_nearest_group_step_agrees_with_nearest_step(store, clicked, expected):
-    from app.inspect_views import nearest_step
+    from app.views.inspect import nearest_step
 
     run = store.create_run(name="r", config={}, dataset_id=None, max_steps=6).id
     assert store.nearest_group_step(run, clicked) is None
@@ -93,7 +93,7 @@ def test_nearest_group_step_agrees_with_nearest_step(store, clicked, expected):
 
 
 def test_step_choices_are_the_latest_steps_plus_one_opened_from_a_click(ctx, monkeypatch):
-    from app.tabs import inspect
+    from app.tabs.inspect import tab as inspect
 
     context, run = ctx
     monkeypatch.setattr(inspect, "STEP_CHOICES", 4)
@@ -105,7 +105,7 @@ def test_step_choices_are_the_latest_steps_plus_one_opened_from_a_click(ctx, mon
 
 
 def test_pass_share_from_best_totals_equals_pass_at_g_per_step(store):
-    from app.inspect_views import pass_at_g, pass_share
+    from app.views.inspect import pass_at_g, pass_share
 
     run = store.create_run(name="r", config={}, dataset_id=None, max_steps=3).id
     store.record_groups(run, 1, [_group(1, 1), _group(1, 2)])  # best totals 1.0 and 1.0

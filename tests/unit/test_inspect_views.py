@@ -8,8 +8,10 @@ import re
 
 import pytest
 
-from app.charts import MetricSeries, compare_figure
-from app.inspect_views import (
+from app.tabs.runs.compare import config_differences, flatten_config
+from app.tabs.runs.doctor import doctor_html
+from app.views.charts import MetricSeries, compare_figure
+from app.views.inspect import (
     GROUP_FILTERS,
     advantage_spread,
     completion_choices,
@@ -20,9 +22,7 @@ from app.inspect_views import (
     prompt_history_html,
     search_results_html,
 )
-from app.tabs.compare import config_differences, flatten_config
-from app.tabs.doctor import doctor_html
-from app.views import fold_html, groups_html
+from app.views.runs import fold_html, groups_html
 from grpo_core.doctor import Finding, Severity
 from storage import CompletionRecord, GroupRecord, MetricPoint, SearchHit, SearchPage
 
@@ -316,7 +316,7 @@ def test_compare_figure_by_wall_time_counts_from_each_runs_first_point():
      ([2, 4, 6], -3, 2), ([5], 1, 5)],
 )
 def test_nearest_step(steps, clicked, expected):
-    from app.inspect_views import nearest_step
+    from app.views.inspect import nearest_step
 
     assert nearest_step(steps, clicked) == expected
 
@@ -332,14 +332,14 @@ def test_nearest_step(steps, clicked, expected):
     ],
 )
 def test_pass_at_g(groups, threshold, expected):
-    from app.inspect_views import pass_at_g
+    from app.views.inspect import pass_at_g
 
     assert pass_at_g([_group(i, totals) for i, totals in enumerate(groups)], threshold) == expected
 
 
 def test_step_totals_and_the_stats_figure():
-    from app.charts import step_groups_figure
-    from app.inspect_views import step_totals
+    from app.views.charts import step_groups_figure
+    from app.views.inspect import step_totals
 
     totals = step_totals([_group(1, [1.0, None, 0.5]), _group(2, [0.0])])
     assert totals == [1.0, 0.5, 0.0]
@@ -353,13 +353,13 @@ def test_step_totals_and_the_stats_figure():
 @pytest.mark.parametrize(("value", "expected"), [("12@1733000000000", 12.0), ("3.5@1", 3.5), ("", None),
                                                   (None, None), ("x@1", None)])
 def test_parse_chart_click(value, expected):
-    from app.tabs.runs import parse_chart_click
+    from app.tabs.runs.tab import parse_chart_click
 
     assert parse_chart_click(value) == expected
 
 
 def test_config_differences_show_trl_args_and_the_knobs_by_field():
-    from grpo_core.config import RunConfig
+    from grpo_core.runs.config import RunConfig
 
     plain = RunConfig(dataset_id=1).model_dump(mode="json")
     tuned = RunConfig(

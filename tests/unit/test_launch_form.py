@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from app.tabs.launch import HYPERPARAMETERS, NO_RULE, RULE_SLOTS, config_to_form, form_omissions, form_to_config
-from grpo_core.config import ConfigError, RunConfig
+from app.tabs.launch.tab import HYPERPARAMETERS, NO_RULE, RULE_SLOTS, config_to_form, form_omissions, form_to_config
 from grpo_core.rewards import get_rule
+from grpo_core.runs.config import ConfigError, RunConfig
 
 
 def _full(rule: str, weight: float, **params) -> dict:
@@ -106,7 +106,7 @@ def test_form_omissions_name_what_the_form_cannot_hold():
      ("numeric_answer_2 >= -0.5", ("numeric_answer_2", -0.5))],
 )
 def test_gate_text_parses(text, expected):
-    from app.tabs.launch import gate_text, parse_gate
+    from app.tabs.launch.tab import gate_text, parse_gate
 
     gate = parse_gate(1, "code_style", text)
     assert (None if gate is None else (gate.rule, gate.min)) == expected
@@ -115,8 +115,8 @@ def test_gate_text_parses(text, expected):
 
 @pytest.mark.parametrize("text", ["code_tests > 0.01", "code_tests >= lots", ">= 1"])
 def test_bad_gate_text_names_the_slot(text):
-    from app.tabs.launch import parse_gate
-    from grpo_core.config import ConfigError
+    from app.tabs.launch.tab import parse_gate
+    from grpo_core.runs.config import ConfigError
 
     with pytest.raises(ConfigError, match=r"reward rule 2 \(code_style\): gate"):
         parse_gate(2, "code_style", text)
@@ -125,7 +125,7 @@ def test_bad_gate_text_names_the_slot(text):
 def test_gated_code_recipe_round_trips_through_the_form():
     from pathlib import Path
 
-    from grpo_core.config import load_run_config
+    from grpo_core.runs.config import load_run_config
 
     config = load_run_config(Path(__file__).resolve().parents[2] / "examples" / "code_gated.yaml")
     config = config.model_copy(update={"dataset_id": 1})
@@ -137,7 +137,7 @@ def test_gated_code_recipe_round_trips_through_the_form():
 
 
 def test_advanced_fields_round_trip_through_the_form():
-    from app.tabs.launch import ADVANCED_FIELDS
+    from app.tabs.launch.tab import ADVANCED_FIELDS
 
     config = RunConfig.model_validate(
         {
@@ -161,7 +161,7 @@ def test_advanced_fields_round_trip_through_the_form():
 
 
 def test_trl_args_text_is_checked_with_the_closest_field():
-    from app.tabs.launch import parse_trl_args_text, trl_args_help
+    from app.tabs.launch.tab import parse_trl_args_text, trl_args_help
 
     assert parse_trl_args_text("") == {}
     assert parse_trl_args_text('{"mask_truncated_completions": true}') == {"mask_truncated_completions": True}
@@ -208,7 +208,7 @@ def test_processes_gpus_and_vllm_options_round_trip_through_the_form():
 
 def test_the_launch_form_starts_from_the_quick_start_dataset(settings):
     from app.server import build_blocks, create_context
-    from grpo_core.dataset_library import QUICK_START_EXAMPLE
+    from grpo_core.datasets.library import QUICK_START_EXAMPLE
 
     ctx = create_context(settings)
     try:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.tabs import launch
-from grpo_core.rewards.sandbox import IsolationMode, SandboxInfo
+from app.tabs.launch import tab as launch
+from grpo_core.sandbox.box import IsolationMode, SandboxInfo
 
 
 def test_line_names_the_mode_without_warning(monkeypatch):

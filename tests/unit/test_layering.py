@@ -67,14 +67,14 @@ def _loaded_after(code: str, tmp_path: Path) -> dict[str, bool]:
 def test_module_discovery_finds_the_web_side_modules():
     modules = _grpo_core_modules()
     for expected in (
-        "grpo_core.config",
-        "grpo_core.launcher",
+        "grpo_core.runs.config",
+        "grpo_core.training.launcher",
         "grpo_core.processes",
-        "grpo_core.run_files",
-        "grpo_core.run_rows",
-        "grpo_core.runs",
-        "grpo_core.try_job",
-        "grpo_core.preflight_report",
+        "grpo_core.runs.files",
+        "grpo_core.datasets.rows",
+        "grpo_core.runs.actions",
+        "grpo_core.jobs.try_model",
+        "grpo_core.doctor.preflight",
         "grpo_core.rewards.plugin",
     ):
         assert expected in modules
@@ -111,7 +111,7 @@ def test_grpo_core_web_side_module_imports_no_gradio_or_torch(module, tmp_path):
 def test_storage_imports_no_torch_or_gradio(tmp_path):
     loaded = _loaded_after(
         f"""
-        import storage, storage.models, storage.store
+        import storage, storage.tables, storage.store
         store = storage.Store(storage.sqlite_url({str(tmp_path / "s.db")!r}))
         run = store.create_run(name="r", config={{}}, dataset_id=None, max_steps=1)
         store.record_metrics(run.id, 1, {{"reward": 1.0}}, wall_time=0.0)
@@ -176,7 +176,7 @@ def test_module_level_import_finder_sees_nested_blocks_but_not_functions():
 
 def test_no_module_outside_the_worker_side_imports_it_or_a_heavy_package_at_module_level():
     files = _web_side_files()
-    assert REPO / "grpo_core" / "launcher.py" in files and REPO / "app" / "server.py" in files
+    assert REPO / "grpo_core" / "training" / "launcher.py" in files and REPO / "app" / "server.py" in files
     offenders = []
     for path in files:
         for line, module in _module_level_imports(ast.parse(path.read_text(encoding="utf-8"))):

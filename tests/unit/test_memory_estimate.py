@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from grpo_core.memory_estimate import (
+from grpo_core.models.memory_estimate import (
     MIB,
     FreeMemory,
     MemoryEstimateError,
@@ -19,7 +19,7 @@ from grpo_core.memory_estimate import (
     model_shape_from_folder,
     prompt_tokens_from_chars,
 )
-from grpo_core.model_source import packaged_gguf_path
+from grpo_core.models.source import packaged_gguf_path
 
 SMALL = ModelShape(num_params=1_000_000, hidden_size=64, num_layers=4, num_heads=4, num_kv_heads=2, head_dim=16,
                    intermediate_size=128, vocab_size=1000)
@@ -86,8 +86,8 @@ def test_prompt_length_and_verdict():
 
 def test_the_launch_panel_text(settings, tiny_model_dir):
     from app.server import create_context
-    from app.tabs.memory_panel import fit_markdown
-    from grpo_core.config import RunConfig
+    from app.tabs.launch.memory import fit_markdown
+    from grpo_core.runs.config import RunConfig
 
     ctx = create_context(settings)
     try:

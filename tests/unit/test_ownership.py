@@ -1,5 +1,5 @@
 """Who may change a run with several logins: the auth file's ``[admin]`` lines, the owner recorded on runs and
-datasets (also in a store of the previous version), the refusals of resume, delete and notes in grpo_core.runs, and
+datasets (also in a store of the previous version), the refusals of resume, delete and notes in grpo_core.runs.actions, and
 the same refusals in the Runs tab's handlers of the built dashboard (a ``gr.Request`` carrying the login)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import gradio as gr
 import pytest
 
 from app.server import build_blocks, create_context
-from grpo_core.access import AccessError, read_auth_admins, read_auth_file
-from grpo_core.ownership import SINGLE_USER, Actor, NotOwnerError, may_change
-from grpo_core.runs import authorize_run_action, delete_run, resume_run
+from grpo_core.access.logins import AccessError, read_auth_admins, read_auth_file
+from grpo_core.access.ownership import SINGLE_USER, Actor, NotOwnerError, may_change
+from grpo_core.runs.actions import authorize_run_action, delete_run, resume_run
 from grpo_core.settings import load_admins
 from storage import RunStatus, StoreError
 from tests.unit.test_store_migrations import _old_store

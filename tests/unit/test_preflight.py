@@ -1,5 +1,5 @@
 """Tests of the preflight's pure parts: statistics of scored groups, the verdict rules (table-driven), the report's
-text and JSON forms (grpo_core.preflight_report), row picking, EOS cutting and the dataset loading of a config."""
+text and JSON forms (grpo_core.doctor.preflight), row picking, EOS cutting and the dataset loading of a config."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.config import ConfigError, RunConfig
-from grpo_core.datasets import DatasetError, read_normalized_row
-from grpo_core.preflight_report import (
+from grpo_core.datasets.formats import DatasetError, read_normalized_row
+from grpo_core.datasets.rows import load_rows, prompt_text
+from grpo_core.doctor.preflight import (
     LEVEL_OK,
     LEVEL_PROBLEM,
     LEVEL_WARNING,
@@ -24,8 +24,8 @@ from grpo_core.preflight_report import (
     summarize,
 )
 from grpo_core.rewards.compose import score_group
-from grpo_core.run_rows import load_rows, prompt_text
-from grpo_core.worker.models import EndOfSequence
+from grpo_core.runs.config import ConfigError, RunConfig
+from grpo_core.worker.policy_model import EndOfSequence
 from grpo_core.worker.preflight import pick_rows
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "arithmetic.jsonl"
@@ -392,7 +392,7 @@ def test_load_rows_from_path_relative_to_the_config(tmp_path, monkeypatch):
 
 
 def test_load_rows_from_the_store(store, settings):
-    from grpo_core.dataset_library import import_dataset
+    from grpo_core.datasets.library import import_dataset
 
     info = import_dataset(store, settings, EXAMPLE, source_name="arithmetic.jsonl", name="arith")
     rows = load_rows(store, _config(dataset_path=None, dataset_id=info.id))
@@ -443,7 +443,7 @@ def test_cpu_threads_uses_the_idle_cores(monkeypatch, cores, load, omp, default,
 
 
 def test_flagged_probes_reach_the_report_its_json_its_text_and_the_verdict():
-    from grpo_core.reward_probe import probe_row
+    from grpo_core.rewards.hacking_probe import probe_row
 
     config = _config(rewards=[{"rule": "length", "params": {"min_tokens": 0, "max_tokens": 4}}])
     row = {"prompt": "What is it?", "answer": 42}
@@ -459,13 +459,13 @@ def test_flagged_probes_reach_the_report_its_json_its_text_and_the_verdict():
     assert again.probes == report.probes
     assert "the probe 'empty' scores 1 on row 5" in format_report(report)
     assert format_report(report).count("the probe 'empty'") == 1  # each finding listed once
-    from app.tabs.launch_tools import verdict_markdown
+    from app.tabs.launch.tools import verdict_markdown
 
     assert verdict_markdown(report).count("the probe 'empty'") == 1  # in the Launch tab too
 
 
 def test_default_rules_with_a_right_answer_flag_no_probe():
-    from grpo_core.reward_probe import probe_row
+    from grpo_core.rewards.hacking_probe import probe_row
 
     config = RunConfig.model_validate({"dataset_path": str(EXAMPLE)})
     row = {"prompt": "What is 40 + 2?", "answer": 42}

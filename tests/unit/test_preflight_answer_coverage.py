@@ -8,7 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from app.tabs.datasets import answer_coverage_markdown
-from grpo_core.preflight_report import LEVEL_WARNING, PreflightReport, format_report, judge
+from grpo_core.doctor.preflight import LEVEL_WARNING, PreflightReport, format_report, judge
 from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_coverage
 from tests.unit.test_preflight import _report
 from tests.unit.test_template_tags import R1_DISTILL
@@ -47,7 +47,7 @@ def test_datasets_tab_line() -> None:
 
 
 def test_launch_tab_template_line(tmp_path: Path, settings, store) -> None:
-    from app.tabs.launch_tools import bench_specs, template_think_markdown
+    from app.tabs.launch.tools import bench_specs, template_think_markdown
     from grpo_core.rewards import RewardSpec
 
     ctx = SimpleNamespace(settings=settings, store=store)  # what these helpers read of the app context
@@ -63,8 +63,8 @@ def test_launch_tab_template_line(tmp_path: Path, settings, store) -> None:
 
 
 def test_launch_validation_warns_about_rows_an_answer_rule_cannot_judge(tmp_path: Path, store) -> None:
-    from grpo_core.config import RunConfig
-    from grpo_core.runs import validate_run_config
+    from grpo_core.runs.actions import validate_run_config
+    from grpo_core.runs.config import RunConfig
 
     data = tmp_path / "d.jsonl"
     rows = [{"prompt": "What is 2+2?", "answer": 4}, {"prompt": "Draw it.", "answer": "see figure"}]

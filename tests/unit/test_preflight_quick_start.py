@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import random
 
-from grpo_core.config import RunConfig
-from grpo_core.dataset_library import QUICK_START_PATH
-from grpo_core.preflight_report import LEVEL_OK, SampledGroup, judge, summarize
+from grpo_core.datasets.library import QUICK_START_PATH
+from grpo_core.doctor.preflight import LEVEL_OK, SampledGroup, judge, summarize
 from grpo_core.rewards.compose import score_group
+from grpo_core.runs.config import RunConfig
 
 
 def _completion(a: int, b: int, rng: random.Random, cut_share: float, on_answer: float) -> tuple[str, bool]:

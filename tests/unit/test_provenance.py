@@ -1,4 +1,4 @@
-"""Tests for grpo_core.provenance (hashes, the hash cache, model identity, versions, differences) and where a run's
+"""Tests for grpo_core.runs.provenance (hashes, the hash cache, model identity, versions, differences) and where a run's
 provenance goes: the store column on a real SQLite file, the export's provenance.json and YAML comment, the Compare
 table's rows, the status card's "reproduce" block and the clone status notes. Nothing here may need torch."""
 
@@ -15,13 +15,13 @@ from types import SimpleNamespace
 
 import pytest
 
-import grpo_core.provenance as provenance_module
-from app.tabs.compare import config_differences, run_fields
-from app.tabs.launch_tools import clone_drift_notes
-from app.views import provenance_html, run_status_html
-from grpo_core.config import load_run_config
-from grpo_core.export import export_config_yaml, export_run
-from grpo_core.provenance import (
+import grpo_core.runs.provenance as provenance_module
+from app.tabs.launch.tools import clone_drift_notes
+from app.tabs.runs.compare import config_differences, run_fields
+from app.views.runs import provenance_html, run_status_html
+from grpo_core.runs.config import load_run_config
+from grpo_core.runs.export import export_config_yaml, export_run
+from grpo_core.runs.provenance import (
     NOT_INSTALLED,
     PROVENANCE_PACKAGES,
     UNKNOWN,
@@ -195,7 +195,7 @@ def test_collect_provenance_is_the_current_environment_plus_the_device(tmp_path)
 def test_the_web_side_functions_import_no_torch(tmp_path):
     data = _write(tmp_path / "rows.jsonl", b"abc")
     code = (
-        "import sys, grpo_core.provenance as p\n"
+        "import sys, grpo_core.runs.provenance as p\n"
         f"env = p.current_environment(dataset_file={str(data)!r}, model='org/model', cache_dir={str(tmp_path)!r})\n"
         "p.provenance_differences(env, env)\n"
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'imported torch'\n"

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 from transformers import TrainerControl, TrainerState
 
-from grpo_core.worker.models import EndOfSequence
+from grpo_core.worker.policy_model import EndOfSequence
 from grpo_core.worker.recorder import Heartbeat, RolloutTap, RunRecorder
 from grpo_core.worker.store_writer import RecordingError
 

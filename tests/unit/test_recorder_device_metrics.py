@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from grpo_core.worker.models import GPU_METRIC_KEYS, gpu_step_metrics
+from grpo_core.worker.policy_model import GPU_METRIC_KEYS, gpu_step_metrics
 from grpo_core.worker.recorder import RunRecorder
 
 

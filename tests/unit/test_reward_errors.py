@@ -50,7 +50,7 @@ def test_errors_reach_the_recorded_group_and_inspect_badges_them():
     import pytest
 
     pytest.importorskip("transformers")
-    from app.views import groups_html, reward_error_map
+    from app.views.runs import groups_html, reward_error_map
     from grpo_core.worker.recorder import groups_from_trl_logs
 
     logs = {

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.reward_check import check_plugins, score_group_isolated
+from grpo_core.jobs.reward_check import check_plugins, score_group_isolated
 from grpo_core.rewards import get_rule
 from grpo_core.rewards.plugin import AsyncPluginReward, PluginSignatureError, is_async_function, select_arguments
 
@@ -200,7 +200,7 @@ def test_check_gives_a_trainer_state_to_a_plugin_that_reads_one(plugins: Path) -
 
 
 def test_check_without_plugins_starts_no_child(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("grpo_core.reward_check.run_probe", lambda *a, **k: pytest.fail("no child expected"))
+    monkeypatch.setattr("grpo_core.jobs.reward_check.run_probe", lambda *a, **k: pytest.fail("no child expected"))
     check_plugins([{"rule": "length"}], {"prompt": "P"})
 
 
@@ -241,7 +241,7 @@ def test_bench_reports_a_plugin_error(plugins: Path) -> None:
 
 
 def test_reward_model_is_never_scored_in_the_web_process(tmp_path: Path, monkeypatch) -> None:
-    from grpo_core.rewards import model as reward_model_rule
+    from grpo_core.rewards import reward_model as reward_model_rule
     from grpo_core.rewards import score_group
 
     # as in a web process: no worker enabled scoring (a worker-side test of this pytest process, e.g. the real

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.config import RunConfig, load_run_config
-from grpo_core.reward_probe import describe, flagged, probe_completions, probe_row
+from grpo_core.rewards.hacking_probe import describe, flagged, probe_completions, probe_row
+from grpo_core.runs.config import RunConfig, load_run_config
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ARITHMETIC_ROW = {"prompt": "What is 40 + 2?", "answer": 42}
@@ -112,7 +112,7 @@ def test_the_quick_start_raises_no_hacking_finding_on_any_row(real):
     model samples, no degenerate completion is flagged; the bare answer is what its system prompt asks for."""
     import json
 
-    from grpo_core.run_rows import prompt_text
+    from grpo_core.datasets.rows import prompt_text
 
     rows = [json.loads(line) for line in (EXAMPLES / "arithmetic_sums1.jsonl").read_text().splitlines() if line]
     findings = []

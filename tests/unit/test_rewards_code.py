@@ -27,7 +27,7 @@ from grpo_core.rewards.code import (
     style_score,
 )
 from grpo_core.rewards.registry import get_rule
-from grpo_core.rewards.sandbox import run_python, sandbox_info
+from grpo_core.sandbox.box import run_python, sandbox_info
 
 ADD_ONE = "def f(x):\n    return x + 1\n"
 ASSERTS = ["assert f(1) == 2", "assert f(2) == 3", "assert f(0) == 1", "assert f(-1) == 0"]

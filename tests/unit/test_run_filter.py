@@ -1,5 +1,5 @@
-"""Tests for the runs table's filter (app.run_filter) and the run-status card's heartbeat warning, GPUs, resume
-point, tags and notes (app.views), all pure."""
+"""Tests for the runs table's filter (app.views.run_filter) and the run-status card's heartbeat warning, GPUs, resume
+point, tags and notes (app.views.runs), all pure."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from app.run_filter import STATUS_FILTER_CHOICES, filter_runs
-from app.views import HEARTBEAT_STALE_S, RUNS_TABLE_HEADERS, heartbeat_silence, run_status_html, runs_table
+from app.views.run_filter import STATUS_FILTER_CHOICES, filter_runs
+from app.views.runs import HEARTBEAT_STALE_S, RUNS_TABLE_HEADERS, heartbeat_silence, run_status_html, runs_table
 from storage import RunStatus
 from tests.unit.test_views_charts import NOW, _run
 

@@ -1,4 +1,4 @@
-"""Tests of THE rows of a run (grpo_core.run_rows): which file a config names (stored dataset, dataset_path, relative
+"""Tests of THE rows of a run (grpo_core.datasets.rows): which file a config names (stored dataset, dataset_path, relative
 to the YAML's folder), its rows, and the prompt as text (display form, and the editable form that round-trips)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.config import ConfigError, RunConfig
-from grpo_core.dataset_library import import_dataset
-from grpo_core.run_rows import dataset_file, load_rows, resolve_dataset_path
+from grpo_core.datasets.library import import_dataset
+from grpo_core.datasets.rows import dataset_file, load_rows, resolve_dataset_path
+from grpo_core.runs.config import ConfigError, RunConfig
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "arithmetic.jsonl"
 
@@ -44,7 +44,7 @@ def test_a_config_without_a_dataset(store):
 
 
 def test_eval_row_indices_hold_out_a_seeded_fraction():
-    from grpo_core.run_rows import eval_row_indices
+    from grpo_core.datasets.rows import eval_row_indices
 
     held = eval_row_indices(20, 0.25, seed=42)
     assert len(held) == 5 and held == sorted(held) and all(0 <= i < 20 for i in held)

@@ -1,5 +1,5 @@
-"""Tests for resuming, deleting and annotating runs (store, grpo_core.runs, grpo_core.run_files), the
-additive migration of an older store, and the failure texts (grpo_core.failures), on a real SQLite file."""
+"""Tests for resuming, deleting and annotating runs (store, grpo_core.runs.actions, grpo_core.runs.files), the
+additive migration of an older store, and the failure texts (grpo_core.runs.failures), on a real SQLite file."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import os
 import pytest
 from sqlalchemy import text
 
-from grpo_core.failures import DISK_FULL, OUT_OF_MEMORY, failure_kind, failure_text
-from grpo_core.run_files import last_checkpoint, list_checkpoints
-from grpo_core.runs import RunActionError, delete_run, parse_tags, resume_run
+from grpo_core.runs.actions import RunActionError, delete_run, parse_tags, resume_run
+from grpo_core.runs.failures import DISK_FULL, OUT_OF_MEMORY, failure_kind, failure_text
+from grpo_core.runs.files import last_checkpoint, list_checkpoints
 from grpo_core.worker.train import apply_resource_limits
 from storage import CompletionRecord, GroupRecord, RunStatus, Store, StoreError
 from storage.migrations import add_missing_columns, missing_columns
@@ -184,7 +184,7 @@ def test_resume_run_without_checkpoints_starts_over_and_refuses_active_runs(stor
 
 
 def test_resume_waits_for_the_previous_worker_to_exit(store, settings, monkeypatch):
-    import grpo_core.runs as lifecycle
+    import grpo_core.runs.actions as lifecycle
 
     run = _finished(store, RunStatus.CANCELLED, worker_pid=os.getpid())
     monkeypatch.setattr(lifecycle, "_worker_still_exiting", lambda r: r.worker_pid == os.getpid())
@@ -349,7 +349,7 @@ def test_worker_limits_are_whole_megabytes():
 
 
 def test_a_resumed_run_gets_a_fresh_cancel_grace_period(store, settings):
-    from grpo_core.launcher import Launcher
+    from grpo_core.training.launcher import Launcher
 
     launcher = Launcher(store, settings)
     run = _run(store)
@@ -362,8 +362,8 @@ def test_a_resumed_run_gets_a_fresh_cancel_grace_period(store, settings):
 
 
 def test_relative_paths_of_a_run_yaml_are_found_beside_it(tmp_path, monkeypatch):
-    from grpo_core.config import RunConfig
-    from grpo_core.runs import resolve_relative_paths
+    from grpo_core.runs.actions import resolve_relative_paths
+    from grpo_core.runs.config import RunConfig
 
     folder = tmp_path / "project"
     folder.mkdir()

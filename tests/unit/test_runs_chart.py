@@ -1,4 +1,4 @@
-"""The Runs tab's chart data (app.tabs.runs.refresh_series) on a real store: the first load reads the downsampled
+"""The Runs tab's chart data (app.tabs.runs.tab.refresh_series) on a real store: the first load reads the downsampled
 history only, with its min/max band and the true last point; a refresh reads the new steps only."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.charts import MetricSeries, training_figure
-from app.tabs.runs import refresh_series
+from app.tabs.runs.tab import refresh_series
+from app.views.charts import MetricSeries, training_figure
 from storage import MetricSummary
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
@@ -69,7 +69,7 @@ def test_a_short_run_is_drawn_point_by_point_without_a_band():
 
 
 def test_the_doctor_reads_and_keeps_only_the_latest_steps_of_a_long_run(store, monkeypatch):
-    from app.tabs import doctor as doctor_tab
+    from app.tabs.runs import doctor as doctor_tab
     from grpo_core.doctor.thresholds import RECENT_STEPS
 
     monkeypatch.setattr(doctor_tab, "RECENT_STEPS", 50)
@@ -120,7 +120,7 @@ def test_metric_nan_steps_names_the_other_keys_where_they_were_nan(store):
 
 
 def test_the_doctor_reads_the_values_of_its_keys_and_where_the_others_were_nan(store, monkeypatch):
-    from app.tabs import doctor as doctor_tab
+    from app.tabs.runs import doctor as doctor_tab
     from grpo_core.doctor.thresholds import SERIES_KEYS
 
     run = store.create_run(name="nan", config={}, dataset_id=None, max_steps=100)

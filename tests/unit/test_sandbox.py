@@ -23,8 +23,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from grpo_core.rewards import sandbox
-from grpo_core.rewards.sandbox import ExecStatus, run_many, run_python, sandbox_info
+from grpo_core.sandbox import box as sandbox
+from grpo_core.sandbox.box import ExecStatus, run_many, run_python, sandbox_info
 
 AS_ROOT = os.geteuid() == 0
 PLAIN = "uid" if sandbox_info().switches_user else "none"

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.rewards import sandbox
-from grpo_core.rewards.sandbox import ExecStatus, IsolationMode, SandboxInfo, run_python, sandbox_info
+from grpo_core.sandbox import box as sandbox
+from grpo_core.sandbox.box import ExecStatus, IsolationMode, SandboxInfo, run_python, sandbox_info
 from grpo_core.settings import load_settings
 from storage import Store
 
@@ -160,7 +160,7 @@ def test_store_project_and_host_files_are_not_visible(store_file):
     paths = [
         str(store_file),
         str(PROJECT / "README.md"),
-        str(PROJECT / "grpo_core" / "rewards" / "sandbox.py"),
+        str(PROJECT / "grpo_core" / "sandbox" / "box.py"),
         sys.executable,  # the venv's python lies in the project
         "/etc/passwd",
         "/root/.bash_history",
@@ -214,7 +214,7 @@ def test_interpreter_sees_only_the_standard_library():
 NON_ROOT_SCRIPT = """
 import json, sys
 sys.path[:0] = [PROJECT, SITE]
-from grpo_core.rewards.sandbox import run_python, sandbox_info
+from grpo_core.sandbox.box import run_python, sandbox_info
 from grpo_core.rewards.code import CodeTestsReward
 info = sandbox_info()
 net = run_python(NET, timeout_s=20)

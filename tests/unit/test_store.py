@@ -1,4 +1,4 @@
-"""Tests for storage.store and storage.models on a real SQLite file and on a real PostgreSQL database: datasets,
+"""Tests for storage.store and storage.tables on a real SQLite file and on a real PostgreSQL database: datasets,
 the run life cycle, metrics, groups, cascading deletes, concurrent writers and the SQLite pragmas."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 
 from storage import CompletionRecord, GroupRecord, Store, StoreError, TokenStats
 from storage.float16 import pack_float16, unpack_float16
-from storage.models import TokenStatsRow
+from storage.tables import TokenStatsRow
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 

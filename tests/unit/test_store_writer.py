@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from grpo_core.failures import failure_text
+from grpo_core.runs.failures import failure_text
 from grpo_core.worker.store_writer import RecordingError, StoreWrite, StoreWriter
 
 

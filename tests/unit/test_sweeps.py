@@ -1,4 +1,4 @@
-"""Sweeps (grpo_core.sweeps): the grid's text, the checks of every field and value against RunConfig, the expansion
+"""Sweeps (grpo_core.submit.sweeps): the grid's text, the checks of every field and value against RunConfig, the expansion
 into points, the cap, all-or-nothing submission into a real SQLite store, the store's sweep rows and reward summary,
 and the sweep's table."""
 
@@ -10,10 +10,10 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
-import grpo_core.sweeps as sweeps
-from app.tabs.sweeps import sweep_shape
-from grpo_core.config import ConfigError, RunConfig, parse_run_config_text
-from grpo_core.sweeps import (
+import grpo_core.submit.sweeps as sweeps
+from app.tabs.launch.sweep import sweep_shape
+from grpo_core.runs.config import ConfigError, RunConfig, parse_run_config_text
+from grpo_core.submit.sweeps import (
     MAX_SWEEP_POINTS,
     SweepError,
     count_points,

@@ -1,4 +1,4 @@
-"""The token heatmap of a completion (app/token_heatmap.py): colours in the order of the values (red for a low
+"""The token heatmap of a completion (app/views/token_heatmap.py): colours in the order of the values (red for a low
 log-probability, a high KL or entropy), escaped token text, the legend's scale, and the notes for what was not
 recorded."""
 
@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from app.token_heatmap import heat_colour, intensity, measure_values, token_heatmap_html
+from app.views.token_heatmap import heat_colour, intensity, measure_values, token_heatmap_html
 from storage import CompletionRecord, TokenStats
 
 STATS = TokenStats(

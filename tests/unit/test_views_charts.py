@@ -1,4 +1,4 @@
-"""Tests for app.views and app.charts, both pure: the group and status HTML (escaping, ordering, colours, badges),
+"""Tests for app.views.runs and app.views.charts, both pure: the group and status HTML (escaping, ordering, colours, badges),
 the incremental metric series, the training figure's traces and the EMA smoothing."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from app.charts import (
+from app.views.charts import (
     KL_OFF_TEXT,
     NO_DATA_TEXT,
     PANEL_TITLE_PX,
@@ -19,7 +19,7 @@ from app.charts import (
     step_dtick,
     training_figure,
 )
-from app.views import duration, groups_html, run_label, run_status_html, runs_table
+from app.views.runs import duration, groups_html, run_label, run_status_html, runs_table
 from storage import CompletionRecord, GroupRecord, MetricPoint, RunInfo, RunStatus
 
 NOW = datetime(2025, 1, 1, 12, 0, tzinfo=timezone.utc)

@@ -1,4 +1,4 @@
-"""Where webhooks may go (:mod:`grpo_core.webhook_targets`): every spelling of an internal address refused with the
+"""Where webhooks may go (:mod:`grpo_core.alerts.targets`): every spelling of an internal address refused with the
 reason (decimal, hex, short and IPv4-mapped forms, loopback names, userinfo tricks, names that resolve inside),
 the dashboard itself always, an admin's allowed hosts let through; a POST connects to the address it checked, does
 not follow a redirect (to loopback or anywhere) and never shows the answer's body; who may set a run's own URL.
@@ -11,11 +11,9 @@ import ipaddress
 
 import pytest
 
-from app.views import run_status_html
-from grpo_core import webhook_targets
-from grpo_core.alerts import Notifier, webhook_url
-from grpo_core.settings import load_settings
-from grpo_core.webhook_targets import (
+from app.views.runs import run_status_html
+from grpo_core.alerts import targets as webhook_targets
+from grpo_core.alerts.targets import (
     WebhookDeliveryError,
     WebhookPolicy,
     WebhookRefused,
@@ -24,6 +22,8 @@ from grpo_core.webhook_targets import (
     may_set_run_webhook,
     post_json,
 )
+from grpo_core.alerts.webhooks import Notifier, webhook_url
+from grpo_core.settings import load_settings
 from storage import RunStatus
 from tests.receivers import RecordingServer
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.rewards import model as reward_model_rule
+from grpo_core.rewards import reward_model as reward_model_rule
 from grpo_core.rewards import score_group
-from grpo_core.rewards.model import RewardModelRule
+from grpo_core.rewards.reward_model import RewardModelRule
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from grpo_core.humaneval import humaneval_rows
+from grpo_core.datasets.humaneval import humaneval_rows
 from grpo_core.rewards.code import CodeTestsReward
 
 DEGENERATE = ["", "pass", "```python\n```"]

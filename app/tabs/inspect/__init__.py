@@ -1,0 +1,1 @@
+"""The Inspect tab: a step's groups, the tools across steps, the token view."""

@@ -1,0 +1,172 @@
+"""The Inspect tab: pick a run and a step (or click a point of a Runs chart), see its sampled groups: the prompt and
+its G completions side by side, sorted by advantage, each with every rule's reward, the total and the advantage TRL
+computed; the histogram of the step's total rewards and pass@G per step; one completion's tokens as a heatmap of
+log-probability, KL or entropy (:mod:`app.tabs.inspect.tokens`)."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from app.catalog_sync import CatalogSync, run_choices
+from app.context import AppContext
+from app.tabs.inspect.tokens import create_token_view
+from app.tabs.inspect.tools import create_inspect_tools
+from app.views.charts import step_groups_figure
+from app.views.inspect import GROUP_FILTERS, filter_groups, pass_at_g, pass_share, step_totals
+from app.views.runs import groups_html, reward_error_map
+from storage import StoreError
+
+STEP_CHOICES = 1000
+"""The step dropdown lists the latest this many recorded steps (plus a step opened from elsewhere, e.g. a chart
+click): reading every step of a long run grows with its length."""
+
+PASS_STEPS = 200
+"""pass@G is drawn for at most this many recorded steps (the latest)."""
+
+
+def step_choices(ctx: AppContext, run_id: int | None, keep: int | None = None) -> list[int]:
+    """The latest :data:`STEP_CHOICES` steps of the run that have recorded groups, newest first, with ``keep`` among
+    them when it is a recorded step (one opened from a chart click, older than those)."""
+    if run_id is None:
+        return []
+    steps = ctx.store.latest_group_steps(int(run_id), STEP_CHOICES)
+    if keep is not None and keep not in steps and ctx.store.nearest_group_step(int(run_id), int(keep)) == keep:
+        steps = sorted([*steps, int(keep)], reverse=True)
+    return steps
+
+
+def stats_figure(ctx: AppContext, run_id: int, step: int, threshold: float):
+    """The histogram of ``step``'s completion totals and pass@G (totals above ``threshold``) per recorded step (the
+    latest :data:`PASS_STEPS`, read as each group's best total in one query)."""
+    steps = sorted(ctx.store.latest_group_steps(run_id, PASS_STEPS))
+    best = ctx.store.best_totals(run_id, steps[0], steps[-1]) if steps else {}
+    shares = [pass_share(best.get(s, []), threshold) for s in steps]
+    totals = step_totals(ctx.store.groups_at(run_id, step))
+    return step_groups_figure(totals, steps, shares, step=step, threshold=threshold)
+
+
+def open_step(ctx: AppContext, run_id: int | None, step: float | None) -> tuple[int | None, list[int], int | None]:
+    """Where a click on a chart point at ``step`` of ``run_id`` leads: ``(run, its recorded steps, the recorded step
+    nearest the click)``; the step is ``None`` when the run has no groups yet."""
+    if run_id is None or step is None:
+        return run_id, [], None
+    nearest = ctx.store.nearest_group_step(int(run_id), float(step))
+    return int(run_id), step_choices(ctx, run_id, keep=nearest), nearest
+
+
+def create_inspect_tab(
+    ctx: AppContext, tab: gr.Tab | None = None, sync: CatalogSync | None = None
+) -> dict[str, gr.components.Component]:
+    """Build the Inspect tab inside the current ``gr.Blocks``; ``sync`` keeps its run list current, selecting
+    ``tab`` or "↻ steps" reloads the chosen run's steps (a live run records new ones)."""
+    with gr.Row():
+        run = gr.Dropdown(label="run", choices=run_choices(ctx), scale=3, elem_id="inspect-run")
+        step = gr.Dropdown(label="step", choices=[], scale=1, elem_id="inspect-step")
+        sort = gr.Checkbox(label="sort by advantage", value=True, scale=1)
+        reload = gr.Button("↻ steps", scale=0, elem_id="inspect-refresh")
+    with gr.Row():
+        show = gr.Dropdown(label="show", choices=list(GROUP_FILTERS), value="all", scale=3, elem_id="inspect-filter")
+        top_n = gr.Number(label="N (top / bottom)", value=3, minimum=1, precision=0, scale=1, elem_id="inspect-n")
+        threshold = gr.Number(label="pass@G: total reward above", value=0.5, scale=1, elem_id="inspect-threshold")
+    summary = gr.Markdown(elem_id="inspect-summary")
+    stats = gr.Plot(label="total rewards at this step; pass@G per step", elem_id="inspect-stats")
+    groups = gr.HTML(elem_id="inspect-groups")
+
+    def on_run(run_id: int | None, step_value: int | None = None):
+        """Inputs: run, step. Outputs: step dropdown (the step kept when the run has it, e.g. after a chart click;
+        else the latest)."""
+        steps = step_choices(ctx, run_id, keep=step_value)
+        keep = step_value if step_value in steps else (steps[0] if steps else None)
+        return gr.update(choices=steps, value=keep)
+
+    def on_show(run_id: int | None, step_value: int | None, sort_by_advantage: bool, mode: str = "all", n=3,
+                pass_threshold: float | None = 0.5):
+        """Inputs: run, step, sort, filter, N, pass@G threshold. Outputs: summary, groups HTML, stats chart."""
+        if run_id is None or step_value is None:
+            return "Choose a run and a step.", "", gr.skip()
+        try:
+            info = ctx.store.get_run(int(run_id))
+        except StoreError:
+            return "That run no longer exists.", "", gr.skip()
+        records = ctx.store.groups_at(info.id, int(step_value))
+        completions = [c for g in records for c in g.completions]
+        truncated = sum(c.truncated for c in completions)
+        flat = sum(
+            1
+            for g in records
+            if len({c.total_reward for c in g.completions}) <= 1
+        )
+        errored = sum(len(errors) for errors in map(reward_error_map, records))
+        text = (
+            f"**#{info.id} {info.name}**, step {step_value}: {len(records)} groups, {len(completions)} completions, "
+            f"{truncated} truncated, {flat} groups with all rewards equal (no learning signal)"
+            + (f", ⚠️ {errored} completions whose reward function failed (no reward, not 0)." if errored else ".")
+        )
+        threshold_value = float(pass_threshold if pass_threshold is not None else 0.5)
+        figure = stats_figure(ctx, info.id, int(step_value), threshold_value)
+        passed = pass_at_g(records, threshold_value)
+        if passed is not None:
+            text += f" pass@G (a completion above {threshold_value:g}): {passed:.0%} of groups."
+        shown = filter_groups(records, mode or "all", int(n or 3))
+        if (mode or "all") != "all":
+            label = {key: name for name, key in GROUP_FILTERS}[mode]
+            text += f" Showing {len(shown)} of {len(records)}: {label}."
+            if not shown:
+                return text, '<div class="grpo-empty">No group of this step matches the filter.</div>', figure
+        return text, groups_html(shown, sort_by_advantage=sort_by_advantage), figure
+
+    def on_reload(run_id: int | None, step_value: int | None, sort_by_advantage: bool, mode: str = "all", n=3,
+                  pass_threshold: float | None = 0.5):
+        """Inputs: run, step, sort, filter, N, pass@G threshold. Outputs: steps, summary, groups, stats chart."""
+        steps = step_choices(ctx, run_id, keep=step_value)
+        if step_value not in steps:
+            step_value = steps[0] if steps else None
+        summary_text, html, figure = on_show(run_id, step_value, sort_by_advantage, mode, n, pass_threshold)
+        return gr.update(choices=steps, value=step_value), summary_text, html, figure
+
+    run.change(on_run, inputs=[run, step], outputs=step)
+    if sync is not None:
+        sync.follow_runs(run)
+    shown_by = [run, step, sort, show, top_n, threshold]
+    shown = [summary, groups, stats]
+    step.change(on_show, inputs=shown_by, outputs=shown)
+    sort.change(on_show, inputs=shown_by, outputs=shown)
+    show.change(on_show, inputs=shown_by, outputs=shown)
+    top_n.submit(on_show, inputs=shown_by, outputs=shown)
+    top_n.blur(on_show, inputs=shown_by, outputs=shown)
+    threshold.submit(on_show, inputs=shown_by, outputs=shown)
+    threshold.blur(on_show, inputs=shown_by, outputs=shown)
+    reload.click(on_reload, inputs=shown_by, outputs=[step, *shown])
+    if tab is not None:  # the run dropdown shows a run from the start: fill its steps when the tab opens
+        tab.select(on_reload, inputs=shown_by, outputs=[step, *shown])
+    tools = {**create_token_view(ctx, run, step), **create_inspect_tools(ctx, run, step, reload, tab)}
+    return {"run": run, "step": step, "groups": groups, "summary": summary, "refresh": reload, "filter": show,
+            "top_n": top_n, "threshold": threshold, "stats": stats, **tools}
+
+
+def connect_chart_to_inspect(
+    ctx: AppContext,
+    runs_parts: dict[str, gr.components.Component],
+    inspect_parts: dict[str, gr.components.Component],
+    tabs: gr.Tabs,
+) -> None:
+    """A click on a point of the Runs chart opens the Inspect tab on that run, at the recorded step nearest the click.
+
+    ``runs_parts`` are :func:`app.tabs.runs.tab.create_runs_tab`'s components (``chart_click``, ``selected``),
+    ``inspect_parts`` this tab's (``run``, ``step``); ``tabs`` holds both tabs (the Inspect tab's id is ``inspect``).
+    """
+    from app.tabs.runs.tab import parse_chart_click
+
+    def on_chart_click(value: str | None, run_id: int | None):
+        """Inputs: the clicked point (``step@time``), the Runs tab's run. Outputs: tabs, Inspect's run and step."""
+        run, steps, step = open_step(ctx, run_id, parse_chart_click(value))
+        if run is None or step is None:
+            if run is not None:
+                gr.Info("This run has no recorded groups yet.")
+            return gr.skip(), gr.skip(), gr.skip()
+        return gr.Tabs(selected="inspect"), run, gr.update(choices=steps, value=step)
+
+    runs_parts["chart_click"].change(
+        on_chart_click, inputs=[runs_parts["chart_click"], runs_parts["selected"]],
+        outputs=[tabs, inspect_parts["run"], inspect_parts["step"]], show_progress="hidden",
+    )

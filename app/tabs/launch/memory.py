@@ -1,0 +1,55 @@
+"""The Launch tab's "Will it fit?" panel: the estimated peak memory of the form's run config beside the chosen
+device's free memory (:mod:`grpo_core.models.memory_estimate`; arithmetic only, no model is loaded)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gradio as gr
+
+from app.context import AppContext
+from grpo_core.datasets.formats import read_normalized
+from grpo_core.models.memory_estimate import (
+    MemoryEstimateError,
+    estimate_peak_memory,
+    fit_verdict,
+    format_bytes,
+    free_memory,
+    longest_prompt_chars,
+    model_shape,
+    prompt_tokens_from_chars,
+    resolve_device,
+)
+from grpo_core.models.source import ModelSourceError
+from grpo_core.runs.config import RunConfig
+from storage import StoreError
+
+
+def fit_markdown(ctx: AppContext, config: RunConfig) -> str:
+    """The panel's text for ``config``: the verdict, then each part of the estimate. Never raises: an estimate that
+    cannot be made says why."""
+    try:
+        shape = model_shape(config.model)
+    except (MemoryEstimateError, ModelSourceError) as exc:
+        return f"**No estimate:** {exc}"
+    rows: list[dict] = []
+    if config.dataset_id is not None:
+        try:
+            rows = read_normalized(Path(ctx.store.get_dataset(config.dataset_id).path))
+        except (StoreError, OSError, ValueError):
+            rows = []
+    prompt_tokens = prompt_tokens_from_chars(longest_prompt_chars(rows))
+    device = resolve_device(config.device)
+    estimate = estimate_peak_memory(shape, config.model_dump(mode="json"), device=device, prompt_tokens=prompt_tokens)
+    lines = [f"**{fit_verdict(estimate, free_memory(device))}** ({device}, {shape.num_params:,} parameters, "
+             f"prompts up to ~{prompt_tokens} tokens, per process)", ""]
+    lines += [f"- {label}: {format_bytes(value)}" for label, value in estimate.parts() if value]
+    return "\n".join(lines)
+
+
+def create_memory_panel() -> dict[str, gr.components.Component]:
+    """An accordion with an "Estimate memory" button and its result. Returns ``button`` and ``result``."""
+    with gr.Accordion("Will it fit? Estimated peak memory", open=False):
+        button = gr.Button("Estimate memory", elem_id="memory-estimate-button")
+        result = gr.Markdown(elem_id="memory-estimate")
+    return {"button": button, "result": result}

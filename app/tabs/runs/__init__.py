@@ -1,0 +1,1 @@
+"""The Runs tab: the table, run controls, the doctor panel, compare, export."""

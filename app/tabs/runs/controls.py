@@ -1,0 +1,163 @@
+"""The Runs tab's run controls: the table's filter row, Resume, Delete (after a confirmation), notes and tags.
+
+The handlers are thin: :mod:`grpo_core.runs.actions` does the checks and file handling, the store the rest.
+Delete asks first: the button only reveals a confirmation row naming the run, which is remembered in a
+``gr.State`` so that the run deleted is the one asked about even if the selection changed meanwhile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import gradio as gr
+
+from app.catalog_sync import CatalogSync
+from app.context import AppContext, actor_of
+from app.views.run_filter import ALL_STATUSES, STATUS_FILTER_CHOICES
+from app.views.runs import run_status_html
+from grpo_core.access.ownership import NotOwnerError
+from grpo_core.runs.actions import RunActionError, authorize_run_action, delete_run, parse_tags, resume_run
+from grpo_core.runs.config import ConfigError
+from storage import StoreError
+
+
+def create_filter_row() -> dict[str, gr.components.Component]:
+    """The status and text filters of the runs table. Returns ``status`` and ``text``."""
+    with gr.Row():
+        status = gr.Dropdown(label="show", choices=STATUS_FILTER_CHOICES, value=ALL_STATUSES, scale=1,
+                             elem_id="runs-filter-status")
+        text = gr.Textbox(label="filter by name or tag", placeholder="e.g. baseline lr-sweep", scale=3,
+                          elem_id="runs-filter-text")
+    return {"status": status, "text": text}
+
+
+def create_run_controls() -> dict[str, gr.components.Component]:
+    """Resume and Delete buttons, the delete confirmation row (hidden) and the notes/tags editor.
+
+    Returns the components by name: ``resume``, ``delete``, ``confirm_row``, ``confirm_text``, ``confirm``,
+    ``keep``, ``pending``, ``tags``, ``notes``, ``save``.
+    """
+    with gr.Row():
+        resume = gr.Button("Resume run", scale=1, elem_id="runs-resume")
+        delete = gr.Button("Delete run…", scale=1, elem_id="runs-delete")
+    with gr.Row(visible=False, elem_id="runs-delete-confirm-row") as confirm_row:
+        confirm_text = gr.Markdown(elem_id="runs-delete-question")
+        confirm = gr.Button("Yes, delete it", variant="stop", scale=0, elem_id="runs-delete-confirm")
+        keep = gr.Button("Keep it", scale=0, elem_id="runs-delete-keep")
+    pending = gr.State(None)
+    with gr.Accordion("Notes and tags", open=False, elem_id="runs-notes-panel"):
+        tags = gr.Textbox(label="tags (comma-separated)", elem_id="runs-tags")
+        notes = gr.Textbox(label="notes", lines=3, elem_id="runs-notes")
+        save = gr.Button("Save notes and tags", elem_id="runs-notes-save")
+    return {"resume": resume, "delete": delete, "confirm_row": confirm_row, "confirm_text": confirm_text,
+            "confirm": confirm, "keep": keep, "pending": pending, "tags": tags, "notes": notes, "save": save}
+
+
+def connect_run_controls(
+    ctx: AppContext,
+    controls: dict[str, gr.components.Component],
+    *,
+    selected: gr.Dropdown,
+    status: gr.HTML,
+    table: gr.Dataframe,
+    filters: dict[str, gr.components.Component],
+    table_frame: Callable,
+    sync: CatalogSync | None = None,
+) -> None:
+    """Wire the controls to the selected run; ``table_frame(ctx, status, text)`` rebuilds the filtered table.
+
+    ``sync`` hears of a resume or delete, so that the other tabs' run lists follow at once.
+    """
+
+    def on_filter(status_filter: str, text_filter: str):
+        """Inputs: status filter, text filter. Outputs: table."""
+        return table_frame(ctx, status_filter, text_filter)
+
+    def on_resume(run_id: int | None, request: gr.Request):
+        """Inputs: run. Outputs: status."""
+        if run_id is None:
+            return gr.skip()
+        try:
+            run = resume_run(ctx.store, ctx.settings, int(run_id), actor_of(ctx, request))
+        except (RunActionError, NotOwnerError, StoreError, ConfigError) as exc:
+            gr.Warning(str(exc))
+            return gr.skip()
+        where = f"from {Path(run.resume_from).name}" if run.resume_from else "from step 0 (it has no checkpoint)"
+        gr.Info(f"Run #{run.id} is queued to resume {where}.")
+        return run_status_html(run)
+
+    def on_delete_ask(run_id: int | None, request: gr.Request):
+        """Inputs: run. Outputs: confirmation row, its question, pending run id."""
+        if run_id is None:
+            return gr.skip(), gr.skip(), None
+        try:
+            run = authorize_run_action(ctx.store, actor_of(ctx, request), int(run_id), "delete")
+        except (NotOwnerError, StoreError) as exc:
+            gr.Warning(f"Not deleted: {exc}")
+            return gr.update(visible=False), "", None
+        question = (f"Delete run **#{run.id} {run.name}** ({run.status.value}) with its folder, checkpoints, "
+                    "adapter, metrics and groups? This cannot be undone.")
+        return gr.update(visible=True), question, run.id
+
+    def on_delete_confirm(pending_id: int | None, status_filter: str, text_filter: str, request: gr.Request):
+        """Inputs: pending run id, filters. Outputs: confirmation row, pending id, status, selected run, table."""
+        if pending_id is None:
+            return gr.update(visible=False), None, gr.skip(), gr.skip(), gr.skip()
+        try:
+            delete_run(ctx.store, ctx.settings, int(pending_id), actor_of(ctx, request))
+        except (RunActionError, NotOwnerError, StoreError, OSError) as exc:
+            gr.Warning(f"Not deleted: {exc}")
+            return gr.update(visible=False), None, gr.skip(), gr.skip(), gr.skip()
+        gr.Info(f"Run #{pending_id} deleted.")
+        return (gr.update(visible=False), None, f"Run #{pending_id} was deleted.", gr.update(value=None),
+                table_frame(ctx, status_filter, text_filter))
+
+    def on_load_notes(run_id: int | None):
+        """Inputs: run. Outputs: tags, notes."""
+        if run_id is None:
+            return "", ""
+        try:
+            run = ctx.store.get_run(int(run_id))
+        except StoreError:
+            return "", ""
+        return ", ".join(run.tags), run.notes
+
+    def on_save_notes(run_id: int | None, tags_text: str, notes_text: str, status_filter: str, text_filter: str,
+                      request: gr.Request):
+        """Inputs: run, tags, notes, filters. Outputs: status, table, tags (normalised)."""
+        if run_id is None:
+            return gr.skip(), gr.skip(), gr.skip()
+        try:
+            authorize_run_action(ctx.store, actor_of(ctx, request), int(run_id), "edit the notes of")
+            run = ctx.store.annotate_run(int(run_id), notes=notes_text or "", tags=parse_tags(tags_text))
+        except (RunActionError, NotOwnerError, StoreError) as exc:
+            gr.Warning(f"Not saved: {exc}")
+            return gr.skip(), gr.skip(), gr.skip()
+        return run_status_html(run), table_frame(ctx, status_filter, text_filter), ", ".join(run.tags)
+
+    filter_inputs = [filters["status"], filters["text"]]
+    filters["status"].change(on_filter, inputs=filter_inputs, outputs=table)
+    filters["text"].submit(on_filter, inputs=filter_inputs, outputs=table)
+    filters["text"].blur(on_filter, inputs=filter_inputs, outputs=table)
+    resumed = controls["resume"].click(on_resume, inputs=selected, outputs=status)
+    controls["delete"].click(
+        on_delete_ask, inputs=selected, outputs=[controls["confirm_row"], controls["confirm_text"], controls["pending"]]
+    )
+    controls["keep"].click(lambda: (gr.update(visible=False), None),
+                           outputs=[controls["confirm_row"], controls["pending"]])
+    deleted = controls["confirm"].click(
+        on_delete_confirm,
+        inputs=[controls["pending"], *filter_inputs],
+        outputs=[controls["confirm_row"], controls["pending"], status, selected, table],
+    )
+    if sync is not None:
+        sync.after(resumed)
+        sync.after(deleted)
+    selected.change(on_load_notes, inputs=selected, outputs=[controls["tags"], controls["notes"]])
+    controls["save"].click(
+        on_save_notes,
+        inputs=[selected, controls["tags"], controls["notes"], *filter_inputs],
+        outputs=[status, table, controls["tags"]],
+    )
+

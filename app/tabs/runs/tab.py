@@ -1,0 +1,182 @@
+"""The Runs tab: the runs table (filtered by status and name/tag), the sweeps (:mod:`app.tabs.launch.sweep`), the selected
+run's status and live charts, cancel, resume, delete, notes and tags (:mod:`app.tabs.runs.controls`), and a comparison
+of runs.
+
+A timer refreshes every few seconds. Charts are incremental: the page keeps the metric points it has in a
+``gr.State`` and asks the store only for steps after the last one seen; when nothing new arrived the figure is not
+re-sent.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import gradio as gr
+import pandas as pd
+
+from app.catalog_sync import CatalogSync, run_choices
+from app.context import AppContext, actor_of
+from app.tabs.launch.sweep import create_sweep_view
+from app.tabs.runs.compare import create_compare_panel
+from app.tabs.runs.controls import connect_run_controls, create_filter_row, create_run_controls
+from app.tabs.runs.doctor import connect_doctor_panel, create_doctor_panel
+from app.tabs.runs.export import create_export_panel
+from app.views.charts import CHART_KEYS, GPU_KEY_PATTERN, MetricSeries, training_figure
+from app.views.run_filter import filter_runs
+from app.views.runs import RUNS_TABLE_HEADERS, run_status_html, runs_table
+from grpo_core.access.ownership import NotOwnerError
+from grpo_core.runs.actions import authorize_run_action
+from storage import RunStatus, StoreError
+
+REFRESH_SECONDS = 2.0
+#: Keys the chart draws beside :data:`CHART_KEYS`, as SQL LIKE patterns: the per-rule means and the eval split's reward.
+FIRST_LOAD_PATTERNS = ("rewards/%/mean", "eval_reward", "eval_rewards/%/mean", GPU_KEY_PATTERN)
+COMPARE_METRICS = list(CHART_KEYS)
+
+#: Browser code run after each chart update: a click on a point of the chart writes ``"<step>@<time>"`` into the hidden
+#: ``#runs-chart-step`` box (the time makes a second click on the same step a change too), which opens Inspect there.
+#: ``gr.Plot`` has no select event of its own (gradio 6: ``EVENTS = [change]``), hence plotly's ``plotly_click``.
+CHART_CLICK_JS = """
+() => {
+  const attach = (tries) => {
+    const div = document.querySelector('#runs-plot .js-plotly-plot');
+    if (!div || !div.on || !div._ev) {
+      if (tries > 0) setTimeout(() => attach(tries - 1), 200);
+      return;
+    }
+    if (div._ev.__grpoClick) return;
+    div._ev.__grpoClick = true;
+    div.on('plotly_click', (data) => {
+      const point = data && data.points && data.points[0];
+      const box = document.querySelector('#runs-chart-step textarea, #runs-chart-step input');
+      if (!point || point.x === undefined || point.x === null || !box) return;
+      box.value = `${point.x}@${Date.now()}`;
+      box.dispatchEvent(new Event('input', {bubbles: true}));
+    });
+  };
+  attach(50);
+}
+"""
+
+
+def parse_chart_click(value: str | None) -> float | None:
+    """The step of a chart click written by :data:`CHART_CLICK_JS` (``"12@1733000000000"`` -> 12.0); ``None`` for
+    anything else."""
+    try:
+        return float((value or "").split("@", 1)[0])
+    except ValueError:
+        return None
+
+
+def runs_frame(ctx: AppContext, status: str | None = None, text: str | None = None) -> pd.DataFrame:
+    """The runs table with each run's latest reward, only the runs that pass the filters (see ``filter_runs``)."""
+    runs = filter_runs(ctx.store.list_runs(), status, text)
+    rewards = {}
+    for run in runs:
+        points = ctx.store.metrics_since(run.id, max(-1, run.current_step - 1), keys=["reward"])
+        rewards[run.id] = points[-1].value if points else None
+    return pd.DataFrame(runs_table(runs, rewards), columns=RUNS_TABLE_HEADERS)
+
+
+def refresh_series(ctx: AppContext, run_id: int, series: MetricSeries | None) -> tuple[MetricSeries, bool]:
+    """Bring ``series`` up to date for ``run_id``; returns (series, changed). A new series starts from the store's
+    downsampled history (``Store.metric_summary``); an existing one reads the steps after its cursor
+    (``Store.metrics_since``)."""
+    if series is None or series.run_id != run_id:
+        series = MetricSeries(run_id=run_id)
+        # First view: the charted keys' downsampled history (at most 1,000 buckets a key, whatever the run's length,
+        # with their min/max band and the true last point); then every new step incrementally.
+        series.extend_summary(ctx.store.metric_summary(run_id, keys=CHART_KEYS, key_patterns=FIRST_LOAD_PATTERNS))
+        return series, True
+    return series, series.extend(ctx.store.metrics_since(run_id, series.cursor)) > 0
+
+
+def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[str, gr.components.Component]:
+    """Build the Runs tab inside the current ``gr.Blocks``; ``sync`` keeps the compare picker current and tells the
+    other tabs of a cancel, resume or delete (the tab's own timer refreshes its table and run picker)."""
+    filters = create_filter_row()
+    table = gr.Dataframe(value=lambda: runs_frame(ctx), interactive=False, label="runs", elem_id="runs-table")
+    sweep_slot = gr.Column()  # the Sweeps view, built once Compare exists (app.tabs.launch.sweep)
+    with gr.Row():
+        choices = run_choices(ctx)
+        selected = gr.Dropdown(label="run", choices=choices, value=choices[0][1] if choices else None, scale=3,
+                               elem_id="runs-select")
+        cancel = gr.Button("Cancel run", variant="stop", scale=1, elem_id="runs-cancel")
+    controls = create_run_controls()
+    status = gr.HTML(elem_id="runs-status")
+    doctor = create_doctor_panel()
+    plot = gr.Plot(label="training metrics (click a point to see that step's groups in Inspect)", elem_id="runs-plot")
+    chart_click = gr.Textbox(visible="hidden", elem_id="runs-chart-step")
+    with gr.Accordion("Log (last lines of train.log)", open=False):
+        log_box = gr.Code(language=None, interactive=False, lines=12, elem_id="runs-log")
+    with gr.Accordion("Compare runs", open=False, elem_id="compare-panel") as compare_panel:
+        compare = create_compare_panel(ctx, choices, COMPARE_METRICS, sync)
+    create_export_panel(ctx, selected)
+    series_state = gr.State(None)
+    timer = gr.Timer(REFRESH_SECONDS)
+    with sweep_slot:
+        sweeps = create_sweep_view(ctx, timer, compare, compare_panel)
+
+    def on_refresh(run_id: int | None, series: MetricSeries | None, status_filter: str | None = None,
+                   text_filter: str | None = None):
+        """Inputs: selected run, cached series, filters. Outputs: table, dropdown, status, plot, log, series."""
+        options = run_choices(ctx)
+        dropdown = gr.update(choices=options)
+        if run_id is None and options:
+            run_id = options[0][1]
+            dropdown = gr.update(choices=options, value=run_id)
+        if run_id is None:
+            return (runs_frame(ctx, status_filter, text_filter), dropdown,
+                    "No runs yet: launch one from the **Launch** tab.", gr.skip(), "", None)
+        try:
+            run = ctx.store.get_run(int(run_id))
+        except StoreError:
+            return runs_frame(ctx, status_filter, text_filter), dropdown, "That run no longer exists.", gr.skip(), "", None
+        series, changed = refresh_series(ctx, run.id, series)
+        figure = training_figure(series, f"#{run.id} {run.name}", run.config.get("beta")) if changed else gr.skip()
+        log_tail = ctx.launcher.log_tail(run, max_lines=60)
+        status_html = run_status_html(run, log_tail, now=datetime.now(timezone.utc))
+        return runs_frame(ctx, status_filter, text_filter), dropdown, status_html, figure, log_tail, series
+
+    def on_select(run_id: int | None):
+        """Inputs: run. Outputs: status, plot, log, series (a fresh chart for the new run)."""
+        if run_id is None:
+            return gr.skip(), gr.skip(), gr.skip(), None
+        try:
+            run = ctx.store.get_run(int(run_id))
+        except StoreError:
+            return "That run no longer exists.", gr.skip(), "", None
+        series, _ = refresh_series(ctx, run.id, None)
+        log_tail = ctx.launcher.log_tail(run, max_lines=60)
+        figure = training_figure(series, f"#{run.id} {run.name}", run.config.get("beta"))
+        return run_status_html(run, log_tail), figure, log_tail, series
+
+    def on_cancel(run_id: int | None, request: gr.Request):
+        """Inputs: run. Outputs: status."""
+        if run_id is None:
+            return gr.skip()
+        try:
+            authorize_run_action(ctx.store, actor_of(ctx, request), int(run_id), "cancel")
+        except (NotOwnerError, StoreError) as exc:
+            gr.Warning(f"Not cancelled: {exc}")
+            return gr.skip()
+        run = ctx.launcher.cancel(int(run_id))
+        if run.status == RunStatus.RUNNING:
+            gr.Info(f"Run #{run.id} will stop at the end of its current step.")
+        return run_status_html(ctx.store.get_run(run.id))
+
+    outputs = [table, selected, status, plot, log_box, series_state]
+    timer.tick(on_refresh, inputs=[selected, series_state, filters["status"], filters["text"]], outputs=outputs,
+               show_progress="hidden")
+    selected.input(on_select, inputs=selected, outputs=[status, plot, log_box, series_state])
+    plot.change(None, js=CHART_CLICK_JS)
+    cancelled = cancel.click(on_cancel, inputs=selected, outputs=status)
+    if sync is not None:
+        sync.after(cancelled)
+    connect_doctor_panel(ctx, doctor, timer=timer, selected=selected)
+    connect_run_controls(ctx, controls, selected=selected, status=status, table=table, filters=filters,
+                         table_frame=runs_frame, sync=sync)
+    return {"table": table, "selected": selected, "status": status, "plot": plot, "chart_click": chart_click,
+            "cancel": cancel,
+            "timer": timer, "compare_runs": compare["runs"], "compare_plot": compare["plot"], "doctor": doctor,
+            "sweep_table": sweeps["table"]}

@@ -1,0 +1,1 @@
+"""Alerts a run sends: webhook messages, and where a webhook may POST."""

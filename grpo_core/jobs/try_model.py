@@ -1,0 +1,140 @@
+"""Try the model, the web half: build the request for a run and run :mod:`grpo_core.worker.try_model` in a
+subprocess (:mod:`grpo_core.processes`). Imports no torch.
+
+The child samples the run's base model and its trained weights (the final adapter or a checkpoint, see
+:mod:`grpo_core.runs.files`) on the same prompt, side by side, and scores both with the run's reward rules.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from grpo_core.processes import start_process, stop_process, tail_text
+from grpo_core.rewards.registry import get_rule
+from grpo_core.runs.config import parse_run_config
+from grpo_core.runs.files import resolve_weights, run_dir
+from grpo_core.settings import Settings
+from storage import RunInfo
+
+TRY_TIMEOUT_S = 600.0
+BASE = "base"
+TRAINED = "trained"
+
+
+class TryModelError(RuntimeError):
+    """Sampling failed; the message carries the reason (the end of the subprocess's output)."""
+
+
+class TryRequest(BaseModel):
+    """What to sample: the model, the trained weights, the prompt and its dataset row, the rules, the settings.
+
+    Lengths are in tokens. ``prompt`` is text or a list of chat messages (``{"role", "content"}``); ``row`` holds
+    the dataset row's other columns (``answer``, ``tests``, ...) that the reward rules read.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(description="The run's model field: 'SmolLM2-135M-Instruct', a folder, a .gguf or a hub id.")
+    weights: str | None = Field(None, description="Folder of the trained adapter or checkpoint; None: base only.")
+    prompt: str | list[dict[str, Any]]
+    row: dict[str, Any] = Field(default_factory=dict)
+    rewards: list[dict[str, Any]] = Field(default_factory=list, description="The run's RewardSpec dumps.")
+    num_samples: int = Field(2, ge=1, le=16)
+    max_new_tokens: int = Field(64, ge=1, le=4096)
+    temperature: float = Field(0.9, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    model_cache_dir: str = Field(description="Where GGUF models are converted to safetensors (the data dir's).")
+
+
+def build_request(
+    settings: Settings,
+    run: RunInfo,
+    *,
+    prompt: str | list[dict[str, Any]],
+    row: Mapping[str, Any] | None = None,
+    weights: str | None = "latest",
+    num_samples: int = 2,
+    max_new_tokens: int | None = None,
+    temperature: float | None = None,
+    seed: int = 0,
+) -> TryRequest:
+    """A :class:`TryRequest` for ``run``: its model, the chosen weights in its folder and its reward rules.
+
+    Args:
+        weights: ``latest``, ``adapter`` or ``checkpoint-<step>`` (see :func:`grpo_core.runs.files.resolve_weights`);
+            ``None`` samples the base model only.
+        max_new_tokens, temperature: default the run's ``max_completion_length`` and ``temperature``.
+
+    Raises:
+        ValueError: a reward rule reads a column ``row`` lacks (the message names both).
+        grpo_core.runs.files.ArtifactError: the run has no such weights.
+        grpo_core.runs.config.ConfigError: the run's stored config does not validate.
+    """
+    config = parse_run_config(run.config, source=f"run {run.id} config")
+    row = {k: v for k, v in dict(row or {}).items() if k != "prompt"}
+    for spec in config.rewards:
+        missing = [c for c in get_rule(spec.rule).columns if c not in row]
+        if missing:
+            raise ValueError(
+                f"reward rule {spec.rule} reads the column {missing[0]!r}; give it in the row's columns "
+                f"(load a dataset row, or add it to the JSON)"
+            )
+    folder = None if weights is None else resolve_weights(run_dir(settings, run), weights)
+    return TryRequest(
+        model=config.model,
+        weights=None if folder is None else str(folder),
+        prompt=prompt,
+        row=row,
+        rewards=[spec.model_dump(mode="json") for spec in config.rewards],
+        num_samples=num_samples,
+        max_new_tokens=max_new_tokens or config.max_completion_length,
+        temperature=config.temperature if temperature is None else temperature,
+        top_p=config.top_p,
+        seed=seed,
+        device=config.device,
+        model_cache_dir=str(settings.model_cache_dir),
+    )
+
+
+def try_in_subprocess(
+    request: TryRequest,
+    *,
+    timeout_s: float = TRY_TIMEOUT_S,
+    env: Mapping[str, str] | None = None,
+    workdir: Path | None = None,
+) -> dict[str, Any]:
+    """Run ``python -m grpo_core.worker.try_model`` on ``request`` in its own process group and return its result.
+
+    The web process stays free of torch; the child is killed (its whole group) after ``timeout_s`` seconds.
+
+    Returns:
+        The result mapping described in :func:`grpo_core.worker.try_model.try_model`.
+
+    Raises:
+        TryModelError: the child failed, timed out or wrote no result; the message ends with its output's tail.
+    """
+    with tempfile.TemporaryDirectory(prefix="grpo-try-", dir=workdir) as tmp:
+        request_path, result_path, log_path = Path(tmp) / "request.json", Path(tmp) / "result.json", Path(tmp) / "log"
+        request_path.write_text(request.model_dump_json(), encoding="utf-8")
+        command = [sys.executable, "-m", "grpo_core.worker.try_model", str(request_path), "--out", str(result_path)]
+        process = start_process(command, log_path=log_path, env={**os.environ, **dict(env or {})})
+        try:
+            code = process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            stop_process(process)
+            raise TryModelError(f"trying the model took longer than {timeout_s:.0f} s and was stopped") from None
+        output = tail_text(log_path, max_lines=60, max_bytes=3000)
+        if code != 0 or not result_path.is_file():
+            raise TryModelError(f"trying the model failed (exit status {code}):\n{output}")
+        return json.loads(result_path.read_text(encoding="utf-8"))

@@ -1,0 +1,298 @@
+"""Prompts as the model gets them, and their lengths against its context, from the tokenizer files only.
+
+The web process may import this module: it reads a model folder's ``tokenizer_config.json`` (or
+``chat_template.jinja``), ``tokenizer.json`` and ``config.json`` with jinja2 and the ``tokenizers`` package, never
+transformers or torch.
+
+* :func:`model_text_folder` finds the folder holding those files for a run's ``model`` field: a local folder as
+  is; the packaged SmolLM2 GGUF's converted folder in the model cache (``<cache>/<gguf stem>-<sha256[:16]>``, as
+  :func:`grpo_core.worker.policy_model.convert_gguf` names it), once converted; ``None`` otherwise (hub ids).
+* :func:`model_prompt_text` renders a prompt as TRL hands it to the model: a text prompt as is, a chat prompt
+  through the model's chat template with the generation prompt added (transformers'
+  ``render_jinja_template``, in ``transformers/utils/chat_template_utils.py``, compiles the template the same way).
+* :func:`check_prompt_lengths` counts every prompt's tokens (``add_special_tokens=False``, as TRL tokenizes the
+  rendered prompts) and lists the rows whose prompt plus ``max_completion_length`` exceeds the model's
+  ``max_position_embeddings``; :class:`PromptTooLongError` carries that list in its message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from grpo_core.models.source import ModelSourceError, describe_model
+
+NAMED_LONGEST = 5
+"""How many of the longest prompts a message names."""
+_SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
+
+
+class PromptTooLongError(ValueError):
+    """Prompts that leave no room for ``max_completion_length`` in the model's context; ``str()`` names the rows,
+    their token counts and the limit. ``check`` is the :class:`PromptLengthCheck`."""
+
+    def __init__(self, check: PromptLengthCheck) -> None:
+        super().__init__(check.message())
+        self.check = check
+
+
+@dataclass(frozen=True)
+class ModelText:
+    """What a model folder says about text: its chat template, special tokens and context length.
+
+    Attributes:
+        folder: the model folder (holds ``tokenizer.json``).
+        chat_template: the Jinja chat template, or ``None`` when the folder has none.
+        special_tokens: ``{"bos_token": "<|im_start|>", ...}``, as the template sees them.
+        max_position_embeddings: the context length in tokens (``config.json``), or ``None`` when not stated.
+    """
+
+    folder: Path
+    chat_template: str | None
+    special_tokens: dict[str, str] = field(default_factory=dict)
+    max_position_embeddings: int | None = None
+
+
+@dataclass(frozen=True)
+class PromptLength:
+    """One prompt's length: ``row_index`` (0-based row of the run's dataset) and its ``tokens``."""
+
+    row_index: int
+    tokens: int
+
+
+@dataclass(frozen=True)
+class PromptLengthCheck:
+    """The prompt lengths of a dataset against a model's context.
+
+    Attributes:
+        num_rows: prompts counted.
+        context: the model's ``max_position_embeddings`` in tokens (``None``: not stated, nothing is too long).
+        max_completion_length: tokens kept free for the completion.
+        longest: the :data:`NAMED_LONGEST` longest prompts, longest first.
+        too_long: every prompt with ``tokens + max_completion_length > context``, longest first.
+    """
+
+    num_rows: int
+    context: int | None
+    max_completion_length: int
+    longest: list[PromptLength]
+    too_long: list[PromptLength]
+
+    @property
+    def prompt_budget(self) -> int | None:
+        """Tokens left for a prompt: ``context - max_completion_length`` (``None`` without a context)."""
+        return None if self.context is None else self.context - self.max_completion_length
+
+    def message(self) -> str:
+        """One paragraph for the user: how many prompts are too long, the limit, and the longest rows."""
+        if not self.too_long:
+            top = self.longest[0].tokens if self.longest else 0
+            return f"all {self.num_rows} prompts fit: the longest has {top:,} tokens (limit {self.prompt_budget})"
+        named = ", ".join(f"row {p.row_index}: {p.tokens:,} tokens" for p in self.too_long[:NAMED_LONGEST])
+        more = f" and {len(self.too_long) - NAMED_LONGEST} more" if len(self.too_long) > NAMED_LONGEST else ""
+        return (
+            f"{len(self.too_long)} of {self.num_rows} prompts are too long for the model: its context is "
+            f"{self.context:,} tokens (max_position_embeddings) and max_completion_length = "
+            f"{self.max_completion_length} leaves {max(self.prompt_budget or 0, 0):,} tokens for a prompt; "
+            f"{named}{more} (rows numbered from 0). Shorten or drop those rows, or lower max_completion_length."
+        )
+
+
+# ------------------------------------------------------------------------------------------------ model files
+def model_text_folder(model: str, model_cache_dir: Path | None) -> Path | None:
+    """The folder holding ``model``'s tokenizer files, or ``None`` when none is on disk yet (a GGUF not yet
+    converted, a hub id, an unknown model); never downloads or converts anything."""
+    try:
+        source = describe_model(model)
+    except ModelSourceError:
+        return None
+    if source.kind == "folder":
+        folder = Path(source.location)
+    elif source.kind == "gguf" and model_cache_dir is not None:
+        from grpo_core.runs.provenance import HashCache
+
+        gguf = Path(source.location)
+        try:
+            folder = Path(model_cache_dir) / f"{gguf.stem}-{HashCache(model_cache_dir).sha256(gguf)[:16]}"
+        except OSError:
+            return None
+    else:
+        return None
+    return folder if (folder / "tokenizer.json").is_file() else None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _token_text(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("content"), str):  # a saved AddedToken
+        return value["content"]
+    return None
+
+
+def read_model_text(folder: str | Path) -> ModelText:
+    """Read a model folder's chat template (``chat_template.jinja``, else ``tokenizer_config.json``'s
+    ``chat_template``, the ``"default"`` one of a named list), special tokens and ``max_position_embeddings``
+    (also looked up in ``text_config``, and as ``n_positions`` / ``max_sequence_length``)."""
+    folder = Path(folder)
+    tokenizer_config = _read_json(folder / "tokenizer_config.json")
+    template: Any = None
+    jinja_file = folder / "chat_template.jinja"
+    if jinja_file.is_file():
+        template = jinja_file.read_text(encoding="utf-8")
+    else:
+        template = tokenizer_config.get("chat_template")
+        if isinstance(template, list):
+            named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+            template = named.get("default") or next(iter(named.values()), None)
+    specials = {k: text for k in _SPECIAL_TOKEN_KEYS if (text := _token_text(tokenizer_config.get(k))) is not None}
+    config = _read_json(folder / "config.json")
+    context = None
+    for holder in (config, config.get("text_config") or {}):
+        for key in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+            if isinstance(holder, dict) and isinstance(holder.get(key), int) and holder[key] > 0:
+                context = holder[key]
+                break
+        if context is not None:
+            break
+    return ModelText(
+        folder=folder,
+        chat_template=template if isinstance(template, str) else None,
+        special_tokens=specials,
+        max_position_embeddings=context,
+    )
+
+
+# -------------------------------------------------------------------------------------------- chat template
+@lru_cache(maxsize=16)
+def _compiled_template(template: str):
+    """The template compiled as transformers does: a sandboxed environment with ``trim_blocks``, ``lstrip_blocks``,
+    loop controls, a ``tojson`` that keeps non-ASCII, ``raise_exception`` and ``strftime_now``."""
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message: str):
+        raise jinja2.exceptions.TemplateError(message)
+
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    return env.from_string(template)
+
+
+def render_chat_prompt(messages: Sequence[Mapping[str, Any]], model_text: ModelText) -> str:
+    """``messages`` through the model's chat template, with the generation prompt added (as TRL renders a chat
+    prompt before generating).
+
+    Raises:
+        ValueError: the model has no chat template, or the template refuses the messages (its message).
+    """
+    if model_text.chat_template is None:
+        raise ValueError(f"the model in {model_text.folder} has no chat template; use text prompts")
+    import jinja2
+
+    try:
+        return _compiled_template(model_text.chat_template).render(
+            messages=[dict(m) for m in messages], add_generation_prompt=True, tools=None, documents=None,
+            **model_text.special_tokens,
+        )
+    except jinja2.TemplateError as exc:
+        raise ValueError(f"the model's chat template refused the prompt: {exc}") from exc
+
+
+def model_prompt_text(prompt: str | Sequence[Mapping[str, Any]], model_text: ModelText) -> str:
+    """The text the model reads for ``prompt``: text as is, a message list through the chat template.
+
+    Raises:
+        ValueError: as :func:`render_chat_prompt`.
+    """
+    return prompt if isinstance(prompt, str) else render_chat_prompt(prompt, model_text)
+
+
+def preview_model_prompts(
+    rows: Sequence[Mapping[str, Any]], model: str, model_cache_dir: Path | None, limit: int = 3
+) -> tuple[list[str], str | None]:
+    """The first ``limit`` prompts exactly as ``model`` gets them, and a note when that could not be done (the
+    model's tokenizer is not on disk yet, or it has no chat template): then chat prompts are shown as JSON."""
+    folder = model_text_folder(model, model_cache_dir)
+    model_text = read_model_text(folder) if folder is not None else None
+    shown, note = [], None
+    for row in rows[:limit]:
+        prompt = row.get("prompt")
+        if isinstance(prompt, str):
+            shown.append(prompt)
+            continue
+        if model_text is not None and model_text.chat_template is not None:
+            try:
+                shown.append(render_chat_prompt(prompt, model_text))
+                continue
+            except ValueError as exc:
+                note = str(exc)
+        else:
+            note = (f"{model}'s chat template is not on disk yet (a GGUF is converted at its first run): "
+                    "chat prompts are shown as messages")
+        shown.append(json.dumps(prompt, ensure_ascii=False, indent=1))
+    return shown, note
+
+
+# ------------------------------------------------------------------------------------------------ lengths
+def check_prompt_lengths(
+    rows: Sequence[Mapping[str, Any]], model_text: ModelText, max_completion_length: int
+) -> PromptLengthCheck:
+    """Count each row's prompt tokens as the model gets them and find those that do not fit.
+
+    Args:
+        rows: the run's rows (``row["prompt"]`` text or messages); a row's position is its ``row_index``.
+        model_text: from :func:`read_model_text`; its folder must hold ``tokenizer.json``.
+        max_completion_length: tokens the completion may take.
+
+    Raises:
+        ValueError: a chat prompt the template cannot render; OSError / Exception from ``tokenizers`` when
+            ``tokenizer.json`` cannot be read.
+    """
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(model_text.folder / "tokenizer.json"))
+    texts = [model_prompt_text(row["prompt"], model_text) for row in rows]
+    counts = [len(encoding.ids) for encoding in tokenizer.encode_batch(texts, add_special_tokens=False)]
+    ranked = sorted((PromptLength(i, n) for i, n in enumerate(counts)), key=lambda p: (-p.tokens, p.row_index))
+    context = model_text.max_position_embeddings
+    too_long = [] if context is None else [p for p in ranked if p.tokens + max_completion_length > context]
+    return PromptLengthCheck(
+        num_rows=len(rows),
+        context=context,
+        max_completion_length=max_completion_length,
+        longest=ranked[:NAMED_LONGEST],
+        too_long=too_long,
+    )
+
+
+def require_prompts_fit(
+    rows: Sequence[Mapping[str, Any]], model_folder: str | Path, max_completion_length: int
+) -> PromptLengthCheck:
+    """:func:`check_prompt_lengths` for the model in ``model_folder``; raises when any prompt is too long.
+
+    Raises:
+        PromptTooLongError: some prompts do not fit (the message names them, their token counts and the limit).
+    """
+    check = check_prompt_lengths(rows, read_model_text(model_folder), max_completion_length)
+    if check.too_long:
+        raise PromptTooLongError(check)
+    return check

@@ -1,0 +1,1 @@
+"""Running untrusted code in its box: namespaces, seccomp, resource limits, reaping."""

@@ -1,0 +1,1 @@
+"""Submitting runs: validation, the queue, sweeps."""

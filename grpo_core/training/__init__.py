@@ -1,0 +1,1 @@
+"""Where and how a queued run trains: the launcher, its executors (local or Ray), GPUs, headless training."""
