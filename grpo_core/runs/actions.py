@@ -175,7 +175,7 @@ def _listed_dataset(store: Store, dataset_id: int) -> DatasetInfo:
 
 
 TESTS_RULES = ("code_tests", "code_runtime")
-"""Rules that read the ``tests`` column (see :func:`grpo_core.rewards.code.split_tests`)."""
+"""Rules that read the ``tests`` column (see :func:`grpo_core.rewards.code.units.split_tests`)."""
 
 
 def _unreadable_tests(config: RunConfig, rows: list[dict[str, Any]]) -> list[str]:
@@ -186,7 +186,7 @@ def _unreadable_tests(config: RunConfig, rows: list[dict[str, Any]]) -> list[str
     """
     if not rows or not any(spec.rule in TESTS_RULES for spec in config.rewards):
         return []
-    from grpo_core.rewards.code import why_tests_unreadable
+    from grpo_core.rewards.code.units import why_tests_unreadable
 
     problems = [
         (index, problem)

@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from grpo_core.rewards.code import prompt_header, split_tests
-from grpo_core.rewards.code import why_tests_unreadable as problem_of
+from grpo_core.rewards.code.extract import prompt_header
+from grpo_core.rewards.code.units import split_tests
+from grpo_core.rewards.code.units import why_tests_unreadable as problem_of
 from grpo_core.runs.actions import validate_run_config
 from grpo_core.runs.config import ConfigError, RunConfig
 

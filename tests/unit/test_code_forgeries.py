@@ -1,7 +1,7 @@
 """Forged passes of ``code_tests`` score 0: results whose comparisons lie, and introspection of the harness.
 
 The tests run in the harness process; the completion runs in a second interpreter, and its results reach the
-assertions as plain data (see ``grpo_core/rewards/code.py``). The comparison forgeries and the frame walk passed with
+assertions as plain data (see ``grpo_core/rewards/code/harness/``). The comparison forgeries and the frame walk passed with
 the harness of earlier versions, which ran tests and completion in one interpreter; the others probe further ways
 into the harness (``gc``, ``/proc/<parent>``, patched builtins).
 """
@@ -14,13 +14,10 @@ import textwrap
 import pytest
 
 from grpo_core.datasets.humaneval import write_humaneval_jsonl
-from grpo_core.rewards.code import (
-    CodeRuntimeReward,
-    CodeTestsReward,
-    build_test_program,
-    parse_test_output,
-    split_tests,
-)
+from grpo_core.rewards.code.correctness import CodeTestsReward
+from grpo_core.rewards.code.program import build_test_program, parse_test_output
+from grpo_core.rewards.code.runtime import CodeRuntimeReward
+from grpo_core.rewards.code.units import split_tests
 from grpo_core.sandbox.box import run_python, sandbox_info
 
 ASSERTS = ["assert f(1) == 2", "assert f(2) == 3", "assert f(0) == 1", "assert f(-1) == 0"]

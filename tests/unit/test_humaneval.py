@@ -13,7 +13,8 @@ from grpo_core.datasets.humaneval import (
     humaneval_rows,
     write_humaneval_jsonl,
 )
-from grpo_core.rewards.code import CodeTestsReward, split_tests
+from grpo_core.rewards.code.correctness import CodeTestsReward
+from grpo_core.rewards.code.units import split_tests
 
 COLUMNS = {"prompt", "task_id", "entry_point", "tests", "canonical_solution"}
 

@@ -14,18 +14,12 @@ import numpy as np
 import psutil
 import pytest
 
-from grpo_core.rewards.code import (
-    RUNTIME_SMOOTHING_S,
-    TIMEOUT_REWARD,
-    CodeRuntimeReward,
-    CodeStyleReward,
-    CodeTestsReward,
-    build_test_program,
-    extract_code,
-    parse_test_output,
-    split_tests,
-    style_score,
-)
+from grpo_core.rewards.code.correctness import TIMEOUT_REWARD, CodeTestsReward
+from grpo_core.rewards.code.extract import extract_code
+from grpo_core.rewards.code.program import build_test_program, parse_test_output
+from grpo_core.rewards.code.runtime import RUNTIME_SMOOTHING_S, CodeRuntimeReward
+from grpo_core.rewards.code.style import CodeStyleReward, style_score
+from grpo_core.rewards.code.units import split_tests
 from grpo_core.rewards.registry import get_rule
 from grpo_core.sandbox.box import run_python, sandbox_info
 

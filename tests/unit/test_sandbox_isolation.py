@@ -215,7 +215,7 @@ NON_ROOT_SCRIPT = """
 import json, sys
 sys.path[:0] = [PROJECT, SITE]
 from grpo_core.sandbox.box import run_python, sandbox_info
-from grpo_core.rewards.code import CodeTestsReward
+from grpo_core.rewards.code.correctness import CodeTestsReward
 info = sandbox_info()
 net = run_python(NET, timeout_s=20)
 files = run_python(FILES)

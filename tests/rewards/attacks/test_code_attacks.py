@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from grpo_core.rewards.code import CodeRuntimeReward, CodeTestsReward
+from grpo_core.rewards.code.correctness import CodeTestsReward
+from grpo_core.rewards.code.runtime import CodeRuntimeReward
 from tests.rewards.attacks.cases import ATTACKS, HONEST_CASES, Case
 
 

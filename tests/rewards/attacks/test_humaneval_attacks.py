@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from grpo_core.datasets.humaneval import humaneval_rows
-from grpo_core.rewards.code import CodeTestsReward
+from grpo_core.rewards.code.correctness import CodeTestsReward
 
 DEGENERATE = ["", "pass", "```python\n```"]
 
