@@ -6,10 +6,10 @@ Two workloads, each run ``--n`` times per configuration (alternating, serially, 
 * ``code_tests``: one completion against 4 assert tests, the way the reward rule runs it.
 
 *Before* is the sandbox of earlier versions: no namespaces (the ``uid`` mode: a pool uid as root, else the host's
-user) and the one-interpreter test harness (kept below as ``PREVIOUS_HARNESS``, only as this baseline). *After* is
-the host's mode (:func:`~grpo_core.sandbox.box.sandbox_info`: ``bwrap`` where bubblewrap works) and the
-two-process harness of :func:`~grpo_core.rewards.code.build_test_program`. Then the throughput of a batch of
-``code_tests`` with one worker and with the thread pool, in the host's mode.
+user); *after* is the host's mode (:func:`~grpo_core.sandbox.box.sandbox_info`: ``bwrap`` where bubblewrap works).
+Both run the same test program, the real two-process harness (:mod:`grpo_core.rewards.code.harness`, built by
+:func:`~grpo_core.rewards.code.program.build_test_program`), so the difference is the sandbox's own. Then the
+throughput of a batch of ``code_tests`` with one worker and with the thread pool, in the host's mode.
 
 What it leaves out: the cost of forking a large parent (a trainer holding GBs of memory forks more slowly than this
 small script), and contention with a training process for the same CPU cores.
@@ -20,7 +20,6 @@ Usage: ``python benchmarks/bench_sandbox.py [--n 30] [--batch 16]``
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import secrets
 import statistics
@@ -30,13 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from grpo_core.rewards.code import (  # noqa: E402
-    CodeRuntimeReward,
-    CodeTestsReward,
-    build_test_program,
-    parse_test_output,
-    split_tests,
-)
+from grpo_core.rewards.code.correctness import CodeTestsReward  # noqa: E402
+from grpo_core.rewards.code.program import build_test_program, parse_test_output  # noqa: E402
+from grpo_core.rewards.code.runtime import CodeRuntimeReward  # noqa: E402
+from grpo_core.rewards.code.units import split_tests  # noqa: E402
 from grpo_core.sandbox.box import run_python, sandbox_info  # noqa: E402
 
 TESTS = ["assert f(1) == 2", "assert f(2) == 3", "assert f(10) == 11", "assert f(-1) == 0"]
@@ -46,78 +42,6 @@ SOLUTIONS = [
     "def f(x):\n    return sum([1, x])\n",
     "def f(x):\n    return x\n",
 ]
-
-PREVIOUS_HARNESS = """\
-def _harness(payload):
-    import json, os, time
-    try:
-        os.remove(__file__)  # the nonce and the tests live on only in this process's memory
-    except OSError:
-        pass
-    p = json.loads(payload)
-    nonce, units, repeats = p["nonce"], p["units"], p["repeats"]
-    # Everything the harness uses after the completion ran is bound now: the completion may patch builtins/modules.
-    write, exit_, perf_counter = os.write, os._exit, time.perf_counter
-    exec_, compile_, repr_, min_, range_, all_ = exec, compile, repr, min, range, all
-    Base = BaseException
-    out = os.dup(1)
-    null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 1)
-    os.dup2(null, 2)
-
-    def finish(text):
-        write(out, ("\\n" + nonce + " " + text + "\\n").encode())
-        exit_(0)  # no atexit handlers, no waiting for threads the completion left running
-
-    try:
-        code = compile_(p["code"], "<completion>", "exec")
-    except Base:
-        finish("syntax_error")
-    compiled = []
-    for kind, source in units:
-        try:
-            compiled.append((kind, compile_(source, "<test>", "exec")))
-        except Base:
-            compiled.append((kind, None))
-    del p, payload
-    ns = {"__name__": "__solution__", "__builtins__": __builtins__}
-    try:
-        exec_(code, ns)
-    except Base:
-        finish("load_error")
-    passed = []
-    best = None
-    for round_ in range_(repeats if repeats > 1 else 1):
-        start = perf_counter()
-        results = []
-        for kind, unit in compiled:
-            try:
-                if unit is None:
-                    raise SyntaxError("test does not compile")
-                exec_(unit, ns)
-                ok = True
-            except Base:
-                ok = False
-            if kind == "test":
-                results.append(ok)
-        elapsed = perf_counter() - start
-        best = elapsed if best is None else min_(best, elapsed)
-        if round_ == 0:
-            passed = results
-            if not all_(passed):
-                break
-    finish("passed " + "".join(["1" if ok else "0" for ok in passed]) + " " + repr_(best))
-
-
-_harness(PAYLOAD)
-"""
-
-
-def previous_program(code: str, units: list[tuple[str, str]], nonce: str) -> str:
-    """The test program of earlier versions (tests and completion in one interpreter)."""
-    payload = json.dumps({"nonce": nonce, "code": code, "units": units, "repeats": 1})
-    return PREVIOUS_HARNESS.replace("PAYLOAD", repr(payload))
-
 
 def time_execution(program: str, isolation: str | None, nonce: str | None, stdin: bytes | None = None) -> float:
     """Seconds for one ``run_python`` call, as seen by the caller; checks the program really ran."""
@@ -143,7 +67,7 @@ def per_execution(n: int) -> list[tuple[str, float, float]]:
         runs = [
             ("print(1)", "before", "print(1)", plain, None, None),
             ("print(1)", "after", "print(1)", None, None, None),
-            ("code_tests", "before", previous_program(code, units, nonce), plain, nonce, None),
+            ("code_tests", "before", program.script, plain, nonce, program.stdin),
             ("code_tests", "after", program.script, None, nonce, program.stdin),
         ]
         for workload, when, script, isolation, check, stdin in runs:
@@ -205,7 +129,7 @@ def main() -> None:
     time_execution("print(1)", None, None)
     plain = "uid" if info.switches_user else "none"
     print(f"host: {os.cpu_count()} CPUs; child interpreter {info.interpreter}; own uid per child: {info.switches_user}")
-    print(f"before: `{plain}` mode, one-interpreter harness; after: `{info.mode.value}` mode, two-process harness")
+    print(f"before: `{plain}` mode; after: `{info.mode.value}` mode; both with the two-process harness")
     print()
     print(f"| workload (median of {args.n}, serial) | before, ms | after, ms | after / before |")
     print("|---|---|---|---|")
