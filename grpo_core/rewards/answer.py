@@ -21,13 +21,8 @@ from fractions import Fraction
 from typing import Any
 
 from grpo_core.rewards.columns import column_values
-from grpo_core.rewards.final_answer import (
-    ReadNumber,
-    final_number,
-    last_answer_tag,
-    numbers_equal,
-    reference_value,
-)
+from grpo_core.rewards.final_answer import last_answer_tag
+from grpo_core.rewards.number_reading import ReadNumber, final_number, numbers_equal, reference_value
 from grpo_core.rewards.registry import RewardRule, RuleParam, completion_text, register
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -46,7 +41,7 @@ def is_missing_answer(value: Any) -> bool:
 
 def _prompt_texts(kwargs: dict[str, Any], count: int) -> list[str]:
     """The text of each completion's prompt from TRL's ``prompts`` keyword (``""`` when not given): the rules refuse
-    a final answer copied from it (:func:`grpo_core.rewards.final_answer.echoes_prompt`)."""
+    a final answer copied from it (:func:`grpo_core.rewards.number_reading.echoes_prompt`)."""
     prompts = kwargs.get("prompts")
     if not isinstance(prompts, list | tuple) or len(prompts) != count:
         return [""] * count
@@ -68,7 +63,7 @@ def reference_number(value: Any) -> Fraction | None:
     """The reference answer of a row as an exact fraction; ``None`` when missing or not a single number.
 
     ``int`` and ``float`` values are taken as they are (a float through its shortest decimal form, so ``0.1`` is
-    1/10); strings are read strictly by :func:`grpo_core.rewards.final_answer.reference_value` (``"#### 42"``,
+    1/10); strings are read strictly by :func:`grpo_core.rewards.number_reading.reference_value` (``"#### 42"``,
     ``"\\boxed{42}"``, ``"$1,234"`` and ``"18 dollars"`` work; "see figure 3" does not).
     """
     reference = _reference(value)

@@ -49,7 +49,8 @@ class AnswerCoverage:
 
 def _judgeable(rule: str, answer: Any, checker: Any) -> bool:
     from grpo_core.rewards.answer import is_missing_answer, reference_number
-    from grpo_core.rewards.final_answer import gsm8k_final, reference_value
+    from grpo_core.rewards.final_answer import gsm8k_final
+    from grpo_core.rewards.number_reading import reference_value
     from grpo_core.rewards.prose import is_prose_answer
 
     if is_missing_answer(answer):

@@ -31,10 +31,9 @@ import re
 import threading
 from typing import Any
 
-from grpo_core.rewards.final_answer import (
+from grpo_core.rewards.final_answer import final_answer, gsm8k_final
+from grpo_core.rewards.number_reading import (
     echoes_prompt,
-    final_answer,
-    gsm8k_final,
     last_number,
     normalize_number_text,
     read_numbers,
