@@ -27,6 +27,17 @@ from grpo_core.rewards.registry import RewardFunc, get_rule
 logger = logging.getLogger(__name__)
 
 
+def _finite(what: str, value: float) -> float:
+    """``value`` unchanged when finite.
+
+    Raises:
+        ValueError: ``value`` is NaN or infinite (message names ``what``).
+    """
+    if not math.isfinite(value):
+        raise ValueError(f"{what} must be a finite number, got {value}")
+    return value
+
+
 class RewardGate(pydantic.BaseModel):
     """A condition on another rule of the same run: the gated rule counts only where it holds.
 
@@ -45,9 +56,7 @@ class RewardGate(pydantic.BaseModel):
     @pydantic.field_validator("min")
     @classmethod
     def _finite_min(cls, value: float) -> float:
-        if not math.isfinite(value):
-            raise ValueError(f"gate min must be a finite number, got {value}")
-        return value
+        return _finite("gate min", value)
 
 
 class RewardSpec(pydantic.BaseModel):
@@ -75,9 +84,7 @@ class RewardSpec(pydantic.BaseModel):
     @pydantic.field_validator("weight")
     @classmethod
     def _finite_weight(cls, weight: float) -> float:
-        if not math.isfinite(weight):
-            raise ValueError(f"weight must be a finite number, got {weight}")
-        return weight
+        return _finite("weight", weight)
 
     @pydantic.field_validator("name")
     @classmethod
