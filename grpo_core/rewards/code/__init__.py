@@ -7,9 +7,9 @@ Rules (category ``code``):
 * ``code_style``: share of non-blank lines without a PEP 8 violation (``pycodestyle``).
 
 The code of a completion is the last fenced block tagged ``python``/``py``/``python3`` or untagged
-(an unclosed last fence, as in a truncated generation, counts), else the whole completion (:func:`extract_code`).
+(an unclosed last fence, as in a truncated generation, counts), else the whole completion (:func:`~grpo_core.rewards.code.extract.extract_code`).
 
-Tests (the ``tests`` column), see :func:`split_tests` and ``docs/rewards-code.md``:
+Tests (the ``tests`` column), see :func:`~grpo_core.rewards.code.units.split_tests` and ``docs/rewards-code.md``:
 
 * HumanEval (Chen et al. 2021, "Evaluating Large Language Models Trained on Code", arXiv 2107.03374): the source
   of a ``check(candidate)`` function plus an ``entry_point`` column naming the function under test. Each
@@ -20,7 +20,7 @@ Tests (the ``tests`` column), see :func:`split_tests` and ``docs/rewards-code.md
   (Hendrycks et al. 2021, "Measuring Coding Challenge Competence With APPS", arXiv 2105.09938), call-based with
   ``fn_name`` or programs run once per test in a fresh process.
 
-The prompt's own helpers (its header, :func:`prompt_header`: HumanEval/32's ``poly``) run before the completion and,
+The prompt's own helpers (its header, :func:`~grpo_core.rewards.code.extract.prompt_header`: HumanEval/32's ``poly``) run before the completion and,
 in the tests' namespace, after its names, so the tests always call the prompt's versions. A test unit that passes
 without running any of the completion's code earns no credit (``assert True``).
 
@@ -40,6 +40,12 @@ nonce, to a private descriptor, so output printed by the completion cannot fake 
 in the harness by builtin name, except those that would steer the tests' control flow (``StopIteration``) or are
 not ordinary errors (``SystemExit``...), which become a plain failure. The load message's names are checked (no
 dunders, no builtins). ``code_runtime``'s clock is the harness's. See ``docs/sandbox.md`` for what remains.
+
+Modules: :mod:`~grpo_core.rewards.code.correctness` (``code_tests``), :mod:`~grpo_core.rewards.code.runtime`
+(``code_runtime``), :mod:`~grpo_core.rewards.code.style` (``code_style``), :mod:`~grpo_core.rewards.code.extract` (the
+completion's code, the prompt's header), :mod:`~grpo_core.rewards.code.units` (tests -> units),
+:mod:`~grpo_core.rewards.code.program` (one completion's test program and its result),
+:mod:`~grpo_core.rewards.code.harness` (the program the sandbox runs). Importing this package registers the rules.
 """
 
 from grpo_core.rewards.code import correctness, runtime, style  # noqa: F401  (each registers its rule on import)
