@@ -28,11 +28,7 @@ logger = logging.getLogger(__name__)
 
 
 def _finite(what: str, value: float) -> float:
-    """``value`` unchanged when finite.
-
-    Raises:
-        ValueError: ``value`` is NaN or infinite (message names ``what``).
-    """
+    """``value`` unchanged when finite; ``ValueError`` naming ``what`` when it is NaN or infinite."""
     if not math.isfinite(value):
         raise ValueError(f"{what} must be a finite number, got {value}")
     return value
