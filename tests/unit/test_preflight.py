@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.datasets.formats import DatasetError, read_normalized_row
+from grpo_core.datasets.formats import read_normalized_row
+from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.datasets.rows import load_rows, prompt_text
 from grpo_core.doctor.preflight import (
     LEVEL_OK,
