@@ -21,9 +21,9 @@ from grpo_core.doctor.preflight import (
     RuleStats,
     SampledGroup,
     format_report,
-    judge,
     summarize,
 )
+from grpo_core.doctor.preflight_verdict import judge
 from grpo_core.rewards.compose import score_group
 from grpo_core.runs.config import ConfigError, RunConfig
 from grpo_core.worker.policy_model import EndOfSequence
