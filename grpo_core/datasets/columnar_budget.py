@@ -94,17 +94,10 @@ def decoded_bytes(values: Any, limit: int) -> int:
     """
     import pyarrow as pa
 
-    if isinstance(values, pa.Table):
+    if isinstance(values, pa.Table | pa.ChunkedArray):
         total = 0
-        for column in values.columns:
-            total += decoded_bytes(column, limit - total)
-            if total > limit:
-                break
-        return total
-    if isinstance(values, pa.ChunkedArray):
-        total = 0
-        for chunk in values.chunks:
-            total += decoded_bytes(chunk, limit - total)
+        for part in values.columns if isinstance(values, pa.Table) else values.chunks:
+            total += decoded_bytes(part, limit - total)
             if total > limit:
                 break
         return total
