@@ -16,7 +16,7 @@ checked by :mod:`grpo_core.datasets.checks`. Imports no gradio, torch or transfo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal
 
 PROMPT_COLUMN = "prompt"
@@ -26,6 +26,18 @@ DatasetFormat = Literal["jsonl", "json", "csv", "parquet", "arrow"]
 PromptKind = Literal["text", "chat"]
 
 
+#: The parts of a :class:`DatasetError`'s location, in the order its message gives them, and how each reads.
+_LOCATION_WORDS = (
+    ("line", "line {}"),
+    ("column", "column {}"),
+    ("byte_offset", "byte {}"),
+    ("row", "row {}"),
+    ("field", "column '{}'"),
+    ("message_index", "message {}"),
+)
+
+
+@dataclass(eq=False, repr=False)
 class DatasetError(ValueError):
     """A dataset file that cannot be used; ``str(error)`` says what is wrong and where.
 
@@ -38,43 +50,24 @@ class DatasetError(ValueError):
         column: 1-based character column within ``line`` (JSON syntax errors), or ``None``.
         row: 1-based data row, header not counted (CSV, Parquet, JSON arrays), or ``None``.
         field: the dataset column the problem is in (e.g. ``"prompt"``), or ``None``.
+        message_index: 1-based message of a chat prompt, or ``None``.
         byte_offset: 0-based byte offset in the file (bad UTF-8), or ``None``.
     """
 
-    def __init__(
-        self,
-        source_name: str,
-        reason: str,
-        *,
-        line: int | None = None,
-        column: int | None = None,
-        row: int | None = None,
-        field: str | None = None,
-        message_index: int | None = None,
-        byte_offset: int | None = None,
-    ) -> None:
-        self.source_name = source_name
-        self.reason = reason
-        self.line = line
-        self.column = column
-        self.row = row
-        self.field = field
-        self.message_index = message_index
-        self.byte_offset = byte_offset
-        where = [source_name]
-        if line is not None:
-            where.append(f"line {line}")
-        if column is not None:
-            where.append(f"column {column}")
-        if byte_offset is not None:
-            where.append(f"byte {byte_offset}")
-        if row is not None:
-            where.append(f"row {row}")
-        if field is not None:
-            where.append(f"column '{field}'")
-        if message_index is not None:
-            where.append(f"message {message_index}")
-        super().__init__(f"{', '.join(where)}: {reason}")
+    source_name: str
+    reason: str
+    _: KW_ONLY
+    line: int | None = None
+    column: int | None = None
+    row: int | None = None
+    field: str | None = None
+    message_index: int | None = None
+    byte_offset: int | None = None
+
+    def __post_init__(self) -> None:
+        where = [self.source_name]
+        where += [words.format(value) for part, words in _LOCATION_WORDS if (value := getattr(self, part)) is not None]
+        super().__init__(f"{', '.join(where)}: {self.reason}")
 
 
 @dataclass(frozen=True)
