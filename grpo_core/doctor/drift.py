@@ -41,13 +41,10 @@ def _entropy_surge(series: Series, groups: Sequence[GroupRecord], config: Mappin
     first = window[0][0]
     if reward_rising(series, first):
         return []  # more varied sampling while the reward rises is exploration that pays
-    falling = reward_falling(series, first)
+    reward = "while the reward falls" if reward_falling(series, first) else "while the reward does not rise"
     return found(
         "entropy_surge", Severity.WARNING,
-        title=(
-            f"Entropy is surging {'while the reward falls' if falling else 'while the reward does not rise'}: "
-            f"{start:.3g} → {end:.3g} nats per token"
-        ),
+        title=f"Entropy is surging {reward}: {start:.3g} → {end:.3g} nats per token",
         advice=(
             "The policy is going to noise: each token is sampled from a flatter and flatter distribution, so "
             "completions turn into gibberish and the rewards drop. Causes: a learning rate too high for the "
@@ -82,12 +79,10 @@ def _entropy_collapse(series: Series, groups: Sequence[GroupRecord], config: Map
     if len(reward) >= TREND_MIN_STEPS and progress.rises(reward) and not degenerate:
         return []  # sharpening on a rising reward is what learning looks like, while groups still differ
     beta = _number(config.get("beta"))
+    state = "and most groups are flat" if degenerate else "while the reward is flat"
     return found(
         "entropy_collapse", Severity.WARNING,
-        title=(
-            f"Entropy is collapsing {'and most groups are flat' if degenerate else 'while the reward is flat'}: "
-            f"{start:.3g} → {end:.3g} nats per token"
-        ),
+        title=f"Entropy is collapsing {state}: {start:.3g} → {end:.3g} nats per token",
         advice=(
             "The policy has become nearly deterministic without getting better: completions of a group look "
             "alike, their rewards tie, and advantages vanish. Raise temperature"
