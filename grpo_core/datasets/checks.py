@@ -34,7 +34,12 @@ def checked_dataset(
     first, missing values ``None``); a system prompt, if any, is added last.
 
     ``line_numbers`` locates rows by file line (JSON Lines); without it rows are located by 1-based row number.
-    ``json_in_cells`` parses prompt cells that hold a JSON message list (CSV cannot hold lists).
+    ``json_in_cells`` parses prompt cells that hold a JSON message list (CSV cannot hold lists). ``fmt`` and
+    ``name`` are kept on the dataset (``name`` also starts every message).
+
+    Raises:
+        DatasetError: no rows, a mapping :func:`map_columns` refuses, no ``prompt`` column, or a row whose prompt is
+            missing, empty, of the wrong type, a malformed message list, or of another kind than the first row's.
     """
     if not rows:
         raise DatasetError(name, "no data rows")

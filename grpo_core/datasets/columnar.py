@@ -32,7 +32,16 @@ def read_parquet(
     path: Path, name: str, max_rows: int | None, max_decoded_bytes: int
 ) -> tuple[list[str], list[dict[str, Any]]]:
     """Read Parquet with pyarrow; nested values (lists, structs) become lists and dicts. Texts are read as
-    dictionaries and the footer is checked first, so nothing larger than ``max_decoded_bytes`` is ever decoded."""
+    dictionaries and the footer is checked first, so nothing larger than ``max_decoded_bytes`` is ever decoded.
+
+    Returns:
+        (columns, rows): the file's columns (pandas's ``__index_level_N__`` columns left out) and its first
+        ``max_rows`` rows (all when ``None``) as plain Python.
+
+    Raises:
+        DatasetError: not a readable Parquet file, a column of an encoding a dataset does not need (run-end encoded,
+            list views), or more than ``max_decoded_bytes`` once decoded (``name`` starts the message).
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -84,7 +93,15 @@ def read_saved_dataset(
     folder: Path, name: str, max_rows: int | None, max_decoded_bytes: int
 ) -> tuple[list[str], list[dict[str, Any]]]:
     """Read a folder written by ``datasets.Dataset.save_to_disk``: the Arrow stream files ``state.json`` lists
-    (``*.arrow`` in name order without it), concatenated. A ``DatasetDict`` folder is refused with its splits."""
+    (``*.arrow`` in name order without it), concatenated. A ``DatasetDict`` folder is refused with its splits.
+
+    Returns:
+        (columns, rows), as :func:`read_parquet`.
+
+    Raises:
+        DatasetError: a ``DatasetDict`` folder, no Arrow files, a data file named outside the folder, compressed or
+            unreadable Arrow data, files of different schemas, or more than ``max_decoded_bytes`` once decoded.
+    """
     import pyarrow as pa
 
     if (folder / "dataset_dict.json").is_file():
