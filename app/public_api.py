@@ -51,7 +51,6 @@ import gradio as gr
 
 from app.context import MODEL_JOBS, AppContext, actor_of, boundary_of, check_webhooks
 from grpo_core.access.ownership import NotOwnerError
-from grpo_core.datasets.formats import ColumnMapping, DatasetError
 from grpo_core.datasets.library import (
     DatasetInUseError,
     delete_dataset,
@@ -59,6 +58,7 @@ from grpo_core.datasets.library import (
     parse_renames,
     rename_dataset,
 )
+from grpo_core.datasets.prompt_dataset import ColumnMapping, DatasetError
 from grpo_core.jobs.merge import MergeError, merge_run, zip_merged_folder
 from grpo_core.runs.actions import (
     RunActionError,

@@ -14,7 +14,7 @@ from app.catalog_sync import CatalogSync, dataset_choices
 from app.context import AppContext, actor_of, boundary_of
 from grpo_core.access.boundary import BoundaryError
 from grpo_core.access.ownership import NotOwnerError, check_may_change
-from grpo_core.datasets.formats import SUPPORTED_EXTENSIONS, ColumnMapping, DatasetError, read_normalized
+from grpo_core.datasets.formats import SUPPORTED_EXTENSIONS, read_normalized
 from grpo_core.datasets.library import (
     DatasetInUseError,
     delete_dataset,
@@ -24,6 +24,7 @@ from grpo_core.datasets.library import (
     parse_renames,
     rename_dataset,
 )
+from grpo_core.datasets.prompt_dataset import ColumnMapping, DatasetError
 from grpo_core.models.prompt_lengths import preview_model_prompts
 from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_coverage
 from grpo_core.runs.config import DEFAULT_MODEL

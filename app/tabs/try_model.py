@@ -18,7 +18,7 @@ import gradio as gr
 from app.catalog_sync import CatalogSync, run_choices
 from app.context import MODEL_JOBS, AppContext, boundary_of
 from grpo_core.bounded_parse import ParseError, load_json
-from grpo_core.datasets.formats import DatasetError
+from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.datasets.rows import dataset_file, editable_prompt_text, load_rows, prompt_from_text
 from grpo_core.jobs.try_model import BASE, TRAINED, TryModelError, build_request, try_in_subprocess
 from grpo_core.runs.config import ConfigError
@@ -46,7 +46,7 @@ def run_rows(ctx: AppContext, run: RunInfo) -> list[dict[str, Any]]:
     """The prompt rows of a run's dataset (empty when the file is gone).
 
     Raises:
-        grpo_core.datasets.formats.DatasetError: the file is no longer a valid dataset.
+        grpo_core.datasets.prompt_dataset.DatasetError: the file is no longer a valid dataset.
     """
     source = dataset_file(ctx.store, run.config)
     if source is None:

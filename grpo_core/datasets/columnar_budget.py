@@ -3,7 +3,7 @@
 A columnar file stores values encoded: a dictionary page holds a string once and run-length-encoded indices repeat
 it, so a 1 KB Parquet file can decode to hundreds of megabytes (a 100 MB string repeated a million times would be
 100 TB). The web process reads uploads itself, so a login could stop it for everyone with such a "decompression
-bomb". The checks here bound what the readers in :mod:`grpo_core.datasets.formats` may decode:
+bomb". The checks here bound what the readers in :mod:`grpo_core.datasets.columnar` may decode:
 
 * :func:`parquet_stored_bytes`: from the file's footer alone (nothing decoded), what reading it with byte-array
   columns kept as dictionaries costs: fixed-width values at their width, byte arrays at their uncompressed page
@@ -23,6 +23,10 @@ from typing import Any
 
 #: Bytes counted for each decoded value besides its data: a Python list slot and object header.
 BYTES_PER_VALUE = 8
+#: What a Parquet or Arrow dataset may decode to (its values as Python, counted as here) when the caller gives no
+#: limit; uploads are allowed :data:`DECODED_PER_UPLOADED` times the upload limit.
+DEFAULT_MAX_DECODED_BYTES = 1 << 30
+DECODED_PER_UPLOADED = 5
 
 _FIXED_WIDTH_BYTES = {"BOOLEAN": 1, "INT32": 4, "INT64": 8, "INT96": 12, "FLOAT": 4, "DOUBLE": 8}
 
@@ -90,17 +94,10 @@ def decoded_bytes(values: Any, limit: int) -> int:
     """
     import pyarrow as pa
 
-    if isinstance(values, pa.Table):
+    if isinstance(values, pa.Table | pa.ChunkedArray):
         total = 0
-        for column in values.columns:
-            total += decoded_bytes(column, limit - total)
-            if total > limit:
-                break
-        return total
-    if isinstance(values, pa.ChunkedArray):
-        total = 0
-        for chunk in values.chunks:
-            total += decoded_bytes(chunk, limit - total)
+        for part in values.columns if isinstance(values, pa.Table) else values.chunks:
+            total += decoded_bytes(part, limit - total)
             if total > limit:
                 break
         return total

@@ -2,9 +2,9 @@
 
 * :func:`import_dataset` validates an uploaded file completely, writes its normalised rows to a new file under the
   data directory and registers it; if anything fails, the store and the folder are left as they were.
-* A column mapping (:class:`grpo_core.datasets.formats.ColumnMapping`: prompt column, system prompt, renames) is applied
-  at import, so a file as people have it (GSM8K's ``question``/``answer``) needs no editing; the stored rows are
-  the mapped ones. :func:`parse_renames` reads the renames as typed in the Datasets tab.
+* A column mapping (:class:`grpo_core.datasets.prompt_dataset.ColumnMapping`: prompt column, system prompt,
+  renames) is applied at import, so a file as people have it (GSM8K's ``question``/``answer``) needs no editing; the
+  stored rows are the mapped ones. :func:`parse_renames` reads the renames as typed in the Datasets tab.
 * A ``.zip`` of a folder written by ``datasets.Dataset.save_to_disk`` is unpacked (bounded by the upload limit)
   and read with pyarrow; :func:`import_hub_dataset` loads a hub dataset with ``datasets`` in a child process
   (this process never imports it) and imports what it saved.
@@ -33,14 +33,9 @@ from pathlib import Path
 
 from grpo_core.access.logins import max_upload_bytes, upload_too_large_message
 from grpo_core.access.ownership import SINGLE_USER, Actor, NotOwnerError, check_may_change
-from grpo_core.datasets.formats import (
-    DECODED_PER_UPLOADED,
-    ColumnMapping,
-    DatasetError,
-    PromptDataset,
-    load_prompt_dataset,
-    save_normalized,
-)
+from grpo_core.datasets.columnar_budget import DECODED_PER_UPLOADED
+from grpo_core.datasets.formats import load_prompt_dataset, save_normalized
+from grpo_core.datasets.prompt_dataset import ColumnMapping, DatasetError, PromptDataset
 from grpo_core.settings import Settings
 from storage import DatasetInfo, RunInfo, RunStatus, Store, StoreError
 

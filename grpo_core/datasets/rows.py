@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from grpo_core.bounded_parse import ParseError, load_json
-from grpo_core.datasets.formats import ColumnMapping, load_prompt_dataset, read_normalized, remap_rows
+from grpo_core.datasets.checks import remap_rows
+from grpo_core.datasets.formats import load_prompt_dataset, read_normalized
+from grpo_core.datasets.prompt_dataset import ColumnMapping
 from grpo_core.rewards.registry import completion_text
 from grpo_core.runs.config import ConfigError, RunConfig
 
@@ -95,7 +97,7 @@ def load_rows(
 
     Raises:
         ConfigError: the config names no dataset, or names a stored one and ``store`` is ``None``.
-        grpo_core.datasets.formats.DatasetError: the file is not a valid prompt dataset, or the mapping names a column it
+        grpo_core.datasets.prompt_dataset.DatasetError: the file is not a valid prompt dataset, or the mapping names a column it
             lacks.
         storage.StoreError: no stored dataset with that id.
         OSError: the file cannot be read.

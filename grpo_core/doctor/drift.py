@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from grpo_core.doctor import progress
-from grpo_core.doctor.findings import Finding, Series, Severity, _config_value, _number, _points, step_ranges
+from grpo_core.doctor.findings import Finding, Series, Severity, _config_value, _number, _points, found, step_ranges
 from grpo_core.doctor.groups import reward_weights, task_rule
 from grpo_core.doctor.progress import reward_falling, reward_rising
 from grpo_core.doctor.thresholds import (
@@ -41,26 +41,20 @@ def _entropy_surge(series: Series, groups: Sequence[GroupRecord], config: Mappin
     first = window[0][0]
     if reward_rising(series, first):
         return []  # more varied sampling while the reward rises is exploration that pays
-    falling = reward_falling(series, first)
-    return [
-        Finding(
-            code="entropy_surge",
-            severity=Severity.WARNING,
-            title=(
-                f"Entropy is surging {'while the reward falls' if falling else 'while the reward does not rise'}: "
-                f"{start:.3g} → {end:.3g} nats per token"
-            ),
-            advice=(
-                "The policy is going to noise: each token is sampled from a flatter and flatter distribution, so "
-                "completions turn into gibberish and the rewards drop. Causes: a learning rate too high for the "
-                f"model (learning_rate{_config_value(config, 'learning_rate')}), a KL term too weak to hold the policy "
-                f"(beta{_config_value(config, 'beta')}), or an entropy bonus or high temperature"
-                f"{_config_value(config, 'temperature')}. Lower the learning rate, raise beta, and resume from a "
-                "checkpoint before the surge."
-            ),
-            steps=tuple(s for s, _ in window),
-        )
-    ]
+    reward = "while the reward falls" if reward_falling(series, first) else "while the reward does not rise"
+    return found(
+        "entropy_surge", Severity.WARNING,
+        title=f"Entropy is surging {reward}: {start:.3g} → {end:.3g} nats per token",
+        advice=(
+            "The policy is going to noise: each token is sampled from a flatter and flatter distribution, so "
+            "completions turn into gibberish and the rewards drop. Causes: a learning rate too high for the "
+            f"model (learning_rate{_config_value(config, 'learning_rate')}), a KL term too weak to hold the policy "
+            f"(beta{_config_value(config, 'beta')}), or an entropy bonus or high temperature"
+            f"{_config_value(config, 'temperature')}. Lower the learning rate, raise beta, and resume from a "
+            "checkpoint before the surge."
+        ),
+        steps=(s for s, _ in window),
+    )
 
 
 def _entropy_collapse(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
@@ -85,25 +79,20 @@ def _entropy_collapse(series: Series, groups: Sequence[GroupRecord], config: Map
     if len(reward) >= TREND_MIN_STEPS and progress.rises(reward) and not degenerate:
         return []  # sharpening on a rising reward is what learning looks like, while groups still differ
     beta = _number(config.get("beta"))
-    return [
-        Finding(
-            code="entropy_collapse",
-            severity=Severity.WARNING,
-            title=(
-                f"Entropy is collapsing {'and most groups are flat' if degenerate else 'while the reward is flat'}: "
-                f"{start:.3g} → {end:.3g} nats per token"
-            ),
-            advice=(
-                "The policy has become nearly deterministic without getting better: completions of a group look "
-                "alike, their rewards tie, and advantages vanish. Raise temperature"
-                f"{_config_value(config, 'temperature')} for more varied rollouts, lower the learning rate"
-                f"{_config_value(config, 'learning_rate')}"
-                + (", and set beta > 0 (now 0) to hold the policy near the reference model." if beta == 0 else ".")
-                + " Clip-higher (epsilon_high, DAPO) or an entropy bonus keep exploration alive."
-            ),
-            steps=tuple(s for s, _ in window),
-        )
-    ]
+    state = "and most groups are flat" if degenerate else "while the reward is flat"
+    return found(
+        "entropy_collapse", Severity.WARNING,
+        title=f"Entropy is collapsing {state}: {start:.3g} → {end:.3g} nats per token",
+        advice=(
+            "The policy has become nearly deterministic without getting better: completions of a group look "
+            "alike, their rewards tie, and advantages vanish. Raise temperature"
+            f"{_config_value(config, 'temperature')} for more varied rollouts, lower the learning rate"
+            f"{_config_value(config, 'learning_rate')}"
+            + (", and set beta > 0 (now 0) to hold the policy near the reference model." if beta == 0 else ".")
+            + " Clip-higher (epsilon_high, DAPO) or an entropy bonus keep exploration alive."
+        ),
+        steps=(s for s, _ in window),
+    )
 
 
 def _spread_points(series: Series, key: str) -> list[tuple[int, float]]:
@@ -137,23 +126,20 @@ def _task_rule_falling(series: Series, groups: Sequence[GroupRecord], config: Ma
     if not risers:
         return []
     total = "the total reward rises" if reward_rising(series, first) else "the total reward holds"
-    return [
-        Finding(
-            code="task_rule_falling",
-            severity=Severity.WARNING,
-            title=(
-                f"The task rule is falling while {total}: {rule} {start:.3g} → {end:.3g}, while "
-                + ", ".join(risers)
-            ),
-            advice=(
-                f"The policy is learning what the other rules pay for (often the format) and forgetting the task "
-                f"{rule} scores: format learned, task forgotten. Lower the other rules' weight, gate them on the "
-                f"task (a format bonus only for a right answer), or give {rule} partial credit; read the completions "
-                "in Inspect."
-            ),
-            steps=tuple(s for s, _ in window),
-        )
-    ]
+    return found(
+        "task_rule_falling", Severity.WARNING,
+        title=(
+            f"The task rule is falling while {total}: {rule} {start:.3g} → {end:.3g}, while "
+            + ", ".join(risers)
+        ),
+        advice=(
+            f"The policy is learning what the other rules pay for (often the format) and forgetting the task "
+            f"{rule} scores: format learned, task forgotten. Lower the other rules' weight, gate them on the "
+            f"task (a format bonus only for a right answer), or give {rule} partial credit; read the completions "
+            "in Inspect."
+        ),
+        steps=(s for s, _ in window),
+    )
 
 
 def _rule_errors(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
@@ -173,18 +159,15 @@ def _rule_errors(series: Series, groups: Sequence[GroupRecord], config: Mapping[
         f"{len(bad)} step{'s' if len(bad) > 1 else ''} ({step_ranges((s for s, _ in bad), max_ranges=6)})"
         for name, bad in failing
     ]
-    return [
-        Finding(
-            code="rule_errors",
-            severity=Severity.WARNING,
-            title="Reward functions raised errors: " + "; ".join(parts),
-            advice=(
-                "A completion whose reward function raised gets no score from it (None), so it teaches nothing about "
-                "that rule, and a rule that raises on every completion drops out of the reward. Read the worker log "
-                "(train.log) for the tracebacks, then fix the rule's parameters, the dataset column it reads, or the "
-                "plugin's code."
-            ),
-            steps=tuple(sorted({s for _, bad in failing for s, _ in bad})),
-            examples=tuple(parts),
-        )
-    ]
+    return found(
+        "rule_errors", Severity.WARNING,
+        title="Reward functions raised errors: " + "; ".join(parts),
+        advice=(
+            "A completion whose reward function raised gets no score from it (None), so it teaches nothing about "
+            "that rule, and a rule that raises on every completion drops out of the reward. Read the worker log "
+            "(train.log) for the tracebacks, then fix the rule's parameters, the dataset column it reads, or the "
+            "plugin's code."
+        ),
+        steps=sorted({s for _, bad in failing for s, _ in bad}),
+        examples=parts,
+    )

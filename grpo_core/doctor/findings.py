@@ -1,5 +1,5 @@
 """What the run doctor reports (:class:`Finding`, :class:`Severity`), the metric series it reads, and the small
-helpers every check shares (finite numbers, streaks of logged steps, step ranges)."""
+helpers every check shares (a check's one finding, finite numbers, streaks of logged steps, step ranges)."""
 
 from __future__ import annotations
 
@@ -49,6 +49,20 @@ class Finding:
     advice: str
     steps: tuple[int, ...] = ()
     examples: tuple[str, ...] = ()
+
+
+def found(
+    code: str,
+    severity: Severity,
+    *,
+    title: str,
+    advice: str,
+    steps: Iterable[int] = (),
+    examples: Iterable[str] = (),
+) -> list[Finding]:
+    """A check's answer when it found one thing: ``[Finding(code, severity, title, advice, steps, examples)]``, with
+    ``steps`` (ascending, e.g. a generator over a window of ``(step, value)`` points) and ``examples`` made tuples."""
+    return [Finding(code, severity, title, advice, tuple(steps), tuple(examples))]
 
 
 def series_from_points(points: Iterable[MetricPoint]) -> dict[str, tuple[list[int], list[float | None]]]:

@@ -19,6 +19,7 @@ from grpo_core.doctor.findings import (
     _number,
     _points,
     _streaks,
+    found,
     step_ranges,
 )
 from grpo_core.doctor.progress import _reward_trend as _reward_verdict
@@ -105,29 +106,26 @@ def _clipped(series: Series, groups: Sequence[GroupRecord], config: Mapping[str,
         why = f"; {evidence}, so the policy is pushed to finish"
     else:
         why = "; enough completions finish for the policy to learn from them"
-    return [
-        Finding(
-            code="clipped",
-            severity=Severity.WARNING if blocking else Severity.INFO,
-            title=(
-                f"Many completions are cut at max_completion_length: clipped_ratio up to {worst:.0%} "
-                f"(> {CLIPPED_RATIO_MAX:.0%}), {latest:.0%} at the latest step{why}"
-            ),
-            advice=(
-                "A truncated completion never reaches its answer, so it is scored on unfinished text. "
-                + (
-                    f"Raise max_completion_length{_config_value(config, 'max_completion_length')}, or reward "
-                    "finishing early (a length rule with an overlong penalty, or a format rule that needs the closing "
-                    "tag)."
-                    if blocking
-                    else "While some completions finish and score more, the advantages teach the policy to finish; if "
-                    "the reward stops rising while many are still cut, raise max_completion_length"
-                    f"{_config_value(config, 'max_completion_length')}."
-                )
-            ),
-            steps=tuple(s for s, _ in high),
-        )
-    ]
+    return found(
+        "clipped", Severity.WARNING if blocking else Severity.INFO,
+        title=(
+            f"Many completions are cut at max_completion_length: clipped_ratio up to {worst:.0%} "
+            f"(> {CLIPPED_RATIO_MAX:.0%}), {latest:.0%} at the latest step{why}"
+        ),
+        advice=(
+            "A truncated completion never reaches its answer, so it is scored on unfinished text. "
+            + (
+                f"Raise max_completion_length{_config_value(config, 'max_completion_length')}, or reward "
+                "finishing early (a length rule with an overlong penalty, or a format rule that needs the closing "
+                "tag)."
+                if blocking
+                else "While some completions finish and score more, the advantages teach the policy to finish; if "
+                "the reward stops rising while many are still cut, raise max_completion_length"
+                f"{_config_value(config, 'max_completion_length')}."
+            )
+        ),
+        steps=(s for s, _ in high),
+    )
 
 
 def _zero_rules(rewards: Mapping[str, float | None]) -> str:
@@ -160,21 +158,18 @@ def _reward_zero(series: Series, groups: Sequence[GroupRecord], config: Mapping[
                 break  # one per group: three different prompts say more than three tries at one
         if len(examples) == EXAMPLES:
             break
-    return [
-        Finding(
-            code="reward_zero",
-            severity=Severity.ERROR,
-            title=f"Reward is 0 at every step for {max(len(s) for s in streaks)} steps in a row",
-            advice=(
-                "No completion earns anything, so every advantage is 0 and nothing is learned. Compare the "
-                "examples with what the rules expect (answer format, the dataset's answer column, a regex that "
-                "never matches), add a dense term that partial answers can earn (format, length), or start from "
-                "a model that solves some prompts."
-            ),
-            steps=steps,
-            examples=tuple(examples),
-        )
-    ]
+    return found(
+        "reward_zero", Severity.ERROR,
+        title=f"Reward is 0 at every step for {max(len(s) for s in streaks)} steps in a row",
+        advice=(
+            "No completion earns anything, so every advantage is 0 and nothing is learned. Compare the "
+            "examples with what the rules expect (answer format, the dataset's answer column, a regex that "
+            "never matches), add a dense term that partial answers can earn (format, length), or start from "
+            "a model that solves some prompts."
+        ),
+        steps=steps,
+        examples=examples,
+    )
 
 
 def _all_finite(values: Sequence[Any]) -> bool:
@@ -209,37 +204,36 @@ def _nan(
         bad = [s for s, v in points if v is None]
         if bad:
             (core if key in CORE_KEYS else rules)[key] = bad
-    core, rules = dict(sorted(core.items())), dict(sorted(rules.items()))
     findings = []
     if core:
-        findings.append(
-            Finding(
-                code="nan",
-                severity=Severity.ERROR,
-                title="NaN or inf in " + ", ".join(f"{k} ({len(s)} steps)" for k, s in core.items()),
-                advice=(
-                    "The optimisation produced non-numbers: the model's weights are likely broken from here on. "
-                    f"Lower the learning rate{_config_value(config, 'learning_rate')}, keep max_grad_norm at 1 or "
-                    "below, and check the reward rules return finite numbers."
-                ),
-                steps=tuple(sorted({s for steps in core.values() for s in steps})),
-            )
-        )
+        findings.append(_nan_finding(
+            "nan", Severity.ERROR, title="NaN or inf in ", steps_by_key=core,
+            advice=(
+                "The optimisation produced non-numbers: the model's weights are likely broken from here on. "
+                f"Lower the learning rate{_config_value(config, 'learning_rate')}, keep max_grad_norm at 1 or "
+                "below, and check the reward rules return finite numbers."
+            ),
+        ))
     if rules:
-        findings.append(
-            Finding(
-                code="nan_rule",
-                severity=Severity.WARNING,
-                title="NaN in " + ", ".join(f"{k} ({len(s)} steps)" for k, s in rules.items()),
-                advice=(
-                    "A rule's mean is NaN when it returned None for every completion of the step (it did not "
-                    "apply, e.g. a code rule on rows without tests) or returned NaN/inf. The total reward then "
-                    "comes from the other rules only; check the rule's parameters and the dataset's columns."
-                ),
-                steps=tuple(sorted({s for steps in rules.values() for s in steps})),
-            )
-        )
+        findings.append(_nan_finding(
+            "nan_rule", Severity.WARNING, title="NaN in ", steps_by_key=rules,
+            advice=(
+                "A rule's mean is NaN when it returned None for every completion of the step (it did not "
+                "apply, e.g. a code rule on rows without tests) or returned NaN/inf. The total reward then "
+                "comes from the other rules only; check the rule's parameters and the dataset's columns."
+            ),
+        ))
     return findings
+
+
+def _nan_finding(
+    code: str, severity: Severity, *, title: str, steps_by_key: Mapping[str, Sequence[int]], advice: str
+) -> Finding:
+    """A NaN finding: ``title`` followed by the keys of ``steps_by_key`` (key -> the steps it was NaN at) in key
+    order, each with its number of steps; the finding's steps are all of theirs, ascending."""
+    named = ", ".join(f"{key} ({len(steps)} steps)" for key, steps in sorted(steps_by_key.items()))
+    steps = sorted({step for key_steps in steps_by_key.values() for step in key_steps})
+    return Finding(code, severity, title + named, advice, tuple(steps))
 
 
 def _loss_zero(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
@@ -273,12 +267,9 @@ def _loss_zero(series: Series, groups: Sequence[GroupRecord], config: Mapping[st
         f"because advantages are centred within each group, while its gradient is not 0; and {kl_term}. "
         "Judge progress by reward and reward_std, not by loss."
     )
-    return [
-        Finding(
-            code="loss_zero",
-            severity=Severity.INFO,
-            title=f"loss is exactly 0 at {len(zero_steps)} step{'s' if len(zero_steps) > 1 else ''} (expected in GRPO)",
-            advice=" ".join(reasons),
-            steps=tuple(zero_steps),
-        )
-    ]
+    return found(
+        "loss_zero", Severity.INFO,
+        title=f"loss is exactly 0 at {len(zero_steps)} step{'s' if len(zero_steps) > 1 else ''} (expected in GRPO)",
+        advice=" ".join(reasons),
+        steps=zero_steps,
+    )

@@ -19,6 +19,7 @@ from grpo_core.doctor.findings import (
     _number,
     _points,
     _streaks,
+    found,
 )
 from grpo_core.doctor.groups import (
     completion_outcome,
@@ -197,24 +198,21 @@ def _zero_std(series: Series, groups: Sequence[GroupRecord], config: Mapping[str
             "prompts the model solves sometimes, not never and not always."
         )
     rates = _pass_rates(groups, rule)
-    return [
-        Finding(
-            code="zero_std",
-            severity=Severity.WARNING,
-            title=(
-                f"Most groups give no learning signal: frac_reward_zero_std > {ZERO_STD_FRACTION} for "
-                f"{longest} steps in a row{split}"
-            ),
-            advice=(
-                "In these groups every completion got the same reward, so every advantage is 0 and the group "
-                f"teaches nothing. {cause} Raising temperature or num_generations"
-                f"{_config_value(config, 'num_generations')} gives more varied completions."
-                + (f" Pass rate by {rule} in the sampled groups: {rates}." if rates else "")
-            ),
-            steps=steps,
-            examples=tuple(examples),
-        )
-    ]
+    return found(
+        "zero_std", Severity.WARNING,
+        title=(
+            f"Most groups give no learning signal: frac_reward_zero_std > {ZERO_STD_FRACTION} for "
+            f"{longest} steps in a row{split}"
+        ),
+        advice=(
+            "In these groups every completion got the same reward, so every advantage is 0 and the group "
+            f"teaches nothing. {cause} Raising temperature or num_generations"
+            f"{_config_value(config, 'num_generations')} gives more varied completions."
+            + (f" Pass rate by {rule} in the sampled groups: {rates}." if rates else "")
+        ),
+        steps=steps,
+        examples=examples,
+    )
 
 
 def _reward_trend(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
@@ -246,25 +244,22 @@ def _rule_dominates(series: Series, groups: Sequence[GroupRecord], config: Mappi
         return []  # the heaviest rule carrying the signal is the task doing its job
     strictly = [name for name in heavier if weights.get(name, 1.0) > weight]
     task = task_rule(config, groups) or heavier[0]
-    return [
-        Finding(
-            code="rule_dominates",
-            severity=Severity.WARNING if strictly else Severity.INFO,
-            title=f"One reward rule carries {share:.0%} of the within-group reward variance: {rule}",
-            advice=(
-                f"GRPO's advantages come from reward differences within a group, so the policy learns mostly what "
-                f"{rule} (weight {weight:g}) rewards, while {task} (weight {weights.get(task, 1.0):g}) hardly tells "
-                "completions apart. A policy can then satisfy that rule without doing the task (reward hacking). "
-                f"Lower {rule}'s weight, or make {task} denser (partial credit) or the prompts easier so that it "
-                "varies within groups."
-            ),
-            steps=tuple(sorted({g.step for g in groups})),
-            examples=tuple(
-                f"{name}: {value:.0%} of the variance (weight {weights.get(name, 1.0):g})"
-                for name, value in shares.items()
-            ),
-        )
-    ]
+    return found(
+        "rule_dominates", Severity.WARNING if strictly else Severity.INFO,
+        title=f"One reward rule carries {share:.0%} of the within-group reward variance: {rule}",
+        advice=(
+            f"GRPO's advantages come from reward differences within a group, so the policy learns mostly what "
+            f"{rule} (weight {weight:g}) rewards, while {task} (weight {weights.get(task, 1.0):g}) hardly tells "
+            "completions apart. A policy can then satisfy that rule without doing the task (reward hacking). "
+            f"Lower {rule}'s weight, or make {task} denser (partial credit) or the prompts easier so that it "
+            "varies within groups."
+        ),
+        steps=sorted({g.step for g in groups}),
+        examples=(
+            f"{name}: {value:.0%} of the variance (weight {weights.get(name, 1.0):g})"
+            for name, value in shares.items()
+        ),
+    )
 
 
 def _eval_flat(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
@@ -284,24 +279,21 @@ def _eval_flat(series: Series, groups: Sequence[GroupRecord], config: Mapping[st
     eval_gain = evals[-1][1] - evals[0][1]
     if train_gain <= 0 or eval_gain >= EVAL_GAIN_SHARE * train_gain:
         return []
-    return [
-        Finding(
-            code="eval_flat",
-            severity=Severity.WARNING,
-            title=(
-                f"Train reward rises ({train_start:.3g} → {train_end:.3g}) but the eval reward does not "
-                f"({evals[0][1]:.3g} → {evals[-1][1]:.3g}, steps {first}–{last})"
-            ),
-            advice=(
-                "The policy gets better on the training prompts only: it memorises them, or games a rule in a way "
-                "the held-out prompts do not pay for. Compare train and eval groups in Inspect; more distinct "
-                f"training rows, a lower learning rate{_config_value(config, 'learning_rate')}, fewer "
-                f"num_iterations{_config_value(config, 'num_iterations')}, or stopping near the best eval step "
-                "keep what generalises."
-            ),
-            steps=tuple(s for s, _ in evals),
-        )
-    ]
+    return found(
+        "eval_flat", Severity.WARNING,
+        title=(
+            f"Train reward rises ({train_start:.3g} → {train_end:.3g}) but the eval reward does not "
+            f"({evals[0][1]:.3g} → {evals[-1][1]:.3g}, steps {first}–{last})"
+        ),
+        advice=(
+            "The policy gets better on the training prompts only: it memorises them, or games a rule in a way "
+            "the held-out prompts do not pay for. Compare train and eval groups in Inspect; more distinct "
+            f"training rows, a lower learning rate{_config_value(config, 'learning_rate')}, fewer "
+            f"num_iterations{_config_value(config, 'num_iterations')}, or stopping near the best eval step "
+            "keep what generalises."
+        ),
+        steps=(s for s, _ in evals),
+    )
 
 
 def _length_rule(config: Mapping[str, Any]) -> str:
@@ -328,36 +320,30 @@ def _length_drift(series: Series, groups: Sequence[GroupRecord], config: Mapping
     if clipped and clipped[-1] > CLIPPED_RATIO_MAX:
         limit = None
     if limit and end >= LENGTH_NEAR_MAX * limit and trend.p_rising < TREND_P_VALUE:
-        return [
-            Finding(
-                code="length_long",
-                severity=Severity.WARNING,
-                title=(
-                    f"Completions are growing to max_completion_length: mean {start:.3g} → {end:.3g} tokens of "
-                    f"{limit:g}"
-                ),
-                advice=(
-                    "Longer completions soon get cut, and a cut completion is scored on unfinished text. Raise "
-                    f"max_completion_length{_config_value(config, 'max_completion_length')} if the task needs the "
-                    "room, or reward finishing (a length rule with an overlong penalty, a format rule that needs "
-                    f"the closing tag).{_length_rule(config)}"
-                ),
-                steps=steps,
-            )
-        ]
+        return found(
+            "length_long", Severity.WARNING,
+            title=(
+                f"Completions are growing to max_completion_length: mean {start:.3g} → {end:.3g} tokens of "
+                f"{limit:g}"
+            ),
+            advice=(
+                "Longer completions soon get cut, and a cut completion is scored on unfinished text. Raise "
+                f"max_completion_length{_config_value(config, 'max_completion_length')} if the task needs the "
+                "room, or reward finishing (a length rule with an overlong penalty, a format rule that needs "
+                f"the closing tag).{_length_rule(config)}"
+            ),
+            steps=steps,
+        )
     if start > 0 and end <= LENGTH_SHORT_RATIO * start and trend.p_falling < TREND_P_VALUE:
-        return [
-            Finding(
-                code="length_short",
-                severity=Severity.INFO,
-                title=f"Completions are getting very short: mean {start:.3g} → {end:.3g} tokens",
-                advice=(
-                    "Fine if the task wants a bare answer; if it needs reasoning, the policy is cutting it. Look "
-                    f"at the completions in Inspect.{_length_rule(config)}"
-                ),
-                steps=steps,
-            )
-        ]
+        return found(
+            "length_short", Severity.INFO,
+            title=f"Completions are getting very short: mean {start:.3g} → {end:.3g} tokens",
+            advice=(
+                "Fine if the task wants a bare answer; if it needs reasoning, the policy is cutting it. Look "
+                f"at the completions in Inspect.{_length_rule(config)}"
+            ),
+            steps=steps,
+        )
     return []
 
 
@@ -372,19 +358,16 @@ def _beta_zero_std(series: Series, groups: Sequence[GroupRecord], config: Mappin
     mean = statistics.fmean(v for _, v in window)
     if mean <= ZERO_STD_FRACTION:
         return []
-    return [
-        Finding(
-            code="beta_zero_std",
-            severity=Severity.INFO,
-            title=(
-                f"beta {beta:g} > 0 while most groups have zero std: mean frac_reward_zero_std {mean:.0%} over the "
-                f"last {len(window)} logged steps"
-            ),
-            advice=(
-                "A group with zero std has every advantage 0, so its only gradient is the KL term: it pulls the "
-                "policy back towards the reference model and teaches nothing else. Set beta to 0 (DAPO and Dr. "
-                "GRPO train without it), or first give the groups signal (see the zero-std finding)."
-            ),
-            steps=tuple(s for s, v in window if v > ZERO_STD_FRACTION),
-        )
-    ]
+    return found(
+        "beta_zero_std", Severity.INFO,
+        title=(
+            f"beta {beta:g} > 0 while most groups have zero std: mean frac_reward_zero_std {mean:.0%} over the "
+            f"last {len(window)} logged steps"
+        ),
+        advice=(
+            "A group with zero std has every advantage 0, so its only gradient is the KL term: it pulls the "
+            "policy back towards the reference model and teaches nothing else. Set beta to 0 (DAPO and Dr. "
+            "GRPO train without it), or first give the groups signal (see the zero-std finding)."
+        ),
+        steps=(s for s, v in window if v > ZERO_STD_FRACTION),
+    )

@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from grpo_core.doctor.findings import Finding, Series, Severity, _config_value, _number, _points, _streaks
+from grpo_core.doctor.findings import Finding, Series, Severity, _config_value, _number, _points, _streaks, found
 from grpo_core.doctor.progress import reward_falling, reward_rising
 from grpo_core.doctor.thresholds import (
     GRAD_MIN_STEPS,
@@ -63,18 +63,15 @@ def _gradient(series: Series, groups: Sequence[GroupRecord], config: Mapping[str
         steps = tuple(s for streak in zero for s in streak)
         spread = _mean_std(series, steps)
         if spread is not None and spread > SIGNAL_STD_MIN:
-            return [
-                Finding(
-                    code="grad_zero",
-                    severity=Severity.ERROR,
-                    title=(
-                        f"The model is not training: grad_norm is 0 at {len(steps)} logged steps while reward_std is "
-                        f"{spread:.2g} (completions of a group differ, so advantages are not 0)"
-                    ),
-                    advice=_frozen_causes(config),
-                    steps=steps,
-                )
-            ]
+            return found(
+                "grad_zero", Severity.ERROR,
+                title=(
+                    f"The model is not training: grad_norm is 0 at {len(steps)} logged steps while reward_std is "
+                    f"{spread:.2g} (completions of a group differ, so advantages are not 0)"
+                ),
+                advice=_frozen_causes(config),
+                steps=steps,
+            )
         return []
     finite = [(s, v) for s, v in points if v is not None]
     if len(finite) < TREND_MIN_STEPS:
@@ -85,17 +82,14 @@ def _gradient(series: Series, groups: Sequence[GroupRecord], config: Mapping[str
     spread = _mean_std(series, [s for s, _ in latest])
     if start <= 0 or end > GRAD_VANISH_RATIO * start or spread is None or spread <= SIGNAL_STD_MIN:
         return []
-    return [
-        Finding(
-            code="grad_vanishing",
-            severity=Severity.WARNING,
-            title=(
-                f"The gradient is vanishing: grad_norm {start:.3g} → {end:.3g} while reward_std is {spread:.2g}"
-            ),
-            advice="The groups still carry signal but almost none reaches the parameters. " + _frozen_causes(config),
-            steps=tuple(s for s, _ in latest),
-        )
-    ]
+    return found(
+        "grad_vanishing", Severity.WARNING,
+        title=(
+            f"The gradient is vanishing: grad_norm {start:.3g} → {end:.3g} while reward_std is {spread:.2g}"
+        ),
+        advice="The groups still carry signal but almost none reaches the parameters. " + _frozen_causes(config),
+        steps=(s for s, _ in latest),
+    )
 
 
 def _policy_static(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
@@ -129,20 +123,17 @@ def _policy_static(series: Series, groups: Sequence[GroupRecord], config: Mappin
         cause = (
             "The learning rate looks usable, so the update does not reach the outputs. " + _frozen_causes(config)
         )
-    return [
-        Finding(
-            code="policy_static",
-            severity=Severity.WARNING,
-            title=(
-                f"The policy is not moving: KL to the reference model at most {max(v for _, v in kl):.2g} over "
-                f"{len(kl)} logged steps while reward_std is {spread:.2g}" if kl and not zero_rate
-                else f"The policy is not moving: the logged learning_rate is 0 at all {len(rates)} steps while "
-                f"reward_std is {spread:.2g}"
-            ),
-            advice=cause,
-            steps=tuple(s for s, _ in kl) if kl and not zero_rate else tuple(s for s, _ in _points(series, "learning_rate")),
-        )
-    ]
+    return found(
+        "policy_static", Severity.WARNING,
+        title=(
+            f"The policy is not moving: KL to the reference model at most {max(v for _, v in kl):.2g} over "
+            f"{len(kl)} logged steps while reward_std is {spread:.2g}" if kl and not zero_rate
+            else f"The policy is not moving: the logged learning_rate is 0 at all {len(rates)} steps while "
+            f"reward_std is {spread:.2g}"
+        ),
+        advice=cause,
+        steps=(s for s, _ in (kl if kl and not zero_rate else _points(series, "learning_rate"))),
+    )
 
 
 def _kl(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
@@ -178,19 +169,16 @@ def _kl(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]
     if not reasons:
         return []
     gaining = reward_rising(series, window[0][0])
-    return [
-        Finding(
-            code="kl",
-            severity=Severity.WARNING,
-            title="KL is blowing up: " + "; ".join(reasons),
-            advice=(
-                "The policy is running away from the reference model"
-                + (" while the reward still rises: likely a rule being gamed" if gaining else "")
-                + ". Causes: a step size too large for the model (learning_rate"
-                f"{_config_value(config, 'learning_rate')}), a KL term too weak to hold it (beta"
-                f"{_config_value(config, 'beta')}), or reward hacking (read the latest completions in Inspect). "
-                "Lower the learning rate, raise beta, or resume from a checkpoint before the jump."
-            ),
-            steps=tuple(s for s, _ in points[-KL_HISTORY:]),
-        )
-    ]
+    return found(
+        "kl", Severity.WARNING,
+        title="KL is blowing up: " + "; ".join(reasons),
+        advice=(
+            "The policy is running away from the reference model"
+            + (" while the reward still rises: likely a rule being gamed" if gaining else "")
+            + ". Causes: a step size too large for the model (learning_rate"
+            f"{_config_value(config, 'learning_rate')}), a KL term too weak to hold it (beta"
+            f"{_config_value(config, 'beta')}), or reward hacking (read the latest completions in Inspect). "
+            "Lower the learning rate, raise beta, or resume from a checkpoint before the jump."
+        ),
+        steps=(s for s, _ in points[-KL_HISTORY:]),
+    )

@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from grpo_core.doctor.findings import Finding, Series, Severity, _config_value, _is_zero, _points
+from grpo_core.doctor.findings import Finding, Series, Severity, _config_value, _is_zero, _points, found
 from grpo_core.doctor.thresholds import (
     FLAT_REWARD_MIN_STEPS,
     LEARNING_ENDS,
@@ -129,26 +129,23 @@ def _reward_trend(series: Series, groups: Sequence[GroupRecord], config: Mapping
     wanted = meaningful_rise(series, window[0][0])
     span = window[-1][0] - window[0][0]
     if trend.p_falling < TREND_P_VALUE and -trend.slope * span >= wanted:
-        return [
-            Finding(
-                code="reward_falling",
-                severity=Severity.WARNING,
-                title=f"Reward is falling: {numbers}{trend.p_falling:.2g} for a fall",
-                advice=(
-                    "The policy is getting worse at what the rules reward. Look at the latest completions in Inspect "
-                    "(a broken format, repetition, a rule being gamed), watch KL and entropy, and lower the learning "
-                    f"rate{_config_value(config, 'learning_rate')} or raise beta{_config_value(config, 'beta')} to "
-                    "hold the policy nearer the reference model."
-                ),
-                steps=steps,
-            )
-        ]
+        return found(
+            "reward_falling", Severity.WARNING,
+            title=f"Reward is falling: {numbers}{trend.p_falling:.2g} for a fall",
+            advice=(
+                "The policy is getting worse at what the rules reward. Look at the latest completions in Inspect "
+                "(a broken format, repetition, a rule being gamed), watch KL and entropy, and lower the learning "
+                f"rate{_config_value(config, 'learning_rate')} or raise beta{_config_value(config, 'beta')} to "
+                "hold the policy nearer the reference model."
+            ),
+            steps=steps,
+        )
     if rises(window):
         return [_learning(window, points)]
     if learned and len(points) > len(window):
-        found = [_learning(whole, points)]
+        findings = [_learning(whole, points)]
         if trend.p_rising >= TREND_P_VALUE:
-            found.append(
+            findings.append(
                 Finding(
                     code="reward_plateau",
                     severity=Severity.INFO,
@@ -160,53 +157,44 @@ def _reward_trend(series: Series, groups: Sequence[GroupRecord], config: Mapping
                     steps=steps,
                 )
             )
-        return found
+        return findings
     if trend.p_rising < TREND_P_VALUE:
-        return [
-            Finding(
-                code="reward_slow",
-                severity=Severity.INFO,
-                title=f"Reward may be rising: {numbers}{trend.p_rising:.2g} for a rise",
-                advice=(
-                    "A one-sided trend test says rising, but the 95% interval of Sen's slope still reaches below 0: "
-                    "not yet enough to call it learning. Let it run longer."
-                ),
-                steps=steps,
-            )
-        ]
+        return found(
+            "reward_slow", Severity.INFO,
+            title=f"Reward may be rising: {numbers}{trend.p_rising:.2g} for a rise",
+            advice=(
+                "A one-sided trend test says rising, but the 95% interval of Sen's slope still reaches below 0: "
+                "not yet enough to call it learning. Let it run longer."
+            ),
+            steps=steps,
+        )
     visible = detectable_rise([s for s, _ in window], [v for _, v in window], TREND_P_VALUE, TREND_POWER)
     power = (
         f"with {len(window)} points and this noise, Mann-Kendall at p < {TREND_P_VALUE:g} sees a rise of "
         f"{visible:.2g} or more over these steps {TREND_POWER:.0%} of the time"
     )
     if visible > wanted:
-        return [
-            Finding(
-                code="reward_undecided",
-                severity=Severity.INFO,
-                title=f"Too early to tell whether the reward improves: {numbers}{trend.p_rising:.2g} for a rise",
-                advice=(
-                    f"No significant trend yet, but the test cannot tell a real rise of {wanted:.2g} (half the spread "
-                    f"between a group's completions) from noise so far: {power}. Let it run longer before judging."
-                ),
-                steps=steps,
-            )
-        ]
-    return [
-        Finding(
-            code="reward_flat",
-            severity=Severity.WARNING,
-            title=f"Reward is not improving: {numbers}{trend.p_rising:.2g} for a rise",
+        return found(
+            "reward_undecided", Severity.INFO,
+            title=f"Too early to tell whether the reward improves: {numbers}{trend.p_rising:.2g} for a rise",
             advice=(
-                f"No upward trend in the weighted total reward, and the test had the power to see one: {power}, "
-                f"and a rise of {wanted:.2g} would matter. "
-                + (
-                    " ".join(tips)
-                    if tips
-                    else "The config looks reasonable: check that the groups carry signal "
-                    "(frac_reward_zero_std) and that the rules reward what you want (Inspect)."
-                )
+                f"No significant trend yet, but the test cannot tell a real rise of {wanted:.2g} (half the spread "
+                f"between a group's completions) from noise so far: {power}. Let it run longer before judging."
             ),
             steps=steps,
         )
-    ]
+    return found(
+        "reward_flat", Severity.WARNING,
+        title=f"Reward is not improving: {numbers}{trend.p_rising:.2g} for a rise",
+        advice=(
+            f"No upward trend in the weighted total reward, and the test had the power to see one: {power}, "
+            f"and a rise of {wanted:.2g} would matter. "
+            + (
+                " ".join(tips)
+                if tips
+                else "The config looks reasonable: check that the groups carry signal "
+                "(frac_reward_zero_std) and that the rules reward what you want (Inspect)."
+            )
+        ),
+        steps=steps,
+    )

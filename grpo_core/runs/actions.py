@@ -28,8 +28,8 @@ import psutil
 
 from grpo_core.access.boundary import OPEN, Boundary, boundary_for
 from grpo_core.access.ownership import SINGLE_USER, Actor, check_may_change
-from grpo_core.datasets.formats import DatasetError
 from grpo_core.datasets.library import purge_deleted_dataset
+from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.datasets.rows import column_mapping, load_rows, resolve_dataset_path
 from grpo_core.jobs.reward_check import check_plugins, has_plugins
 from grpo_core.models.prompt_lengths import model_text_folder, require_prompts_fit

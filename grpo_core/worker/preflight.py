@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from grpo_core.datasets.rows import load_rows, prompt_text
-from grpo_core.doctor.preflight import DEFAULT_PROMPTS, PreflightReport, SampledGroup, format_report, judge, summarize
+from grpo_core.doctor.preflight import DEFAULT_PROMPTS, PreflightReport, SampledGroup, format_report, summarize
+from grpo_core.doctor.preflight_verdict import judge
 from grpo_core.models.prompt_lengths import require_prompts_fit
 from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_coverage
 from grpo_core.rewards.compose import build_reward_funcs, score_group

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from grpo_core.doctor.preflight import wilson_interval
+from grpo_core.doctor.preflight_verdict import wilson_interval
 from grpo_core.doctor.progress import rises
 from grpo_core.doctor.trends import detectable_rise, mann_kendall, sen_slope_interval
 

@@ -33,8 +33,8 @@ import pandas as pd
 import pytest
 from sqlalchemy import text
 
-from grpo_core.datasets.formats import DatasetError
 from grpo_core.datasets.library import import_dataset
+from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.processes import process_alive
 from grpo_core.runs.actions import resume_run, submit_run
 from grpo_core.runs.files import last_checkpoint

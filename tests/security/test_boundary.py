@@ -19,8 +19,9 @@ import pytest
 from grpo_core.access.boundary import OPEN, BoundaryError, boundary_for, plugin_files
 from grpo_core.access.logins import AccessError, read_auth_admins, read_auth_code_runners, read_auth_file
 from grpo_core.access.ownership import Actor
-from grpo_core.datasets.formats import DatasetError, load_prompt_dataset
+from grpo_core.datasets.formats import load_prompt_dataset
 from grpo_core.datasets.library import _load_zipped_folder
+from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.rewards.compose import RewardSpec
 from grpo_core.rewards.plugin import load_plugin_function
 from grpo_core.runs.config import RunConfig

@@ -14,8 +14,9 @@ import pytest
 from gradio_client import handle_file
 
 from grpo_core.datasets.columnar_budget import decoded_bytes
-from grpo_core.datasets.formats import DatasetError, load_prompt_dataset
+from grpo_core.datasets.formats import load_prompt_dataset
 from grpo_core.datasets.library import _load_zipped_folder
+from grpo_core.datasets.prompt_dataset import DatasetError
 
 LIMIT = 50 * 2**20  # 50 MB of decoded values in these tests
 

@@ -21,8 +21,8 @@ from grpo_core.access.logins import (
     redact_url,
     upload_too_large_message,
 )
-from grpo_core.datasets.formats import DatasetError
 from grpo_core.datasets.library import UploadTooLargeError, import_dataset
+from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.runs.files import run_dir
 from grpo_core.settings import load_auth, load_settings
 

@@ -177,7 +177,8 @@ def test_a_nasty_prompt_in_the_try_tab_is_text():
 def test_a_dataset_file_nested_past_the_interpreter_is_refused_with_its_line(tmp_path, suffix):
     """Dataset files are bounded by the upload limit, not by these: a line that Python's JSON reader cannot take
     (nested past its recursion limit, a 5,000-digit number) is a clear DatasetError, not a crash."""
-    from grpo_core.datasets.formats import DatasetError, load_prompt_dataset
+    from grpo_core.datasets.formats import load_prompt_dataset
+    from grpo_core.datasets.prompt_dataset import DatasetError
 
     deep = "[" * 100_000 + "]" * 100_000
     path = tmp_path / f"rows{suffix}"

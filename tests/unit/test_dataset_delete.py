@@ -14,7 +14,6 @@ import pytest
 
 from app.server import build_blocks, create_context
 from grpo_core.access.ownership import Actor, NotOwnerError
-from grpo_core.datasets.formats import DatasetError
 from grpo_core.datasets.library import (
     ARITHMETIC_EXAMPLE,
     DatasetInUseError,
@@ -25,6 +24,7 @@ from grpo_core.datasets.library import (
     rename_dataset,
     runs_using_dataset,
 )
+from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.datasets.rows import load_rows
 from grpo_core.runs.actions import delete_run, resume_run, validate_run_config
 from grpo_core.runs.config import ConfigError, RunConfig

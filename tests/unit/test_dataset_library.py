@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.datasets.formats import DatasetError, read_normalized
+from grpo_core.datasets.formats import read_normalized
 from grpo_core.datasets.library import (
     ARITHMETIC_EXAMPLE,
     ARITHMETIC_LEVELS,
@@ -18,6 +18,7 @@ from grpo_core.datasets.library import (
     import_dataset,
     register_examples,
 )
+from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.rewards.compose import RewardSpec
 from grpo_core.runs.actions import submit_run, validate_run_config
 from grpo_core.runs.config import DEFAULT_MODEL, ConfigError, RunConfig

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.datasets.formats import ColumnMapping, DatasetError, load_prompt_dataset, read_normalized
+from grpo_core.datasets.formats import load_prompt_dataset, read_normalized
 from grpo_core.datasets.library import import_dataset, import_hub_dataset, load_upload, parse_renames
+from grpo_core.datasets.prompt_dataset import ColumnMapping, DatasetError
 from grpo_core.datasets.rows import load_rows
 from grpo_core.models.prompt_lengths import (
     PromptTooLongError,

@@ -1,4 +1,5 @@
-"""Tests for grpo_core.datasets.formats: every error names the file and where; every format round-trips to plain rows."""
+"""Tests for reading prompt dataset files (grpo_core.datasets: formats, columnar, checks): every error names the file
+and where; every format round-trips to plain rows."""
 
 from __future__ import annotations
 
@@ -16,15 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from grpo_core.datasets.formats import (
-    PREVIEW_MAX_CHARS,
-    SUPPORTED_EXTENSIONS,
-    DatasetError,
-    PromptDataset,
-    load_prompt_dataset,
-    read_normalized,
-    save_normalized,
-)
+from grpo_core.datasets.formats import SUPPORTED_EXTENSIONS, load_prompt_dataset, read_normalized, save_normalized
+from grpo_core.datasets.prompt_dataset import PREVIEW_MAX_CHARS, DatasetError, PromptDataset
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "arithmetic.jsonl"

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.datasets.formats import DatasetError, read_normalized_row
+from grpo_core.datasets.formats import read_normalized_row
+from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.datasets.rows import load_rows, prompt_text
 from grpo_core.doctor.preflight import (
     LEVEL_OK,
@@ -20,9 +21,9 @@ from grpo_core.doctor.preflight import (
     RuleStats,
     SampledGroup,
     format_report,
-    judge,
     summarize,
 )
+from grpo_core.doctor.preflight_verdict import judge
 from grpo_core.rewards.compose import score_group
 from grpo_core.runs.config import ConfigError, RunConfig
 from grpo_core.worker.policy_model import EndOfSequence

@@ -11,7 +11,8 @@ from __future__ import annotations
 import random
 
 from grpo_core.datasets.library import QUICK_START_PATH
-from grpo_core.doctor.preflight import LEVEL_OK, SampledGroup, judge, summarize
+from grpo_core.doctor.preflight import LEVEL_OK, SampledGroup, summarize
+from grpo_core.doctor.preflight_verdict import judge
 from grpo_core.rewards.compose import score_group
 from grpo_core.runs.config import RunConfig
 

@@ -19,7 +19,8 @@ import gradio as gr
 import pandas as pd
 
 from app.context import AppContext
-from grpo_core.datasets.formats import DatasetError, read_normalized, read_normalized_row
+from grpo_core.datasets.formats import read_normalized, read_normalized_row
+from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.datasets.rows import dataset_file
 from grpo_core.doctor.preflight import LEVEL_OK, LEVEL_PROBLEM, PreflightReport
 from grpo_core.jobs.preflight import PREFLIGHT_TIMEOUT_S, PreflightError, start_preflight
