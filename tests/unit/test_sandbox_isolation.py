@@ -416,3 +416,15 @@ def test_the_filter_decides_each_syscall(machine):
     assert _run_filter(program, arch, 0x40000000 + 1, 0) == eacces  # x32
     assert _run_filter(program, arch ^ 1, 1, 0) == eacces  # another ABI
     assert _run_filter(program, arch, 0, 0) == allow  # read/io_setup...
+
+
+def test_the_denied_table_names_each_syscall_once_per_machine():
+    """One table feeds both machines: the same names on each (``iopl``, ``ioperm`` exist on x86_64 only), no number
+    twice, and none of the numbers the filter decides by argument or answers otherwise (a clone or socket number in
+    the deny list would refuse every fork or every AF_UNIX socket)."""
+    x86, arm = seccomp.DENIED_SYSCALLS["x86_64"], seccomp.DENIED_SYSCALLS["aarch64"]
+    assert set(x86) - set(arm) == {"iopl", "ioperm"} and set(arm) <= set(x86)
+    for machine, numbers in seccomp.DENIED_SYSCALLS.items():
+        special = {seccomp.NR_CLONE[machine], seccomp.NR_CLONE3, *seccomp.SECCOMP_ARCH[machine][1:]}
+        assert len(set(numbers.values())) == len(numbers), machine
+        assert not special & set(numbers.values()), machine
