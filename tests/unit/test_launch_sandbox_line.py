@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.tabs.launch import tab as launch
-from grpo_core.sandbox.box import IsolationMode, SandboxInfo
+from grpo_core.sandbox.host import IsolationMode, SandboxInfo
 
 
 def test_line_names_the_mode_without_warning(monkeypatch):

@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from grpo_core.sandbox import box as sandbox
+from grpo_core.sandbox import box
 from grpo_core.sandbox.box import ExecStatus, run_many, run_python, sandbox_info
 
 AS_ROOT = os.geteuid() == 0
@@ -162,7 +162,7 @@ def test_setup_error_is_reported_not_raised(monkeypatch):
     def broken(*args, **kwargs):
         raise OSError("no fork for you")
 
-    monkeypatch.setattr(sandbox.subprocess, "Popen", broken)
+    monkeypatch.setattr(box.subprocess, "Popen", broken)
     result = run_python("print(1)")
     assert result.status is ExecStatus.SETUP_ERROR
     assert "no fork for you" in result.stderr

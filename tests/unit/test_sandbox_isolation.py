@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.sandbox import box as sandbox
-from grpo_core.sandbox.box import ExecStatus, IsolationMode, SandboxInfo, run_python, sandbox_info
+from grpo_core.sandbox import box, seccomp
+from grpo_core.sandbox.box import ExecStatus, run_python, sandbox_info
+from grpo_core.sandbox.host import IsolationMode, Plan, SandboxInfo
 from grpo_core.settings import load_settings
 from storage import Store
 
@@ -266,8 +267,8 @@ def test_as_an_unprivileged_user(listener, store_file):
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux's unshare")
 def test_unshare_fallback_has_no_network(listener):
     """The ``unshare`` mode (bwrap missing or broken): network and PID namespaces without a file-system view."""
-    plan = sandbox._identity()
-    fallback = sandbox._Plan(
+    plan = box._identity()
+    fallback = Plan(
         SandboxInfo(plan.plain_interpreter, plan.info.switches_user, plan.info.uid_range, IsolationMode.UNSHARE),
         plan.pool,
         plan.plain_interpreter,
@@ -277,7 +278,7 @@ def test_unshare_fallback_has_no_network(listener):
         (),
         shutil.which("unshare"),
     )
-    if sandbox._probe(fallback, plan.pool.uids[0] if plan.pool else None) is not None:
+    if box._probe(fallback, plan.pool.uids[0] if plan.pool else None) is not None:
         pytest.skip("unshare cannot make namespaces here")
     port, accepted = listener
     uid = plan.pool.acquire() if plan.pool else None
@@ -286,7 +287,7 @@ def test_unshare_fallback_has_no_network(listener):
             NETWORK_PROBE.replace("PORT", str(port))
             + "import os\nprint(json.dumps([p for p in os.listdir('/proc') if p.isdigit()]))"
         )
-        result = sandbox._execute(
+        result = box._execute(
             fallback, IsolationMode.UNSHARE, code, uid, timeout_s=20, limits=[], tmp_mb=8, nproc_extra=0
         )
     finally:
@@ -350,7 +351,7 @@ SYSCALL_PROBE = textwrap.dedent(
 @pytest.mark.skipif(os.uname().machine not in ("x86_64", "aarch64"), reason="seccomp filter for x86_64 and aarch64")
 def test_namespaces_keyring_bpf_ptrace_and_kernel_interfaces_are_denied():
     machine = os.uname().machine
-    numbers = dict(sandbox._DENIED_SYSCALLS[machine], clone=sandbox._NR_CLONE[machine], clone3=sandbox._NR_CLONE3)
+    numbers = dict(seccomp.DENIED_SYSCALLS[machine], clone=seccomp.NR_CLONE[machine], clone3=seccomp.NR_CLONE3)
     result = run_python(f"NUMBERS = {numbers!r}\n" + SYSCALL_PROBE)
     assert result.status is ExecStatus.OK, result.stderr
     out = json.loads(result.stdout)
@@ -363,7 +364,7 @@ def test_namespaces_keyring_bpf_ptrace_and_kernel_interfaces_are_denied():
 def test_without_the_filter_the_probe_would_succeed():
     """The probe above can fail: with no filter, this process may read its session keyring and trace itself."""
     machine = os.uname().machine
-    numbers = dict(sandbox._DENIED_SYSCALLS[machine], clone=sandbox._NR_CLONE[machine], clone3=sandbox._NR_CLONE3)
+    numbers = dict(seccomp.DENIED_SYSCALLS[machine], clone=seccomp.NR_CLONE[machine], clone3=seccomp.NR_CLONE3)
     code = f"NUMBERS = {numbers!r}\n" + SYSCALL_PROBE.split("text = ")[0] + textwrap.dedent(
         """
         print(json.dumps({"keyctl": call("keyctl", 0, -3, 0)[0]}))
@@ -398,20 +399,32 @@ def _run_filter(program: bytes, arch: int, nr: int, arg0: int) -> int:
 
 @pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
 def test_the_filter_decides_each_syscall(machine):
-    program = sandbox._seccomp_program(machine)
-    arch = sandbox._SECCOMP_ARCH[machine][0]
+    program = seccomp.seccomp_program(machine)
+    arch = seccomp.SECCOMP_ARCH[machine][0]
     eperm, enosys, eacces, allow = 0x00050001, 0x00050026, 0x0005000D, 0x7FFF0000
-    for name, nr in sandbox._DENIED_SYSCALLS[machine].items():
+    for name, nr in seccomp.DENIED_SYSCALLS[machine].items():
         assert _run_filter(program, arch, nr, 0) == eperm, name
-    clone = sandbox._NR_CLONE[machine]
+    clone = seccomp.NR_CLONE[machine]
     assert _run_filter(program, arch, clone, 0x10000000 | 17) == eperm  # CLONE_NEWUSER
     assert _run_filter(program, arch, clone, 0x40000000) == eperm  # CLONE_NEWNET
     assert _run_filter(program, arch, clone, 0x01200011) == allow  # fork(): CHILD_SETTID | CHILD_CLEARTID | SIGCHLD
     assert _run_filter(program, arch, clone, 0x003D0F00) == allow  # pthread_create's flags
-    assert _run_filter(program, arch, sandbox._NR_CLONE3, 0) == enosys
-    socket = sandbox._SECCOMP_ARCH[machine][1]
+    assert _run_filter(program, arch, seccomp.NR_CLONE3, 0) == enosys
+    socket = seccomp.SECCOMP_ARCH[machine][1]
     assert _run_filter(program, arch, socket, 1) == allow  # AF_UNIX
     assert _run_filter(program, arch, socket, 2) == eacces  # AF_INET
     assert _run_filter(program, arch, 0x40000000 + 1, 0) == eacces  # x32
     assert _run_filter(program, arch ^ 1, 1, 0) == eacces  # another ABI
     assert _run_filter(program, arch, 0, 0) == allow  # read/io_setup...
+
+
+def test_the_denied_table_names_each_syscall_once_per_machine():
+    """One table feeds both machines: the same names on each (``iopl``, ``ioperm`` exist on x86_64 only), no number
+    twice, and none of the numbers the filter decides by argument or answers otherwise (a clone or socket number in
+    the deny list would refuse every fork or every AF_UNIX socket)."""
+    x86, arm = seccomp.DENIED_SYSCALLS["x86_64"], seccomp.DENIED_SYSCALLS["aarch64"]
+    assert set(x86) - set(arm) == {"iopl", "ioperm"} and set(arm) <= set(x86)
+    for machine, numbers in seccomp.DENIED_SYSCALLS.items():
+        special = {seccomp.NR_CLONE[machine], seccomp.NR_CLONE3, *seccomp.SECCOMP_ARCH[machine][1:]}
+        assert len(set(numbers.values())) == len(numbers), machine
+        assert not special & set(numbers.values()), machine
