@@ -91,7 +91,8 @@ class GroupStore(StoreBase):
         group_ids = connection.execute(
             _INSERT_GROUPS, [_group_values(run_id, step, group, split) for group in groups]
         ).scalars().all()
-        completions = [(group_id, c) for group_id, group in zip(group_ids, groups, strict=True) for c in group.completions]
+        completions = [(group_id, c) for group_id, group in zip(group_ids, groups, strict=True)
+                       for c in group.completions]
         if not completions:
             return
         values = [_completion_values(group_id, c) for group_id, c in completions]
@@ -104,25 +105,6 @@ class GroupStore(StoreBase):
             for completion_id, (_, c) in zip(completion_ids, completions, strict=True) if c.token_stats is not None
         ])
 
-    def record_token_stats(self, group_id: int, index: int, stats: TokenStats) -> None:
-        """Store (or replace) the per-token values of completion ``index`` of group ``group_id``.
-
-        The values are kept as float16 (:mod:`storage.float16`); :meth:`record_groups` does the same for completions
-        that carry :attr:`CompletionRecord.token_stats`.
-
-        Raises:
-            StoreError: there is no such completion.
-        """
-        with self._session() as session:
-            completion_id = session.scalar(
-                select(CompletionRow.id).where(CompletionRow.group_id == group_id, CompletionRow.index == index)
-            )
-            if completion_id is None:
-                raise StoreError(f"no completion {index} in group {group_id}")
-            session.execute(delete(TokenStatsRow).where(TokenStatsRow.completion_id == completion_id))
-            session.execute(_INSERT_TOKEN_STATS, [TokenStatsRow.values_of(completion_id, stats)])
-            session.commit()
-
     def token_stats(self, group_id: int, index: int) -> TokenStats | None:
         """The per-token values of completion ``index`` of group ``group_id`` (float16 precision), or ``None`` when
         none were recorded (or there is no such completion)."""
@@ -133,17 +115,6 @@ class GroupStore(StoreBase):
                 .where(CompletionRow.group_id == group_id, CompletionRow.index == index)
             )
             return None if row is None else row.to_record()
-
-    def token_stats_indexes(self, group_id: int) -> list[int]:
-        """The indexes of group ``group_id``'s completions that have per-token values, ascending."""
-        with self._session() as session:
-            rows = session.scalars(
-                select(CompletionRow.index)
-                .join(TokenStatsRow, TokenStatsRow.completion_id == CompletionRow.id)
-                .where(CompletionRow.group_id == group_id)
-                .order_by(CompletionRow.index)
-            ).all()
-            return list(rows)
 
     def group_steps(self, run_id: int) -> list[int]:
         """The steps of a run that have recorded groups, ascending."""
@@ -207,11 +178,6 @@ class GroupStore(StoreBase):
         """
         return self._read_groups(with_completions(GroupRow.run_id == run_id, *keyset((after_step, after_group), None))
                                  .order_by(GroupRow.step, GroupRow.id).limit(max(0, limit)))
-
-    def count_groups(self, run_id: int) -> int:
-        """How many groups a run has recorded."""
-        with self._session() as session:
-            return session.scalar(select(func.count(GroupRow.id)).where(GroupRow.run_id == run_id)) or 0
 
     def get_group(self, group_id: int) -> GroupRecord:
         """One group with its completions. Raises StoreError when there is none with that id."""

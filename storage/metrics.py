@@ -5,15 +5,14 @@ the last step a page has)."""
 from __future__ import annotations
 
 import numbers
-import re
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, func, insert, or_, select, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from storage.base import finite
-from storage.history import HistoryStore, _like_to_regex
+from storage.history import HistoryStore
 from storage.records import MetricPoint
 from storage.tables import MetricRow, MetricSeriesRow, RunRow
 
@@ -35,18 +34,12 @@ def step_rows(run_id: int, step: int, values: dict[str, Any], wall_time: float) 
 class MetricStore(HistoryStore):
     """The store's metric points (a mixin of :class:`storage.Store`)."""
 
-    def record_metrics(self, run_id: int, step: int, values: dict[str, Any], wall_time: float) -> int:
-        """Store the scalars logged at ``step``; non-numbers are skipped, NaN/inf stored as NULL.
-
-        A key already recorded for that step is overwritten, so a replayed step never duplicates rows. The run's
-        downsampled history (:meth:`metric_summary`) is updated in the same transaction. Returns the number of
-        scalars stored.
-        """
-        return self.record_metric_steps(run_id, [(step, values, wall_time)])
-
     def record_metric_steps(self, run_id: int, steps: Sequence[tuple[int, dict[str, Any], float]]) -> int:
-        """:meth:`record_metrics` for several steps at once, ``(step, values, wall_time)`` each, in one transaction
-        (a bulk import, or a writer that fell behind). Returns the number of scalars stored.
+        """Store the scalars logged at several steps, ``(step, values, wall_time)`` each (``wall_time`` in seconds
+        since the epoch), in one transaction (a bulk import, or a writer that fell behind); non-numbers are skipped,
+        NaN/inf stored as NULL. A key already recorded for that step is overwritten, so a replayed step never
+        duplicates rows. The run's downsampled history (:meth:`metric_summary`) is updated in the same transaction.
+        Returns the number of scalars stored.
 
         Cost: one insert of the raw points, plus per key one read and one write of its last bucket of the
         downsampled history (:mod:`storage.summary`); when a key's level rises (each time the run doubles past
@@ -149,55 +142,3 @@ class MetricStore(HistoryStore):
                                             MetricRow.step > after_step, MetricRow.value.is_not(None)).distinct()
             ).scalars())
         return {key: (of_key, key in numbered) for key, of_key in steps.items()}
-
-    def metrics_overview(
-        self,
-        run_id: int,
-        *,
-        keys: Sequence[str] = (),
-        key_patterns: Sequence[str] = (),
-        max_points: int = 1000,
-    ) -> list[MetricPoint]:
-        """A chart's first load: the points of ``keys`` (and of keys matching the SQL LIKE ``key_patterns``, e.g.
-        ``rewards/%/mean``) at no more than about ``max_points`` evenly strided steps, always including the last.
-
-        Like TensorBoard's down-sampling, this keeps the first view of a 20,000-step run fast; later refreshes read
-        every new step with :meth:`metrics_since`. Ordered by step then key.
-        """
-        with self._session() as session:
-            last = session.scalar(select(func.max(MetricRow.step)).where(MetricRow.run_id == run_id))
-            if last is None:
-                return []
-            stride = max(1, -(-int(last) // max(1, max_points)))
-            wanted = set(keys)
-            if key_patterns:
-                # Resolve the patterns against the keys of the last step (a few rows), so that the main query is a
-                # plain `key IN (...)` read in the order of the (run_id, key, step) covering index.
-                recent = session.scalars(
-                    select(MetricRow.key).where(MetricRow.run_id == run_id, MetricRow.step == last)
-                ).all()
-                patterns = [re.compile(_like_to_regex(p)) for p in key_patterns]
-                matched = {k for k in recent if any(p.fullmatch(k) for p in patterns)}
-                if not matched:  # the last step logged other keys only (e.g. TRL's end-of-training summary)
-                    every = session.scalars(
-                        select(MetricRow.key).where(MetricRow.run_id == run_id).distinct()
-                    ).all()
-                    matched = {k for k in every if any(p.fullmatch(k) for p in patterns)}
-                wanted.update(matched)
-            query = select(MetricRow.step, MetricRow.key, MetricRow.value, MetricRow.wall_time).where(
-                MetricRow.run_id == run_id
-            )
-            if wanted:
-                query = query.where(MetricRow.key.in_(sorted(wanted)))
-            if stride > 1:
-                query = query.where(or_(MetricRow.step % stride == 0, MetricRow.step == last))
-            rows = session.execute(query.order_by(MetricRow.key, MetricRow.step)).all()
-            points = [MetricPoint(r.step, r.key, r.value, r.wall_time) for r in rows]
-            points.sort(key=lambda p: (p.step, p.key))
-            return points
-
-    def metric_keys(self, run_id: int) -> list[str]:
-        """The distinct metric names recorded for a run, sorted."""
-        with self._session() as session:
-            rows = session.scalars(select(MetricRow.key).where(MetricRow.run_id == run_id).distinct()).all()
-            return sorted(rows)

@@ -54,7 +54,7 @@ class StepStore(MetricStore, GroupStore):
     ) -> bool:
         """Everything a training step records, in one transaction, and the run's cancel flag read in it.
 
-        Stores the scalars ``metrics`` logged at ``step`` (as :meth:`record_metrics`, at ``wall_time`` seconds
+        Stores the scalars ``metrics`` logged at ``step`` (as :meth:`record_metric_steps`, at ``wall_time`` seconds
         since the epoch, default now) and, per ``(split, groups)`` pair, the step's groups of that split (as
         :meth:`record_groups`), sets the run's ``heartbeat_at`` to now and its ``current_step`` to ``step``, and
         reads ``cancel_requested``. Either all of it is stored or, when a statement fails, none of it.
