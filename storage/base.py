@@ -14,8 +14,9 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from storage.engine import create_schema, make_engine
+from storage.records import StoreError
 from storage.summary import SUMMARY_BUCKETS
-from storage.tables import GroupRow
+from storage.tables import Base, GroupRow
 
 
 class StoreBase:
@@ -44,6 +45,18 @@ class StoreBase:
 
     def _session(self) -> Session:
         return self._sessions()
+
+
+def get_row(session: Session, table: type[Base], row_id: int, what: str, **options: Any) -> Any:
+    """The row of ``table`` with primary key ``row_id`` (``options``: :meth:`Session.get`'s, e.g. eager loads).
+
+    Raises:
+        StoreError: there is none (``"no <what> with id <row_id>"``).
+    """
+    row = session.get(table, row_id, **options)
+    if row is None:
+        raise StoreError(f"no {what} with id {row_id}")
+    return row
 
 
 def finite(value: Any) -> float | None:

@@ -10,7 +10,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from storage.base import StoreBase
+from storage.base import StoreBase, get_row
 from storage.records import DatasetInfo, StoreError
 from storage.tables import DatasetRow, RunRow
 
@@ -26,14 +26,6 @@ def _commit_dataset_name(session: Session, name: str) -> None:
     except IntegrityError:
         session.rollback()
         raise StoreError(f"a dataset named {name!r} already exists") from None
-
-
-def _get(session: Session, dataset_id: int) -> DatasetRow:
-    """The row of dataset ``dataset_id``. Raises StoreError when there is none."""
-    row = session.get(DatasetRow, dataset_id)
-    if row is None:
-        raise StoreError(f"no dataset with id {dataset_id}")
-    return row
 
 
 class DatasetStore(StoreBase):
@@ -84,7 +76,7 @@ class DatasetStore(StoreBase):
         """One dataset, also one marked deleted (the runs that used it still read it). Raises StoreError when there
         is none with that id."""
         with self._session() as session:
-            row = _get(session, dataset_id)
+            row = get_row(session, DatasetRow, dataset_id, "dataset")
             return row.to_record()
 
     def find_dataset(self, name: str) -> DatasetInfo | None:
@@ -100,7 +92,7 @@ class DatasetStore(StoreBase):
             StoreError: no dataset with that id, or another dataset is called ``name``.
         """
         with self._session() as session:
-            row = _get(session, dataset_id)
+            row = get_row(session, DatasetRow, dataset_id, "dataset")
             row.name = name
             _commit_dataset_name(session, name)
             return row.to_record()
@@ -113,7 +105,7 @@ class DatasetStore(StoreBase):
             StoreError: no dataset with that id.
         """
         with self._session() as session:
-            row = _get(session, dataset_id)
+            row = get_row(session, DatasetRow, dataset_id, "dataset")
             if row.deleted_at is None:
                 row.deleted_at = datetime.now(timezone.utc)
                 row.name = f"{row.name} (deleted #{row.id})"[:200]

@@ -11,8 +11,8 @@ from typing import Any
 from sqlalchemy import delete, func, insert, or_, select
 from sqlalchemy.orm import selectinload
 
-from storage.base import StoreBase, finite, split_clause
-from storage.records import CompletionRecord, GroupRecord, StoreError, TokenStats
+from storage.base import StoreBase, finite, get_row, split_clause
+from storage.records import CompletionRecord, GroupRecord, TokenStats
 from storage.tables import CompletionRow, GroupRow, TokenStatsRow
 
 # The inserts of a step's groups, built once: a step's transaction only binds values, as Core executemany.
@@ -24,7 +24,13 @@ _INSERT_COMPLETIONS_IDS = insert(_COMPLETIONS).returning(_COMPLETIONS.c.id, sort
 _INSERT_TOKEN_STATS = insert(TokenStatsRow.__table__)
 
 
-def keyset(after: tuple[int, int | None] | None, before: tuple[int, int] | None) -> list:
+#: A keyset cursor after a group already shown: ``(step, group id)``, or ``(step, None)``: after every group of ``step``.
+After = tuple[int, int | None]
+#: A keyset cursor before a group already shown: ``(step, group id)``.
+Before = tuple[int, int]
+
+
+def keyset(after: After | None, before: Before | None) -> list:
     """The conditions of a keyset page over groups ordered by ``(step, id)``: after ``after`` and before ``before``
     (both exclusive; ``after = (step, None)``: after every group of ``step``). Each is written as a range on
     ``step`` first, so the index on ``(..., step)`` bounds the scan."""
@@ -182,9 +188,7 @@ class GroupStore(StoreBase):
     def get_group(self, group_id: int) -> GroupRecord:
         """One group with its completions. Raises StoreError when there is none with that id."""
         with self._session() as session:
-            row = session.get(GroupRow, group_id, options=[selectinload(GroupRow.completions)])
-            if row is None:
-                raise StoreError(f"no group with id {group_id}")
+            row = get_row(session, GroupRow, group_id, "group", options=[selectinload(GroupRow.completions)])
             return row.to_record()
 
     def recent_groups(self, run_id: int, limit: int = 8) -> list[GroupRecord]:

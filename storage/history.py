@@ -47,6 +47,17 @@ INSERT_BUCKETS = insert(MetricBucketRow.__table__)
 INSERT_SERIES = insert(MetricSeriesRow.__table__)
 
 
+def write_history(connection, inserts: list[dict[str, Any]], updates: list[dict[str, Any]],
+                  series_inserts: list[dict[str, Any]], series_updates: list[dict[str, Any]]) -> None:
+    """Write a run's new and changed history rows in ``connection``'s transaction (a session or a Core connection;
+    not committed): ``metric_buckets`` rows to insert and to update, then ``metric_series`` rows to insert and to
+    update (the updates as parameters of their primary-key update, see :func:`by_key`), each as one executemany."""
+    for statement, rows in ((INSERT_BUCKETS, inserts), (BUCKET_UPDATE, updates),
+                            (INSERT_SERIES, series_inserts), (SERIES_UPDATE, series_updates)):
+        if rows:
+            connection.execute(statement, rows)
+
+
 def by_key(values: dict[str, Any]) -> dict[str, Any]:
     """``values`` of a summary row as parameters of its ``_by_primary_key`` update (the key columns renamed)."""
     return {(f"pk_{k}" if k in ("run_id", "key", "bucket") else k): v for k, v in values.items()}
@@ -143,14 +154,8 @@ class HistoryStore(StoreBase):
             session.execute(
                 delete(MetricBucketRow).where(MetricBucketRow.run_id == run_id, MetricBucketRow.key.in_(rising))
             )
-        if inserts:
-            session.execute(INSERT_BUCKETS, inserts)
-        if updates:
-            session.execute(BUCKET_UPDATE, [by_key(values) for values in updates])
-        if series_inserts:
-            session.execute(INSERT_SERIES, series_inserts)
-        if series_updates:
-            session.execute(SERIES_UPDATE, [by_key(values) for values in series_updates])
+        write_history(session, inserts, [by_key(values) for values in updates], series_inserts,
+                      [by_key(values) for values in series_updates])
 
     def _rebuild_summary(self, session: Session, run_id: int, keys: Sequence[str]) -> None:
         """Recompute the downsampled history of ``keys`` from the run's raw points (a key without any loses its

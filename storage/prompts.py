@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy import and_, func, or_, select
 
 from storage.base import split_clause
-from storage.groups import GroupStore, keyset, with_completions
+from storage.groups import After, Before, GroupStore, keyset, with_completions
 from storage.records import GroupRecord, PromptPage, PromptRow, SearchHit, SearchPage
 from storage.tables import CompletionRow, GroupRow
 
@@ -20,15 +20,8 @@ def _like_pattern(text: str) -> str:
 class PromptStore(GroupStore):
     """The store's views of groups by prompt and by text (a mixin of :class:`storage.Store`)."""
 
-    def groups_for_prompt(
-        self,
-        run_id: int,
-        row_index: int,
-        limit: int = 500,
-        *,
-        after: tuple[int, int | None] | None = None,
-        before: tuple[int, int] | None = None,
-    ) -> list[GroupRecord]:
+    def groups_for_prompt(self, run_id: int, row_index: int, limit: int = 500, *, after: After | None = None,
+                          before: Before | None = None) -> list[GroupRecord]:
         """The training groups a run sampled for one dataset row, in step order (then in recording order): at most
         ``limit``, the earliest ones, or with ``before`` the latest ones. Eval groups are left out: their
         ``row_index`` counts the rows of the eval dataset, another prompt.
@@ -54,8 +47,8 @@ class PromptStore(GroupStore):
         row_index: int,
         *,
         limit: int = 50,
-        after: tuple[int, int | None] | None = None,
-        before: tuple[int, int] | None = None,
+        after: After | None = None,
+        before: Before | None = None,
         from_step: int | None = None,
         last: bool = False,
     ) -> PromptPage:

@@ -8,8 +8,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import bindparam, delete, func, select, update
-from sqlalchemy.orm import Session
 
+from storage.base import get_row
 from storage.history import HistoryStore
 from storage.records import RunInfo, RunStatus, StoreError
 from storage.tables import (
@@ -28,14 +28,6 @@ from storage.tables import (
 CANCEL_READ = select(RunRow.__table__.c.cancel_requested).where(RunRow.__table__.c.id == bindparam("pk_id"))
 
 
-def _get(session: Session, run_id: int) -> RunRow:
-    """The row of run ``run_id``. Raises StoreError when there is none."""
-    row = session.get(RunRow, run_id)
-    if row is None:
-        raise StoreError(f"no run with id {run_id}")
-    return row
-
-
 class RunStore(HistoryStore):
     """The store's runs (a mixin of :class:`storage.Store`; a requeue cuts the run's downsampled metric history, so
     it builds on :class:`storage.history.HistoryStore`)."""
@@ -45,14 +37,8 @@ class RunStore(HistoryStore):
     ) -> RunInfo:
         """Insert a run in status ``queued``, launched by login ``owner`` (``None``: no login)."""
         with self._session() as session:
-            row = RunRow(
-                name=name,
-                config=config,
-                dataset_id=dataset_id,
-                max_steps=max_steps,
-                status=RunStatus.QUEUED.value,
-                owner=owner,
-            )
+            row = RunRow(name=name, config=config, dataset_id=dataset_id, max_steps=max_steps,
+                         status=RunStatus.QUEUED.value, owner=owner)
             session.add(row)
             session.commit()
             return row.to_record()
@@ -79,7 +65,7 @@ class RunStore(HistoryStore):
     def get_run(self, run_id: int) -> RunInfo:
         """One run. Raises StoreError when there is none with that id."""
         with self._session() as session:
-            return _get(session, run_id).to_record()
+            return get_row(session, RunRow, run_id, "run").to_record()
 
     def list_runs(self, statuses: Iterable[RunStatus] | None = None) -> list[RunInfo]:
         """Runs, newest first, optionally only those in ``statuses``."""
@@ -166,7 +152,7 @@ class RunStore(HistoryStore):
                     .values(cancel_requested=True)
                 )
             session.commit()
-            return _get(session, run_id).to_record()
+            return get_row(session, RunRow, run_id, "run").to_record()
 
     def delete_run(self, run_id: int) -> None:
         """Delete a run with its metrics, groups and completions (files are the caller's)."""
@@ -215,7 +201,7 @@ class RunStore(HistoryStore):
             )
             if result.rowcount == 0:
                 session.rollback()
-                status = _get(session, run_id).status
+                status = get_row(session, RunRow, run_id, "run").status
                 raise StoreError(f"run {run_id} is {status}: only a failed or cancelled run can be resumed")
             later_groups = select(GroupRow.id).where(GroupRow.run_id == run_id, GroupRow.step > from_step)
             session.execute(delete(CompletionRow).where(CompletionRow.group_id.in_(later_groups)))
@@ -256,5 +242,5 @@ class RunStore(HistoryStore):
             if values:
                 session.execute(update(RunRow).where(RunRow.id == run_id).values(**values))
                 session.commit()
-            return _get(session, run_id).to_record()
+            return get_row(session, RunRow, run_id, "run").to_record()
 

@@ -14,16 +14,7 @@ from sqlalchemy.orm import Session
 
 from storage.base import split_clause
 from storage.groups import GroupStore
-from storage.history import (
-    BUCKET_UPDATE,
-    INSERT_BUCKETS,
-    INSERT_SERIES,
-    SERIES_UPDATE,
-    as_bucket,
-    bucket_columns,
-    bucket_values,
-    by_key,
-)
+from storage.history import as_bucket, bucket_columns, bucket_values, by_key, write_history
 from storage.metrics import INSERT_METRICS, MetricStore, step_rows
 from storage.records import GroupRecord
 from storage.runs import CANCEL_READ
@@ -153,14 +144,7 @@ class StepStore(MetricStore, GroupStore):
             last_bucket = state.buckets[last_index]
             (updates if last_index == index else inserts).append(bucket_values(run_id, key, last_index, last_bucket))
             new[key] = SeriesState(state.level, state.first_step, step, {last_index: last_bucket})
-        if inserts:
-            connection.execute(INSERT_BUCKETS, inserts)
-        if updates:
-            connection.execute(BUCKET_UPDATE, [by_key(values) for values in updates])
-        if series_inserts:
-            connection.execute(INSERT_SERIES, series_inserts)
-        if series_updates:
-            connection.execute(SERIES_UPDATE, series_updates)
+        write_history(connection, inserts, [by_key(values) for values in updates], series_inserts, series_updates)
         return new
 
     def _series_states(self, connection, run_id: int, keys: Sequence[str]) -> dict[str, SeriesState]:
