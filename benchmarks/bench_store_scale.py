@@ -3,7 +3,7 @@
 Generates one run of ``--steps`` steps (default 20,000) × ``--metrics`` metric keys (default 40, TRL's names first)
 and ``--groups`` groups (default 250,000) × ``--group-size`` completions (default 4, so 1,000,000 completions),
 spread evenly over the steps, with ``--prompts`` distinct dataset rows (default 400). The metrics go through
-``Store.record_metric_steps`` (the function the recorder's ``Store.record_metrics`` calls), 1,000 steps a call, so
+``Store.record_metric_steps`` (the general path of the recorder's ``Store.record_step``), 1,000 steps a call, so
 the downsampled history is filled as a training run fills it; groups and completions are inserted with the DB-API's
 bulk path into the real tables (``executemany`` on SQLite, ``COPY`` on PostgreSQL; the completions cycle through a
 pool of a few thousand drawn ones). Generation only turns durability off on its own connections (SQLite
@@ -27,11 +27,11 @@ its median and 95th percentile reported in milliseconds, against a goal of 100 m
   the latest 200 steps (``stats_figure``, the figure built), the dataset-row list (``prompt_row_choices``), one
   prompt across steps (``history_page``): the first page of 50 groups, a page from a step in the run's second half,
   the latest page; and the former full view (``groups_for_prompt``, 500 groups) for reference;
-* with ``--references``, the full chart's former reads (every n-th step, every point of 8 keys).
+* with ``--references``, the full chart's former read (every point of 8 keys).
 
-The write path: ``--write-steps`` (default 200) more steps of all keys recorded with ``Store.record_metrics`` at the
-end of the long run and on a fresh run, in ms per step, beside the same rows written as before the history existed
-(delete + insert of the raw points only).
+The write path: ``--write-steps`` (default 200) more steps of all keys recorded with ``Store.record_metric_steps``
+(one step a call) at the end of the long run and on a fresh run, in ms per step, beside the same rows written as
+before the history existed (delete + insert of the raw points only).
 
 The startup objects are frozen out of the garbage collector's passes (``gc.freeze()``), as in the web process
 (``app.server.serve``): without it a full pass, ~100 ms at the heap that the app's imports make, lands in some reads.
@@ -255,8 +255,8 @@ def p95(values: list[float]) -> float:
 
 
 def record_raw_only(store: Store, run_id: int, step: int, values: dict[str, float], wall_time: float) -> None:
-    """Reference for the write path: ``record_metrics`` as it was before the downsampled history (delete the step's
-    keys, insert the raw points, move the run's step), in one transaction."""
+    """Reference for the write path: one step's ``record_metric_steps`` as it was before the downsampled history
+    (delete the step's keys, insert the raw points, move the run's step), in one transaction."""
     with store.engine.begin() as conn:
         conn.execute(delete(MetricRow).where(MetricRow.run_id == run_id, MetricRow.step == step,
                                              MetricRow.key.in_(list(values))))
@@ -267,17 +267,21 @@ def record_raw_only(store: Store, run_id: int, step: int, values: dict[str, floa
 
 
 def write_costs(store: Store, run_id: int, first_step: int, args: argparse.Namespace) -> list[tuple]:
-    """ms per step of ``record_metrics`` (all keys) at the end of the long run and on a fresh run, and of the raw
-    points only; rows as the query table's. The long run's new steps are left in the store (they come after the
-    ones the queries read)."""
+    """ms per step of ``record_metric_steps``, one step a call (all keys), at the end of the long run and on a
+    fresh run, and of the raw points only; rows as the query table's. The long run's new steps are left in the store
+    (they come after the ones the queries read)."""
     keys = metric_keys(args.metrics)
     rng = random.Random(2)
     fresh = store.create_run(name="scale-write", config={}, dataset_id=None, max_steps=args.write_steps).id
     raw = store.create_run(name="scale-raw", config={}, dataset_id=None, max_steps=args.write_steps).id
     out = []
+
+    def one_step(run: int, step: int, values: dict[str, float], wall_time: float) -> None:
+        store.record_metric_steps(run, [(step, values, wall_time)])
+
     for label, run, start, write in (
-        (f"write: record_metrics, steps after {first_step - 1:,}", run_id, first_step, store.record_metrics),
-        ("write: record_metrics, fresh run", fresh, 1, store.record_metrics),
+        (f"write: record_metric_steps, steps after {first_step - 1:,}", run_id, first_step, one_step),
+        ("write: record_metric_steps, fresh run", fresh, 1, one_step),
         ("write: raw points only (before the history), fresh run", raw, 1,
          lambda r, step, values, wall: record_raw_only(store, r, step, values, wall)),
     ):
@@ -396,8 +400,6 @@ def main() -> None:
         ]
         if args.references:
             queries += [
-                ("reference: every n-th step, metrics_overview",
-                 lambda: store.metrics_overview(run_id, keys=CHART_KEYS, key_patterns=["rewards/%/mean"])),
                 ("reference: every point, metrics_since(8 keys)",
                  lambda: store.metrics_since(run_id, keys=CHART_KEYS)),
             ]

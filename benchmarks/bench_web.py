@@ -56,7 +56,7 @@ def prepare(data_dir: Path, steps: int) -> str:
     run = store.create_run(name="bench-web", config={"max_steps": steps}, dataset_id=None, max_steps=steps)
     store.claim_run(run.id)
     for step in range(1, steps + 1):
-        store.record_metrics(run.id, step, {k: rng.random() for k in KEYS}, wall_time=time.time())
+        store.record_metric_steps(run.id, [(step, {k: rng.random() for k in KEYS}, time.time())])
         groups = [
             GroupRecord(step=step, row_index=rng.randrange(400), prompt=f"What is {step} + {g}?", completions=[
                 CompletionRecord(index=i, text=f"{step + g + i}", rewards={"numeric_answer": float(i == 0)},

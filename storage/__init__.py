@@ -12,6 +12,7 @@ from storage.records import (
     PromptPage,
     PromptRow,
     RunInfo,
+    RunStatus,
     SearchHit,
     SearchPage,
     StoreError,
@@ -20,7 +21,6 @@ from storage.records import (
 )
 from storage.step_cache import StepCache
 from storage.store import Store
-from storage.tables import RunStatus
 
 __all__ = [
     "CompletionRecord",

@@ -1,15 +1,31 @@
 """What the store hands out: frozen dataclasses (runs, datasets, metric points, groups, completions, search
-results) and :class:`StoreError`. ORM rows (:mod:`storage.tables`) never leave :mod:`storage.store`; callers get
-these. Plain data: no SQLAlchemy session behind them.
+results), :class:`RunStatus` and :class:`StoreError`. ORM rows (:mod:`storage.tables`) never leave the store's
+modules (each row converts itself with its ``to_record``); callers get these. Plain data: no SQLAlchemy session behind
+them.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from storage.tables import RunStatus
+
+class RunStatus(str, enum.Enum):
+    """Life cycle of a run: ``queued -> running -> completed | failed | cancelled`` (the ``runs.status`` column, kept
+    to these values by a CHECK constraint, see :class:`storage.tables.RunRow`)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_final(self) -> bool:
+        """True for completed, failed and cancelled."""
+        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
 class StoreError(ValueError):

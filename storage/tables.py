@@ -7,7 +7,6 @@ their completions. This module imports no torch.
 
 from __future__ import annotations
 
-import enum
 from datetime import datetime, timezone
 from typing import Any
 
@@ -25,11 +24,15 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from storage.float16 import pack_float16, unpack_float16
+from storage.records import CompletionRecord, DatasetInfo, GroupRecord, RunInfo, RunStatus, SweepInfo, TokenStats
+
 # Every String, Text and JSON column of the store stores the same values on SQLite and PostgreSQL (NUL characters,
 # NaN inside JSON, over-long strings): these are SQLAlchemy's types with that bind processing, see storage/types.py.
 from storage.types import BoundedString as String
 from storage.types import SafeJSON as JSON
 from storage.types import SafeText as Text
+from storage.types import without_nul
 
 
 def utcnow() -> datetime:
@@ -37,19 +40,13 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class RunStatus(str, enum.Enum):
-    """Life cycle of a run: ``queued -> running -> completed | failed | cancelled``."""
-
-    QUEUED = "queued"
-    RUNNING = "running"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def is_final(self) -> bool:
-        """True for completed, failed and cancelled."""
-        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+def as_utc(value: datetime | None) -> datetime | None:
+    """``value`` as an aware UTC time: SQLite drops the timezone, PostgreSQL answers in the session's time zone."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
 
 
 _STATUS_VALUES = ", ".join(f"'{s.value}'" for s in RunStatus)
@@ -80,6 +77,22 @@ class DatasetRow(Base):
     owner: Mapped[str | None] = mapped_column(String(200), nullable=True)  # the login that added it; None: no login
     # Set when deleted while runs still use it: hidden from the lists, its file kept for those runs.
     deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+    def to_record(self) -> DatasetInfo:
+        """This row as the plain record callers get (times aware UTC)."""
+        return DatasetInfo(
+            id=self.id,
+            name=self.name,
+            source_name=self.source_name,
+            format=self.format,
+            num_rows=self.num_rows,
+            columns=list(self.columns or []),
+            prompt_kind=self.prompt_kind,
+            path=self.path,
+            created_at=as_utc(self.created_at),
+            owner=self.owner,
+            deleted_at=as_utc(self.deleted_at),
+        )
 
 
 class RunRow(Base):
@@ -126,6 +139,38 @@ class RunRow(Base):
     # added to an existing store by storage.migrations gets neither, so a new store does not either.
     sweep_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
+    def to_record(self) -> RunInfo:
+        """This row as the plain record callers get (times aware UTC, lists and dicts copied, NULLs as defaults)."""
+        return RunInfo(
+            id=self.id,
+            name=self.name,
+            status=RunStatus(self.status),
+            config=dict(self.config or {}),
+            dataset_id=self.dataset_id,
+            created_at=as_utc(self.created_at),
+            started_at=as_utc(self.started_at),
+            finished_at=as_utc(self.finished_at),
+            heartbeat_at=as_utc(self.heartbeat_at),
+            worker_pid=self.worker_pid,
+            run_dir=self.run_dir,
+            log_path=self.log_path,
+            error=self.error,
+            current_step=self.current_step or 0,
+            max_steps=self.max_steps or 0,
+            phase=self.phase,
+            cancel_requested=bool(self.cancel_requested),
+            resume_from=self.resume_from,
+            notes=self.notes or "",
+            tags=[str(t) for t in (self.tags or [])],
+            gpus=self.gpus,
+            provenance=dict(self.provenance) if self.provenance else None,
+            owner=self.owner,
+            alerts_sent=[str(k) for k in (self.alerts_sent or [])],
+            alert_error=self.alert_error,
+            ray_submission_id=self.ray_submission_id,
+            sweep_id=self.sweep_id,
+        )
+
 
 class SweepRow(Base):
     """A sweep: one run per point of a grid of run config fields (grpo_core.submit.sweeps), launched together."""
@@ -137,6 +182,18 @@ class SweepRow(Base):
     grid: Mapped[dict[str, Any]] = mapped_column(JSON)  # field -> list of values, in the order given
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     owner: Mapped[str | None] = mapped_column(String(200), nullable=True)  # the login that launched it
+
+    def to_record(self, run_ids: list[int]) -> SweepInfo:
+        """This row as the plain record callers get, with ``run_ids``, its runs still in the store (the runs table
+        holds the link: ``runs.sweep_id``)."""
+        return SweepInfo(
+            id=self.id,
+            name=self.name,
+            grid={str(k): list(v) for k, v in (self.grid or {}).items()},
+            created_at=as_utc(self.created_at),
+            owner=self.owner,
+            run_ids=run_ids,
+        )
 
 
 class MetricRow(Base):
@@ -216,6 +273,19 @@ class GroupRow(Base):
         back_populates="group", cascade="all, delete-orphan", order_by="CompletionRow.index"
     )
 
+    def to_record(self) -> GroupRecord:
+        """This row and its completions as the plain record callers get (load ``completions`` eagerly, e.g. with
+        ``selectinload``, when converting many)."""
+        return GroupRecord(
+            id=self.id,
+            step=self.step,
+            row_index=self.row_index,
+            prompt=self.prompt,
+            extra=dict(self.extra or {}),
+            split=self.split or "train",
+            completions=[c.to_record() for c in self.completions],
+        )
+
 
 class CompletionRow(Base):
     """One completion of a group with its per-rule rewards, total reward and the advantage TRL computed."""
@@ -235,6 +305,19 @@ class CompletionRow(Base):
 
     group: Mapped[GroupRow] = relationship(back_populates="completions")
 
+    def to_record(self) -> CompletionRecord:
+        """This row as the plain record callers get (``token_stats`` left ``None``: read them with
+        :meth:`storage.Store.token_stats`)."""
+        return CompletionRecord(
+            index=self.index,
+            text=self.text,
+            rewards=dict(self.rewards or {}),
+            total_reward=self.total_reward,
+            advantage=self.advantage,
+            num_tokens=self.num_tokens,
+            truncated=bool(self.truncated),
+        )
+
 
 class TokenStatsRow(Base):
     """Per-token values of one completion (:class:`storage.records.TokenStats`): the decoded token pieces and
@@ -249,6 +332,25 @@ class TokenStatsRow(Base):
     logprobs: Mapped[bytes] = mapped_column(LargeBinary)
     kl: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     entropy: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+
+    @staticmethod
+    def values_of(completion_id: int, stats: TokenStats) -> dict[str, Any]:
+        """The column values storing ``stats`` for completion ``completion_id`` (for a Core insert): the lists packed
+        as float16, NUL characters taken out of the pieces (as every text column: PostgreSQL text holds none)."""
+        return {"completion_id": completion_id, "num_tokens": stats.num_tokens,
+                "pieces": [without_nul(p) for p in stats.pieces],
+                "logprobs": pack_float16(stats.logprobs),
+                "kl": None if stats.kl is None else pack_float16(stats.kl),
+                "entropy": None if stats.entropy is None else pack_float16(stats.entropy)}
+
+    def to_record(self) -> TokenStats:
+        """This row as the plain record callers get (float16 precision)."""
+        return TokenStats(
+            pieces=[str(p) for p in self.pieces or []],
+            logprobs=unpack_float16(self.logprobs),
+            kl=None if self.kl is None else unpack_float16(self.kl),
+            entropy=None if self.entropy is None else unpack_float16(self.entropy),
+        )
 
 
 def create_missing_indexes(engine: Engine) -> None:

@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 from grpo_core.runs.config import RunConfig
 from storage import CompletionRecord, GroupRecord, RunStatus, Store, sqlite_url
 from tests.e2e.test_dashboard import browser, page, pick, server  # noqa: F401 - fixtures used by name
+from tests.store_helpers import record_metrics
 
 pytestmark = pytest.mark.e2e
 
@@ -44,9 +45,9 @@ def chart_run(server):  # noqa: F811 - the imported fixture
         run = store.create_run(name="chart-demo", config=config, dataset_id=None, max_steps=6)
         store.finish_run(run.id, RunStatus.COMPLETED)
         for step in range(1, 7):
-            store.record_metrics(run.id, step, {"reward": 0.1 * step, "reward_std": 0.2, "kl": 0.001 * step,
-                                                "loss": 0.01, "rewards/numeric_answer/mean": 0.1 * step},
-                                 wall_time=time.time() - 600 + step)
+            record_metrics(store, run.id, step, {"reward": 0.1 * step, "reward_std": 0.2, "kl": 0.001 * step,
+                                                 "loss": 0.01, "rewards/numeric_answer/mean": 0.1 * step},
+                           wall_time=time.time() - 600 + step)
             if step in GROUP_STEPS:
                 store.record_groups(run.id, step, [_group(step, 0), _group(step, 1)])
         yield run.id

@@ -20,6 +20,7 @@ from playwright.sync_api import expect
 from grpo_core.runs.config import RunConfig
 from storage import CompletionRecord, GroupRecord, RunStatus, Store, sqlite_url
 from tests.e2e.test_dashboard import browser, page, pick, server  # noqa: F401 - fixtures used by name
+from tests.store_helpers import record_metrics
 
 pytestmark = pytest.mark.e2e
 
@@ -95,7 +96,7 @@ def demo_runs(server):  # noqa: F811 - the imported fixture
                     "rewards/numeric_answer/mean": 0.3 + 0.01 * step,
                 }
                 wall = start + offset * 600 + step * (3.0 if offset == 0 else 5.0)
-                store.record_metrics(run.id, step, metrics, wall_time=wall)
+                record_metrics(store, run.id, step, metrics, wall_time=wall)
                 if name == "doctor-demo":
                     flat = round(4 * frac)
                     rows = [7, 20 + step, 40 + step, 60 + step]

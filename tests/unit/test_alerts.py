@@ -18,6 +18,7 @@ import pytest
 from app.views.runs import run_status_html
 from grpo_core.alerts.webhooks import Notifier, alert_message, status_key, webhook_url
 from storage import RunStatus
+from tests.store_helpers import record_metrics
 
 
 class _Receiver:
@@ -74,7 +75,7 @@ def _running_run(store, name, url="", rewards=(0.5,)):
                            owner="alice")
     store.claim_run(run.id, worker_pid=None)
     for step, reward in enumerate(rewards, start=1):
-        store.record_metrics(run.id, step, {"reward": reward, "loss": 0.1}, wall_time=time.time())
+        record_metrics(store, run.id, step, {"reward": reward, "loss": 0.1}, wall_time=time.time())
         store.heartbeat(run.id, step=step)
     return store.get_run(run.id)
 

@@ -29,6 +29,7 @@ from grpo_core.runs.export import (
 from grpo_core.runs.files import ArtifactError, list_checkpoints, resolve_weights, run_dir, weights_choices
 from grpo_core.runs.provenance import current_environment, plugin_files
 from storage import CompletionRecord, GroupRecord
+from tests.store_helpers import record_metrics
 
 RULES = [{"rule": "numeric_answer", "weight": 1.0}, {"rule": "format_regex", "weight": 0.5, "params": {"pattern": "x"}}]
 
@@ -73,7 +74,7 @@ def run(store, settings, tmp_path):
         values = {"reward": step / 10, "kl": None if step == 2 else 0.01 * step, "loss": float("nan")}
         if step == 3:
             values["rewards/numeric_answer/mean"] = 0.25
-        store.record_metrics(info.id, step, values, wall_time=1000.0 + step)
+        record_metrics(store, info.id, step, values, wall_time=1000.0 + step)
     store.record_groups(info.id, 1, [_group(1, 0), _group(1, 4)])
     store.record_groups(info.id, 3, [_group(3, 2)])
     return store.get_run(info.id)

@@ -114,7 +114,7 @@ def test_storage_imports_no_torch_or_gradio(tmp_path):
         import storage, storage.tables, storage.store
         store = storage.Store(storage.sqlite_url({str(tmp_path / "s.db")!r}))
         run = store.create_run(name="r", config={{}}, dataset_id=None, max_steps=1)
-        store.record_metrics(run.id, 1, {{"reward": 1.0}}, wall_time=0.0)
+        store.record_step(run.id, 1, metrics={{"reward": 1.0}}, wall_time=0.0)
         store.close()
         """,
         tmp_path,

@@ -16,6 +16,7 @@ from grpo_core.runs.files import last_checkpoint, list_checkpoints
 from grpo_core.worker.train import apply_resource_limits
 from storage import CompletionRecord, GroupRecord, RunStatus, Store, StoreError
 from storage.migrations import add_missing_columns, missing_columns
+from tests.store_helpers import count_groups, record_metrics
 
 NEW_RUN_COLUMNS = ("resume_from", "notes", "tags", "gpus", "provenance")
 
@@ -38,7 +39,7 @@ def _group(step: int) -> GroupRecord:
 
 def _record_steps(store: Store, run_id: int, steps: range) -> None:
     for step in steps:
-        store.record_metrics(run_id, step, {"reward": float(step), "loss": 0.1}, wall_time=float(step))
+        record_metrics(store, run_id, step, {"reward": float(step), "loss": 0.1}, wall_time=float(step))
         store.record_groups(run_id, step, [_group(step)])
 
 
@@ -116,7 +117,7 @@ def test_requeue_without_a_checkpoint_starts_over(store):
     _record_steps(store, run.id, range(1, 3))
     queued = store.requeue_run(run.id, resume_from=None, from_step=0)
     assert queued.resume_from is None and queued.current_step == 0
-    assert store.metrics_since(run.id) == [] and store.count_groups(run.id) == 0
+    assert store.metrics_since(run.id) == [] and count_groups(store, run.id) == 0
 
 
 def test_requeue_refuses_runs_that_are_not_failed_or_cancelled(store):

@@ -28,7 +28,7 @@ def test_first_load_draws_the_summary_and_a_refresh_adds_only_the_new_steps(stor
     _record(store, run.id, range(1, 301))
     ctx = SimpleNamespace(store=store)
     reads = []
-    for name in ("metrics_since", "metrics_overview", "metric_summary"):
+    for name in ("metrics_since", "metric_summary"):
         original = getattr(store, name)
         monkeypatch.setattr(store, name, lambda *a, _f=original, _n=name, **k: reads.append(_n) or _f(*a, **k))
 

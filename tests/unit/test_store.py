@@ -11,6 +11,7 @@ from sqlalchemy import event, text
 from sqlalchemy.exc import IntegrityError
 
 from storage import CompletionRecord, GroupRecord, RunStatus, Store, StoreError
+from tests.store_helpers import count_groups, metric_keys, record_metrics
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -252,7 +253,8 @@ def test_request_cancel_unknown_run_is_a_store_error(store):
 
 def test_record_metrics_stores_nan_and_inf_as_null_and_skips_non_numbers(store):
     run = _create_run(store)
-    stored = store.record_metrics(
+    stored = record_metrics(
+        store,
         run.id,
         1,
         {"reward": 0.5, "kl": math.nan, "loss": math.inf, "entropy": -math.inf, "epoch": 1, "note": "hi", "x": [1]},
@@ -272,15 +274,15 @@ def test_record_metrics_stores_nan_and_inf_as_null_and_skips_non_numbers(store):
 
 def test_record_metrics_with_nothing_numeric_stores_nothing(store):
     run = _create_run(store)
-    assert store.record_metrics(run.id, 1, {"note": "text"}, wall_time=1.0) == 0
+    assert record_metrics(store, run.id, 1, {"note": "text"}, wall_time=1.0) == 0
     assert store.metrics_since(run.id) == []
     assert store.get_run(run.id).current_step == 0
 
 
 def test_rerecording_a_step_replaces_its_values(store):
     run = _create_run(store)
-    store.record_metrics(run.id, 3, {"reward": 0.1, "kl": 0.2}, wall_time=1.0)
-    store.record_metrics(run.id, 3, {"reward": 0.9}, wall_time=2.0)
+    record_metrics(store, run.id, 3, {"reward": 0.1, "kl": 0.2}, wall_time=1.0)
+    record_metrics(store, run.id, 3, {"reward": 0.9}, wall_time=2.0)
     assert _count(store, "SELECT count(*) FROM metrics WHERE run_id = :r", r=run.id) == 2
     values = {p.key: p.value for p in store.metrics_since(run.id)}
     assert values == {"reward": 0.9, "kl": 0.2}
@@ -288,9 +290,9 @@ def test_rerecording_a_step_replaces_its_values(store):
 
 def test_record_metrics_advances_current_step_and_never_moves_it_back(store):
     run = _create_run(store)
-    store.record_metrics(run.id, 5, {"reward": 1.0}, wall_time=1.0)
+    record_metrics(store, run.id, 5, {"reward": 1.0}, wall_time=1.0)
     assert store.get_run(run.id).current_step == 5
-    store.record_metrics(run.id, 2, {"reward": 1.0}, wall_time=1.0)
+    record_metrics(store, run.id, 2, {"reward": 1.0}, wall_time=1.0)
     assert store.get_run(run.id).current_step == 5
 
 
@@ -298,8 +300,8 @@ def test_metrics_since_is_incremental_and_filters_keys(store):
     run = _create_run(store)
     other = _create_run(store, "other")
     for step in range(1, 5):
-        store.record_metrics(run.id, step, {"reward": step / 10, "kl": step / 100}, wall_time=float(step))
-    store.record_metrics(other.id, 9, {"reward": 9.0}, wall_time=9.0)
+        record_metrics(store, run.id, step, {"reward": step / 10, "kl": step / 100}, wall_time=float(step))
+    record_metrics(store, other.id, 9, {"reward": 9.0}, wall_time=9.0)
 
     everything = store.metrics_since(run.id)
     assert [(p.step, p.key) for p in everything] == [(s, k) for s in range(1, 5) for k in ("kl", "reward")]
@@ -308,7 +310,7 @@ def test_metrics_since_is_incremental_and_filters_keys(store):
     rewards = store.metrics_since(run.id, after_step=1, keys=["reward"])
     assert [(p.step, p.value) for p in rewards] == [(2, 0.2), (3, 0.3), (4, 0.4)]
     assert store.metrics_since(run.id, after_step=4) == []
-    assert store.metric_keys(run.id) == ["kl", "reward"]
+    assert metric_keys(store, run.id) == ["kl", "reward"]
 
 
 # ---------------------------------------------------------------------------------------------------- groups
@@ -365,7 +367,7 @@ def test_record_groups_replaces_groups_of_the_same_step(store):
 
     assert [g.row_index for g in store.groups_at(run.id, 1)] == [9]
     assert [g.row_index for g in store.groups_at(run.id, 2)] == [5]
-    assert store.count_groups(run.id) == 2
+    assert count_groups(store, run.id) == 2
     assert _count(store, "SELECT count(*) FROM completions") == 3 + 2  # the old step-1 completions are gone
 
 
@@ -401,7 +403,7 @@ def test_delete_run_cascades_to_metrics_groups_and_completions(store):
     doomed = _create_run(store, "doomed")
     kept = _create_run(store, "kept")
     for run in (doomed, kept):
-        store.record_metrics(run.id, 1, {"reward": 1.0, "kl": 0.0}, wall_time=1.0)
+        record_metrics(store, run.id, 1, {"reward": 1.0, "kl": 0.0}, wall_time=1.0)
         store.record_groups(run.id, 1, [_group(1, 0, [1.0, -1.0]), _group(1, 1, [0.5, -0.5])])
 
     store.delete_run(doomed.id)
@@ -414,14 +416,14 @@ def test_delete_run_cascades_to_metrics_groups_and_completions(store):
     assert _count(store, orphans) == 0
     # The other run is untouched.
     assert _count(store, "SELECT count(*) FROM metrics WHERE run_id = :r", r=kept.id) == 2
-    assert store.count_groups(kept.id) == 2
+    assert count_groups(store, kept.id) == 2
     assert _count(store, "SELECT count(*) FROM completions") == 4
 
 
 def test_foreign_keys_cascade_a_raw_sql_delete(store):
     """The schema's ON DELETE CASCADE works too (it needs ``PRAGMA foreign_keys=ON`` on every connection)."""
     run = _create_run(store)
-    store.record_metrics(run.id, 1, {"reward": 1.0}, wall_time=1.0)
+    record_metrics(store, run.id, 1, {"reward": 1.0}, wall_time=1.0)
     store.record_groups(run.id, 1, [_group(1, 0, [1.0, -1.0])])
     with store.engine.begin() as conn:
         conn.execute(text("DELETE FROM runs WHERE id = :id"), {"id": run.id})
@@ -454,7 +456,7 @@ def test_two_store_instances_write_concurrently(settings):
         try:
             start.wait()
             for step in range(1, steps + 1):
-                writer.record_metrics(run_id, step, {"reward": step * 0.5, "kl": 0.01}, wall_time=float(step))
+                record_metrics(writer, run_id, step, {"reward": step * 0.5, "kl": 0.01}, wall_time=float(step))
                 writer.heartbeat(run_id, step=step)
         except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
             errors.append(exc)
@@ -475,24 +477,6 @@ def test_two_store_instances_write_concurrently(settings):
             assert setup.get_run(run_id).current_step == steps
     finally:
         setup.close()
-
-
-def test_metrics_overview_strides_long_runs_and_keeps_the_last_step(store):
-    """The first chart load of a long run reads about max_points steps per key, the last one included."""
-    run = store.create_run(name="long", config={}, dataset_id=None, max_steps=2500)
-    logged = [step for step in range(1, 2501) if step % 50 == 0 or step > 2490]
-    for step in logged:
-        values = {"reward": step / 2500, "kl": 0.01, "rewards/numeric_answer/mean": 0.5, "grad_norm": 1.0}
-        store.record_metrics(run.id, step, values, wall_time=float(step))
-    points = store.metrics_overview(run.id, keys=["reward", "kl"], key_patterns=["rewards/%/mean"], max_points=10)
-    steps = sorted({p.step for p in points})
-    assert steps[-1] == 2500
-    assert len(steps) <= 12
-    assert {p.key for p in points} == {"reward", "kl", "rewards/numeric_answer/mean"}  # grad_norm not asked for
-    assert all(p.step % 250 == 0 or p.step == 2500 for p in points)
-    assert store.metrics_overview(run.id, keys=["reward"], max_points=10_000)[-1].step == 2500
-    empty = store.create_run(name="empty", config={}, dataset_id=None, max_steps=1)
-    assert store.metrics_overview(empty.id, keys=["reward"]) == []
 
 
 def test_a_deleted_runs_id_is_never_given_to_a_new_run(store):
@@ -518,7 +502,7 @@ def _reward(step: int) -> float | None:
 
 def _record_curve(store: Store, run_id: int, steps: range) -> None:
     for step in steps:
-        store.record_metrics(run_id, step, {"reward": _reward(step), "kl": step / 4}, wall_time=1000.0 + step)
+        record_metrics(store, run_id, step, {"reward": _reward(step), "kl": step / 4}, wall_time=1000.0 + step)
 
 
 def _summary_rows(store: Store, run_id: int) -> int:
@@ -547,7 +531,7 @@ def test_metric_summary_is_bounded_and_keeps_the_true_last_point_and_the_extreme
     fewer = {s.key: s for s in store.metric_summary(run.id, keys=["reward"], max_points=4)}["reward"]
     assert len(fewer) <= 4 and fewer.last_steps[-1] == 300 and max(fewer.maxs) == 100.0
     # Patterns, and the keys nobody asked for stay out.
-    store.record_metrics(run.id, 301, {"rewards/numeric_answer/mean": 0.5, "grad_norm": 1.0}, wall_time=1.0)
+    record_metrics(store, run.id, 301, {"rewards/numeric_answer/mean": 0.5, "grad_norm": 1.0}, wall_time=1.0)
     keys = [s.key for s in store.metric_summary(run.id, keys=["reward"], key_patterns=["rewards/%/mean"])]
     assert keys == ["reward", "rewards/numeric_answer/mean"]
     assert store.metric_summary(_create_run(store, "empty").id, keys=["reward"]) == []
@@ -572,7 +556,7 @@ def test_metric_summary_backfilled_from_raw_points_equals_the_incremental_one(st
     with store.engine.begin() as conn:
         conn.execute(text("DELETE FROM metric_buckets"))
         conn.execute(text("DELETE FROM metric_series"))
-    store.record_metrics(run.id, 153, {"reward": 0.5}, wall_time=4.0)
+    record_metrics(store, run.id, 153, {"reward": 0.5}, wall_time=4.0)
     reward = store.metric_summary(run.id, keys=["reward"])[0]
     assert reward.first_steps[0] == 5 and reward.last_steps[-1] == 153
     assert max(reward.maxs) == 100.0
@@ -582,7 +566,7 @@ def test_metric_summary_follows_a_replayed_step_a_resume_and_a_delete(store):
     store.summary_buckets = 8
     run = _create_run(store, max_steps=100)
     _record_curve(store, run.id, range(1, 101))
-    store.record_metrics(run.id, 50, {"reward": 999.0}, wall_time=1.0)  # the same step again, another value
+    record_metrics(store, run.id, 50, {"reward": 999.0}, wall_time=1.0)  # the same step again, another value
     summary = store.metric_summary(run.id, keys=["reward"])[0]
     assert max(summary.maxs) == 999.0
     store.rebuild_metric_summary(run.id)

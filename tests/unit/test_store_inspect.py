@@ -9,6 +9,7 @@ from sqlalchemy import inspect as sql_inspect
 from sqlalchemy import text
 
 from storage import CompletionRecord, GroupRecord, Store, StoreError
+from tests.store_helpers import record_metrics
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -100,7 +101,7 @@ def test_catalog_version_moves_with_datasets_and_runs_not_with_metrics(store):
     run = _run(store)
     queued = store.catalog_version()
     assert queued[:2] == with_dataset[:2] and queued[2:5] == (1, run, 1)
-    store.record_metrics(run, 1, {"reward": 0.5}, wall_time=1.0)
+    record_metrics(store, run, 1, {"reward": 0.5}, wall_time=1.0)
     store.record_groups(run, 1, [_group(1, 0, ["a", "b"])])
     assert store.catalog_version() == queued  # training progress does not move it
     store.request_cancel(run)

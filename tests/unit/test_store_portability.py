@@ -13,6 +13,7 @@ from sqlalchemy.engine import make_url
 
 from storage import CompletionRecord, GroupRecord, RunStatus, Store
 from storage.types import NUL_REPLACEMENT, json_safe
+from tests.store_helpers import record_metrics
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -67,7 +68,7 @@ def test_strings_longer_than_their_column_keep_their_start(store):
     assert info.name == "n" * 200
     assert info.phase == "p" * 200
     long_key = "rewards/" + "k" * 300 + "/mean"
-    assert store.record_metrics(run.id, 1, {long_key: 1.0}, wall_time=1.0) == 1
+    assert record_metrics(store, run.id, 1, {long_key: 1.0}, wall_time=1.0) == 1
     assert [p.value for p in store.metrics_since(run.id, keys=[long_key])] == [1.0]
 
 

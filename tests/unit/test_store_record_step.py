@@ -10,6 +10,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
 from storage import CompletionRecord, GroupRecord, StepCache, Store, TokenStats
+from tests.store_helpers import metric_keys, record_metrics
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -59,7 +60,7 @@ def test_steps_with_a_cache_store_every_row_and_a_history_equal_to_a_recompute(s
     points = store.metrics_since(run.id, keys=["reward"])
     assert [p.step for p in points] == list(range(1, 121))  # each step once; the non-number "note" skipped
     assert points[36].value == 64.0 and points[10].value is None
-    assert store.metric_keys(run.id) == ["grad_norm", "kl", "reward"]
+    assert metric_keys(store, run.id) == ["grad_norm", "kl", "reward"]
     recorded = _summaries(store, run.id)
     assert recorded["reward"].last_steps[-1] == 120 and max(recorded["reward"].maxs) == 64.0
     assert len(recorded["reward"]) <= 8
@@ -160,7 +161,7 @@ def test_a_key_with_raw_points_but_no_history_gets_its_history_from_them(store):
     store.summary_buckets = 8
     run = _create_run(store)
     for step in range(1, 21):
-        store.record_metrics(run.id, step, {"reward": step / 4}, wall_time=float(step))
+        record_metrics(store, run.id, step, {"reward": step / 4}, wall_time=float(step))
     with store.engine.begin() as conn:
         conn.execute(text("DELETE FROM metric_buckets"))
         conn.execute(text("DELETE FROM metric_series"))

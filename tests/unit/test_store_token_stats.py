@@ -10,9 +10,10 @@ import struct
 import pytest
 from sqlalchemy import func, select
 
-from storage import CompletionRecord, GroupRecord, Store, StoreError, TokenStats
+from storage import CompletionRecord, GroupRecord, Store, TokenStats
 from storage.float16 import pack_float16, unpack_float16
 from storage.tables import TokenStatsRow
+from tests.store_helpers import token_stats_indexes
 
 pytestmark = pytest.mark.backends("sqlite", "postgres")
 
@@ -103,7 +104,7 @@ def test_groups_are_written_with_their_token_stats_and_read_by_completion(store)
     third = store.token_stats(group.id, 2)
     assert third.kl is None and third.entropy == [1.0, 1.25, 1.5]
     assert store.token_stats(group.id, 9) is None
-    assert store.token_stats_indexes(group.id) == [0, 2]
+    assert token_stats_indexes(store, group.id) == [0, 2]
 
 
 def test_float16_precision_and_compact_storage(store):
@@ -118,20 +119,6 @@ def test_float16_precision_and_compact_storage(store):
     with store.engine.connect() as connection:
         row = connection.execute(select(TokenStatsRow)).one()
     assert (len(row.logprobs), len(row.kl), len(row.entropy), row.num_tokens) == (4, 4, 4, 2)
-
-
-def test_record_token_stats_writes_and_replaces_one_completion(store):
-    run = _run(store)
-    store.record_groups(run, 1, [_group(1, [None, None])])
-    (group,) = store.groups_at(run, 1)
-    store.record_token_stats(group.id, 1, _stats(2))
-    assert store.token_stats(group.id, 1) == _stats(2)
-    store.record_token_stats(group.id, 1, _stats(3, kl=False))
-    assert store.token_stats(group.id, 1) == _stats(3, kl=False)
-    assert store.token_stats(group.id, 0) is None
-    assert _token_rows(store) == 1
-    with pytest.raises(StoreError, match="no completion 5"):
-        store.record_token_stats(group.id, 5, _stats(2))
 
 
 def test_token_stats_go_with_their_completions(store):
@@ -156,5 +143,6 @@ def test_pieces_keep_any_text(store):
     store.record_groups(run, 1, [_group(1, [stats])])
     (group,) = store.groups_at(run, 1)
     assert store.token_stats(group.id, 0).pieces == pieces
-    store.record_token_stats(group.id, 0, TokenStats(pieces=["a\x00b"], logprobs=[-1.0]))
+    store.record_groups(run, 1, [_group(1, [TokenStats(pieces=["a\x00b"], logprobs=[-1.0])])])
+    (group,) = store.groups_at(run, 1)
     assert store.token_stats(group.id, 0).pieces == ["a\ufffdb"]  # as the completion's text: no NUL on PostgreSQL

@@ -12,6 +12,7 @@ import pytest
 
 from grpo_core.runs.failures import failure_text
 from grpo_core.worker.store_writer import RecordingError, StoreWrite, StoreWriter
+from tests.store_helpers import record_metrics
 
 
 def _create_run(store):
@@ -35,7 +36,7 @@ def test_metrics_of_every_step_reach_the_store_once_after_close(store):
     writer = StoreWriter(store, max_pending=2)
     for step in range(1, 31):
         writer.submit(StoreWrite(f"step {step} metrics",
-                                 lambda s, step=step: s.record_metrics(run.id, step, {"reward": step / 10}, 0.0)))
+                                 lambda s, step=step: record_metrics(s, run.id, step, {"reward": step / 10}, 0.0)))
     writer.close(30)
     points = store.metrics_since(run.id, keys=["reward"])
     assert [(p.step, p.value) for p in points] == [(step, pytest.approx(step / 10)) for step in range(1, 31)]
@@ -101,7 +102,7 @@ def test_a_failing_write_surfaces_on_the_next_call_and_later_writes_are_not_appl
         raise OSError(errno.ENOSPC, "No space left on device")
 
     writer = StoreWriter(store)
-    writer.submit(lambda s: s.record_metrics(run.id, 1, {"reward": 1.0}, 0.0))
+    writer.submit(lambda s: record_metrics(s, run.id, 1, {"reward": 1.0}, 0.0))
     writer.submit(StoreWrite("step 2 metrics", disk_full))
     writer.submit(lambda _store: applied.append(3))
     with pytest.raises(RecordingError) as caught:

@@ -26,6 +26,7 @@ from grpo_core.submit.sweeps import (
     sweep_table,
 )
 from storage import RunStatus, Store, StoreError
+from tests.store_helpers import record_metrics
 
 EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "arithmetic.jsonl")
 REWARDS = [{"rule": "numeric_answer", "weight": 1.0}]
@@ -220,9 +221,9 @@ def test_final_and_best_reward_per_run(store):
         {"name": f"s {b}", "config": {"beta": b, "learning_rate": 1e-5}, "dataset_id": None, "max_steps": 3}
         for b in (0.0, 0.04, 0.1)])
     for step, value in enumerate([0.2, 0.9, 0.5], start=1):
-        store.record_metrics(runs[0].id, step, {"reward": value, "kl": 10.0}, wall_time=float(step))
-    store.record_metrics(runs[1].id, 1, {"reward": float("nan")}, wall_time=1.0)
-    store.record_metrics(runs[1].id, 2, {"reward": 0.3}, wall_time=2.0)
+        record_metrics(store, runs[0].id, step, {"reward": value, "kl": 10.0}, wall_time=float(step))
+    record_metrics(store, runs[1].id, 1, {"reward": float("nan")}, wall_time=1.0)
+    record_metrics(store, runs[1].id, 2, {"reward": 0.3}, wall_time=2.0)
     summary = store.final_and_best([r.id for r in runs], "reward")
     assert summary == {runs[0].id: (0.5, 0.9), runs[1].id: (0.3, 0.3)}  # the third has no reward yet
     store.claim_run(runs[0].id)
