@@ -4,15 +4,16 @@ reward, and a button that overlays them in Compare). The logic is :mod:`grpo_cor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping
 
 import gradio as gr
 import pandas as pd
 
 from app.catalog_sync import CatalogSync, run_choices
 from app.context import AppContext, boundary_of, check_webhooks
+from app.tabs.launch.form import form_to_config, read_form
 from app.tabs.runs.compare import compare_runs
-from grpo_core.runs.config import ConfigError, RunConfig
+from grpo_core.runs.config import ConfigError
 from grpo_core.submit.sweeps import (
     MAX_SWEEP_POINTS,
     REWARD_KEY,
@@ -38,17 +39,13 @@ def sweep_shape(text: str) -> tuple[str, str]:
     return f"{describe_grid(grid)} (at most {MAX_SWEEP_POINTS})", f"Launch sweep ({runs_word(count_points(grid))})"
 
 
-def create_sweep_launcher(
-    ctx: AppContext,
-    config_from: Callable[[tuple], RunConfig],
-    form_inputs: Sequence[gr.components.Component],
-    sync: CatalogSync | None = None,
+def create_sweep_panel(
+    ctx: AppContext, form: Mapping[str, gr.components.Component], sync: CatalogSync | None = None
 ) -> dict[str, gr.components.Component]:
-    """Build the Launch tab's "Sweep" accordion inside the current ``gr.Blocks``.
-
-    Args:
-        config_from: the Launch form's values (``form_inputs``, in order) -> the base run config every point shares.
-        form_inputs: the Launch form's components.
+    """Build the Launch tab's "Sweep" accordion inside the current ``gr.Blocks``: a grid of fields over the run of
+    the Launch ``form`` (field name -> component; :func:`app.tabs.launch.form.form_to_config` gives the base config
+    every point shares), and "Launch sweep". ``sync`` hears of a launch. Returns ``grid``, ``shape``, ``button``,
+    ``status``.
     """
     shape, label = sweep_shape(DEFAULT_GRID)
     with gr.Accordion("Sweep: one run per point of a grid of fields", open=False, elem_id="sweep-panel"):
@@ -58,7 +55,7 @@ def create_sweep_launcher(
             "combination), tagged `sweep:<id>`, or none if any point is invalid; they start as the dashboard's "
             "`max_concurrent_runs` allows. Follow them in the Runs tab's **Sweeps** view."
         )
-        grid = gr.Textbox(label="grid", value=DEFAULT_GRID, lines=4, max_lines=16, elem_id="sweep-grid")
+        grid_box = gr.Textbox(label="grid", value=DEFAULT_GRID, lines=4, max_lines=16, elem_id="sweep-grid")
         grid_shape = gr.Markdown(shape, elem_id="sweep-shape")
         button = gr.Button(label, variant="primary", elem_id="sweep-button")
         status = gr.Markdown(elem_id="sweep-status")
@@ -68,10 +65,10 @@ def create_sweep_launcher(
         message, button_label = sweep_shape(text)
         return message, gr.update(value=button_label)
 
-    def on_launch_sweep(request: gr.Request, text: str, *values):
-        """Inputs: grid text, the whole Launch form (the login comes first, from Gradio). Outputs: status."""
+    def on_launch_sweep(request: gr.Request, data: dict):
+        """Inputs: grid text, the Launch form (the login comes first, from Gradio). Outputs: status."""
         try:
-            base, grid = config_from(values), parse_grid_text(text)
+            base, grid = form_to_config(read_form(form, data)), parse_grid_text(data[grid_box])
             check_webhooks(ctx, request, [base.webhook_url, *grid.get("webhook_url", [])])
             launched = submit_sweep(ctx.store, base, grid, boundary=boundary_of(ctx, request),
                                     model_cache_dir=ctx.settings.model_cache_dir,
@@ -85,11 +82,11 @@ def create_sweep_launcher(
                 f"(#{first}–#{last}, tag `sweep:{launched.sweep.id}`). Follow it in the **Runs** tab's Sweeps "
                 f"view.{note}")
 
-    grid.change(on_grid, inputs=grid, outputs=[grid_shape, button], show_progress="hidden")
-    launched = button.click(on_launch_sweep, inputs=[grid, *form_inputs], outputs=status)
+    grid_box.change(on_grid, inputs=grid_box, outputs=[grid_shape, button], show_progress="hidden")
+    launched = button.click(on_launch_sweep, inputs={grid_box, *form.values()}, outputs=status)
     if sync is not None:
         sync.after(launched)
-    return {"grid": grid, "shape": grid_shape, "button": button, "status": status}
+    return {"grid": grid_box, "shape": grid_shape, "button": button, "status": status}
 
 
 def sweep_choices(ctx: AppContext) -> list[tuple[str, int]]:
