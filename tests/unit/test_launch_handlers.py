@@ -102,6 +102,8 @@ def test_launch_queues_the_form_validating_once(ctx, monkeypatch):
         raise AssertionError("the Launch handler validated the config itself")
 
     monkeypatch.setattr(handlers, "validate_run_config", no_second_validation, raising=False)
+    ticks = []
+    monkeypatch.setattr(ctx.launcher, "tick", lambda: ticks.append(1))  # queued, no worker started here
     dataset = ctx.store.find_dataset(QUICK_START_EXAMPLE)
     form = config_to_form(RunConfig(dataset_id=dataset.id, name="from the form", max_steps=3))
     status = handlers.launch(ctx, None, form)
@@ -109,6 +111,7 @@ def test_launch_queues_the_form_validating_once(ctx, monkeypatch):
     [run] = ctx.store.list_runs()
     assert status.startswith(f"✅ Run **#{run.id} from the form** queued: 3 steps"), status
     assert run.config["max_steps"] == 3 and run.config["dataset_id"] == dataset.id
+    assert ticks == [1]  # the launcher looks at the queue at once
 
 
 def test_launch_refuses_a_bad_form_naming_the_field(ctx):
