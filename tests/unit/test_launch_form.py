@@ -227,3 +227,49 @@ def test_the_launch_form_starts_from_the_quick_start_dataset(settings):
         assert dataset.value == ctx.store.find_dataset(QUICK_START_EXAMPLE).id
     finally:
         ctx.store.close()
+
+
+def test_field_kinds_and_choices_come_from_the_run_config():
+    import typing
+
+    from app.tabs.launch.form import field_choices, field_kind
+
+    kinds = {"use_lora": "checkbox", "num_generations": "integer", "learning_rate": "number", "loss_type": "dropdown",
+             "report_to": "multiselect", "epsilon_high": "number", "steps_per_generation": "integer",
+             "eval_dataset_id": "dataset", "trl_args": "mapping", "gpus": "gpus"}
+    assert {field: field_kind(field) for field in kinds} == kinds
+    for field in ("loss_type", "device", "lr_scheduler_type", "vllm_mode", "importance_sampling_level"):
+        assert field_choices(field) == list(typing.get_args(RunConfig.model_fields[field].annotation))
+    assert field_choices("report_to") == ["trackio", "tensorboard", "wandb"]
+    with pytest.raises(ValueError, match="learning_rate: the run config declares no choices"):
+        field_choices("learning_rate")
+
+
+def test_the_launch_tab_offers_the_configs_choices_and_reads_the_form_by_name(settings):
+    """The built tab's dropdowns list what RunConfig declares, with its help; its preview handler, given the form as
+    Gradio gives a set of inputs (a dict by component, in any order), reads each value by its field's name."""
+    import gradio as gr
+    import yaml
+
+    from app.server import create_context
+    from app.tabs.launch.form import ADVANCED_FIELDS, field_choices, field_kind
+    from app.tabs.launch.tab import create_launch_tab
+
+    ctx = create_context(settings)
+    try:
+        with gr.Blocks() as blocks:
+            parts = create_launch_tab(ctx)
+        for field, *_ in HYPERPARAMETERS + ADVANCED_FIELDS:
+            if field_kind(field) in ("dropdown", "multiselect"):
+                assert [value for _, value in parts[field].choices] == field_choices(field)
+                assert parts[field].info == RunConfig.model_fields[field].description
+        config = RunConfig.model_validate({"dataset_id": 1, "max_steps": 7, "beta": 0.0, "loss_type": "grpo",
+                                           "rewards": [_full("length", 0.5), _full("numeric_answer", 2.0)]})
+        form = config_to_form(config)
+        data = {parts[name]: form[name] for name in reversed(FORM_FIELDS)}
+        [preview] = [f.fn for f in blocks.fns.values() if getattr(f.fn, "__name__", "") == "on_preview"]
+        shown = yaml.safe_load(preview(data))
+        assert (shown["max_steps"], shown["beta"], shown["loss_type"]) == (7, 0.0, "grpo")
+        assert [(r["rule"], r["weight"]) for r in shown["rewards"]] == [("length", 0.5), ("numeric_answer", 2.0)]
+    finally:
+        ctx.store.close()
