@@ -249,7 +249,7 @@ def reward_specs(form: Mapping[str, Any], *, blank_weight: float = 1.0) -> list[
         rule, weight, params, gate = (form.get(slot_field(part, index)) for part in SLOT_PARTS)
         if not rule or rule == NO_RULE:
             continue
-        specs.append(RewardSpec(rule=rule, weight=float(weight if weight is not None else blank_weight),
+        specs.append(RewardSpec(rule=rule, weight=float(blank_weight if weight in (None, "") else weight),
                                 params=parse_params(index, rule, params), gate=parse_gate(index, rule, gate)))
     return specs
 
