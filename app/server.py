@@ -16,7 +16,7 @@ from app.catalog_sync import CatalogSync
 from app.context import AppContext
 from app.public_api import create_public_api, hide_internal_endpoints
 from app.tabs.datasets import create_datasets_tab
-from app.tabs.inspect.tab import connect_chart_to_inspect, create_inspect_tab
+from app.tabs.inspect.tab import create_inspect_tab
 from app.tabs.launch.tab import create_launch_tab
 from app.tabs.runs.tab import create_runs_tab
 from app.tabs.try_model import create_try_model_tab
@@ -60,10 +60,9 @@ def build_blocks(ctx: AppContext) -> gr.Blocks:
             with gr.Tab("Runs", id="runs", elem_id="tab-runs"):
                 runs_tab = create_runs_tab(ctx, sync)
             with gr.Tab("Inspect", id="inspect", elem_id="tab-inspect") as inspect_tab:
-                inspect_parts = create_inspect_tab(ctx, inspect_tab, sync)
+                create_inspect_tab(ctx, inspect_tab, sync, runs=runs_tab, tabs=tabs)
             with gr.Tab("Try the model", id="try", elem_id="tab-try"):
                 create_try_model_tab(ctx, sync)
-        connect_chart_to_inspect(ctx, runs_tab, inspect_parts, tabs)
         sync.connect(blocks)
         create_public_api(ctx)
     hide_internal_endpoints(blocks)

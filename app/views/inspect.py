@@ -278,14 +278,6 @@ def prompt_history_html(groups: Sequence[GroupRecord], page: PromptPage | None =
     )
 
 
-def nearest_step(steps: Sequence[int], step: float) -> int | None:
-    """The recorded step closest to ``step`` (a clicked chart point; groups are recorded only at some steps), the
-    earlier one on a tie; ``None`` when no step is recorded."""
-    if not steps:
-        return None
-    return min(steps, key=lambda s: (abs(s - step), s))
-
-
 def pass_share(best_totals: Sequence[float | None], threshold: float) -> float | None:
     """pass@G of one step from its groups' best totals (``Store.best_totals``): the share (0..1) above
     ``threshold``, as :func:`pass_at_g` counts it; ``None`` without groups."""

@@ -38,7 +38,7 @@ DRIVER = textwrap.dedent(
     from grpo_core.runs.actions import delete_run, resume_run, submit_run
     from grpo_core.settings import load_settings
     from grpo_core.submit.sweeps import submit_sweep
-    from app.tabs.launch.sweep import sweep_frame
+    from app.tabs.runs.sweeps import sweep_frame
     from grpo_core.jobs.try_model import build_request, try_in_subprocess
     from storage import RunStatus
 

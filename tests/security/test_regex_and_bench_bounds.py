@@ -1,7 +1,7 @@
 """Users' regular expressions and rule parameters in the web process: a JSON schema's ``pattern`` (from a dataset
 row, read by ``json_valid``) or a ``format_regex`` pattern that backtracks for ever, a bench of thousands of
 completions, an n-gram size of a million words. Each is bounded (grpo_core/rewards/regex_budget.py, the bench's
-limits in app/tabs/launch/tab.py, ``repetition``'s ``MAX_NGRAM_SIZE``) and the served dashboard keeps answering."""
+limits in app/tabs/launch/handlers.py, ``repetition``'s ``MAX_NGRAM_SIZE``) and the served dashboard keeps answering."""
 
 from __future__ import annotations
 

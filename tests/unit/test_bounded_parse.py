@@ -88,7 +88,7 @@ def test_nasty_yaml_is_refused_with_a_message_naming_the_problem(text, message):
 @pytest.mark.parametrize(("text", "message"), [case[1:] for case in NASTY_YAML], ids=[c[0] for c in NASTY_YAML])
 def test_every_config_reader_refuses_them(text, message):
     """The API's run config and sweep, the Launch tab's sweep grid and its other-GRPOConfig-fields box."""
-    from app.tabs.launch.tab import parse_trl_args_text
+    from app.tabs.launch.form import parse_trl_args_text
 
     with pytest.raises(ConfigError, match=message):
         parse_run_config_text(text, source="config")
@@ -160,10 +160,10 @@ def test_nasty_json_is_refused(text, message):
 
 @pytest.mark.parametrize(("text", "message"), [case[1:] for case in NASTY_JSON], ids=[c[0] for c in NASTY_JSON])
 def test_the_launch_forms_json_fields_refuse_them(text, message):
-    from app.tabs.launch.tab import form_to_config
+    from app.tabs.launch.form import form_to_config
 
     with pytest.raises(ConfigError, match=rf"reward rule 1 \(numeric_answer\): parameters.*{message}"):
-        form_to_config(None, "", "", [("numeric_answer", 1.0, text)], {})
+        form_to_config({"rule_1": "numeric_answer", "weight_1": 1.0, "params_1": text})
 
 
 def test_a_nasty_prompt_in_the_try_tab_is_text():

@@ -311,17 +311,6 @@ def test_compare_figure_by_wall_time_counts_from_each_runs_first_point():
 
 
 @pytest.mark.parametrize(
-    ("steps", "clicked", "expected"),
-    [([], 3, None), ([2, 4, 6], 4, 4), ([2, 4, 6], 5, 4), ([2, 4, 6], 5.2, 6), ([6, 2, 4], 100, 6),
-     ([2, 4, 6], -3, 2), ([5], 1, 5)],
-)
-def test_nearest_step(steps, clicked, expected):
-    from app.views.inspect import nearest_step
-
-    assert nearest_step(steps, clicked) == expected
-
-
-@pytest.mark.parametrize(
     ("groups", "threshold", "expected"),
     [
         ([], 0.5, None),

@@ -7,7 +7,16 @@ import json
 
 import pytest
 
-from app.tabs.launch.tab import HYPERPARAMETERS, NO_RULE, RULE_SLOTS, config_to_form, form_omissions, form_to_config
+from app.tabs.launch.form import (
+    FORM_FIELDS,
+    HYPERPARAMETERS,
+    NO_RULE,
+    RULE_SLOTS,
+    config_to_form,
+    form_omissions,
+    form_to_config,
+    slot_field,
+)
 from grpo_core.rewards import get_rule
 from grpo_core.runs.config import ConfigError, RunConfig
 
@@ -50,33 +59,34 @@ FORM_CONFIGS = [
 @pytest.mark.parametrize("config", FORM_CONFIGS, ids=["defaults", "everything", "one negative rule"])
 def test_config_round_trips_through_the_form(config: RunConfig):
     form = config_to_form(config)
-    assert len(form["slots"]) == RULE_SLOTS
-    assert set(form["hyper"]) == {field for field, *_ in HYPERPARAMETERS}
-    assert form_to_config(**form) == config
+    assert list(form) == FORM_FIELDS
+    assert form_to_config(form) == config
     assert form_omissions(config) == []
 
 
 def test_form_round_trips_through_a_config():
-    slots = [
-        ("numeric_answer", 1.0, json.dumps({"tolerance": 0.5})),
-        (NO_RULE, 1.0, "{}"),
-        ("length", 0.25, json.dumps({"min_tokens": 1, "max_tokens": 8, "overlong_buffer": 0})),
-        (NO_RULE, 1.0, "{}"),
-    ]
+    values = {
+        "rule_1": "numeric_answer", "weight_1": 1.0, "params_1": json.dumps({"tolerance": 0.5}),
+        "rule_2": NO_RULE, "weight_2": 1.0, "params_2": "{}",
+        "rule_3": "length", "weight_3": 0.25,
+        "params_3": json.dumps({"min_tokens": 1, "max_tokens": 8, "overlong_buffer": 0}),
+        "rule_4": NO_RULE, "weight_4": 1.0, "params_4": "{}",
+    }
     hyper = {field: getattr(RunConfig(), field) for field, *_ in HYPERPARAMETERS} | {"max_steps": 5}
-    config = form_to_config(2, "SmolLM2-135M-Instruct", "mine", slots, hyper)
+    config = form_to_config({"dataset_id": 2, "model": "SmolLM2-135M-Instruct", "name": "mine", **values, **hyper})
     form = config_to_form(config)
-    assert [s[0] for s in form["slots"]] == ["numeric_answer", "length", NO_RULE, NO_RULE]  # empty slots last
-    assert json.loads(form["slots"][1][2]) == {"min_tokens": 1, "max_tokens": 8, "overlong_buffer": 0}
-    assert form["hyper"]["max_steps"] == 5
-    assert form_to_config(**form) == config
+    rules = [form[slot_field("rule", i)] for i in range(1, RULE_SLOTS + 1)]
+    assert rules == ["numeric_answer", "length", NO_RULE, NO_RULE]  # empty slots last
+    assert json.loads(form["params_2"]) == {"min_tokens": 1, "max_tokens": 8, "overlong_buffer": 0}
+    assert form["max_steps"] == 5
+    assert form_to_config(form) == config
 
 
 def test_partial_params_come_back_with_their_defaults():
     config = RunConfig.model_validate({"dataset_id": 1, "rewards": [{"rule": "length", "params": {"max_tokens": 9}}]})
     form = config_to_form(config)
-    assert json.loads(form["slots"][0][2]) == {**get_rule("length").defaults(), "max_tokens": 9}
-    again = form_to_config(**form)
+    assert json.loads(form["params_1"]) == {**get_rule("length").defaults(), "max_tokens": 9}
+    again = form_to_config(form)
     assert again.rewards[0].params["max_tokens"] == 9
     assert get_rule("length").build(again.rewards[0].params)(["a b c"]) == get_rule("length").build(
         config.rewards[0].params
@@ -97,7 +107,7 @@ def test_form_omissions_name_what_the_form_cannot_hold():
     assert "metric names" in notes and "correct" in notes
     assert "dataset_path /data/x.jsonl" in notes
     assert "top_p=0.9" in notes and "epsilon=0.3" in notes
-    assert len(config_to_form(config)["slots"]) == RULE_SLOTS
+    assert list(config_to_form(config)) == FORM_FIELDS
 
 
 @pytest.mark.parametrize(
@@ -106,7 +116,7 @@ def test_form_omissions_name_what_the_form_cannot_hold():
      ("numeric_answer_2 >= -0.5", ("numeric_answer_2", -0.5))],
 )
 def test_gate_text_parses(text, expected):
-    from app.tabs.launch.tab import gate_text, parse_gate
+    from app.tabs.launch.form import gate_text, parse_gate
 
     gate = parse_gate(1, "code_style", text)
     assert (None if gate is None else (gate.rule, gate.min)) == expected
@@ -115,7 +125,7 @@ def test_gate_text_parses(text, expected):
 
 @pytest.mark.parametrize("text", ["code_tests > 0.01", "code_tests >= lots", ">= 1"])
 def test_bad_gate_text_names_the_slot(text):
-    from app.tabs.launch.tab import parse_gate
+    from app.tabs.launch.form import parse_gate
     from grpo_core.runs.config import ConfigError
 
     with pytest.raises(ConfigError, match=r"reward rule 2 \(code_style\): gate"):
@@ -130,14 +140,14 @@ def test_gated_code_recipe_round_trips_through_the_form():
     config = load_run_config(Path(__file__).resolve().parents[2] / "examples" / "code_gated.yaml")
     config = config.model_copy(update={"dataset_id": 1})
     form = config_to_form(config)
-    assert [s[3] for s in form["slots"]] == ["", "code_tests >= 0.01", "code_tests >= 0.01", "code_tests >= 0.01"]
-    again = form_to_config(**form).rewards
+    assert [form[slot_field("gate", i)] for i in range(1, RULE_SLOTS + 1)] == ["", "code_tests >= 0.01", "code_tests >= 0.01", "code_tests >= 0.01"]
+    again = form_to_config(form).rewards
     assert [(s.rule, s.weight, s.gate) for s in again] == [(s.rule, s.weight, s.gate) for s in config.rewards]
     assert [s.params for s in again] == [{**get_rule(s.rule).defaults(), **s.params} for s in config.rewards]
 
 
 def test_advanced_fields_round_trip_through_the_form():
-    from app.tabs.launch.tab import ADVANCED_FIELDS
+    from app.tabs.launch.form import ADVANCED_FIELDS
 
     config = RunConfig.model_validate(
         {
@@ -154,14 +164,14 @@ def test_advanced_fields_round_trip_through_the_form():
         }
     )
     form = config_to_form(config)
-    assert set(form["advanced"]) == {field for field, *_ in ADVANCED_FIELDS}
-    assert form["advanced"]["trl_args"] == "num_generations_eval: 2\n"
-    assert form_to_config(**form) == config
+    assert {field for field, *_ in ADVANCED_FIELDS} <= set(form)
+    assert form["trl_args"] == "num_generations_eval: 2\n"
+    assert form_to_config(form) == config
     assert form_omissions(config) == []
 
 
 def test_trl_args_text_is_checked_with_the_closest_field():
-    from app.tabs.launch.tab import parse_trl_args_text, trl_args_help
+    from app.tabs.launch.form import parse_trl_args_text, trl_args_help
 
     assert parse_trl_args_text("") == {}
     assert parse_trl_args_text('{"mask_truncated_completions": true}') == {"mask_truncated_completions": True}
@@ -172,12 +182,12 @@ def test_trl_args_text_is_checked_with_the_closest_field():
     assert "did you mean num_generations_eval" in trl_args_help("num_generation_eval: 2")
     assert "set by the dashboard" in trl_args_help("output_dir: /tmp")
     assert trl_args_help("num_generations_eval: 2").startswith("- num_generations_eval (int | None")
-    slots = [("numeric_answer", 1.0, "{}")] + [(NO_RULE, 1.0, "{}")] * (RULE_SLOTS - 1)
-    hyper = {field: getattr(RunConfig(), field) for field, *_ in HYPERPARAMETERS}
-    config = form_to_config(1, "m", "", slots, hyper, {"trl_args": "mask_truncated_completions: true"})
+    base = {"dataset_id": 1, "model": "m", "name": "", "rule_1": "numeric_answer", "weight_1": 1.0, "params_1": "{}"}
+    base |= {field: getattr(RunConfig(), field) for field, *_ in HYPERPARAMETERS}
+    config = form_to_config(base | {"trl_args": "mask_truncated_completions: true"})
     assert config.mask_truncated_completions is True and config.trl_args == {}
     empty = {"epsilon_high": 0, "steps_per_generation": 0, "min_p": 0.0}  # what the browser sends for empty boxes
-    config = form_to_config(1, "m", "", slots, hyper, empty)
+    config = form_to_config(base | empty)
     assert (config.epsilon_high, config.steps_per_generation, config.min_p) == (None, None, None)
 
 
@@ -194,16 +204,16 @@ def test_processes_gpus_and_vllm_options_round_trip_through_the_form():
         }
     )
     form = config_to_form(config)
-    assert (form["hyper"]["num_processes"], form["hyper"]["gpus"]) == (2, "0,1")
-    assert form["advanced"]["vllm_tensor_parallel_size"] == 2
-    assert form_to_config(**form) == config
+    assert (form["num_processes"], form["gpus"]) == (2, "0,1")
+    assert form["vllm_tensor_parallel_size"] == 2
+    assert form_to_config(form) == config
     assert form_omissions(config) == []
     # as the browser sends them: a Number's float, the hidden GPU box's empty text (auto)
-    form["hyper"] |= {"num_processes": 2.0, "gpus": ""}
-    assert form_to_config(**form).gpus == "" and form_to_config(**form).num_processes == 2
-    form["hyper"]["num_processes"] = 3.0
+    form |= {"num_processes": 2.0, "gpus": ""}
+    assert form_to_config(form).gpus == "" and form_to_config(form).num_processes == 2
+    form["num_processes"] = 3.0
     with pytest.raises(ConfigError, match="vllm_tensor_parallel_size = 2 must divide num_processes = 3"):
-        form_to_config(**form)
+        form_to_config(form)
 
 
 def test_the_launch_form_starts_from_the_quick_start_dataset(settings):
@@ -215,5 +225,51 @@ def test_the_launch_form_starts_from_the_quick_start_dataset(settings):
         blocks = build_blocks(ctx)
         [dataset] = [block for block in blocks.blocks.values() if block.elem_id == "launch-dataset"]
         assert dataset.value == ctx.store.find_dataset(QUICK_START_EXAMPLE).id
+    finally:
+        ctx.store.close()
+
+
+def test_field_kinds_and_choices_come_from_the_run_config():
+    import typing
+
+    from app.tabs.launch.form import field_choices, field_kind
+
+    kinds = {"use_lora": "checkbox", "num_generations": "integer", "learning_rate": "number", "loss_type": "dropdown",
+             "report_to": "multiselect", "epsilon_high": "number", "steps_per_generation": "integer",
+             "eval_dataset_id": "dataset", "trl_args": "mapping", "gpus": "gpus"}
+    assert {field: field_kind(field) for field in kinds} == kinds
+    for field in ("loss_type", "device", "lr_scheduler_type", "vllm_mode", "importance_sampling_level"):
+        assert field_choices(field) == list(typing.get_args(RunConfig.model_fields[field].annotation))
+    assert field_choices("report_to") == ["trackio", "tensorboard", "wandb"]
+    with pytest.raises(ValueError, match="learning_rate: the run config declares no choices"):
+        field_choices("learning_rate")
+
+
+def test_the_launch_tab_offers_the_configs_choices_and_reads_the_form_by_name(settings):
+    """The built tab's dropdowns list what RunConfig declares, with its help; its preview handler, given the form as
+    Gradio gives a set of inputs (a dict by component, in any order), reads each value by its field's name."""
+    import gradio as gr
+    import yaml
+
+    from app.server import create_context
+    from app.tabs.launch.form import ADVANCED_FIELDS, field_choices, field_kind
+    from app.tabs.launch.tab import create_launch_tab
+
+    ctx = create_context(settings)
+    try:
+        with gr.Blocks() as blocks:
+            parts = create_launch_tab(ctx)
+        for field, *_ in HYPERPARAMETERS + ADVANCED_FIELDS:
+            if field_kind(field) in ("dropdown", "multiselect"):
+                assert [value for _, value in parts[field].choices] == field_choices(field)
+                assert parts[field].info == RunConfig.model_fields[field].description
+        config = RunConfig.model_validate({"dataset_id": 1, "max_steps": 7, "beta": 0.0, "loss_type": "grpo",
+                                           "rewards": [_full("length", 0.5), _full("numeric_answer", 2.0)]})
+        form = config_to_form(config)
+        data = {parts[name]: form[name] for name in reversed(FORM_FIELDS)}
+        [preview] = [f.fn for f in blocks.fns.values() if getattr(f.fn, "__name__", "") == "on_preview"]
+        shown = yaml.safe_load(preview(data))
+        assert (shown["max_steps"], shown["beta"], shown["loss_type"]) == (7, 0.0, "grpo")
+        assert [(r["rule"], r["weight"]) for r in shown["rewards"]] == [("length", 0.5), ("numeric_answer", 2.0)]
     finally:
         ctx.store.close()

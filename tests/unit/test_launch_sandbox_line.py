@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.tabs.launch import tab as launch
+from app.tabs.launch import layout as launch
 from grpo_core.sandbox.host import IsolationMode, SandboxInfo
 
 

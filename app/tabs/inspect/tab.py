@@ -11,6 +11,7 @@ from app.catalog_sync import CatalogSync, run_choices
 from app.context import AppContext
 from app.tabs.inspect.tokens import create_token_view
 from app.tabs.inspect.tools import create_inspect_tools
+from app.tabs.runs.tab import parse_chart_click
 from app.views.charts import step_groups_figure
 from app.views.inspect import GROUP_FILTERS, filter_groups, pass_at_g, pass_share, step_totals
 from app.views.runs import groups_html, reward_error_map
@@ -55,10 +56,20 @@ def open_step(ctx: AppContext, run_id: int | None, step: float | None) -> tuple[
 
 
 def create_inspect_tab(
-    ctx: AppContext, tab: gr.Tab | None = None, sync: CatalogSync | None = None
+    ctx: AppContext,
+    tab: gr.Tab | None = None,
+    sync: CatalogSync | None = None,
+    *,
+    runs: dict[str, gr.components.Component] | None = None,
+    tabs: gr.Tabs | None = None,
 ) -> dict[str, gr.components.Component]:
     """Build the Inspect tab inside the current ``gr.Blocks``; ``sync`` keeps its run list current, selecting
-    ``tab`` or "↻ steps" reloads the chosen run's steps (a live run records new ones)."""
+    ``tab`` or "↻ steps" reloads the chosen run's steps (a live run records new ones).
+
+    With ``runs`` (:func:`app.tabs.runs.tab.create_runs_tab`'s components: ``chart_click``, ``selected``) and ``tabs``
+    (holding both tabs; this one's id is ``inspect``), a click on a point of the Runs chart opens this tab on that
+    run, at the recorded step nearest the click.
+    """
     with gr.Row():
         run = gr.Dropdown(label="run", choices=run_choices(ctx), scale=3, elem_id="inspect-run")
         step = gr.Dropdown(label="step", choices=[], scale=1, elem_id="inspect-step")
@@ -139,34 +150,28 @@ def create_inspect_tab(
     reload.click(on_reload, inputs=shown_by, outputs=[step, *shown])
     if tab is not None:  # the run dropdown shows a run from the start: fill its steps when the tab opens
         tab.select(on_reload, inputs=shown_by, outputs=[step, *shown])
+    if runs is not None and tabs is not None:
+        _follow_chart_clicks(ctx, runs, run, step, tabs)
     tools = {**create_token_view(ctx, run, step), **create_inspect_tools(ctx, run, step, reload, tab)}
     return {"run": run, "step": step, "groups": groups, "summary": summary, "refresh": reload, "filter": show,
             "top_n": top_n, "threshold": threshold, "stats": stats, **tools}
 
 
-def connect_chart_to_inspect(
-    ctx: AppContext,
-    runs_parts: dict[str, gr.components.Component],
-    inspect_parts: dict[str, gr.components.Component],
-    tabs: gr.Tabs,
+def _follow_chart_clicks(
+    ctx: AppContext, runs: dict[str, gr.components.Component], run: gr.Dropdown, step: gr.Dropdown, tabs: gr.Tabs
 ) -> None:
-    """A click on a point of the Runs chart opens the Inspect tab on that run, at the recorded step nearest the click.
-
-    ``runs_parts`` are :func:`app.tabs.runs.tab.create_runs_tab`'s components (``chart_click``, ``selected``),
-    ``inspect_parts`` this tab's (``run``, ``step``); ``tabs`` holds both tabs (the Inspect tab's id is ``inspect``).
-    """
-    from app.tabs.runs.tab import parse_chart_click
-
+    """A click on a point of the Runs chart (``runs["chart_click"]``, for ``runs["selected"]``) selects this tab in
+    ``tabs`` and its ``run`` and ``step``: the recorded step nearest the click."""
     def on_chart_click(value: str | None, run_id: int | None):
         """Inputs: the clicked point (``step@time``), the Runs tab's run. Outputs: tabs, Inspect's run and step."""
-        run, steps, step = open_step(ctx, run_id, parse_chart_click(value))
-        if run is None or step is None:
-            if run is not None:
+        run_value, steps, step_value = open_step(ctx, run_id, parse_chart_click(value))
+        if run_value is None or step_value is None:
+            if run_value is not None:
                 gr.Info("This run has no recorded groups yet.")
             return gr.skip(), gr.skip(), gr.skip()
-        return gr.Tabs(selected="inspect"), run, gr.update(choices=steps, value=step)
+        return gr.Tabs(selected="inspect"), run_value, gr.update(choices=steps, value=step_value)
 
-    runs_parts["chart_click"].change(
-        on_chart_click, inputs=[runs_parts["chart_click"], runs_parts["selected"]],
-        outputs=[tabs, inspect_parts["run"], inspect_parts["step"]], show_progress="hidden",
+    runs["chart_click"].change(
+        on_chart_click, inputs=[runs["chart_click"], runs["selected"]], outputs=[tabs, run, step],
+        show_progress="hidden",
     )

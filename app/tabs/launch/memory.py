@@ -3,11 +3,13 @@ device's free memory (:mod:`grpo_core.models.memory_estimate`; arithmetic only, 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import gradio as gr
 
-from app.context import AppContext
+from app.context import AppContext, boundary_of
+from app.tabs.launch.form import form_to_config, read_form
 from grpo_core.datasets.formats import read_normalized
 from grpo_core.models.memory_estimate import (
     MemoryEstimateError,
@@ -21,7 +23,7 @@ from grpo_core.models.memory_estimate import (
     resolve_device,
 )
 from grpo_core.models.source import ModelSourceError
-from grpo_core.runs.config import RunConfig
+from grpo_core.runs.config import ConfigError, RunConfig
 from storage import StoreError
 
 
@@ -47,9 +49,22 @@ def fit_markdown(ctx: AppContext, config: RunConfig) -> str:
     return "\n".join(lines)
 
 
-def create_memory_panel() -> dict[str, gr.components.Component]:
-    """An accordion with an "Estimate memory" button and its result. Returns ``button`` and ``result``."""
+def create_memory_panel(
+    ctx: AppContext, form: Mapping[str, gr.components.Component]
+) -> dict[str, gr.components.Component]:
+    """Build the Launch tab's "Will it fit?" accordion inside the current ``gr.Blocks``: an "Estimate memory" button
+    that estimates the run of the Launch ``form`` (field name -> component). Returns ``button`` and ``result``."""
     with gr.Accordion("Will it fit? Estimated peak memory", open=False):
         button = gr.Button("Estimate memory", elem_id="memory-estimate-button")
         result = gr.Markdown(elem_id="memory-estimate")
+
+    def on_estimate(request: gr.Request, data: dict):
+        """Inputs: the form (the login first, from Gradio). Outputs: the memory estimate."""
+        try:
+            config = boundary_of(ctx, request).check_config(form_to_config(read_form(form, data)))
+        except (ConfigError, ValueError) as exc:
+            return f"**No estimate:** {exc}"
+        return fit_markdown(ctx, config)
+
+    button.click(on_estimate, inputs=set(form.values()), outputs=result)
     return {"button": button, "result": result}

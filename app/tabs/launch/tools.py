@@ -1,5 +1,5 @@
 """Reward-design tools of the Launch tab: the preflight ("will this run learn?"), the clone-a-run picker and the
-bench's dataset-row picker. Handlers live in :func:`app.tabs.launch.tab.create_launch_tab`; this module holds what they
+bench's dataset-row picker. Handlers live in :mod:`app.tabs.launch.handlers`; this module holds what they
 call (views of a preflight report, the streaming preflight runner, the bench's row reader), so it stays testable.
 
 The preflight samples from the model, which needs torch: it runs in a subprocess

@@ -22,18 +22,41 @@ from grpo_core.runs.config import ConfigError
 from storage import StoreError
 
 
-def create_filter_row() -> dict[str, gr.components.Component]:
-    """The status and text filters of the runs table. Returns ``status`` and ``text``."""
+def create_filter_row(
+    ctx: AppContext, *, table: gr.Dataframe, table_frame: Callable
+) -> dict[str, gr.components.Component]:
+    """Build the status and text filters of the runs ``table`` inside the current ``gr.Blocks``; a change of either
+    refills it with ``table_frame(ctx, status, text)``. Returns ``status`` and ``text``."""
     with gr.Row():
         status = gr.Dropdown(label="show", choices=STATUS_FILTER_CHOICES, value=ALL_STATUSES, scale=1,
                              elem_id="runs-filter-status")
         text = gr.Textbox(label="filter by name or tag", placeholder="e.g. baseline lr-sweep", scale=3,
                           elem_id="runs-filter-text")
+
+    def on_filter(status_filter: str, text_filter: str):
+        """Inputs: status filter, text filter. Outputs: table."""
+        return table_frame(ctx, status_filter, text_filter)
+
+    status.change(on_filter, inputs=[status, text], outputs=table)
+    text.submit(on_filter, inputs=[status, text], outputs=table)
+    text.blur(on_filter, inputs=[status, text], outputs=table)
     return {"status": status, "text": text}
 
 
-def create_run_controls() -> dict[str, gr.components.Component]:
-    """Resume and Delete buttons, the delete confirmation row (hidden) and the notes/tags editor.
+def create_run_controls(
+    ctx: AppContext,
+    *,
+    selected: gr.Dropdown,
+    status: gr.HTML,
+    table: gr.Dataframe,
+    filters: dict[str, gr.components.Component],
+    table_frame: Callable,
+    sync: CatalogSync | None = None,
+) -> dict[str, gr.components.Component]:
+    """Build the Resume and Delete buttons, the delete confirmation row (hidden) and the notes/tags editor inside the
+    current ``gr.Blocks``, acting on the ``selected`` run; ``table_frame(ctx, status, text)`` rebuilds the ``table``
+    under the ``filters`` (:func:`create_filter_row`); ``sync`` hears of a resume or delete, so that the other tabs'
+    run lists follow at once.
 
     Returns the components by name: ``resume``, ``delete``, ``confirm_row``, ``confirm_text``, ``confirm``,
     ``keep``, ``pending``, ``tags``, ``notes``, ``save``.
@@ -50,29 +73,8 @@ def create_run_controls() -> dict[str, gr.components.Component]:
         tags = gr.Textbox(label="tags (comma-separated)", elem_id="runs-tags")
         notes = gr.Textbox(label="notes", lines=3, elem_id="runs-notes")
         save = gr.Button("Save notes and tags", elem_id="runs-notes-save")
-    return {"resume": resume, "delete": delete, "confirm_row": confirm_row, "confirm_text": confirm_text,
-            "confirm": confirm, "keep": keep, "pending": pending, "tags": tags, "notes": notes, "save": save}
-
-
-def connect_run_controls(
-    ctx: AppContext,
-    controls: dict[str, gr.components.Component],
-    *,
-    selected: gr.Dropdown,
-    status: gr.HTML,
-    table: gr.Dataframe,
-    filters: dict[str, gr.components.Component],
-    table_frame: Callable,
-    sync: CatalogSync | None = None,
-) -> None:
-    """Wire the controls to the selected run; ``table_frame(ctx, status, text)`` rebuilds the filtered table.
-
-    ``sync`` hears of a resume or delete, so that the other tabs' run lists follow at once.
-    """
-
-    def on_filter(status_filter: str, text_filter: str):
-        """Inputs: status filter, text filter. Outputs: table."""
-        return table_frame(ctx, status_filter, text_filter)
+    controls = {"resume": resume, "delete": delete, "confirm_row": confirm_row, "confirm_text": confirm_text,
+                "confirm": confirm, "keep": keep, "pending": pending, "tags": tags, "notes": notes, "save": save}
 
     def on_resume(run_id: int | None, request: gr.Request):
         """Inputs: run. Outputs: status."""
@@ -137,9 +139,6 @@ def connect_run_controls(
         return run_status_html(run), table_frame(ctx, status_filter, text_filter), ", ".join(run.tags)
 
     filter_inputs = [filters["status"], filters["text"]]
-    filters["status"].change(on_filter, inputs=filter_inputs, outputs=table)
-    filters["text"].submit(on_filter, inputs=filter_inputs, outputs=table)
-    filters["text"].blur(on_filter, inputs=filter_inputs, outputs=table)
     resumed = controls["resume"].click(on_resume, inputs=selected, outputs=status)
     controls["delete"].click(
         on_delete_ask, inputs=selected, outputs=[controls["confirm_row"], controls["confirm_text"], controls["pending"]]
@@ -160,4 +159,4 @@ def connect_run_controls(
         inputs=[selected, controls["tags"], controls["notes"], *filter_inputs],
         outputs=[status, table, controls["tags"]],
     )
-
+    return controls

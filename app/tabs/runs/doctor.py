@@ -143,16 +143,13 @@ def doctor_report(ctx: AppContext, run_id: int, state: DoctorState | None) -> tu
     return doctor_html(findings, num_steps=len(state.series.wall)), state
 
 
-def create_doctor_panel() -> gr.HTML:
-    """The panel (``#run-doctor``), empty until :func:`connect_doctor_panel` fills it."""
-    return gr.HTML(elem_id="run-doctor")
-
-
-def connect_doctor_panel(ctx: AppContext, panel: gr.HTML, *, timer: gr.Timer, selected: gr.Dropdown) -> None:
-    """Refresh ``panel`` for the ``selected`` run on every ``timer`` tick and when the selection changes.
-
-    An unchanged report is not re-sent.
+def create_doctor_panel(
+    ctx: AppContext, *, timer: gr.Timer, selected: gr.Dropdown
+) -> dict[str, gr.components.Component]:
+    """Build the doctor's panel (``#run-doctor``) inside the current ``gr.Blocks``, refreshed for the ``selected`` run
+    on every ``timer`` tick and when the selection changes (an unchanged report is not re-sent). Returns ``panel``.
     """
+    panel = gr.HTML(elem_id="run-doctor")
     state = gr.State(None)
 
     def on_tick(run_id: int | None, current: DoctorState | None):
@@ -170,3 +167,4 @@ def connect_doctor_panel(ctx: AppContext, panel: gr.HTML, *, timer: gr.Timer, se
 
     timer.tick(on_tick, inputs=[selected, state], outputs=[panel, state], show_progress="hidden")
     selected.change(on_tick, inputs=[selected, state], outputs=[panel, state], show_progress="hidden")
+    return {"panel": panel}

@@ -1,4 +1,4 @@
-"""The Runs tab: the runs table (filtered by status and name/tag), the sweeps (:mod:`app.tabs.launch.sweep`), the selected
+"""The Runs tab: the runs table (filtered by status and name/tag), the sweeps (:mod:`app.tabs.runs.sweeps`), the selected
 run's status and live charts, cancel, resume, delete, notes and tags (:mod:`app.tabs.runs.controls`), and a comparison
 of runs.
 
@@ -16,11 +16,11 @@ import pandas as pd
 
 from app.catalog_sync import CatalogSync, run_choices
 from app.context import AppContext, actor_of
-from app.tabs.launch.sweep import create_sweep_view
 from app.tabs.runs.compare import create_compare_panel
-from app.tabs.runs.controls import connect_run_controls, create_filter_row, create_run_controls
-from app.tabs.runs.doctor import connect_doctor_panel, create_doctor_panel
+from app.tabs.runs.controls import create_filter_row, create_run_controls
+from app.tabs.runs.doctor import create_doctor_panel
 from app.tabs.runs.export import create_export_panel
+from app.tabs.runs.sweeps import create_sweeps_panel
 from app.views.charts import CHART_KEYS, GPU_KEY_PATTERN, MetricSeries, training_figure
 from app.views.run_filter import filter_runs
 from app.views.runs import RUNS_TABLE_HEADERS, run_status_html, runs_table
@@ -94,17 +94,23 @@ def refresh_series(ctx: AppContext, run_id: int, series: MetricSeries | None) ->
 def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[str, gr.components.Component]:
     """Build the Runs tab inside the current ``gr.Blocks``; ``sync`` keeps the compare picker current and tells the
     other tabs of a cancel, resume or delete (the tab's own timer refreshes its table and run picker)."""
-    filters = create_filter_row()
-    table = gr.Dataframe(value=lambda: runs_frame(ctx), interactive=False, label="runs", elem_id="runs-table")
-    sweep_slot = gr.Column()  # the Sweeps view, built once Compare exists (app.tabs.launch.sweep)
+    timer = gr.Timer(REFRESH_SECONDS)
+    # built before their place on the page (render=False, then .render()) so that the panels above them can act on them
+    table = gr.Dataframe(value=lambda: runs_frame(ctx), interactive=False, label="runs", elem_id="runs-table",
+                         render=False)
+    status = gr.HTML(elem_id="runs-status", render=False)
+    filters = create_filter_row(ctx, table=table, table_frame=runs_frame)
+    table.render()
+    sweep_slot = gr.Column()  # the Sweeps view, built once Compare exists (app.tabs.runs.sweeps)
     with gr.Row():
         choices = run_choices(ctx)
         selected = gr.Dropdown(label="run", choices=choices, value=choices[0][1] if choices else None, scale=3,
                                elem_id="runs-select")
         cancel = gr.Button("Cancel run", variant="stop", scale=1, elem_id="runs-cancel")
-    controls = create_run_controls()
-    status = gr.HTML(elem_id="runs-status")
-    doctor = create_doctor_panel()
+    create_run_controls(ctx, selected=selected, status=status, table=table, filters=filters, table_frame=runs_frame,
+                        sync=sync)
+    status.render()
+    doctor = create_doctor_panel(ctx, timer=timer, selected=selected)["panel"]
     plot = gr.Plot(label="training metrics (click a point to see that step's groups in Inspect)", elem_id="runs-plot")
     chart_click = gr.Textbox(visible="hidden", elem_id="runs-chart-step")
     with gr.Accordion("Log (last lines of train.log)", open=False):
@@ -113,9 +119,8 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[st
         compare = create_compare_panel(ctx, choices, COMPARE_METRICS, sync)
     create_export_panel(ctx, selected)
     series_state = gr.State(None)
-    timer = gr.Timer(REFRESH_SECONDS)
     with sweep_slot:
-        sweeps = create_sweep_view(ctx, timer, compare, compare_panel)
+        sweeps = create_sweeps_panel(ctx, timer, compare, compare_panel)
 
     def on_refresh(run_id: int | None, series: MetricSeries | None, status_filter: str | None = None,
                    text_filter: str | None = None):
@@ -173,9 +178,6 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[st
     cancelled = cancel.click(on_cancel, inputs=selected, outputs=status)
     if sync is not None:
         sync.after(cancelled)
-    connect_doctor_panel(ctx, doctor, timer=timer, selected=selected)
-    connect_run_controls(ctx, controls, selected=selected, status=status, table=table, filters=filters,
-                         table_frame=runs_frame, sync=sync)
     return {"table": table, "selected": selected, "status": status, "plot": plot, "chart_click": chart_click,
             "cancel": cancel,
             "timer": timer, "compare_runs": compare["runs"], "compare_plot": compare["plot"], "doctor": doctor,

@@ -1,0 +1,328 @@
+"""The Launch form's values <-> a :class:`RunConfig`, by field name.
+
+The form is a mapping of field name -> value (what :func:`read_form` makes of a Gradio event's inputs): the run
+config's own field names (``dataset_id``, ``model``, ``name``, ``num_generations``, ``loss_type``, ...) and, per reward
+rule slot ``i`` (1-based), ``rule_i``, ``weight_i``, ``params_i`` (JSON) and ``gate_i`` (``"code_tests >= 0.01"``).
+Handlers never slice the form's values by position (LLaMA-Factory's web UI does the same with its ``elem_id``s).
+
+What the fields are comes from :class:`grpo_core.runs.config.RunConfig` itself: a field's choices are its ``Literal``
+values, its component kind follows its type, its default and help text are the config's. The form only adds labels and
+the bounds of its number boxes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from grpo_core.bounded_parse import dump_yaml, load_json, load_yaml
+from grpo_core.rewards import RewardGate, RewardSpec, get_rule
+from grpo_core.runs.config import DEFAULT_MODEL, ConfigError, RunConfig, parse_run_config
+from grpo_core.runs.trl_fields import describe_trl_field
+
+RULE_SLOTS = 4
+NO_RULE = "(none)"
+SLOT_PARTS = ("rule", "weight", "params", "gate")
+"""The fields of one rule slot: rule name, weight, parameters JSON, gate text."""
+GATE_PATTERN = re.compile(r"^\s*(\S+)\s*>=\s*([-+0-9.eE]+)\s*$")
+DEFAULT_SLOTS = [(spec.rule, spec.weight, spec.params) for spec in RunConfig().rewards]
+
+#: (field, label, extra component kwargs) of the hyperparameters shown in the form; the kind of component, a
+#: dropdown's choices, the default and the help text come from :class:`RunConfig` (:func:`field_kind`).
+HYPERPARAMETERS: list[tuple[str, str, dict[str, Any]]] = [
+    ("num_generations", "num_generations (group size G)", {"minimum": 2}),
+    ("per_device_train_batch_size", "completions per step (per process)", {"minimum": 1}),
+    ("max_steps", "max_steps", {"minimum": 1}),
+    ("learning_rate", "learning_rate", {}),
+    ("beta", "beta (KL coefficient)", {"minimum": 0}),
+    ("max_completion_length", "max_completion_length (tokens)", {"minimum": 1}),
+    ("temperature", "temperature", {"minimum": 0.01}),
+    ("seed", "seed", {}),
+    ("use_lora", "LoRA adapter", {}),
+    ("lora_r", "LoRA rank r", {"minimum": 1}),
+    ("loss_type", "loss_type", {}),
+    ("device", "device", {}),
+    ("use_vllm", "vLLM generation", {}),
+    ("num_processes", "num_processes (accelerate launch when > 1)", {"minimum": 1}),
+    ("gpus", "GPUs for the run (CUDA_VISIBLE_DEVICES)", {}),
+]
+"""``gpus`` is a text box shown only on a machine where ``nvidia-smi`` lists GPUs
+(:func:`grpo_core.training.gpus.machine_gpus`); elsewhere it stays hidden but still carries a cloned run's value."""
+
+#: The "GRPO variants, sampling, eval and trackers" box, as above.
+ADVANCED_FIELDS: list[tuple[str, str, dict[str, Any]]] = [
+    ("multi_objective_aggregation", "multi_objective_aggregation (GDPO)", {}),
+    ("mask_truncated_completions", "mask_truncated_completions", {}),
+    ("epsilon_high", "epsilon_high (DAPO clip-higher; 0 = epsilon)", {"minimum": 0}),
+    ("importance_sampling_level", "importance_sampling_level (GSPO)", {}),
+    ("steps_per_generation", "steps_per_generation (0 = gradient_accumulation_steps)", {"minimum": 0}),
+    ("top_k", "top_k", {"minimum": 0}),
+    ("min_p", "min_p (0 = off)", {"minimum": 0, "maximum": 1}),
+    ("repetition_penalty", "repetition_penalty", {"minimum": 0.01}),
+    ("lr_scheduler_type", "lr_scheduler_type", {}),
+    ("num_train_epochs", "num_train_epochs (0 = max_steps decides)", {"minimum": 0}),
+    ("eval_fraction", "eval_fraction (held-out rows)", {"minimum": 0, "maximum": 0.9}),
+    ("eval_dataset_id", "eval dataset (instead of a fraction)", {}),
+    ("eval_steps", "eval_steps", {"minimum": 1}),
+    ("report_to", "also report to", {}),
+    ("vllm_mode", "vllm_mode (with vLLM generation)", {}),
+    ("vllm_gpu_memory_utilization", "vllm_gpu_memory_utilization (colocate)", {"minimum": 0.01, "maximum": 1}),
+    ("vllm_tensor_parallel_size", "vllm_tensor_parallel_size (colocate)", {"minimum": 1}),
+    ("trl_args", "other GRPOConfig fields (YAML or JSON mapping)", {}),
+]
+#: Advanced number fields whose default is ``None`` (off): an empty box reaches the server as 0, which means the same.
+ZERO_MEANS_UNSET = ("epsilon_high", "steps_per_generation", "min_p")
+#: Fields whose component is not the one their type suggests: a GPU list, a stored dataset, a YAML mapping.
+SPECIAL_KINDS = {"gpus": "gpus", "dataset_id": "dataset", "eval_dataset_id": "dataset", "trl_args": "mapping"}
+
+FormKind = Literal["checkbox", "dropdown", "multiselect", "integer", "number", "text", "gpus", "dataset", "mapping"]
+
+
+def slot_field(part: str, index: int) -> str:
+    """The form's name of a rule slot's ``part`` (one of :data:`SLOT_PARTS`), slot ``index`` counted from 1."""
+    return f"{part}_{index}"
+
+
+SLOT_FIELDS = [slot_field(part, index) for index in range(1, RULE_SLOTS + 1) for part in SLOT_PARTS]
+FORM_FIELDS = ["dataset_id", "model", "name", *SLOT_FIELDS, *(f for f, *_ in HYPERPARAMETERS + ADVANCED_FIELDS)]
+"""Every field of the Launch form, by name."""
+
+
+def _bare_type(field: str) -> Any:
+    """A config field's type without ``| None``."""
+    annotation = RunConfig.model_fields[field].annotation
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        kept = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        annotation = kept[0] if len(kept) == 1 else annotation
+    return annotation
+
+
+def field_kind(field: str) -> FormKind:
+    """The component a config field gets on the form, from its type: ``bool`` a checkbox, a ``Literal`` a dropdown,
+    a list of ``Literal`` a checkbox group, ``int``/``float`` a number box (whole numbers for ``int``), else text;
+    :data:`SPECIAL_KINDS` are their own."""
+    if field in SPECIAL_KINDS:
+        return SPECIAL_KINDS[field]  # type: ignore[return-value]
+    annotation = _bare_type(field)
+    if annotation is bool:
+        return "checkbox"
+    if typing.get_origin(annotation) is Literal:
+        return "dropdown"
+    if typing.get_origin(annotation) is list and typing.get_origin(typing.get_args(annotation)[0]) is Literal:
+        return "multiselect"
+    return {int: "integer", float: "number"}.get(annotation, "text")  # type: ignore[return-value]
+
+
+def field_choices(field: str) -> list[Any]:
+    """The values a ``Literal`` (or list of ``Literal``) config field allows, as :class:`RunConfig` declares them.
+
+    Raises:
+        ValueError: the field declares no choices.
+    """
+    annotation = _bare_type(field)
+    if typing.get_origin(annotation) is list:
+        annotation = typing.get_args(annotation)[0]
+    if typing.get_origin(annotation) is not Literal:
+        raise ValueError(f"{field}: the run config declares no choices")
+    return list(typing.get_args(annotation))
+
+
+def field_help(field: str) -> str | None:
+    """The config field's help text (its ``description``)."""
+    return RunConfig.model_fields[field].description
+
+
+def read_form(components: Mapping[str, Any], values: Mapping[Any, Any]) -> dict[str, Any]:
+    """The values of a Gradio event given its inputs as a set (``values``: component -> value), keyed by the names
+    ``components`` (name -> component) gives them; components not in ``values`` are left out."""
+    return {name: values[component] for name, component in components.items() if component in values}
+
+
+def trl_args_text(args: dict[str, Any]) -> str:
+    """``trl_args`` as the form's YAML text (empty for none)."""
+    return dump_yaml(args) if args else ""
+
+
+def parse_trl_args_text(text: str) -> dict[str, Any]:
+    """The form's ``trl_args`` text (YAML or JSON) as a mapping (empty text = none).
+
+    Raises:
+        ConfigError: not YAML (with line and column), over a limit of :func:`grpo_core.bounded_parse.load_yaml`, or
+            not a mapping of field names.
+    """
+    value = load_yaml(text or "", source="other GRPOConfig fields", error=ConfigError) or {}
+    if not isinstance(value, dict):
+        raise ConfigError("other GRPOConfig fields: write a mapping, one `field: value` a line")
+    return value
+
+
+def trl_args_help(text: str) -> str:
+    """Markdown: the TRL help text of each field named in the form's ``trl_args`` text, or why it is refused."""
+    try:
+        args = parse_trl_args_text(text)
+        if args:
+            parse_run_config({"trl_args": args}, source="other GRPOConfig fields")
+    except ConfigError as exc:
+        return f"❌ {exc}"
+    lines = [describe_trl_field(name) for name in args]
+    return "\n".join(f"- {line}" for line in lines if line) or (
+        "Any `GRPOConfig` / `TrainingArguments` field by name, e.g. `num_generations_eval: 2`; checked against the "
+        "installed TRL."
+    )
+
+
+def rule_help(rule_name: str) -> str:
+    """Markdown: the rule's description, the columns it reads and its parameters with types and help."""
+    if not rule_name or rule_name == NO_RULE:
+        return ""
+    rule = get_rule(rule_name)
+    lines = [f"*{rule.description}*"]
+    if rule.columns:
+        lines.append("reads column " + ", ".join(f"`{c}`" for c in rule.columns))
+    for param in rule.params:
+        choices = f" one of {list(param.choices)}" if param.choices else ""
+        lines.append(f"- `{param.name}` ({param.type}{choices}, default `{param.default!r}`): {param.help}")
+    return "\n".join(lines)
+
+
+def rule_defaults_json(rule_name: str) -> str:
+    """The rule's parameter defaults as indented JSON ("{}" for none)."""
+    if not rule_name or rule_name == NO_RULE:
+        return "{}"
+    return json.dumps(get_rule(rule_name).defaults(), indent=1, ensure_ascii=False)
+
+
+def parse_params(index: int, rule: str, text: str | None) -> dict[str, Any]:
+    """A slot's parameters from its JSON text (blank: none).
+
+    Raises:
+        ConfigError: not JSON (with line and column) or not an object; the message names the slot.
+    """
+    text = (text or "").strip() or "{}"
+    value = load_json(text, source=f"reward rule {index} ({rule}): parameters", error=ConfigError)
+    if not isinstance(value, dict):
+        raise ConfigError(f"reward rule {index} ({rule}): parameters must be a JSON object")
+    return value
+
+
+def parse_gate(index: int, rule: str, text: str | None) -> RewardGate | None:
+    """A slot's gate from its text, ``"code_tests >= 0.01"`` (blank: no gate).
+
+    Raises:
+        ConfigError: the text is not ``<rule metric name> >= <number>``.
+    """
+    if not (text or "").strip():
+        return None
+    match = GATE_PATTERN.match(text or "")
+    try:
+        if match is None:
+            raise ValueError("write it as `<rule> >= <number>`, e.g. `code_tests >= 0.01`")
+        return RewardGate(rule=match.group(1), min=float(match.group(2)))
+    except ValueError as exc:
+        raise ConfigError(f"reward rule {index} ({rule}): gate {text!r}: {exc}") from None
+
+
+def gate_text(gate: RewardGate | None) -> str:
+    """The form's text for ``gate`` (the inverse of :func:`parse_gate`)."""
+    return "" if gate is None else f"{gate.rule} >= {gate.min:g}"
+
+
+def form_rules(form: Mapping[str, Any]) -> list[str]:
+    """The rule names chosen in the form's slots, in slot order (empty slots left out)."""
+    rules = [form.get(slot_field("rule", index)) for index in range(1, RULE_SLOTS + 1)]
+    return [rule for rule in rules if rule and rule != NO_RULE]
+
+
+def reward_specs(form: Mapping[str, Any], *, blank_weight: float = 1.0) -> list[RewardSpec]:
+    """The form's reward rules, one per slot with a rule chosen; a blank weight counts as ``blank_weight``.
+
+    Raises:
+        ConfigError: a slot's parameters or gate is invalid; the message names the slot and the rule.
+        ValueError: a weight is not a number, or a rule spec is refused (pydantic's message).
+    """
+    specs = []
+    for index in range(1, RULE_SLOTS + 1):
+        rule, weight, params, gate = (form.get(slot_field(part, index)) for part in SLOT_PARTS)
+        if not rule or rule == NO_RULE:
+            continue
+        specs.append(RewardSpec(rule=rule, weight=float(blank_weight if weight in (None, "") else weight),
+                                params=parse_params(index, rule, params), gate=parse_gate(index, rule, gate)))
+    return specs
+
+
+def form_to_config(form: Mapping[str, Any]) -> RunConfig:
+    """Build a :class:`RunConfig` from the form's values, keyed by field name (:data:`FORM_FIELDS`; any may be
+    missing). Empty values keep the config's defaults; a whole number box's float becomes an ``int``; ``trl_args``
+    is YAML/JSON text; a 0 in a :data:`ZERO_MEANS_UNSET` field means "off" (``None``).
+
+    Raises:
+        ConfigError: a field is invalid; the message names it (and the rule slot).
+        ValueError: a weight is not a number.
+    """
+    dataset_id = form.get("dataset_id")
+    data: dict[str, Any] = {
+        "name": form.get("name") or "",
+        "model": (form.get("model") or "").strip() or DEFAULT_MODEL,
+        "dataset_id": int(dataset_id) if dataset_id is not None else None,
+        "rewards": [spec.model_dump() for spec in reward_specs(form)],
+    }
+    for field, *_ in HYPERPARAMETERS + ADVANCED_FIELDS:
+        value = form.get(field)
+        if field == "trl_args" and field in form:
+            value = parse_trl_args_text(value)
+        elif field in ZERO_MEANS_UNSET and value == 0:
+            value = None
+        if value is None or value == "":
+            continue
+        if RunConfig.model_fields[field].annotation is int and isinstance(value, float):
+            value = int(value)
+        data[field] = value
+    return parse_run_config(data, source="launch form")
+
+
+def config_to_form(config: RunConfig) -> dict[str, Any]:
+    """The form's values for ``config`` by field name (:data:`FORM_FIELDS`): the inverse of :func:`form_to_config`.
+
+    Each slot's parameters are JSON with the rule's defaults filled in; unused slots are ``(none)``; ``trl_args`` is
+    YAML text. Rules past the :data:`RULE_SLOTS`-th, rule metric names and fields the form does not show are left
+    out (:func:`form_omissions`). ``form_to_config(config_to_form(c))`` equals ``c`` for any config the form can
+    express.
+    """
+    form: dict[str, Any] = {"dataset_id": config.dataset_id, "model": config.model, "name": config.name}
+    for index in range(1, RULE_SLOTS + 1):
+        values: tuple[Any, ...] = (NO_RULE, 1.0, "{}", "")
+        if index <= len(config.rewards):
+            spec = config.rewards[index - 1]
+            params = {**get_rule(spec.rule).defaults(), **spec.params}
+            values = (spec.rule, spec.weight, json.dumps(params, indent=1, ensure_ascii=False), gate_text(spec.gate))
+        form |= {slot_field(part, index): value for part, value in zip(SLOT_PARTS, values, strict=True)}
+    for field, *_ in HYPERPARAMETERS + ADVANCED_FIELDS:
+        form[field] = trl_args_text(config.trl_args) if field == "trl_args" else getattr(config, field)
+    return form
+
+
+def form_omissions(config: RunConfig) -> list[str]:
+    """What of ``config`` the form cannot show (so a launch from the form would differ), one phrase each."""
+    notes = []
+    if len(config.rewards) > RULE_SLOTS:
+        dropped = ", ".join(spec.rule for spec in config.rewards[RULE_SLOTS:])
+        notes.append(f"only the first {RULE_SLOTS} reward rules fit the form (left out: {dropped})")
+    named = [spec.name for spec in config.rewards[:RULE_SLOTS] if spec.name]
+    if named:
+        notes.append(f"rule metric names are not on the form ({', '.join(named)}): the rule names are used")
+    if config.dataset_id is None and config.dataset_path:
+        notes.append(f"the run read dataset_path {config.dataset_path}; choose a stored dataset")
+    shown = set(FORM_FIELDS) | {"dataset_path", "rewards"}
+    defaults = RunConfig()
+    hidden = [
+        f"{field}={getattr(config, field)!r}"
+        for field in RunConfig.model_fields
+        if field not in shown and getattr(config, field) != getattr(defaults, field)
+    ]
+    if hidden:
+        notes.append("not on the form, so back to their defaults: " + ", ".join(hidden))
+    return notes

@@ -1,0 +1,228 @@
+"""The Launch tab's layout: the form (dataset, model, weighted reward rules from the registry, key hyperparameters, the
+advanced box), Launch, and the tools below it (config preview, the rules' try-out bench with its dataset-row picker,
+the preflight). Only lays out: :func:`build_launch_layout` returns the components by name and
+:func:`app.tabs.launch.tab.create_launch_tab` connects their events.
+
+The reward rule slots are generated from the registry: each slot's dropdown lists every rule; the other form fields
+are generated from :class:`grpo_core.runs.config.RunConfig` (:mod:`app.tabs.launch.form`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import gradio as gr
+
+from app.catalog_sync import dataset_choices, run_choices
+from app.context import AppContext
+from app.tabs.launch.form import (
+    ADVANCED_FIELDS,
+    DEFAULT_SLOTS,
+    HYPERPARAMETERS,
+    NO_RULE,
+    RULE_SLOTS,
+    field_choices,
+    field_help,
+    field_kind,
+    rule_help,
+    slot_field,
+    trl_args_help,
+)
+from app.tabs.launch.tools import template_think_markdown
+from grpo_core.access.boundary import plugin_files
+from grpo_core.datasets.library import ARITHMETIC_EXAMPLE, QUICK_START_EXAMPLE
+from grpo_core.doctor.preflight import DEFAULT_PROMPTS
+from grpo_core.rewards import all_rules, get_rule
+from grpo_core.runs.config import DEFAULT_MODEL, RunConfig
+from grpo_core.sandbox.box import sandbox_info
+from grpo_core.training.gpus import machine_gpus
+
+Components = dict[str, gr.components.Component]
+
+#: What the untouched form does (the README's Quick start; figures from benchmarks/bench_learning.py).
+QUICK_START_NOTE = (
+    "**Quick start:** Launch as it stands trains SmolLM2-135M-Instruct (LoRA) on single-digit sums for 60 steps, "
+    "about 8 minutes on two quiet CPU cores; the mean reward should more than double as the model learns to answer "
+    "the sum briefly. Harder levels: the other `arithmetic ... (example)` datasets."
+)
+
+
+def sandbox_line() -> str:
+    """Markdown: how the code reward rules isolate model-written code here (:func:`sandbox_info`'s mode), led by a
+    warning where the host gives less than the ``bwrap`` mode (no namespaces: network and files reachable)."""
+    info = sandbox_info()
+    line = f"Code rules (`code_tests`, `code_runtime`) run model-written Python in the sandbox: {info.describe()}."
+    if info.warning:
+        line = f"⚠️ **The sandbox is weaker on this host.** {info.warning}\n\n{line}"
+    return line
+
+
+def plugin_files_markdown(plugin_dirs) -> str:
+    """The admin's plugin folders and their ``.py`` files with SHA-256, for the Launch tab: with logins, the files a
+    ``plugin`` rule may name (docs/security.md)."""
+    files = plugin_files(plugin_dirs)
+    lines = ["**Plugin files** (the admin's plugin folders; name one as `path/file.py:function` in a `plugin` "
+             "rule):", ""]
+    lines += [f"- `{item.path}` sha256 `{item.sha256}`" for item in files] or ["- (no .py files yet)"]
+    return "\n".join(lines)
+
+
+def default_dataset(ctx: AppContext) -> int | None:
+    """The quick start's example (single-digit sums: the defaults visibly learn on it), else the original
+    arithmetic example, else the first dataset."""
+    by_name = {dataset.name: dataset.id for dataset in ctx.store.list_datasets()}
+    for name in (QUICK_START_EXAMPLE, ARITHMETIC_EXAMPLE):
+        if name in by_name:
+            return by_name[name]
+    choices = dataset_choices(ctx)
+    return choices[0][1] if choices else None
+
+
+def field_component(ctx: AppContext, field: str, label: str, extra: dict[str, Any]) -> gr.components.Component:
+    """The form's component for config ``field`` (:func:`app.tabs.launch.form.field_kind`), with the config's default,
+    help text and choices; ``elem_id`` ``hp-<field>``."""
+    kind = field_kind(field)
+    value = getattr(RunConfig(), field)
+    common = {"label": label, "info": field_help(field), "elem_id": f"hp-{field}"}
+    if kind == "gpus":
+        gpus = machine_gpus()
+        return gr.Textbox(**common | {"label": f"{label}; this machine: {','.join(gpus)}"}, value=value,
+                          placeholder="auto", visible=bool(gpus), min_width=180)
+    if kind == "checkbox":
+        return gr.Checkbox(value=value, **common)
+    if kind == "dropdown":
+        return gr.Dropdown(value=value, choices=field_choices(field), **common)
+    if kind == "multiselect":
+        return gr.CheckboxGroup(value=value, choices=field_choices(field), **common)
+    if kind == "dataset":
+        return gr.Dropdown(choices=dataset_choices(ctx), value=None, **common)
+    if kind == "mapping":
+        return gr.Code(label="other GRPOConfig / TrainingArguments fields (YAML or JSON mapping; fields the dashboard "
+                       "sets are refused with the reason)", language="yaml", lines=3, elem_id=f"hp-{field}")
+    precision = {"precision": 0} if kind == "integer" else {}
+    return gr.Number(value=value, min_width=180, **common, **precision, **extra)
+
+
+def _rule_slots(parts: Components) -> None:
+    """The :data:`RULE_SLOTS` reward rule slots: ``rule_i``, ``weight_i``, ``params_i``, ``gate_i`` and ``help_i``."""
+    rule_names = [NO_RULE] + [rule.name for rule in all_rules()]
+    for index in range(1, RULE_SLOTS + 1):
+        rule, weight, params = DEFAULT_SLOTS[index - 1] if index <= len(DEFAULT_SLOTS) else (NO_RULE, 1.0, {})
+        params_text = json.dumps({**(get_rule(rule).defaults() if rule != NO_RULE else {}), **params}, indent=1,
+                                 ensure_ascii=False)
+        with gr.Group():
+            with gr.Row():
+                parts[slot_field("rule", index)] = gr.Dropdown(label=f"rule {index}", choices=rule_names, value=rule,
+                                                               scale=2, elem_id=f"rule-{index}")
+                parts[slot_field("weight", index)] = gr.Number(label="weight", value=weight, scale=1,
+                                                               elem_id=f"weight-{index}")
+                parts[slot_field("params", index)] = gr.Code(label="parameters (JSON)", value=params_text,
+                                                             language="json", scale=3, lines=3,
+                                                             elem_id=f"params-{index}")
+                parts[slot_field("gate", index)] = gr.Textbox(
+                    label="gate (optional)", placeholder="code_tests >= 0.01", scale=1, elem_id=f"gate-{index}",
+                    info="counts only where that rule's reward reaches the number, else 0")
+            parts[slot_field("help", index)] = gr.Markdown(rule_help(rule))
+
+
+def _bench(parts: Components) -> None:
+    """The try-out bench: ``bench_row_number``, ``bench_row_pick``, ``bench_prompt``, ``bench_row``,
+    ``bench_completions``, ``bench_button``, ``probe_button``, ``bench_table``, ``bench_status``."""
+    with gr.Accordion("Try the rules on sample completions (before launching)", open=False):
+        gr.Markdown(
+            "Give a dataset row (JSON, e.g. `{\"answer\": 42}`) and a group of completions separated by lines of "
+            "`---`. The table shows every rule's reward, the weighted total and the group-relative advantage GRPO "
+            "would train on."
+        )
+        with gr.Row():
+            parts["bench_row_number"] = gr.Number(
+                label="pick a dataset row (row number in the chosen dataset, from 0)", value=0, precision=0,
+                minimum=0, elem_id="bench-row-number", scale=3)
+            parts["bench_row_pick"] = gr.Button("Use this row", elem_id="bench-row-pick", scale=1)
+        parts["bench_prompt"] = gr.Textbox(label="prompt of that row", interactive=False, lines=2, max_lines=8,
+                                           elem_id="bench-prompt")
+        with gr.Row():
+            parts["bench_row"] = gr.Code(label="dataset row (JSON)", language="json", value='{"answer": 82}',
+                                         lines=3, elem_id="bench-row")
+            parts["bench_completions"] = gr.Textbox(
+                label="completions of one group", lines=8, elem_id="bench-completions",
+                value="82\n---\nThe answer is 82.\n---\n81\n---\nI don't know",
+            )
+        with gr.Row():
+            parts["bench_button"] = gr.Button("Score the group", elem_id="bench-button")
+            parts["probe_button"] = gr.Button("Probe for reward hacking (degenerate completions against these)",
+                                              elem_id="probe-button")
+        parts["bench_table"] = gr.Dataframe(interactive=False, elem_id="bench-table")
+        parts["bench_status"] = gr.Markdown(elem_id="bench-status")
+
+
+def _preflight(parts: Components) -> None:
+    """The preflight: ``preflight_prompts``, ``preflight_button``, ``preflight_verdict``, ``preflight_table``."""
+    with gr.Accordion("Preflight: will this run learn?", open=False):
+        gr.Markdown(
+            "Samples a few prompts × G completions from the model with the rules above (no training) and checks "
+            "that rewards differ within groups: a group whose completions all score the same has zero advantage "
+            "and teaches nothing (DeepSeekMath's group baseline; DAPO drops such groups). Runs in a subprocess; "
+            "the first use of the default model converts it (about 30 s)."
+        )
+        with gr.Row():
+            parts["preflight_prompts"] = gr.Number(label="prompts to sample", value=DEFAULT_PROMPTS, precision=0,
+                                                   minimum=1, maximum=64, elem_id="preflight-prompts", scale=3)
+            parts["preflight_button"] = gr.Button("Run the preflight", elem_id="preflight-button", scale=1)
+        parts["preflight_verdict"] = gr.Markdown(elem_id="preflight-verdict")
+        parts["preflight_table"] = gr.Dataframe(interactive=False, elem_id="preflight-table")
+
+
+def build_launch_layout(ctx: AppContext) -> Components:
+    """Lay out the Launch tab inside the current ``gr.Blocks`` (no events).
+
+    Returns the components by name: every field of :data:`app.tabs.launch.form.FORM_FIELDS` under its own name;
+    ``help_i`` per rule slot; ``clone``, ``clone_status``, ``template_line``, ``trl_args_help``, ``launch``,
+    ``status``, ``panels`` (an empty column under the status for the memory and sweep panels), ``preview``; the
+    bench's and the preflight's parts (see :func:`_bench`, :func:`_preflight`).
+    """
+    parts: Components = {}
+    gr.Markdown(QUICK_START_NOTE, elem_id="launch-quick-start")
+    parts["clone"] = gr.Dropdown(
+        label="start from an existing run (fills the form from its stored config)", choices=run_choices(ctx),
+        value=None, elem_id="launch-clone",
+    )
+    parts["clone_status"] = gr.Markdown(elem_id="launch-clone-status")
+    with gr.Row():
+        parts["dataset_id"] = gr.Dropdown(label="dataset", choices=dataset_choices(ctx), value=default_dataset(ctx),
+                                          elem_id="launch-dataset")
+        parts["model"] = gr.Textbox(
+            label="model", value=DEFAULT_MODEL, elem_id="launch-model",
+            info="SmolLM2-135M-Instruct (offline), a local model folder, a .gguf file, or a hub id",
+        )
+        parts["name"] = gr.Textbox(label="run name (optional)", elem_id="launch-name")
+    parts["template_line"] = gr.Markdown(template_think_markdown(ctx, DEFAULT_MODEL), elem_id="launch-template-think")
+
+    gr.Markdown("### Reward rules (weighted sum; TRL's `reward_funcs` and `reward_weights`)")
+    gr.Markdown(sandbox_line(), elem_id="launch-sandbox")
+    if ctx.settings.plugin_dirs:
+        gr.Markdown(lambda: plugin_files_markdown(ctx.settings.plugin_dirs), elem_id="launch-plugin-files")
+    _rule_slots(parts)
+
+    gr.Markdown("### Hyperparameters")
+    with gr.Row(equal_height=True):
+        for field, label, extra in HYPERPARAMETERS:
+            parts[field] = field_component(ctx, field, label, extra)
+    with gr.Accordion("GRPO variants, sampling, eval split, trackers and any other GRPOConfig field", open=False):
+        with gr.Row(equal_height=True):
+            for field, label, extra in ADVANCED_FIELDS:
+                if field_kind(field) != "mapping":
+                    parts[field] = field_component(ctx, field, label, extra)
+        parts["trl_args"] = field_component(ctx, "trl_args", "", {})
+        parts["trl_args_help"] = gr.Markdown(trl_args_help(""), elem_id="trl-args-help")
+
+    with gr.Row():
+        parts["launch"] = gr.Button("Launch", variant="primary", elem_id="launch-button")
+    parts["status"] = gr.Markdown(elem_id="launch-status")
+    parts["panels"] = gr.Column()
+    with gr.Accordion("Run config preview (YAML; re-run headless with `grpo-dashboard train run.yaml`)", open=False):
+        parts["preview"] = gr.Code(language="yaml", interactive=False, elem_id="config-preview")
+    _bench(parts)
+    _preflight(parts)
+    return parts

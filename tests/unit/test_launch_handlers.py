@@ -1,0 +1,121 @@
+"""The Launch tab's handlers, given the form keyed by field name: the try-out bench and the probe show a bad rule
+slot's own error (parameters, gate, weight), and Launch queues the run through one validation."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from app.context import AppContext
+from app.server import create_context
+from app.tabs.launch import handlers
+from app.tabs.launch.form import RULE_SLOTS, config_to_form, slot_field
+from grpo_core.datasets.library import QUICK_START_EXAMPLE
+from grpo_core.runs.config import RunConfig
+
+COMPLETIONS = "82\n---\nThe answer is 82.\n---\n81"
+
+
+@pytest.fixture
+def ctx(settings) -> Iterator[AppContext]:
+    context = create_context(settings)
+    try:
+        yield context
+    finally:
+        context.store.close()
+
+
+def _bench_values(rule: str, params: str, *, gate: str = "", weight: object = 1.0, slot: int = 2) -> dict:
+    """The bench's inputs with ``numeric_answer`` in slot 1 and the bad rule in ``slot``."""
+    values = {"bench_row": '{"answer": 82}', "bench_prompt": "", "bench_completions": COMPLETIONS,
+              "model": "SmolLM2-135M-Instruct", "dataset_id": None}
+    for index in range(1, RULE_SLOTS + 1):
+        values |= {slot_field("rule", index): "(none)", slot_field("weight", index): 1.0,
+                   slot_field("params", index): "{}", slot_field("gate", index): ""}
+    values |= {"rule_1": "numeric_answer", slot_field("rule", slot): rule, slot_field("params", slot): params,
+               slot_field("gate", slot): gate, slot_field("weight", slot): weight}
+    return values
+
+
+# (rule, parameters JSON, gate, weight, what the message must say): each a bad rule slot of its own kind
+BAD_SLOTS = [
+    ("length", '{"max_tokens": "many"}', "", 1.0, r"reward rule 2 \(length\): parameter 'max_tokens'"),
+    ("length", '{"max_tokens": -1}', "", 1.0, r"reward rule 2 \(length\): parameter 'max_tokens': must be >= 0"),
+    ("numeric_answer", '{"nope": 1}', "", 1.0, "rule 'numeric_answer' has no parameter 'nope'"),
+    ("think_answer_format", '{"template_opened_think": "maybe"}', "", 1.0, "'maybe' is not one of"),
+    ("format_regex", '{"pattern": "("}', "", 1.0, "parameter 'pattern': invalid regular expression"),
+    ("length", '{"max_tokens": ', "", 1.0, r"reward rule 2 \(length\): parameters, line 1, column \d+: not valid JSON"),
+    ("length", "[1, 2]", "", 1.0, r"reward rule 2 \(length\): parameters must be a JSON object"),
+    ("length", "{}", "numeric_answer > 1", 1.0, r"reward rule 2 \(length\): gate 'numeric_answer > 1'"),
+    ("length", "{}", "", "heavy", "could not convert string to float: 'heavy'"),
+]
+
+
+@pytest.mark.parametrize(("rule", "params", "gate", "weight", "message"), BAD_SLOTS)
+def test_the_bench_shows_a_bad_rule_slots_error(ctx, rule, params, gate, weight, message):
+    values = _bench_values(rule, params, gate=gate, weight=weight)
+    table, status = handlers.bench(ctx, None, values)
+    assert table is None
+    assert status.startswith("❌")
+    assert "unpack" not in status
+    assert re.search(message, status), status
+
+
+@pytest.mark.parametrize(("rule", "params", "gate", "weight", "message"), BAD_SLOTS)
+def test_the_probe_shows_a_bad_rule_slots_error(ctx, rule, params, gate, weight, message):
+    _, status = handlers.probe(ctx, None, _bench_values(rule, params, gate=gate, weight=weight))
+    assert status.startswith("❌") and "unpack" not in status
+    assert re.search(message, status), status
+
+
+@pytest.mark.parametrize(("row", "completions", "message"), [
+    ("[1]", COMPLETIONS, "dataset row: must be a JSON object"),
+    ('{"answer": ', COMPLETIONS, "dataset row"),
+    ('{"answer": 82}', "\n---\n".join(["x"] * (handlers.BENCH_MAX_COMPLETIONS + 1)), f"more than the {handlers.BENCH_MAX_COMPLETIONS}"),
+])
+def test_the_bench_refuses_a_bad_row_or_group(ctx, row, completions, message):
+    values = _bench_values("length", "{}") | {"bench_row": row, "bench_completions": completions}
+    table, status = handlers.bench(ctx, None, values)
+    assert table is None and status.startswith("❌") and message in status
+
+
+def test_the_bench_scores_the_named_slots(ctx):
+    values = _bench_values("length", '{"max_tokens": 4}', weight=None, slot=4)
+    table, status = handlers.bench(ctx, None, values)
+    assert status == "3 completions scored."
+    assert list(table.columns) == ["completion", "numeric_answer", "length", "total", "advantage"]
+    assert table["numeric_answer"].tolist() == [1.0, 1.0, 0.0]
+    # a blank weight counts 0 on the bench: the total is the answer rule's alone
+    assert table["total"].tolist() == table["numeric_answer"].tolist()
+
+
+def test_the_bench_needs_a_rule(ctx):
+    values = _bench_values("(none)", "{}") | {"rule_1": "(none)"}
+    assert handlers.bench(ctx, None, values) == (None, "❌ choose at least one reward rule")
+
+
+def test_launch_queues_the_form_validating_once(ctx, monkeypatch):
+    """Launch leaves validation to ``submit_run`` (which validates once and returns the run with its warnings)."""
+    def no_second_validation(*args, **kwargs):
+        raise AssertionError("the Launch handler validated the config itself")
+
+    monkeypatch.setattr(handlers, "validate_run_config", no_second_validation, raising=False)
+    ticks = []
+    monkeypatch.setattr(ctx.launcher, "tick", lambda: ticks.append(1))  # queued, no worker started here
+    dataset = ctx.store.find_dataset(QUICK_START_EXAMPLE)
+    form = config_to_form(RunConfig(dataset_id=dataset.id, name="from the form", max_steps=3))
+    status = handlers.launch(ctx, None, form)
+    assert status.startswith("✅"), status
+    [run] = ctx.store.list_runs()
+    assert status.startswith(f"✅ Run **#{run.id} from the form** queued: 3 steps"), status
+    assert run.config["max_steps"] == 3 and run.config["dataset_id"] == dataset.id
+    assert ticks == [1]  # the launcher looks at the queue at once
+
+
+def test_launch_refuses_a_bad_form_naming_the_field(ctx):
+    form = config_to_form(RunConfig(dataset_id=ctx.store.find_dataset(QUICK_START_EXAMPLE).id)) | {"params_1": "[]"}
+    status = handlers.launch(ctx, None, form)
+    assert status.startswith("❌ **Not launched.** reward rule 1") and "JSON object" in status
+    assert ctx.store.list_runs() == []
