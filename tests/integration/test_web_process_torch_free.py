@@ -1,4 +1,4 @@
-"""The web process never loads torch, transformers, TRL or PEFT, on any path it takes at run time (STYLE.md §1).
+"""The web process never loads torch, transformers, TRL or PEFT, on any path it takes at run time (docs/architecture.md, "Rules").
 
 A fresh interpreter plays the web process: it builds the real dashboard (``app.server.create_context`` and
 ``build_blocks``), then drives every path that starts or touches a child process or a run's files: the launcher's

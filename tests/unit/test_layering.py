@@ -1,4 +1,4 @@
-"""Tests of the import rules (STYLE.md, "Layers"): the web process never imports torch, transformers, TRL or PEFT;
+"""Tests of the import rules (docs/architecture.md, "Rules"): the web process never imports torch, transformers, TRL or PEFT;
 ``grpo_core`` outside the worker side (``grpo_core/worker/``) never imports gradio or torch, and no module outside the
 worker side imports ``grpo_core.worker`` or a heavy package at module level; ``storage`` imports neither.
 
