@@ -36,10 +36,11 @@ from grpo_core.jobs.reward_check import has_plugins, score_group_isolated
 from grpo_core.rewards import RewardGate, RewardSpec, all_rules, get_rule, score_group
 from grpo_core.rewards.hacking_probe import flagged, probe_row
 from grpo_core.rewards.regex_budget import time_budget
-from grpo_core.runs.actions import submit_run, validate_run_config
 from grpo_core.runs.config import DEFAULT_MODEL, ConfigError, RunConfig, parse_run_config
 from grpo_core.runs.trl_fields import describe_trl_field
 from grpo_core.sandbox.box import sandbox_info
+from grpo_core.submit.queue import submit_run
+from grpo_core.submit.validate import validate_run_config
 from grpo_core.training.gpus import machine_gpus
 
 RULE_SLOTS = 4
@@ -523,13 +524,13 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
             boundary = boundary_of(ctx, request)
             config = boundary.check_config(_config_from(values))
             check_webhooks(ctx, request, [config.webhook_url])
-            warnings = validate_run_config(ctx.store, config, model_cache_dir=ctx.settings.model_cache_dir,
-                                           boundary=boundary)
-            run = submit_run(ctx.store, config, owner=getattr(request, "username", None), boundary=boundary)
+            submitted = submit_run(ctx.store, config, model_cache_dir=ctx.settings.model_cache_dir,
+                                   owner=getattr(request, "username", None), boundary=boundary)
         except (ConfigError, ValueError) as exc:
             return f"❌ **Not launched.** {exc}"
         ctx.launcher.tick()
-        note = "".join(f"\n\n⚠️ {w}" for w in warnings)
+        run = submitted.run
+        note = "".join(f"\n\n⚠️ {w}" for w in submitted.warnings)
         return (
             f"✅ Run **#{run.id} {run.name}** queued: {config.max_steps} steps, "
             f"{config.num_generations} completions per prompt. Follow it in the **Runs** tab.{note}"
