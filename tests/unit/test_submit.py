@@ -49,10 +49,14 @@ def checks(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     return seen
 
 
+def _dataset(store, settings, tmp_path: Path, name: str, rows: list[dict]):
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return import_dataset(store, settings, path, source_name=name)
+
+
 def _config(store, settings, tmp_path: Path, model_folder: Path, plugin: Path, **fields) -> RunConfig:
-    path = tmp_path / "sums.jsonl"
-    path.write_text(json.dumps({"prompt": "1 + 1?", "answer": "2"}) + "\n", encoding="utf-8")
-    dataset = import_dataset(store, settings, path, source_name="sums.jsonl")
+    dataset = _dataset(store, settings, tmp_path, "sums.jsonl", [{"prompt": "1 + 1?", "answer": "2"}])
     rewards = [{"rule": "numeric_answer"}, {"rule": "plugin", "params": {"target": f"{plugin}:reward"}}]
     return RunConfig(model=str(model_folder), dataset_id=dataset.id, rewards=rewards, **fields)
 
@@ -105,3 +109,29 @@ def test_the_public_apis_launch_checks_a_plugin_once(
         assert isinstance(answer["warnings"], list)
     finally:
         ctx.store.close()
+
+
+# ------------------------------------------------------------------ a rule that reads a column the data lacks
+
+
+def test_the_launch_names_the_rule_and_the_column_the_dataset_lacks(store, settings, tmp_path, model_folder) -> None:
+    prompts = _dataset(store, settings, tmp_path, "prompts.jsonl", [{"prompt": "1 + 1?"}])
+    rewards = [{"rule": "length"}, {"rule": "numeric_answer"}]
+    config = RunConfig(model=str(model_folder), dataset_id=prompts.id, rewards=rewards)
+    message = r"^reward rule 2 \(numeric_answer\) reads column 'answer', which the dataset lacks; its columns are prompt$"
+    with pytest.raises(ConfigError, match=message):
+        validate_run_config(store, config)
+    with pytest.raises(ConfigError, match=message):
+        submit_run(store, config)
+    assert store.list_runs() == []  # nothing queued
+
+
+def test_the_launch_names_the_rule_and_the_column_the_eval_dataset_lacks(store, settings, tmp_path, model_folder):
+    sums = _dataset(store, settings, tmp_path, "sums.jsonl", [{"prompt": "1 + 1?", "answer": "2"}])
+    prompts = _dataset(store, settings, tmp_path, "prompts.jsonl", [{"prompt": "2 + 2?"}])
+    config = RunConfig(model=str(model_folder), dataset_id=sums.id, eval_dataset_id=prompts.id,
+                       rewards=[{"rule": "numeric_answer"}])
+    with pytest.raises(ConfigError, match=r"^eval_dataset_id: reward rule numeric_answer reads column 'answer', "
+                                          r"which the eval dataset lacks; its columns are prompt$"):
+        validate_run_config(store, config)
+    assert validate_run_config(store, config.model_copy(update={"eval_dataset_id": sums.id})) == []
