@@ -177,7 +177,7 @@ def test_killed_worker_is_marked_failed_with_its_log_tail(store, settings, tiny_
 
 
 def test_headless_train_command_records_into_the_same_store(settings, tiny_model_dir, tmp_path):
-    config = tiny_config(tiny_model_dir, max_steps=1, name="headless")
+    config = tiny_config(tiny_model_dir, max_steps=1, name="headless", max_completion_length=8)
     path = tmp_path / "run.yaml"
     path.write_text(config.to_yaml())
     result = subprocess.run(
@@ -188,6 +188,7 @@ def test_headless_train_command_records_into_the_same_store(settings, tiny_model
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "grpo-dashboard train: warning: max_completion_length below 16 tokens" in result.stdout  # submit_run's warnings
     from storage import Store
 
     store = Store(settings.db_url)
