@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from grpo_core.jobs.preflight import add_preflight_arguments
+from grpo_core.runs.config import RunConfig, parse_run_config
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -21,6 +22,12 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         "--shared-dir", metavar="DIR",
         help="run folders, stored datasets and converted models under DIR, a path every node of a cluster sees "
         "(env GRPO_SHARED_DIR; default: the data dir)",
+    )
+
+
+def _add_max_concurrent_runs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-concurrent-runs", type=int, help="runs training at once (env GRPO_MAX_CONCURRENT_RUNS; default 1)"
     )
 
 
@@ -56,9 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(serve)
     serve.add_argument("--host", help="address to bind (env GRPO_HOST; default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (env GRPO_PORT; default 7860)")
-    serve.add_argument(
-        "--max-concurrent-runs", type=int, help="runs training at once (env GRPO_MAX_CONCURRENT_RUNS; default 1)"
-    )
+    _add_max_concurrent_runs(serve)
     serve.add_argument(
         "--auth", metavar="USER:PASSWORD", help="require this login (env GRPO_AUTH; default: no login)"
     )
@@ -113,9 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(sweep)
     sweep.add_argument("config", help="run config YAML file with a sweep: block")
     sweep.add_argument("--max-steps", type=int, help="override max_steps of every run")
-    sweep.add_argument(
-        "--max-concurrent-runs", type=int, help="runs training at once (env GRPO_MAX_CONCURRENT_RUNS; default 1)"
-    )
+    _add_max_concurrent_runs(sweep)
     sweep.add_argument(
         "--queue-only", action="store_true",
         help="only queue the runs: a dashboard serving the same store starts them (with its executor and limits)",
@@ -178,6 +181,24 @@ def main(argv: list[str] | None = None) -> int:
     return _train(args)
 
 
+def _as_given(config: RunConfig, args: argparse.Namespace) -> RunConfig:
+    """``config`` (a :class:`~grpo_core.runs.config.RunConfig` read from ``args.config``) with ``--max-steps``
+    applied, validated like the file's own value (0 is refused, not ignored), and its relative ``dataset_path`` or
+    plugin file looked up from here, else from the YAML's folder
+    (:func:`grpo_core.submit.queue.resolve_relative_paths`).
+
+    Raises:
+        grpo_core.runs.config.ConfigError: ``--max-steps`` is not a valid ``max_steps``.
+    """
+    from grpo_core.submit.queue import resolve_relative_paths
+
+    if args.max_steps is not None:
+        config = parse_run_config(
+            {**config.model_dump(mode="json"), "max_steps": args.max_steps}, source=f"{args.config} --max-steps"
+        )
+    return resolve_relative_paths(config, Path(args.config).resolve().parent)
+
+
 def _preflight(args: argparse.Namespace) -> int:
     from grpo_core.worker.preflight import preflight_from_args
 
@@ -186,9 +207,9 @@ def _preflight(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     from grpo_core.access.logins import redact_url
-    from grpo_core.runs.actions import resolve_relative_paths, submit_run
-    from grpo_core.runs.config import ConfigError, load_run_config, parse_run_config
+    from grpo_core.runs.config import ConfigError, load_run_config
     from grpo_core.settings import load_settings
+    from grpo_core.submit.queue import submit_run
     from grpo_core.training.headless import HeadlessRefusal, headless_gpus, train_headless
     from grpo_core.worker.train import apply_resource_limits
     from storage import RunStatus, Store
@@ -204,25 +225,22 @@ def _train(args: argparse.Namespace) -> int:
     settings.ensure_dirs()
     store = Store(settings.db_url)
     try:
-        config = load_run_config(args.config)
-        if args.max_steps is not None:  # validated like the file's own value (0 is refused, not ignored)
-            config = parse_run_config(
-                {**config.model_dump(mode="json"), "max_steps": args.max_steps}, source=f"{args.config} --max-steps"
-            )
-        # a relative dataset_path or plugin file: from here, else from the YAML's folder
-        config = resolve_relative_paths(config, Path(args.config).resolve().parent)
+        config = _as_given(load_run_config(args.config), args)
         gpus = headless_gpus(store, config.model_dump(mode="json"))
-        run = submit_run(store, config, model_cache_dir=settings.model_cache_dir)
+        submitted = submit_run(store, config, model_cache_dir=settings.model_cache_dir)
     except (ConfigError, HeadlessRefusal) as exc:
         sweep_file = "sweep: Extra inputs" in str(exc)
         hint = "; a config with a sweep: block runs with `grpo-dashboard sweep`" if sweep_file else ""
         print(f"grpo-dashboard train: {exc}{hint}", file=sys.stderr)
         store.close()
         return 2
+    run = submitted.run
     how = f"{config.num_processes} processes (accelerate launch)" if config.num_processes > 1 else "one process"
     where = f", GPUs {','.join(gpus)}" if gpus else ""
     print(f"grpo-dashboard train: run #{run.id} {run.name} (store {redact_url(settings.db_url)}), {how}{where}",
           flush=True)
+    for warning in submitted.warnings:
+        print(f"grpo-dashboard train: warning: {warning}", flush=True)
     # The worker is started as the dashboard's launcher starts it; its train.log is copied here as it grows.
     status = train_headless(store, settings, run, gpus, echo=sys.stdout)
     final = store.get_run(run.id)
@@ -244,8 +262,7 @@ def _sweep(args: argparse.Namespace) -> int:
     import time
 
     from grpo_core.access.logins import redact_url
-    from grpo_core.runs.actions import resolve_relative_paths
-    from grpo_core.runs.config import ConfigError, parse_run_config
+    from grpo_core.runs.config import ConfigError
     from grpo_core.settings import load_settings
     from grpo_core.submit.sweeps import (
         REWARD_KEY,
@@ -271,12 +288,9 @@ def _sweep(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise ConfigError(f"{args.config}: cannot read ({exc.strerror})") from None
         base, grid = parse_sweep_config_text(text, source=args.config)
-        if args.max_steps is not None:  # validated like the file's own value
-            if "max_steps" in grid:
-                raise ConfigError(f"{args.config} --max-steps: the sweep varies max_steps itself")
-            base = parse_run_config({**base.model_dump(mode="json"), "max_steps": args.max_steps},
-                                    source=f"{args.config} --max-steps")
-        base = resolve_relative_paths(base, Path(args.config).resolve().parent)
+        if args.max_steps is not None and "max_steps" in grid:
+            raise ConfigError(f"{args.config} --max-steps: the sweep varies max_steps itself")
+        base = _as_given(base, args)
         launched = submit_sweep(store, base, grid, model_cache_dir=settings.model_cache_dir)
     except ConfigError as exc:
         print(f"grpo-dashboard sweep: {exc}", file=sys.stderr)

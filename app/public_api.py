@@ -60,16 +60,10 @@ from grpo_core.datasets.library import (
 )
 from grpo_core.datasets.prompt_dataset import ColumnMapping, DatasetError
 from grpo_core.jobs.merge import MergeError, merge_run, zip_merged_folder
-from grpo_core.runs.actions import (
-    RunActionError,
-    authorize_run_action,
-    delete_run,
-    resume_run,
-    submit_run,
-    validate_run_config,
-)
+from grpo_core.runs.actions import RunActionError, cancel_run, delete_run, resume_run
 from grpo_core.runs.config import ConfigError, parse_run_config_text
 from grpo_core.runs.export import export_run
+from grpo_core.submit.queue import submit_run
 from grpo_core.submit.sweeps import parse_sweep_config_text, submit_sweep
 from storage import DatasetInfo, GroupRecord, MetricPoint, RunInfo, RunStatus, StoreError
 
@@ -180,14 +174,12 @@ def create_public_api(ctx: AppContext) -> None:
             boundary = boundary_of(ctx, request)
             run_config = boundary.check_config(parse_run_config_text(config or "", source="config"))
             check_webhooks(ctx, request, [run_config.webhook_url])
-            warnings = validate_run_config(ctx.store, run_config, model_cache_dir=ctx.settings.model_cache_dir,
-                                           boundary=boundary)
-            run = submit_run(ctx.store, run_config, model_cache_dir=ctx.settings.model_cache_dir,
-                             owner=actor_of(ctx, request).user, boundary=boundary)
+            submitted = submit_run(ctx.store, run_config, model_cache_dir=ctx.settings.model_cache_dir,
+                                   owner=actor_of(ctx, request).user, boundary=boundary)
         except (ConfigError, ValueError) as exc:
             raise refused(f"launch_run: {exc}") from None
         ctx.launcher.tick()
-        return {"run": run_dict(ctx.store.get_run(run.id)), "warnings": warnings}
+        return {"run": run_dict(ctx.store.get_run(submitted.run.id)), "warnings": list(submitted.warnings)}
 
     def launch_sweep(config: str, grid: str = "", request: gr.Request = None) -> dict:
         """Queue a sweep: one run per point of a grid of run config fields, all of them or none. ``config`` is a
@@ -250,15 +242,14 @@ def create_public_api(ctx: AppContext) -> None:
             groups = ctx.store.groups_since(int(run_id), after_step, limit=limit, after_group=after_group)
         return [group_dict(group) for group in groups]
 
-    def cancel_run(run_id: int, request: gr.Request) -> dict:
+    def cancel_run_endpoint(run_id: int, request: gr.Request) -> dict:
         """Ask a run to stop: a queued run is cancelled at once, a running one at the end of its current step.
         Returns the run. Refused unless the login owns the run or is an admin."""
         _run(run_id)
         try:
-            authorize_run_action(ctx.store, actor_of(ctx, request), int(run_id), "cancel")
+            cancel_run(ctx.store, int(run_id), actor_of(ctx, request), request_stop=ctx.launcher.cancel)
         except (NotOwnerError, StoreError) as exc:
             raise refused(f"cancel_run: {exc}") from None
-        ctx.launcher.cancel(int(run_id))
         return run_dict(ctx.store.get_run(int(run_id)))
 
     def resume_run_endpoint(run_id: int, request: gr.Request) -> dict:
@@ -382,7 +373,7 @@ def create_public_api(ctx: AppContext) -> None:
     gr.api(list_runs, api_name="list_runs")
     gr.api(run_metrics, api_name="run_metrics")
     gr.api(run_groups, api_name="run_groups")
-    gr.api(cancel_run, api_name="cancel_run")
+    gr.api(cancel_run_endpoint, api_name="cancel_run", api_description=cancel_run_endpoint.__doc__)
     gr.api(resume_run_endpoint, api_name="resume_run", api_description=resume_run_endpoint.__doc__)
     gr.on([], export, inputs=export_id, outputs=[export_out, export_zip], api_name="export_run")
     gr.api(delete_run_endpoint, api_name="delete_run", api_description=delete_run_endpoint.__doc__)

@@ -2,7 +2,7 @@
 
 Builds the tiny random Llama (``tests/tiny_model.py``), starts the dashboard (``python -m app serve``) on a temporary
 data directory and a free port, and queues ONE long run (``--max-steps``, default 400) of it on the arithmetic example
-through :func:`grpo_core.runs.actions.submit_run`; the server's launcher trains it in its worker subprocess. Then it
+through :func:`grpo_core.submit.queue.submit_run`; the server's launcher trains it in its worker subprocess. Then it
 alternates phases A (no page open) and B (one headless Chromium, ``/usr/bin/chromium`` via Playwright, with
 ``--tabs`` pages, default 5, each on the Runs tab with the run picked in ``#runs-select``, so every page's 2 s timer
 redraws the run's charts), ABAB... for ``--rounds`` rounds (default 3). Each phase lasts ``--steps`` new training steps
@@ -45,8 +45,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from grpo_core.runs.actions import submit_run  # noqa: E402
 from grpo_core.runs.config import RunConfig  # noqa: E402
+from grpo_core.submit.queue import submit_run  # noqa: E402
 from storage import RunStatus, Store, sqlite_url  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "arithmetic.jsonl"
@@ -214,7 +214,7 @@ def main() -> None:
                 "max_completion_length": args.max_completion_length,
                 "device": "cpu",
             })
-            run = submit_run(store, config)
+            run = submit_run(store, config).run
             steps = Steps(store, run.id)
             print(f"run #{run.id} queued; waiting for {args.warmup} warm-up steps", flush=True)
             steps.wait_for(args.warmup, timeout_s=300)

@@ -1,31 +1,32 @@
 """Reward plugins, tried away from the web process: the check before a run is queued, and the try-out bench's
 scoring when it includes plugins. Imports no torch, and never the user's code.
 
-Both run :mod:`grpo_core.worker.reward_check` as a child process (:func:`grpo_core.processes.start_process`): the
+Both run :mod:`grpo_core.worker.reward_check` as a child process (:func:`grpo_core.jobs.request.ask_worker`): the
 user's module is imported there, called as TRL's ``GRPOTrainer`` would call it, and the child answers in a JSON file.
 
 * :func:`check_plugins` refuses, in seconds, a plugin that does not import, whose parameters TRL's call cannot fill,
   or that does not return one number (or ``None``) per completion when called once on a real dataset row
-  (:func:`grpo_core.runs.actions.validate_run_config` calls it, so the Launch tab and the public API's ``launch_run`` do);
+  (:func:`grpo_core.submit.validate.validate_run_config` calls it, so every launch does, once);
 * :func:`score_group_isolated` is :func:`grpo_core.rewards.compose.score_group` run in that child.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import tempfile
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from grpo_core.processes import start_process, stop_process, tail_text
+from grpo_core.jobs.request import WorkerJob, ask_worker
 from grpo_core.rewards.compose import GroupScore, RewardSpec
 
 #: Seconds a check or a bench scoring may take (importing the plugin's module included) before it is stopped.
 REWARD_CHECK_TIMEOUT_S = 60.0
+
+REWARD_CHECK_JOB = WorkerJob(
+    module="grpo_core.worker.reward_check",
+    error=ValueError,
+    failed="trying the reward plugins failed",
+    timed_out="the reward plugins did not answer within {timeout_s} s and were stopped",
+)
 
 
 def _spec_dict(spec: RewardSpec | Mapping[str, Any]) -> dict[str, Any]:
@@ -37,27 +38,15 @@ def has_plugins(specs: Sequence[RewardSpec | Mapping[str, Any]]) -> bool:
     return any(_spec_dict(spec).get("rule") == "plugin" for spec in specs)
 
 
-def run_probe(request: Mapping[str, Any], *, timeout_s: float = REWARD_CHECK_TIMEOUT_S) -> dict[str, Any]:
-    """Answer ``request`` in ``python -m grpo_core.worker.reward_check`` and return its JSON answer.
+def ask_reward_check(request: Mapping[str, Any], *, timeout_s: float = REWARD_CHECK_TIMEOUT_S) -> dict[str, Any]:
+    """Answer ``request`` in ``python -m grpo_core.worker.reward_check`` and return its JSON answer
+    (:func:`grpo_core.jobs.request.ask_worker`).
 
     Raises:
         ValueError: the child timed out (it is killed with its process group), failed, or wrote no answer; the
             message ends with the tail of its output (what the plugin printed, a traceback).
     """
-    with tempfile.TemporaryDirectory(prefix="grpo-reward-check-") as tmp:
-        request_path, answer_path, log_path = Path(tmp) / "request.json", Path(tmp) / "answer.json", Path(tmp) / "log"
-        request_path.write_text(json.dumps(request, default=str), encoding="utf-8")
-        command = [sys.executable, "-m", "grpo_core.worker.reward_check", str(request_path), "--out", str(answer_path)]
-        process = start_process(command, log_path=log_path, env=dict(os.environ))
-        try:
-            code = process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            stop_process(process)
-            raise ValueError(f"the reward plugins did not answer within {timeout_s:.0f} s and were stopped") from None
-        if code != 0 or not answer_path.is_file():
-            output = tail_text(log_path, max_lines=30, max_bytes=3000)
-            raise ValueError(f"trying the reward plugins failed (exit status {code}):\n{output}")
-        return json.loads(answer_path.read_text(encoding="utf-8"))
+    return ask_worker(REWARD_CHECK_JOB, request, timeout_s=timeout_s)
 
 
 def check_plugins(
@@ -73,12 +62,12 @@ def check_plugins(
     Raises:
         ValueError: the first plugin that fails, as ``reward rule <position> (plugin): <why>`` (an import error, a
             parameter TRL does not pass, an exception, or a result that is not one number or ``None`` per
-            completion), or the child itself failed or timed out (see :func:`run_probe`).
+            completion), or the child itself failed or timed out (see :func:`ask_reward_check`).
     """
     dicts = [_spec_dict(spec) for spec in specs]
     if not has_plugins(dicts):
         return
-    answer = run_probe({"action": "check", "specs": dicts, "row": dict(row)}, timeout_s=timeout_s)
+    answer = ask_reward_check({"action": "check", "specs": dicts, "row": dict(row)}, timeout_s=timeout_s)
     if "error" in answer:
         raise ValueError(f"checking the reward plugins failed: {answer['error']}")
     for index, (spec, problem) in enumerate(zip(dicts, answer["problems"], strict=True), start=1):
@@ -111,7 +100,7 @@ def score_group_isolated(
         "scale_rewards": scale_rewards,
         "multi_objective_aggregation": multi_objective_aggregation,
     }
-    answer = run_probe(request, timeout_s=timeout_s)
+    answer = ask_reward_check(request, timeout_s=timeout_s)
     if "error" in answer:
         raise ValueError(answer["error"])
     return GroupScore(**answer)

@@ -1,5 +1,5 @@
 """Try the model, the web half: build the request for a run and run :mod:`grpo_core.worker.try_model` in a
-subprocess (:mod:`grpo_core.processes`). Imports no torch.
+subprocess (:mod:`grpo_core.jobs.request`). Imports no torch.
 
 The child samples the run's base model and its trained weights (the final adapter or a checkpoint, see
 :mod:`grpo_core.runs.files`) on the same prompt, side by side, and scores both with the run's reward rules.
@@ -7,19 +7,14 @@ The child samples the run's base model and its trained weights (the final adapte
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grpo_core.processes import start_process, stop_process, tail_text
-from grpo_core.rewards.registry import get_rule
+from grpo_core.jobs.request import WorkerJob, ask_worker
+from grpo_core.rewards.registry import first_missing_column
 from grpo_core.runs.config import parse_run_config
 from grpo_core.runs.files import resolve_weights, run_dir
 from grpo_core.settings import Settings
@@ -32,6 +27,15 @@ TRAINED = "trained"
 
 class TryModelError(RuntimeError):
     """Sampling failed; the message carries the reason (the end of the subprocess's output)."""
+
+
+TRY_JOB = WorkerJob(
+    module="grpo_core.worker.try_model",
+    error=TryModelError,
+    failed="trying the model failed",
+    timed_out="trying the model took longer than {timeout_s} s and was stopped",
+    tail_lines=60,
+)
 
 
 class TryRequest(BaseModel):
@@ -83,13 +87,11 @@ def build_request(
     """
     config = parse_run_config(run.config, source=f"run {run.id} config")
     row = {k: v for k, v in dict(row or {}).items() if k != "prompt"}
-    for spec in config.rewards:
-        missing = [c for c in get_rule(spec.rule).columns if c not in row]
-        if missing:
-            raise ValueError(
-                f"reward rule {spec.rule} reads the column {missing[0]!r}; give it in the row's columns "
-                f"(load a dataset row, or add it to the JSON)"
-            )
+    if (gap := first_missing_column([spec.rule for spec in config.rewards], row)) is not None:
+        raise ValueError(
+            f"reward rule {gap.rule} reads the column {gap.column!r}; give it in the row's columns "
+            f"(load a dataset row, or add it to the JSON)"
+        )
     folder = None if weights is None else resolve_weights(run_dir(settings, run), weights)
     return TryRequest(
         model=config.model,
@@ -114,7 +116,8 @@ def try_in_subprocess(
     env: Mapping[str, str] | None = None,
     workdir: Path | None = None,
 ) -> dict[str, Any]:
-    """Run ``python -m grpo_core.worker.try_model`` on ``request`` in its own process group and return its result.
+    """Run ``python -m grpo_core.worker.try_model`` on ``request`` in its own process group and return its result
+    (:func:`grpo_core.jobs.request.ask_worker`).
 
     The web process stays free of torch; the child is killed (its whole group) after ``timeout_s`` seconds.
 
@@ -124,17 +127,4 @@ def try_in_subprocess(
     Raises:
         TryModelError: the child failed, timed out or wrote no result; the message ends with its output's tail.
     """
-    with tempfile.TemporaryDirectory(prefix="grpo-try-", dir=workdir) as tmp:
-        request_path, result_path, log_path = Path(tmp) / "request.json", Path(tmp) / "result.json", Path(tmp) / "log"
-        request_path.write_text(request.model_dump_json(), encoding="utf-8")
-        command = [sys.executable, "-m", "grpo_core.worker.try_model", str(request_path), "--out", str(result_path)]
-        process = start_process(command, log_path=log_path, env={**os.environ, **dict(env or {})})
-        try:
-            code = process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            stop_process(process)
-            raise TryModelError(f"trying the model took longer than {timeout_s:.0f} s and was stopped") from None
-        output = tail_text(log_path, max_lines=60, max_bytes=3000)
-        if code != 0 or not result_path.is_file():
-            raise TryModelError(f"trying the model failed (exit status {code}):\n{output}")
-        return json.loads(result_path.read_text(encoding="utf-8"))
+    return ask_worker(TRY_JOB, request, timeout_s=timeout_s, env=env, workdir=workdir)

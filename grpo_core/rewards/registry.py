@@ -15,7 +15,7 @@ cross process boundaries (the worker, ``accelerate launch``, the sandbox pool). 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -138,6 +138,36 @@ def get_rule(name: str) -> RewardRule:
         return _REGISTRY[name]
     except KeyError:
         raise ValueError(f"unknown reward rule {name!r}; known rules: {', '.join(sorted(_REGISTRY))}") from None
+
+
+@dataclass(frozen=True)
+class MissingColumn:
+    """A reward rule that reads a dataset column the data at hand lacks (:func:`first_missing_column`).
+
+    Attributes:
+        position: the rule's place in the run's list of rules, from 1.
+        rule: the rule's name.
+        column: the first column it reads that is not there.
+    """
+
+    position: int
+    rule: str
+    column: str
+
+
+def first_missing_column(rules: Iterable[str], columns: Collection[str]) -> MissingColumn | None:
+    """The first of ``rules`` (rule names, in the run's order) that reads a column not in ``columns`` (a dataset's,
+    an eval dataset's or one row's column names), or ``None`` when every rule finds its columns. The one check of
+    "a rule reads a column the dataset lacks": the launch's validation and the try-the-model request word it each.
+
+    Raises:
+        ValueError: a name is not a registered rule (:func:`get_rule`).
+    """
+    for position, name in enumerate(rules, start=1):
+        missing = [column for column in get_rule(name).columns if column not in columns]
+        if missing:
+            return MissingColumn(position=position, rule=name, column=missing[0])
+    return None
 
 
 def all_rules() -> list[RewardRule]:

@@ -18,7 +18,7 @@ or inside a run config, as its ``sweep:`` block (``grpo-dashboard sweep run.yaml
   fit together, e.g. ``num_generations`` not dividing the completions per step, is named), refuses more than
   :data:`MAX_SWEEP_POINTS` points, and expands the grid into the cartesian product, first field slowest, each point
   a named :class:`RunConfig`.
-* :func:`submit_sweep` validates every point as :func:`grpo_core.runs.actions.validate_run_config` does and then queues
+* :func:`submit_sweep` validates every point as :func:`grpo_core.submit.validate.validate_run_config` does and then queues
   them all in one store transaction (:meth:`storage.Store.create_sweep`): if any point is invalid nothing is queued.
   Each run carries the sweep's id and the tag ``sweep:<id>``. The launcher starts them like any queued run, through
   whichever executor it has, ``max_concurrent_runs`` at a time; nothing here picks where a run trains.
@@ -41,8 +41,9 @@ from pydantic import TypeAdapter, ValidationError
 
 from grpo_core.access.boundary import OPEN, Boundary
 from grpo_core.bounded_parse import load_yaml
-from grpo_core.runs.actions import stored_run_config, validate_run_config
 from grpo_core.runs.config import ConfigError, RunConfig, parse_run_config
+from grpo_core.submit.queue import stored_run_config
+from grpo_core.submit.validate import validate_run_config
 from storage import RunInfo, RunStatus, Store, SweepInfo
 
 MAX_SWEEP_POINTS = 64
@@ -57,7 +58,7 @@ UNSWEPT_FIELDS = {"name": "each run's name is made from the sweep's name and its
 REWARD_KEY = "reward"
 """The metric a sweep's table reports (TRL's total weighted reward, the mean over a step's completions)."""
 
-#: The fields :func:`grpo_core.runs.actions.validate_run_config` reads: two points equal on these validate alike, so a sweep
+#: The fields :func:`grpo_core.submit.validate.validate_run_config` reads: two points equal on these validate alike, so a sweep
 #: over hyperparameters alone reads the dataset (and tries plugins) once.
 _VALIDATED_FIELDS = ("use_vllm", "model", "dataset_id", "dataset_path", "prompt_column", "system_prompt",
                      "column_renames", "rewards", "eval_dataset_id", "max_completion_length")
@@ -318,7 +319,7 @@ def submit_sweep(
 ) -> LaunchedSweep:
     """Check, expand and queue a sweep: all of its runs, or none.
 
-    Every point is validated as a single launch is (:func:`grpo_core.runs.actions.validate_run_config`: model, dataset,
+    Every point is validated as a single launch is (:func:`grpo_core.submit.validate.validate_run_config`: model, dataset,
     reward rules and their columns, prompt lengths, plugins), once per distinct combination of the fields that
     validation reads; only when every point passes are the runs queued, in one transaction, with the sweep's id and
     the tag ``sweep:<id>``, owned by login ``owner``.
@@ -326,7 +327,7 @@ def submit_sweep(
     Raises:
         SweepError: as :func:`plan_sweep`.
         ConfigError: a point fails ``boundary`` (:mod:`grpo_core.access.boundary`, checked for every point first) or
-            :func:`grpo_core.runs.actions.validate_run_config`; the message names the point.
+            :func:`grpo_core.submit.validate.validate_run_config`; the message names the point.
     """
     plan = plan_sweep(base, grid, name=name)
     for index, (point, config) in enumerate(zip(plan.points, plan.configs, strict=True)):

@@ -1,9 +1,10 @@
 """A run trained headless (``grpo-dashboard train run.yaml``) through the dashboard's own launch path.
 
-The command queues the run in the store like the Launch tab, then starts its worker exactly as the dashboard's
-launcher does (:func:`grpo_core.training.launcher.start_worker`: ``python -m grpo_core.worker.train``, or ``accelerate
-launch`` of it for ``num_processes`` > 1 with a free rendezvous port; its GPUs in ``CUDA_VISIBLE_DEVICES``), follows
-the worker's ``train.log`` onto the terminal and waits for the run's final status. So a config trains the same way
+The command queues the run in the store like the Launch tab (:func:`grpo_core.submit.queue.submit_run`, validated
+once), then starts its worker exactly as the dashboard's launcher does
+(:func:`grpo_core.training.launcher.start_worker`: ``python -m grpo_core.worker.train``, or ``accelerate launch`` of it
+for ``num_processes`` > 1 with a free rendezvous port; its GPUs in ``CUDA_VISIBLE_DEVICES``), follows the worker's
+``train.log`` onto the terminal and waits for the run's final status. So a config trains the same way
 from either side, several processes included. What the launcher would keep queued (GPUs held by other runs) is
 refused at once instead, with what to change. Ctrl-C (or SIGTERM) asks the run to stop at its next step, like Cancel;
 a second one kills the worker's process group. Imports no torch.

@@ -4,7 +4,7 @@ web process (:mod:`grpo_core.jobs.reward_check` starts it and reads its answer).
 Two requests, both JSON:
 
 * ``{"action": "check", "specs": [...], "row": {...}}``: for each ``plugin`` rule of ``specs``, import it, check
-  that TRL's call fits its signature, and call it once on ``row`` with :data:`PROBE_COMPLETIONS` (as chat messages
+  that TRL's call fits its signature, and call it once on ``row`` with :data:`CHECK_COMPLETIONS` (as chat messages
   when the row's prompt is a message list); the answer is ``{"problems": [message or null, one per spec]}``;
 * ``{"action": "score", "specs": [...], "completions": [...], "row": {...}, "completion_ids": ...,
   "scale_rewards": ..., "multi_objective_aggregation": ...}``: :func:`grpo_core.rewards.compose.score_group`, the
@@ -31,14 +31,14 @@ from grpo_core.rewards.compose import _ignore_log_extra, _ignore_log_metric, bui
 from grpo_core.rewards.plugin import PluginReward, call_reward_function, check_rewards
 
 #: The completions a plugin is tried on: an empty one and a short answer-like one.
-PROBE_COMPLETIONS = ("", "The answer is 42.")
+CHECK_COMPLETIONS = ("", "The answer is 42.")
 
 
-def probe_completions(row: Mapping[str, Any]) -> list[Any]:
-    """:data:`PROBE_COMPLETIONS` in the row's format: text, or one assistant message each for a chat prompt."""
+def check_completions(row: Mapping[str, Any]) -> list[Any]:
+    """:data:`CHECK_COMPLETIONS` in the row's format: text, or one assistant message each for a chat prompt."""
     if isinstance(row.get("prompt"), list):
-        return [[{"role": "assistant", "content": text}] for text in PROBE_COMPLETIONS]
-    return list(PROBE_COMPLETIONS)
+        return [[{"role": "assistant", "content": text}] for text in CHECK_COMPLETIONS]
+    return list(CHECK_COMPLETIONS)
 
 
 def initial_trainer_state() -> SimpleNamespace:
@@ -59,7 +59,7 @@ def check_plugin(plugin: PluginReward, row: Mapping[str, Any]) -> str | None:
 
     ``trainer_state`` is ``None`` (as on the try-out bench); a plugin that fails on that with an ``AttributeError``
     is called again with :func:`initial_trainer_state`."""
-    completions = probe_completions(row)
+    completions = check_completions(row)
     size = len(completions)
     arguments: dict[str, Any] = {
         key: [value] * size for key, value in row.items() if key not in ("prompt", "completion", "completion_ids")

@@ -14,9 +14,9 @@ import pytest
 from playwright.sync_api import expect
 
 from grpo_core.datasets.library import ARITHMETIC_EXAMPLE
-from grpo_core.runs.actions import submit_run
 from grpo_core.runs.config import RunConfig
 from grpo_core.sandbox.box import sandbox_info
+from grpo_core.submit.queue import submit_run
 from storage import Store, sqlite_url
 from tests.e2e import test_dashboard as dashboard
 from tests.e2e.test_dashboard import pick, set_number, set_text
@@ -105,7 +105,7 @@ def test_clone_fills_the_form_from_a_stored_run(page, server, tiny_model_dir):
                 "seed": 11,
             }
         )
-        run = submit_run(store, config)
+        run = submit_run(store, config).run
     finally:
         store.close()
 

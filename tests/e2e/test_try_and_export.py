@@ -13,7 +13,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from grpo_core.runs.actions import submit_run
+from grpo_core.submit.queue import submit_run
 from storage import RunStatus, Store, sqlite_url
 from tests.e2e.test_dashboard import browser, page, pick, server  # noqa: F401 - fixtures and helpers
 from tests.integration.test_worker import tiny_config
@@ -29,7 +29,7 @@ def trained_run(server, tiny_model_dir):  # noqa: F811 - the imported fixture
     launcher; returns its id once completed."""
     store = Store(sqlite_url(server["data_dir"] / "grpo.db"))
     try:
-        run = submit_run(store, tiny_config(tiny_model_dir, max_steps=1, save_steps=1, name=RUN_NAME))
+        run = submit_run(store, tiny_config(tiny_model_dir, max_steps=1, save_steps=1, name=RUN_NAME)).run
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             info = store.get_run(run.id)

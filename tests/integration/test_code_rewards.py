@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from grpo_core.datasets.humaneval import write_humaneval_jsonl
-from grpo_core.runs.actions import submit_run
 from grpo_core.runs.config import RunConfig
+from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus
 
@@ -52,7 +52,7 @@ def test_one_step_on_humaneval_records_every_code_rule(store, settings, tiny_mod
             "temperature": 1.0,
         }
     )
-    run = submit_run(store, config)
+    run = submit_run(store, config).run
     launcher = Launcher(store, settings)
     assert launcher.wait_idle(timeout_s=300), "the run did not finish"
 
@@ -92,7 +92,7 @@ def test_gated_code_recipe_trains_with_per_rule_rewards(store, settings, tiny_mo
         "model": str(tiny_model_dir), "dataset_path": str(humaneval_path), "max_steps": 1,
         "max_completion_length": 24, "num_generations": 4, "per_device_train_batch_size": 8, "temperature": 1.0,
     })
-    run = submit_run(store, RunConfig.model_validate(config.model_dump()))
+    run = submit_run(store, RunConfig.model_validate(config.model_dump())).run
     launcher = Launcher(store, settings)
     assert launcher.wait_idle(timeout_s=300), "the run did not finish"
     final = store.get_run(run.id)

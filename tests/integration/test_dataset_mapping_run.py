@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from grpo_core.runs.actions import submit_run
 from grpo_core.runs.config import RunConfig
+from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from grpo_core.worker.train import train_run
 from storage import RunStatus
@@ -35,7 +35,7 @@ def test_gsm8k_layout_trains_with_the_mapping_through_the_launcher(store, settin
         "max_completion_length": 12, "num_generations": 4, "per_device_train_batch_size": 8,
         "temperature": 1.0, "learning_rate": 1e-3,
     })
-    run = submit_run(store, config, model_cache_dir=settings.model_cache_dir)
+    run = submit_run(store, config, model_cache_dir=settings.model_cache_dir).run
     launcher = Launcher(store, settings)
     assert launcher.wait_idle(timeout_s=240), "the run did not finish"
 

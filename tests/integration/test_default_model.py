@@ -10,9 +10,9 @@ import pytest
 
 from grpo_core.jobs.merge import merge_run
 from grpo_core.models.source import packaged_gguf_path
-from grpo_core.runs.actions import submit_run
 from grpo_core.runs.config import RunConfig
 from grpo_core.runs.files import adapter_dir, run_dir
+from grpo_core.submit.queue import submit_run
 from grpo_core.worker.train import train_run
 from storage import RunStatus
 
@@ -32,7 +32,7 @@ def test_one_grpo_step_of_smollm2(store, settings):
             "max_completion_length": 8,
         }
     )
-    run = submit_run(store, config)
+    run = submit_run(store, config).run
     assert train_run(store, settings, run.id) == RunStatus.COMPLETED, store.get_run(run.id).error
 
     converted = list(settings.model_cache_dir.glob("SmolLM2-135M-Instruct.Q4_1-*/model.safetensors"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from grpo_core.datasets.rows import eval_row_indices
-from grpo_core.runs.actions import submit_run
+from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus
 from tests.integration.test_worker import tiny_config
@@ -18,7 +18,7 @@ def test_eval_fraction_records_eval_reward_at_the_eval_steps(store, settings, ti
     config = tiny_config(tiny_model_dir, max_steps=4, eval_fraction=0.01, eval_steps=2,
                          trl_args={"mask_truncated_completions": True})
     assert config.mask_truncated_completions is True
-    run = submit_run(store, config)
+    run = submit_run(store, config).run
     assert Launcher(store, settings).wait_idle(timeout_s=300), "the run did not finish"
     final = store.get_run(run.id)
     assert final.status == RunStatus.COMPLETED, final.error

@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 
 from grpo_core.jobs.try_model import TryModelError, build_request, try_in_subprocess
-from grpo_core.runs.actions import submit_run
 from grpo_core.runs.config import load_run_config
 from grpo_core.runs.export import export_run
 from grpo_core.settings import load_settings
+from grpo_core.submit.queue import submit_run
 from grpo_core.worker.train import train_run
 from storage import RunStatus, Store, sqlite_url
 from tests.integration.test_worker import REWARDS, tiny_config
@@ -33,7 +33,7 @@ def trained(tmp_path_factory, tiny_model_dir):
     settings = load_settings(data_dir=root / "data", db_url=sqlite_url(root / "data" / "grpo.db"))
     settings.ensure_dirs()
     store = Store(settings.db_url)
-    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=1, save_steps=1, name="to-export"))
+    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=1, save_steps=1, name="to-export")).run
     status = train_run(store, settings, run.id)
     assert status == RunStatus.COMPLETED, store.get_run(run.id).error
     yield settings, store, store.get_run(run.id)

@@ -36,8 +36,9 @@ from sqlalchemy import text
 from grpo_core.datasets.library import import_dataset
 from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.processes import process_alive
-from grpo_core.runs.actions import resume_run, submit_run
+from grpo_core.runs.actions import resume_run
 from grpo_core.runs.files import last_checkpoint
+from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from grpo_core.worker.train import train_run
 from storage import RunStatus
@@ -110,7 +111,7 @@ def test_out_of_memory_fails_the_run_with_a_clear_error_and_keeps_earlier_steps(
         "        np.ones(8 * 1024 ** 3, dtype=np.uint8)  # 8 GiB, past the worker's limit\n"
         "    return [0.5] * len(completions)\n",
     )
-    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=3, rewards=[REWARDS[1], hog]))
+    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=3, rewards=[REWARDS[1], hog])).run
     launcher = Launcher(store, settings, env={"GRPO_WORKER_MAX_MEMORY_MB": "3072"})
     assert launcher.wait_idle(timeout_s=240)
     final = store.get_run(run.id)
@@ -126,8 +127,8 @@ def test_out_of_memory_fails_the_run_with_a_clear_error_and_keeps_earlier_steps(
 
 def test_two_runs_at_once_share_one_sqlite_file(store, settings, tiny_model_dir):
     both = settings.with_overrides(max_concurrent_runs=2)
-    first = submit_run(store, tiny_config(tiny_model_dir, max_steps=3, name="first"))
-    second = submit_run(store, tiny_config(tiny_model_dir, max_steps=3, name="second", seed=7))
+    first = submit_run(store, tiny_config(tiny_model_dir, max_steps=3, name="first")).run
+    second = submit_run(store, tiny_config(tiny_model_dir, max_steps=3, name="second", seed=7)).run
     launcher = Launcher(store, both)
     launcher.tick()
     assert {r.id for r in store.list_runs([RunStatus.RUNNING])} == {first.id, second.id}
@@ -150,7 +151,7 @@ def test_cancel_during_generation_stops_within_one_step_and_saves_a_checkpoint(
     store, settings, tiny_model_dir, tmp_path
 ):
     gate = Gate.create(tmp_path, at_step=0)  # holds step 1 between its generation and its scoring
-    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=50, rewards=[REWARDS[1], gate.rule()]))
+    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=50, rewards=[REWARDS[1], gate.rule()])).run
     launcher = Launcher(store, settings)
     gate.wait_reached(240, launcher=launcher)
     assert store.get_run(run.id).current_step == 0  # step 1 is in progress
@@ -175,7 +176,7 @@ def test_cancel_during_generation_stops_within_one_step_and_saves_a_checkpoint(
 @pytest.mark.backends("sqlite", "postgres")
 def test_resume_after_cancel_continues_with_every_step_once(store, settings, tiny_model_dir, tmp_path):
     gate = Gate.create(tmp_path, at_step=2)  # steps 1 and 2 recorded, step 3 in progress
-    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=5, rewards=[*REWARDS, gate.rule(0.1)]))
+    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=5, rewards=[*REWARDS, gate.rule(0.1)])).run
     launcher = Launcher(store, settings)
     gate.wait_reached(240, launcher=launcher)
     assert store.get_run(run.id).current_step == 2
@@ -210,7 +211,7 @@ def test_resume_after_cancel_continues_with_every_step_once(store, settings, tin
 def test_resume_after_a_killed_worker_drops_the_steps_after_its_checkpoint(store, settings, tiny_model_dir, tmp_path):
     gate = Gate.create(tmp_path, at_step=3)  # steps 1-3 recorded, checkpoint-2 saved, step 4 in progress
     run = submit_run(store, tiny_config(tiny_model_dir, max_steps=5, save_steps=2,
-                                        rewards=[*REWARDS, gate.rule(0.1)]))
+                                        rewards=[*REWARDS, gate.rule(0.1)])).run
     launcher = Launcher(store, settings)
     gate.wait_reached(240, launcher=launcher)
     os.killpg(store.get_run(run.id).worker_pid, signal.SIGKILL)
@@ -241,7 +242,7 @@ def test_a_worker_killed_after_a_checkpoint_keeps_every_step_before_it_once_and_
 ):
     gate = Gate.create(tmp_path, at_step=3)  # steps 1-3 done, checkpoint-3 saved, step 4 held in its scoring
     run = submit_run(store, tiny_config(tiny_model_dir, max_steps=5, save_steps=3,
-                                        rewards=[*REWARDS, gate.rule(0.1)]))
+                                        rewards=[*REWARDS, gate.rule(0.1)])).run
     launcher = Launcher(store, settings)
     gate.wait_reached(240, launcher=launcher)
     os.killpg(store.get_run(run.id).worker_pid, signal.SIGKILL)  # at once: the guarantee holds without waiting
@@ -267,7 +268,7 @@ def test_a_worker_killed_after_a_checkpoint_keeps_every_step_before_it_once_and_
 
 
 def test_a_store_write_failing_on_the_writer_thread_fails_the_run_without_hanging(store, settings, tiny_model_dir):
-    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=4))
+    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=4)).run
     original = store.record_step
 
     def groups_fail_from_step_2(run_id, step, **kwargs):
@@ -302,7 +303,7 @@ def test_disk_full_in_the_run_folder_fails_the_run_and_keeps_the_store_consisten
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
     try:
-        run = submit_run(store, tiny_config(tiny_model_dir, max_steps=3, save_steps=1))
+        run = submit_run(store, tiny_config(tiny_model_dir, max_steps=3, save_steps=1)).run
         assert run.id == 1
         launcher = Launcher(store, settings)
         assert launcher.wait_idle(timeout_s=240)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.runs.actions import submit_run
+from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus
 from tests.integration.test_worker import tiny_config
@@ -30,7 +30,7 @@ def test_the_worker_picks_bfloat16_on_a_gpu_that_supports_it():
 def test_a_two_step_gpu_run_records_gpu_metrics_each_step(store, settings, tiny_model_dir):
     import torch
 
-    run = submit_run(store, tiny_config(tiny_model_dir, device="cuda"))
+    run = submit_run(store, tiny_config(tiny_model_dir, device="cuda")).run
     launcher = Launcher(store, settings)
     assert launcher.wait_idle(timeout_s=240), "the run did not finish"
     final = store.get_run(run.id)

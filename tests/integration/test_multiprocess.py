@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from grpo_core.runs.actions import submit_run
+from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus, Store
 from tests.integration.test_worker import tiny_config
@@ -18,7 +18,7 @@ from tests.integration.test_worker import tiny_config
 def test_two_processes_record_the_groups_of_both(store, settings, tiny_model_dir):
     config = tiny_config(tiny_model_dir, num_processes=2, device="cpu", max_steps=2)
     assert config.prompts_per_step == 4  # 8 completions per process, groups of 4, two processes
-    run = submit_run(store, config)
+    run = submit_run(store, config).run
     launcher = Launcher(store, settings)
     assert launcher.wait_idle(timeout_s=400), "the run did not finish"
 

@@ -23,8 +23,8 @@ import time
 import pytest
 from sqlalchemy import text
 
-from grpo_core.runs.actions import submit_run
 from grpo_core.runs.files import last_checkpoint
+from grpo_core.submit.queue import submit_run
 from grpo_core.training.executors import RayExecutor
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus
@@ -66,7 +66,7 @@ def _jobs_of(client, run) -> list:
 
 
 def test_a_ray_job_trains_the_run_with_every_step_recorded(store, ray_settings, tiny_model_dir, client):
-    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=2))
+    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=2)).run
     launcher = Launcher(store, ray_settings)
     assert isinstance(launcher.executor, RayExecutor)
     assert launcher.wait_idle(timeout_s=240)
@@ -88,7 +88,7 @@ def test_a_ray_job_trains_the_run_with_every_step_recorded(store, ray_settings, 
 
 def test_cancel_stops_the_ray_job_and_keeps_a_checkpoint(store, ray_settings, tiny_model_dir, tmp_path, client):
     gate = Gate.create(tmp_path, at_step=1)  # step 1 recorded, step 2 generated and held before its scoring
-    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=50, rewards=[REWARDS[1], gate.rule()]))
+    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=50, rewards=[REWARDS[1], gate.rule()])).run
     launcher = Launcher(store, ray_settings)
     gate.wait_reached(240, launcher=launcher)
     launcher.cancel(run.id)  # the store's flag, and stop_job: SIGTERM, which the worker turns into a stop too
@@ -108,7 +108,7 @@ def test_cancel_stops_the_ray_job_and_keeps_a_checkpoint(store, ray_settings, ti
 
 def test_a_worker_killed_inside_its_job_fails_the_run_with_its_log_tail(store, ray_settings, tiny_model_dir, tmp_path):
     gate = Gate.create(tmp_path, at_step=1)
-    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=3, rewards=[REWARDS[1], gate.rule()]))
+    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=3, rewards=[REWARDS[1], gate.rule()])).run
     launcher = Launcher(store, ray_settings)
     try:
         gate.wait_reached(240, launcher=launcher)
@@ -126,7 +126,7 @@ def test_a_worker_killed_inside_its_job_fails_the_run_with_its_log_tail(store, r
 
 def test_a_new_launcher_reattaches_to_the_running_ray_job(store, ray_settings, tiny_model_dir, tmp_path, client):
     gate = Gate.create(tmp_path, at_step=2)  # steps 1-2 recorded, step 3 held
-    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=4, rewards=[REWARDS[1], gate.rule()]))
+    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=4, rewards=[REWARDS[1], gate.rule()])).run
     first = Launcher(store, ray_settings)
     try:
         gate.wait_reached(240, launcher=first)

@@ -4,15 +4,15 @@ workers. Each run trains in its own worker subprocess, one after the other, as t
 
 from __future__ import annotations
 
-from grpo_core.runs.actions import submit_run
 from grpo_core.runs.provenance import file_sha256, library_versions, provenance_differences
+from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus
 from tests.integration.test_worker import EXAMPLE, tiny_config
 
 
 def _train(store, settings, config):
-    run = submit_run(store, config)
+    run = submit_run(store, config).run
     assert Launcher(store, settings).wait_idle(timeout_s=300), "the run did not finish"
     final = store.get_run(run.id)
     assert final.status == RunStatus.COMPLETED, final.error

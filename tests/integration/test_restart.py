@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy import text
 
 from grpo_core.processes import free_port, process_alive
-from grpo_core.runs.actions import submit_run
+from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus
 from tests.integration.gates import Gate
@@ -53,7 +53,7 @@ def _assert_trained_once(store, run_id: int) -> None:
 @pytest.mark.backends("sqlite", "postgres")
 def test_a_new_launcher_reattaches_to_a_running_worker(store, settings, tiny_model_dir, tmp_path):
     config, gate = _gated_config(tiny_model_dir, tmp_path)
-    run = submit_run(store, config)
+    run = submit_run(store, config).run
     first = Launcher(store, settings)
     gate.wait_reached(240, launcher=first)
     pid = store.get_run(run.id).worker_pid
@@ -88,7 +88,7 @@ def _listening(port: int) -> bool:
 
 def test_killing_and_restarting_the_dashboard_process_keeps_training(store, settings, tiny_model_dir, tmp_path):
     config, gate = _gated_config(tiny_model_dir, tmp_path)
-    run = submit_run(store, config)
+    run = submit_run(store, config).run
     log = tmp_path / "serve.log"
     servers = [_serve(settings, free_port(), log)]
     try:

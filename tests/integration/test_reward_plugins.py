@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from grpo_core.runs.actions import submit_run
 from grpo_core.runs.config import ConfigError
+from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus
 from tests.integration.test_worker import tiny_config
@@ -51,7 +51,7 @@ def test_three_trl_signatures_train_in_one_run(store, settings, tiny_model_dir, 
     path.write_text(TRL_STYLE)
     rewards = [{"rule": "plugin", "params": {"target": f"{path}:{name}"}} for name in ("documented", "judge")]
     rewards.append({"rule": "plugin", "weight": 0.5, "params": {"target": f"{path}:declared_only"}})
-    run = submit_run(store, tiny_config(tiny_model_dir, rewards=rewards))
+    run = submit_run(store, tiny_config(tiny_model_dir, rewards=rewards)).run
     assert Launcher(store, settings).wait_idle(timeout_s=240), "the run did not finish"
     final = store.get_run(run.id)
     assert final.status == RunStatus.COMPLETED, final.error
@@ -73,7 +73,7 @@ def test_reward_model_rule_trains_two_steps(store, settings, tiny_model_dir, tmp
         {"rule": "reward_model", "weight": 1.0, "params": {"model": str(scorer), "max_length": 64}},
         {"rule": "numeric_answer", "weight": 1.0},
     ]
-    run = submit_run(store, tiny_config(tiny_model_dir, rewards=rewards))
+    run = submit_run(store, tiny_config(tiny_model_dir, rewards=rewards)).run
     assert Launcher(store, settings).wait_idle(timeout_s=240), "the run did not finish"
     final = store.get_run(run.id)
     assert final.status == RunStatus.COMPLETED, final.error

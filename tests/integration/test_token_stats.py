@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from grpo_core.runs.actions import submit_run
+from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus
 from tests.integration.test_worker import tiny_config
@@ -18,7 +18,7 @@ SPECIAL = ("<|im_end|>", "<|im_start|>", "<|endoftext|>")
 
 
 def _train(store, settings, tiny_model_dir, **overrides):
-    run = submit_run(store, tiny_config(tiny_model_dir, **overrides))
+    run = submit_run(store, tiny_config(tiny_model_dir, **overrides)).run
     assert Launcher(store, settings).wait_idle(timeout_s=240), "the run did not finish"
     final = store.get_run(run.id)
     assert final.status == RunStatus.COMPLETED, final.error

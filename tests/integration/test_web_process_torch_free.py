@@ -35,7 +35,8 @@ DRIVER = textwrap.dedent(
     from grpo_core.models.memory_estimate import estimate_peak_memory, free_memory, model_shape
     from grpo_core.jobs.merge import merge_run
     from grpo_core.jobs.preflight import start_preflight
-    from grpo_core.runs.actions import delete_run, resume_run, submit_run
+    from grpo_core.runs.actions import delete_run, resume_run
+    from grpo_core.submit.queue import submit_run
     from grpo_core.settings import load_settings
     from grpo_core.submit.sweeps import submit_sweep
     from app.tabs.runs.sweeps import sweep_frame
@@ -54,7 +55,7 @@ DRIVER = textwrap.dedent(
     })
     done = {}
 
-    run = submit_run(store, config)                       # launch: the launcher's tick starts the worker
+    run = submit_run(store, config).run                       # launch: the launcher's tick starts the worker
     assert launcher.wait_idle(timeout_s=400), "the run did not finish"
     final = store.get_run(run.id)
     assert final.status == RunStatus.COMPLETED, final.error
@@ -81,7 +82,7 @@ DRIVER = textwrap.dedent(
     done["estimate"] = estimate.total > 0 and bool(free_memory("cpu"))
     done["alerts"] = ctx.notifier.check()                 # alerts: reads the store (no webhook set: nothing due)
 
-    second = submit_run(store, config)                    # cancel, resume, cancel, delete (never started)
+    second = submit_run(store, config).run                    # cancel, resume, cancel, delete (never started)
     launcher.cancel(second.id)
     resumed = resume_run(store, settings, second.id)
     launcher.cancel(resumed.id)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.runs.actions import submit_run
 from grpo_core.runs.config import RunConfig
+from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus
 from tests.integration.gates import Gate
@@ -60,7 +60,7 @@ def wait_for(predicate, timeout_s: float, interval_s: float = 0.5, launcher: Lau
 
 @pytest.mark.backends("sqlite", "postgres")
 def test_worker_trains_two_steps_and_records_everything(store, settings, tiny_model_dir):
-    run = submit_run(store, tiny_config(tiny_model_dir))
+    run = submit_run(store, tiny_config(tiny_model_dir)).run
     launcher = Launcher(store, settings)
     assert launcher.wait_idle(timeout_s=240), "the run did not finish"
 
@@ -126,7 +126,7 @@ def test_rule_that_raises_is_recorded_as_its_errors_and_the_run_goes_on(store, s
         max_steps=3,
         rewards=[REWARDS[1], {"rule": "plugin", "weight": 1.0, "params": {"target": f"{plugin}:flaky"}}],
     )
-    run = submit_run(store, config)
+    run = submit_run(store, config).run
     launcher = Launcher(store, settings)
     assert launcher.wait_idle(timeout_s=240)
     final = store.get_run(run.id)
@@ -145,7 +145,7 @@ def test_rule_that_raises_is_recorded_as_its_errors_and_the_run_goes_on(store, s
 
 
 def test_cancel_stops_a_running_run_at_a_step_boundary(store, settings, tiny_model_dir):
-    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=500))
+    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=500)).run
     launcher = Launcher(store, settings)
     wait_for(lambda: store.get_run(run.id).current_step >= 1, 240, launcher=launcher)
     launcher.cancel(run.id)
@@ -163,7 +163,7 @@ def test_cancel_stops_a_running_run_at_a_step_boundary(store, settings, tiny_mod
 @pytest.mark.backends("sqlite", "postgres")
 def test_killed_worker_is_marked_failed_with_its_log_tail(store, settings, tiny_model_dir, tmp_path):
     gate = Gate.create(tmp_path, at_step=1)  # step 1 wholly recorded, step 2 held before its scoring
-    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=500, rewards=[*REWARDS, gate.rule(0.1)]))
+    run = submit_run(store, tiny_config(tiny_model_dir, max_steps=500, rewards=[*REWARDS, gate.rule(0.1)])).run
     launcher = Launcher(store, settings)
     gate.wait_reached(240, launcher=launcher)
     pid = store.get_run(run.id).worker_pid
@@ -177,7 +177,7 @@ def test_killed_worker_is_marked_failed_with_its_log_tail(store, settings, tiny_
 
 
 def test_headless_train_command_records_into_the_same_store(settings, tiny_model_dir, tmp_path):
-    config = tiny_config(tiny_model_dir, max_steps=1, name="headless")
+    config = tiny_config(tiny_model_dir, max_steps=1, name="headless", max_completion_length=8)
     path = tmp_path / "run.yaml"
     path.write_text(config.to_yaml())
     result = subprocess.run(
@@ -188,6 +188,7 @@ def test_headless_train_command_records_into_the_same_store(settings, tiny_model
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "grpo-dashboard train: warning: max_completion_length below 16 tokens" in result.stdout  # submit_run's warnings
     from storage import Store
 
     store = Store(settings.db_url)

@@ -20,8 +20,9 @@ from grpo_core.datasets.library import (
 )
 from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.rewards.compose import RewardSpec
-from grpo_core.runs.actions import submit_run, validate_run_config
 from grpo_core.runs.config import DEFAULT_MODEL, ConfigError, RunConfig
+from grpo_core.submit.queue import submit_run
+from grpo_core.submit.validate import validate_run_config
 from storage import RunStatus, StoreError
 
 HAS_HUMANEVAL_MODULE = importlib.util.find_spec("grpo_core.datasets.humaneval") is not None
@@ -250,7 +251,7 @@ def test_validate_bad_model(store, dataset, tmp_path, model):
 
 
 def test_submit_run_names_and_stores_config(store, dataset, model_folder):
-    run = submit_run(store, RunConfig(model=str(model_folder), dataset_id=dataset.id, max_steps=3))
+    run = submit_run(store, RunConfig(model=str(model_folder), dataset_id=dataset.id, max_steps=3)).run
 
     assert run.status is RunStatus.QUEUED
     assert run.name.startswith("grpo-")
@@ -267,7 +268,7 @@ def test_submit_run_names_and_stores_config(store, dataset, model_folder):
 
 
 def test_submit_run_keeps_a_given_name(store, dataset, model_folder):
-    run = submit_run(store, RunConfig(name="  mine ", model=str(model_folder), dataset_id=dataset.id))
+    run = submit_run(store, RunConfig(name="  mine ", model=str(model_folder), dataset_id=dataset.id)).run
     assert run.name == "mine"
 
 
@@ -278,7 +279,7 @@ def test_submit_run_stores_local_paths_absolute(store, tmp_path, monkeypatch):
     _write_jsonl(tmp_path / "prompts.jsonl", [{"prompt": "hi", "answer": 1}])
     monkeypatch.chdir(tmp_path)
 
-    run = submit_run(store, RunConfig(model="models/tiny", dataset_path="prompts.jsonl"))
+    run = submit_run(store, RunConfig(model="models/tiny", dataset_path="prompts.jsonl")).run
 
     assert run.config["model"] == str((tmp_path / "models" / "tiny").resolve())
     assert run.config["dataset_path"] == str((tmp_path / "prompts.jsonl").resolve())
@@ -286,7 +287,7 @@ def test_submit_run_stores_local_paths_absolute(store, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("model", ["", DEFAULT_MODEL, "org/name"])
 def test_submit_run_keeps_the_default_model_and_hub_ids_as_given(store, dataset, model):
-    run = submit_run(store, RunConfig(model=model, dataset_id=dataset.id))
+    run = submit_run(store, RunConfig(model=model, dataset_id=dataset.id)).run
     assert run.config["model"] == model
 
 
@@ -301,8 +302,8 @@ def test_use_vllm_without_vllm_installed_is_refused_with_advice(store, settings)
     import importlib.util
 
     from grpo_core.datasets.library import ARITHMETIC_EXAMPLE, register_examples
-    from grpo_core.runs.actions import validate_run_config
     from grpo_core.runs.config import ConfigError, RunConfig
+    from grpo_core.submit.validate import validate_run_config
 
     assert importlib.util.find_spec("vllm") is None
     register_examples(store, settings)
@@ -338,7 +339,7 @@ def test_submit_stores_a_relative_plugin_file_as_an_absolute_path(store, dataset
     (tmp_path / "mine.py").write_text("def reward(completions, **kwargs):\n    return [1.0] * len(completions)\n")
     monkeypatch.chdir(tmp_path)
     rewards = [RewardSpec(rule="plugin", params={"target": "mine.py:reward"}), RewardSpec(rule="length")]
-    run = submit_run(store, RunConfig(model=str(model_folder), dataset_id=dataset.id, rewards=rewards))
+    run = submit_run(store, RunConfig(model=str(model_folder), dataset_id=dataset.id, rewards=rewards)).run
     stored = store.get_run(run.id).config["rewards"]
     assert stored[0]["params"]["target"] == f"{tmp_path.resolve() / 'mine.py'}:reward"
     assert stored[1] == RewardSpec(rule="length").model_dump(mode="json")

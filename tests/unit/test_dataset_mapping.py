@@ -23,8 +23,9 @@ from grpo_core.models.prompt_lengths import (
     read_model_text,
     require_prompts_fit,
 )
-from grpo_core.runs.actions import submit_run, validate_run_config
 from grpo_core.runs.config import ConfigError, RunConfig
+from grpo_core.submit.queue import submit_run
+from grpo_core.submit.validate import validate_run_config
 
 GSM8K_ROWS = [
     {"question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
@@ -195,7 +196,7 @@ def test_gsm8k_upload_with_mapping_to_a_launched_run_config(store, settings, gsm
 
     config = RunConfig(model=str(tiny_model_dir), dataset_id=info.id, rewards=NUMERIC_ONLY)
     assert validate_run_config(store, config, model_cache_dir=settings.model_cache_dir) == []
-    run = submit_run(store, config, model_cache_dir=settings.model_cache_dir)
+    run = submit_run(store, config, model_cache_dir=settings.model_cache_dir).run
 
     rows = load_rows(store, store.get_run(run.id).config)
     assert rows[0]["prompt"] == [{"role": "system", "content": SYSTEM},

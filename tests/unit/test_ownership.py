@@ -1,6 +1,6 @@
 """Who may change a run with several logins: the auth file's ``[admin]`` lines, the owner recorded on runs and
-datasets (also in a store of the previous version), the refusals of resume, delete and notes in grpo_core.runs.actions, and
-the same refusals in the Runs tab's handlers of the built dashboard (a ``gr.Request`` carrying the login)."""
+datasets (also in a store of the previous version), the refusals of cancel, resume, delete and notes in
+grpo_core.runs.actions (each action authorising itself), and the same refusals in the Runs tab's handlers of the built dashboard (a ``gr.Request`` carrying the login)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from app.server import build_blocks, create_context
 from grpo_core.access.logins import AccessError, read_auth_admins, read_auth_file
 from grpo_core.access.ownership import SINGLE_USER, Actor, NotOwnerError, may_change
-from grpo_core.runs.actions import authorize_run_action, delete_run, resume_run
+from grpo_core.runs.actions import authorize_run_action, cancel_run, delete_run, resume_run
 from grpo_core.settings import load_admins
 from storage import RunStatus, StoreError
 from tests.unit.test_store_migrations import _old_store
@@ -106,6 +106,34 @@ def test_only_the_owner_or_an_admin_deletes_or_resumes(store, settings):
         store.get_run(other.id)
 
 
+def test_cancel_authorises_itself(store):
+    run = store.create_run(name="alice-run", config={}, dataset_id=None, max_steps=2, owner="alice")
+    asked: list[int] = []
+
+    def launcher_cancel(run_id: int):
+        asked.append(run_id)
+        return store.request_cancel(run_id)
+
+    with pytest.raises(NotOwnerError, match="bob may not cancel run #.* it belongs to alice"):
+        cancel_run(store, run.id, Actor("bob"), request_stop=launcher_cancel)
+    assert asked == [] and store.get_run(run.id).status == RunStatus.QUEUED  # nothing asked, nothing changed
+    with pytest.raises(StoreError):
+        cancel_run(store, 987654, Actor("alice"), request_stop=launcher_cancel)
+    assert asked == []
+
+    assert cancel_run(store, run.id, Actor("carol", is_admin=True), request_stop=launcher_cancel).status == (
+        RunStatus.CANCELLED
+    )
+    assert asked == [run.id]
+    mine = store.create_run(name="alice-run", config={}, dataset_id=None, max_steps=2, owner="alice")
+    assert cancel_run(store, mine.id, Actor("alice")).status == RunStatus.CANCELLED  # default: the store's flag
+    running = store.create_run(name="alice-run", config={}, dataset_id=None, max_steps=2, owner="alice")
+    assert store.claim_run(running.id)
+    assert cancel_run(store, running.id, Actor("alice")).cancel_requested is True
+    unowned = store.create_run(name="run", config={}, dataset_id=None, max_steps=2)
+    assert cancel_run(store, unowned.id).status == RunStatus.CANCELLED  # no login: single-user
+
+
 def _handler(blocks, name):
     found = [f.fn for f in blocks.fns.values() if getattr(f.fn, "__name__", "") == name]
     assert len(found) == 1, name
@@ -121,6 +149,7 @@ def test_the_runs_tab_refuses_another_logins_run(settings):
         ask = _handler(blocks, "on_delete_ask")
         save = _handler(blocks, "on_save_notes")
         resume = _handler(blocks, "on_resume")
+        cancel = _handler(blocks, "on_cancel")
         bob = gr.Request(username="bob")
 
         with pytest.warns(UserWarning, match="Not deleted: bob may not delete run .* belongs to alice"):
@@ -132,12 +161,18 @@ def test_the_runs_tab_refuses_another_logins_run(settings):
             save(run.id, "mine", "bob was here", "", "", bob)
         with pytest.warns(UserWarning, match="bob may not resume"):
             resume(run.id, bob)
+        queued = ctx.store.create_run(name="alice-queued", config={}, dataset_id=None, max_steps=2, owner="alice")
+        with pytest.warns(UserWarning, match="Not cancelled: bob may not cancel run .* belongs to alice"):
+            cancel(queued.id, bob)
+        assert ctx.store.get_run(queued.id).status == RunStatus.QUEUED
         kept = ctx.store.get_run(run.id)
         assert kept.notes == "" and kept.tags == [] and kept.status == RunStatus.CANCELLED
 
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # no refusal for the owner
             save(run.id, "mine", "alice's note", "", "", gr.Request(username="alice"))
+            cancel(queued.id, gr.Request(username="alice"))
+            assert ctx.store.get_run(queued.id).status == RunStatus.CANCELLED
             assert ctx.store.get_run(run.id).notes == "alice's note"
             confirm(run.id, "", "", gr.Request(username="carol"))  # an admin
         with pytest.raises(StoreError):

@@ -64,8 +64,8 @@ def test_launch_tab_template_line(tmp_path: Path, settings, store) -> None:
 
 
 def test_launch_validation_warns_about_rows_an_answer_rule_cannot_judge(tmp_path: Path, store) -> None:
-    from grpo_core.runs.actions import validate_run_config
     from grpo_core.runs.config import RunConfig
+    from grpo_core.submit.validate import validate_run_config
 
     data = tmp_path / "d.jsonl"
     rows = [{"prompt": "What is 2+2?", "answer": 4}, {"prompt": "Draw it.", "answer": "see figure"}]

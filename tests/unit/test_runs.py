@@ -363,8 +363,8 @@ def test_a_resumed_run_gets_a_fresh_cancel_grace_period(store, settings):
 
 
 def test_relative_paths_of_a_run_yaml_are_found_beside_it(tmp_path, monkeypatch):
-    from grpo_core.runs.actions import resolve_relative_paths
     from grpo_core.runs.config import RunConfig
+    from grpo_core.submit.queue import resolve_relative_paths
 
     folder = tmp_path / "project"
     folder.mkdir()

@@ -25,7 +25,7 @@ from app.views.charts import CHART_KEYS, GPU_KEY_PATTERN, MetricSeries, training
 from app.views.run_filter import filter_runs
 from app.views.runs import RUNS_TABLE_HEADERS, run_status_html, runs_table
 from grpo_core.access.ownership import NotOwnerError
-from grpo_core.runs.actions import authorize_run_action
+from grpo_core.runs.actions import cancel_run
 from storage import RunStatus, StoreError
 
 REFRESH_SECONDS = 2.0
@@ -161,11 +161,10 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[st
         if run_id is None:
             return gr.skip()
         try:
-            authorize_run_action(ctx.store, actor_of(ctx, request), int(run_id), "cancel")
+            run = cancel_run(ctx.store, int(run_id), actor_of(ctx, request), request_stop=ctx.launcher.cancel)
         except (NotOwnerError, StoreError) as exc:
             gr.Warning(f"Not cancelled: {exc}")
             return gr.skip()
-        run = ctx.launcher.cancel(int(run_id))
         if run.status == RunStatus.RUNNING:
             gr.Info(f"Run #{run.id} will stop at the end of its current step.")
         return run_status_html(ctx.store.get_run(run.id))

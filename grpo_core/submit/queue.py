@@ -1,0 +1,119 @@
+"""Queue a run: :func:`submit_run` validates a run config once and stores it as a queued run; the launcher
+(:mod:`grpo_core.training.launcher`) starts it. Imports no torch.
+
+* :func:`submit_run` is the one owner of a launch (Launch tab, public API's ``launch_run``, ``grpo-dashboard train``):
+  it checks the login's boundary, validates (:func:`grpo_core.submit.validate.validate_run_config`, plugins tried
+  in a child process) and queues, and returns a :class:`SubmittedRun` carrying the run and the validation's warnings,
+  so its callers never validate first;
+* :func:`stored_run_config` is a config as the store keeps it (named, local paths absolute); sweeps
+  (:mod:`grpo_core.submit.sweeps`) queue theirs in one transaction;
+* :func:`resolve_relative_paths` looks a run YAML's relative paths up beside the YAML (``grpo-dashboard train`` and
+  ``sweep``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from grpo_core.access.boundary import OPEN, Boundary
+from grpo_core.datasets.rows import resolve_dataset_path
+from grpo_core.models.source import describe_model
+from grpo_core.rewards.compose import RewardSpec
+from grpo_core.runs.config import RunConfig
+from grpo_core.submit.validate import validate_run_config
+from storage import RunInfo, Store
+
+
+@dataclass(frozen=True)
+class SubmittedRun:
+    """A run :func:`submit_run` queued, with what its validation warned about.
+
+    Attributes:
+        run: the queued run (status ``queued``; its ``config`` is :func:`stored_run_config`'s).
+        warnings: one sentence each (a rule that cannot read some rows, prompt lengths not checked yet, ...), in
+            the order :func:`grpo_core.submit.validate.validate_run_config` found them; empty when there is none.
+    """
+
+    run: RunInfo
+    warnings: tuple[str, ...] = ()
+
+
+def _relative_plugin_file(spec: RewardSpec) -> tuple[Path, str] | None:
+    """``(file, function)`` of a plugin rule whose target names a relative ``file.py``; ``None`` for any other."""
+    module, _, function = str(spec.params.get("target", "")).strip().rpartition(":")
+    path = Path(module.strip())
+    if spec.rule != "plugin" or not module.strip().endswith(".py") or path.is_absolute():
+        return None
+    return path, function
+
+
+def _with_plugin_file(spec: RewardSpec, path: Path, function: str) -> RewardSpec:
+    """``spec`` with its plugin target naming ``path`` (made absolute) and ``function``."""
+    return spec.model_copy(update={"params": {**spec.params, "target": f"{path.resolve()}:{function}"}})
+
+
+def resolve_relative_paths(config: RunConfig, base_dir: str | Path) -> RunConfig:
+    """``config`` with a relative ``dataset_path`` and relative plugin ``file.py`` targets that do not exist from the
+    working directory looked up in ``base_dir`` (a run YAML's folder), as ``grpo-dashboard train`` does."""
+    base = Path(base_dir)
+    updates: dict[str, Any] = {}
+    if config.dataset_path:
+        updates["dataset_path"] = str(resolve_dataset_path(config.dataset_path, base))
+    specs = []
+    for spec in config.rewards:
+        found = _relative_plugin_file(spec)
+        if found is not None and not found[0].exists() and (base / found[0]).exists():
+            spec = _with_plugin_file(spec, base / found[0], found[1])
+        specs.append(spec)
+    return config.model_copy(update={**updates, "rewards": specs})
+
+
+def stored_run_config(config: RunConfig) -> RunConfig:
+    """``config`` as the store keeps it: named (empty name: ``grpo-<time>``), and a local model folder, a ``.gguf``
+    file, ``dataset_path`` and a plugin's ``file.py`` made absolute, since the worker runs in the run folder; the
+    default model and hub ids stay as given. Pure apart from resolving paths against the working directory."""
+    name = config.name.strip() or f"grpo-{datetime.now():%Y%m%d-%H%M%S}"
+    updates: dict[str, str] = {"name": name}
+    # The worker runs in the run folder, not in this process's working directory: store local paths absolute.
+    source = describe_model(config.model)
+    if source.kind == "folder" or (source.kind == "gguf" and config.model.strip().lower().endswith(".gguf")):
+        updates["model"] = source.location
+    if config.dataset_id is None and config.dataset_path:
+        updates["dataset_path"] = str(Path(config.dataset_path).resolve())
+    specs = [spec if (found := _relative_plugin_file(spec)) is None else _with_plugin_file(spec, *found)
+             for spec in config.rewards]  # the plugin check ran from here
+    return config.model_copy(update={**updates, "rewards": specs})
+
+
+def submit_run(
+    store: Store, config: RunConfig, *, model_cache_dir: Path | None = None, owner: str | None = None,
+    boundary: Boundary = OPEN,
+) -> SubmittedRun:
+    """Validate ``config`` once and queue it as a new run (the launcher starts it), owned by login ``owner``.
+
+    The stored config is :func:`stored_run_config`'s (named, local paths absolute), after ``boundary`` replaced
+    its paths by the real paths it allowed. Nothing is stored when the validation fails.
+
+    Args:
+        model_cache_dir: where a GGUF model is converted (the data dir's); with it, prompt lengths of a converted
+            GGUF are checked too.
+        owner: the login queueing it (``None`` without logins).
+        boundary: the login's (:func:`grpo_core.access.boundary.boundary_for`); checked before any file is read.
+
+    Returns:
+        The queued run and the validation's warnings (:class:`SubmittedRun`).
+
+    Raises:
+        ConfigError: as :func:`grpo_core.submit.validate.validate_run_config` (a ``BoundaryError`` first).
+    """
+    config = boundary.check_config(config)
+    warnings = validate_run_config(store, config, model_cache_dir=model_cache_dir, boundary=boundary)
+    config = stored_run_config(config)
+    run = store.create_run(
+        name=config.name, config=config.model_dump(mode="json"), dataset_id=config.dataset_id,
+        max_steps=config.max_steps, owner=owner,
+    )
+    return SubmittedRun(run=run, warnings=tuple(warnings))
