@@ -10,10 +10,10 @@ checks ownership first. Imports no torch.
   trains again from step 0.
 * :func:`delete_run` removes a finished run's folder (only a folder under the data directory's ``runs/``) and then
   its rows (and a deleted dataset that was kept for it alone).
-* :func:`parse_tags` normalises the tags typed in the Runs tab.
+* :func:`annotate_run` sets a run's notes and tags; :func:`parse_tags` normalises the tags typed in the Runs tab.
 * :func:`authorize_run_action` refuses a cancel, resume, delete or notes edit by a login that neither owns the run
-  nor is an admin (:mod:`grpo_core.access.ownership`); :func:`cancel_run`, :func:`resume_run` and :func:`delete_run`
-  call it themselves.
+  nor is an admin (:mod:`grpo_core.access.ownership`); :func:`cancel_run`, :func:`resume_run`, :func:`delete_run` and
+  :func:`annotate_run` call it themselves.
 
 Validating and queueing a new run is :mod:`grpo_core.submit`'s.
 """
@@ -176,3 +176,15 @@ def parse_tags(text: str | None) -> list[str]:
     if len(tags) > MAX_TAGS:
         raise RunActionError(f"{len(tags)} tags: at most {MAX_TAGS}")
     return tags
+
+
+def annotate_run(store: Store, run_id: int, *, notes: str, tags_text: str | None, actor: Actor = SINGLE_USER) -> RunInfo:
+    """Set a run's notes and tags (``tags_text`` as :func:`parse_tags` reads it), when ``actor`` may change the run.
+
+    Raises:
+        RunActionError: the tags are not valid (too many, too long).
+        grpo_core.access.ownership.NotOwnerError: ``actor`` may not change the run.
+        storage.StoreError: there is no such run.
+    """
+    authorize_run_action(store, actor, run_id, "edit the notes of")
+    return store.annotate_run(run_id, notes=notes or "", tags=parse_tags(tags_text))

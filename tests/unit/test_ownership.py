@@ -12,7 +12,7 @@ import pytest
 from app.server import build_blocks, create_context
 from grpo_core.access.logins import AccessError, read_auth_admins, read_auth_file
 from grpo_core.access.ownership import SINGLE_USER, Actor, NotOwnerError, may_change
-from grpo_core.runs.actions import authorize_run_action, cancel_run, delete_run, resume_run
+from grpo_core.runs.actions import annotate_run, authorize_run_action, cancel_run, delete_run, resume_run
 from grpo_core.settings import load_admins
 from storage import RunStatus, StoreError
 from tests.unit.test_store_migrations import _old_store
@@ -104,6 +104,19 @@ def test_only_the_owner_or_an_admin_deletes_or_resumes(store, settings):
     delete_run(store, settings, other.id)  # no login: single-user
     with pytest.raises(StoreError):
         store.get_run(other.id)
+
+
+def test_annotate_authorises_itself(store):
+    run = store.create_run(name="alice-run", config={}, dataset_id=None, max_steps=2, owner="alice")
+    with pytest.raises(NotOwnerError, match="bob may not edit the notes of run #"):
+        annotate_run(store, run.id, notes="bob was here", tags_text="mine", actor=Actor("bob"))
+    kept = store.get_run(run.id)
+    assert kept.notes == "" and kept.tags == []
+    with pytest.raises(StoreError):
+        annotate_run(store, 987654, notes="", tags_text="", actor=Actor("alice"))
+    done = annotate_run(store, run.id, notes="a note", tags_text="b, a, b", actor=Actor("alice"))
+    assert done.notes == "a note" and done.tags == ["b", "a"]
+    assert annotate_run(store, run.id, notes="", tags_text=None, actor=Actor("carol", is_admin=True)).tags == []
 
 
 def test_cancel_authorises_itself(store):

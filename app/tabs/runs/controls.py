@@ -17,7 +17,7 @@ from app.context import AppContext, actor_of
 from app.views.run_filter import ALL_STATUSES, STATUS_FILTER_CHOICES
 from app.views.runs import run_status_html
 from grpo_core.access.ownership import NotOwnerError
-from grpo_core.runs.actions import RunActionError, authorize_run_action, delete_run, parse_tags, resume_run
+from grpo_core.runs.actions import RunActionError, annotate_run, authorize_run_action, delete_run, resume_run
 from grpo_core.runs.config import ConfigError
 from storage import StoreError
 
@@ -131,8 +131,7 @@ def create_run_controls(
         if run_id is None:
             return gr.skip(), gr.skip(), gr.skip()
         try:
-            authorize_run_action(ctx.store, actor_of(ctx, request), int(run_id), "edit the notes of")
-            run = ctx.store.annotate_run(int(run_id), notes=notes_text or "", tags=parse_tags(tags_text))
+            run = annotate_run(ctx.store, int(run_id), notes=notes_text, tags_text=tags_text, actor=actor_of(ctx, request))
         except (RunActionError, NotOwnerError, StoreError) as exc:
             gr.Warning(f"Not saved: {exc}")
             return gr.skip(), gr.skip(), gr.skip()
