@@ -19,7 +19,7 @@ tensor table (:func:`model_shape_from_gguf`, the ``gguf`` package, numpy only). 
 * **runtime**: the Python, torch and tokenizer baseline of a worker (``RUNTIME_BYTES``; on a GPU the CUDA context),
   measured on this project's workers by ``benchmarks/bench_memory.py``.
 
-How close it gets is measured there against the peak resident memory of real CPU runs (README table). Left out:
+How close it gets is measured there against the peak resident memory of real CPU runs (docs/run-config.md table). Left out:
 vLLM's memory pool (``use_vllm``), several processes (each needs the estimate), fragmentation of the CUDA caching
 allocator.
 """
