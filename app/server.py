@@ -14,6 +14,7 @@ import gradio as gr
 
 from app.catalog_sync import CatalogSync
 from app.context import AppContext
+from app.ingest_api import ingest_routes  # scripts recording over HTTP (grpo_core.integrations)
 from app.public_api import create_public_api, hide_internal_endpoints
 from app.tabs.datasets import create_datasets_tab
 from app.tabs.inspect.tab import connect_chart_to_inspect, create_inspect_tab
@@ -102,6 +103,7 @@ def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, 
         quiet=False,
         footer_links=["api", "settings"],
         allowed_paths=[str(exports_dir(settings))],  # the Export panel's downloads
+        app_kwargs={"routes": ingest_routes(ctx.store)},  # /api/v1: runs recorded from scripts, by API token
     )
     if not block:
         return blocks, ctx

@@ -24,6 +24,7 @@ from sqlalchemy import and_, bindparam, delete, func, insert, literal_column, or
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload, sessionmaker
 
+from storage.api_tokens import ApiTokenQueries  # API tokens, script runs (grpo_core.integrations)
 from storage.engine import create_schema, make_engine
 from storage.float16 import pack_float16, unpack_float16
 from storage.records import (
@@ -307,7 +308,7 @@ def _token_stats_values(completion_id: int, stats: TokenStats) -> dict[str, Any]
             "entropy": None if stats.entropy is None else pack_float16(stats.entropy)}
 
 
-class Store:
+class Store(ApiTokenQueries):
     """Reads and writes the dashboard's state in a SQL database.
 
     Args:
