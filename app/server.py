@@ -16,6 +16,7 @@ from app.catalog_sync import CatalogSync
 from app.context import AppContext
 from app.ingest_api import ingest_routes  # scripts recording over HTTP (grpo_core.integrations)
 from app.public_api import create_public_api, hide_internal_endpoints
+from app.tabs.api_tokens import create_api_tokens_tab
 from app.tabs.datasets import create_datasets_tab
 from app.tabs.inspect.tab import connect_chart_to_inspect, create_inspect_tab
 from app.tabs.launch.tab import create_launch_tab
@@ -64,6 +65,8 @@ def build_blocks(ctx: AppContext) -> gr.Blocks:
                 inspect_parts = create_inspect_tab(ctx, inspect_tab, sync)
             with gr.Tab("Try the model", id="try", elem_id="tab-try"):
                 create_try_model_tab(ctx, sync)
+            with gr.Tab("API tokens", id="tokens", elem_id="tab-tokens") as tokens_tab:  # scripts over HTTP
+                create_api_tokens_tab(ctx, tokens_tab)
         connect_chart_to_inspect(ctx, runs_tab, inspect_parts, tabs)
         sync.connect(blocks)
         create_public_api(ctx)

@@ -54,7 +54,8 @@ from storage import RunStatus
 
 ENV_URL = "GRPO_DASHBOARD_URL"
 ENV_TOKEN = "GRPO_DASHBOARD_TOKEN"
-#: Seconds the end of training waits for the spool to reach a served dashboard before leaving it for ``sync``.
+#: Seconds the end of training waits for the spool to reach a served dashboard before leaving it for ``sync``
+#: (``$GRPO_DASHBOARD_FINAL_SEND_S`` overrides it).
 FINAL_SEND_S = 30.0
 
 
@@ -257,7 +258,7 @@ class DashboardCallback(TrainerCallback):
                 status = RunStatus.COMPLETED
             self.store.finish_run(self.run_id, status, error=error)
             if self.sender is not None:
-                if not self.sender.flush(FINAL_SEND_S):
+                if not self.sender.flush(float(os.environ.get("GRPO_DASHBOARD_FINAL_SEND_S") or FINAL_SEND_S)):
                     print(f"[grpo-dashboard] the dashboard has not taken every step yet; send them later with "
                           f"`grpo-dashboard sync {self.sender.spool.folder}`", file=sys.stderr)
                 self.sender.stop()

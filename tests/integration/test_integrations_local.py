@@ -5,7 +5,6 @@ dashboard stops it at its next step; the launcher leaves it alone; a crash marks
 from __future__ import annotations
 
 import signal
-import time
 
 import pytest
 
@@ -14,17 +13,7 @@ from grpo_core.runs.files import list_checkpoints
 from grpo_core.runs.script_runs import is_script_run
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus
-from tests.integration.scripts.runner import check_recorded_run, run_script, start_script
-
-
-def _wait(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"{what} within {timeout_s} s")
+from tests.integration.scripts.runner import check_recorded_run, run_script, start_script, wait_until
 
 
 def test_script_records_every_step_into_a_data_directory(settings, store, tiny_model_dir, tmp_path):
@@ -44,8 +33,8 @@ def test_cancel_in_the_dashboard_stops_the_script_and_the_launcher_leaves_it_alo
     log = tmp_path / "log.txt"
     process = start_script(tiny_model_dir, tmp_path / "out", log, target=settings.db_url, steps=40, step_sleep=0.5)
     try:
-        run = _wait(lambda: next(iter(store.list_runs()), None), 180, "the run was not created")
-        _wait(lambda: store.get_run(run.id).current_step >= 1, 180, "no step was recorded")
+        run = wait_until(lambda: next(iter(store.list_runs()), None), 180, "the run was not created")
+        wait_until(lambda: store.get_run(run.id).current_step >= 1, 180, "no step was recorded")
         launcher = Launcher(store, settings)
         launcher.tick()  # a dashboard watching: the script's run is not its worker, not "vanished"
         assert store.get_run(run.id).status == RunStatus.RUNNING

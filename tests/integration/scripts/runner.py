@@ -34,13 +34,15 @@ def script_args(model: Path, output_dir: Path, *, target: str | None, steps: int
 
 
 def start_script(model: Path, output_dir: Path, log: Path, *, target: str | None, steps: int = 2,
-                 launcher: list[str] | None = None, **options) -> subprocess.Popen:
+                 launcher: list[str] | None = None, env: dict[str, str] | None = None,
+                 **options) -> subprocess.Popen:
     """The script as a child process (``launcher``: e.g. ``accelerate launch`` and its flags), its output in
     ``log``."""
     command = [*(launcher or [sys.executable]), str(SCRIPT), *script_args(model, output_dir, target=target,
                                                                           steps=steps, **options)]
     handle = open(log, "w")  # noqa: SIM115 - closed with the process by the caller's wait
-    return subprocess.Popen(command, cwd=REPO, env=script_env(), stdout=handle, stderr=subprocess.STDOUT)
+    return subprocess.Popen(command, cwd=REPO, env=script_env(**(env or {})), stdout=handle,
+                            stderr=subprocess.STDOUT)
 
 
 def run_script(model: Path, output_dir: Path, log: Path, *, timeout_s: float = 300, **kwargs) -> str:
@@ -50,6 +52,19 @@ def run_script(model: Path, output_dir: Path, log: Path, *, timeout_s: float = 3
     text = log.read_text()
     assert code == 0, text[-4000:]
     return text
+
+
+def wait_until(predicate, timeout_s: float, what: str):
+    """``predicate()``'s first true value, polled every 0.3 s; fails with ``what`` after ``timeout_s``."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"{what} within {timeout_s} s")
 
 
 def check_recorded_run(store: Store, run_id: int, *, steps: int, group_size: int = 4) -> None:
