@@ -50,6 +50,22 @@ class CrashAt(TrainerCallback):
             raise RuntimeError(f"the script broke at step {self.step}")
 
 
+def make_trainer(model_dir: str, output_dir: str, *, steps: int, save_steps: int = 0) -> GRPOTrainer:
+    """TRL's ``GRPOTrainer`` as its documentation builds one: model and tokenizer from a folder, a dataset of chat
+    prompts with an ``answer`` column, two reward functions weighted 1 and 0.5, on the CPU."""
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": q}], "answer": a} for q, a in PROMPTS])
+    config = GRPOConfig(
+        output_dir=output_dir, max_steps=steps, per_device_train_batch_size=4, num_generations=4,
+        max_completion_length=8, learning_rate=1e-4, logging_steps=1, report_to="none", use_cpu=True,
+        save_strategy="steps" if save_steps else "no", save_steps=save_steps or 500,
+        reward_weights=[1.0, 0.5], beta=0.04, seed=0, disable_tqdm=True,
+    )
+    return GRPOTrainer(model=model, reward_funcs=[correct_answer, short_reply], args=config,
+                       train_dataset=dataset, processing_class=tokenizer)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", required=True)
@@ -64,17 +80,7 @@ def main() -> None:
     parser.add_argument("--spool-dir")
     args = parser.parse_args()
 
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = AutoModelForCausalLM.from_pretrained(args.model)
-    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": q}], "answer": a} for q, a in PROMPTS])
-    config = GRPOConfig(
-        output_dir=args.output_dir, max_steps=args.steps, per_device_train_batch_size=4, num_generations=4,
-        max_completion_length=8, learning_rate=1e-4, logging_steps=1, report_to="none", use_cpu=True,
-        save_strategy="steps" if args.save_steps else "no", save_steps=args.save_steps or 500,
-        reward_weights=[1.0, 0.5], beta=0.04, seed=0,
-    )
-    trainer = GRPOTrainer(model=model, reward_funcs=[correct_answer, short_reply], args=config,
-                          train_dataset=dataset, processing_class=tokenizer)
+    trainer = make_trainer(args.model, args.output_dir, steps=args.steps, save_steps=args.save_steps)
     if args.step_sleep:
         trainer.add_callback(SlowSteps(args.step_sleep))
     if args.crash_at_step:
