@@ -62,12 +62,13 @@ async def _read_json(request: Request, limit: int = MAX_BODY_BYTES) -> Any:
         raise HTTPException(400, f"the body is not JSON: {str(exc)[:200]}") from exc
 
 
-def _validation_detail(exc: ValidationError) -> str:
-    parts = []
-    for error in exc.errors()[:5]:
-        where = ".".join(str(p) for p in error.get("loc", ()))
-        parts.append(f"{where}: {error.get('msg')}")
-    return "; ".join(parts)
+def _validated(model, body: Any):
+    """``body`` as a ``model`` (pydantic), or 422 naming the first five fields at fault."""
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        parts = [f"{'.'.join(str(p) for p in error.get('loc', ()))}: {error.get('msg')}" for error in exc.errors()[:5]]
+        raise HTTPException(422, "; ".join(parts)) from exc
 
 
 class IngestApi:
@@ -98,10 +99,7 @@ class IngestApi:
         return cursor
 
     def create(self, token: ApiTokenInfo, body: Any) -> dict[str, Any]:
-        try:
-            create = CreateRun.model_validate(body)
-        except ValidationError as exc:
-            raise HTTPException(422, _validation_detail(exc)) from exc
+        create = _validated(CreateRun, body)
         try:
             config = parse_run_config(create.config, source="config").model_dump(mode="json")
         except ConfigError as exc:
@@ -115,10 +113,7 @@ class IngestApi:
         return {"run_id": run.id, "last_seq": last_seq}
 
     def batches(self, token: ApiTokenInfo, run_id: int, body: Any) -> dict[str, Any]:
-        try:
-            batch = Batch.model_validate(body)
-        except ValidationError as exc:
-            raise HTTPException(422, _validation_detail(exc)) from exc
+        batch = _validated(Batch, body)
         self._own_run(token, run_id)
         with self._lock(run_id):
             last = self.store.ingest_cursor(run_id).last_seq
@@ -144,10 +139,7 @@ class IngestApi:
                                groups=groups)
 
     def progress(self, token: ApiTokenInfo, run_id: int, body: Any) -> dict[str, Any]:
-        try:
-            progress = Progress.model_validate(body)
-        except ValidationError as exc:
-            raise HTTPException(422, _validation_detail(exc)) from exc
+        progress = _validated(Progress, body)
         self._own_run(token, run_id)
         if self.store.get_run(run_id).status == RunStatus.RUNNING:
             self.store.heartbeat(run_id, step=progress.step, phase=progress.phase)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 from grpo_core.integrations.spool import Spool
 from storage import RunStatus, Store
@@ -15,10 +16,13 @@ from tests.integration.scripts.runner import REPO, check_recorded_run, script_en
 from tests.servers import free_port, serving
 
 
-def _token(data_dir, login: str = "alice") -> str:
-    store = Store(f"sqlite:///{data_dir}/grpo.db")
+def _data_and_token(tmp_path) -> tuple[Path, str]:
+    """A data directory for a served dashboard, and a token of login alice in its store."""
+    data = tmp_path / "data"
+    data.mkdir()
+    store = Store(f"sqlite:///{data}/grpo.db")
     try:
-        return store.create_api_token(login, "cluster")[1]
+        return data, store.create_api_token("alice", "cluster")[1]
     finally:
         store.close()
 
@@ -30,9 +34,7 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 def test_script_records_over_http_and_cancel_stops_it(tmp_path, tiny_model_dir):
-    data = tmp_path / "data"
-    data.mkdir()
-    token = _token(data)
+    data, token = _data_and_token(tmp_path)
     with serving(data) as served:
         store = Store(f"sqlite:///{data}/grpo.db")
         log = tmp_path / "log.txt"
@@ -65,9 +67,7 @@ def test_script_records_over_http_and_cancel_stops_it(tmp_path, tiny_model_dir):
 
 
 def test_dashboard_stopped_and_restarted_during_the_run_gets_every_step_once(tmp_path, tiny_model_dir):
-    data = tmp_path / "data"
-    data.mkdir()
-    token = _token(data)
+    data, token = _data_and_token(tmp_path)
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
     steps = 8
@@ -99,9 +99,7 @@ def test_dashboard_stopped_and_restarted_during_the_run_gets_every_step_once(tmp
 
 
 def test_sync_sends_the_spool_of_a_script_that_ended_while_the_dashboard_was_down(tmp_path, tiny_model_dir):
-    data = tmp_path / "data"
-    data.mkdir()
-    token = _token(data)
+    data, token = _data_and_token(tmp_path)
     port = free_port()
     log = tmp_path / "log.txt"
     process = start_script(tiny_model_dir, tmp_path / "out", log, target=f"http://127.0.0.1:{port}", token=token,
