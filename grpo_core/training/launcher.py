@@ -266,6 +266,9 @@ class Launcher:
         stopped by force (no checkpoint) and the run marked ``cancelled``. Returns whether it is stopped."""
         if run.status == RunStatus.QUEUED:
             return self.store.request_cancel(run.id).status == RunStatus.CANCELLED
+        if is_script_run(run):  # the script's process is not ours (maybe not on this machine): only Cancel reaches it
+            self.store.request_cancel(run.id)
+            return False
         executor = self.executor_for(run)
         if executor is None or not executor.force_stop(run):
             return False

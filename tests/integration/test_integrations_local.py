@@ -38,7 +38,9 @@ def test_cancel_in_the_dashboard_stops_the_script_and_the_launcher_leaves_it_alo
         launcher = Launcher(store, settings)
         launcher.tick()  # a dashboard watching: the script's run is not its worker, not "vanished"
         assert store.get_run(run.id).status == RunStatus.RUNNING
-        store.request_cancel(run.id)
+        # "stop now" cannot kill a process that is not the dashboard's: it asks for the cooperative stop
+        assert launcher.stop_now(store.get_run(run.id)) is False
+        assert store.get_run(run.id).cancel_requested
         assert process.wait(timeout=120) == 0, log.read_text()[-3000:]
     finally:
         if process.poll() is None:
@@ -64,3 +66,15 @@ def test_a_script_that_crashes_leaves_the_run_failed(settings, store, tiny_model
     assert run.status == RunStatus.FAILED
     assert "step 2" in (run.error or ""), run.error
     assert store.group_steps(run.id) == [1]
+
+
+def test_the_callback_given_to_the_trainer_s_constructor_records_too(settings, store, tiny_model_dir, tmp_path):
+    from grpo_core.integrations import DashboardCallback
+    from tests.integration.scripts.trl_grpo_script import make_trainer
+
+    callback = DashboardCallback(settings.db_url, name="in-process", keep_columns=["answer"])
+    trainer = make_trainer(str(tiny_model_dir), str(tmp_path / "out"), steps=1, callbacks=[callback])
+    trainer.train()
+    [run] = store.list_runs()
+    assert run.id == callback.run_id and run.name == "in-process" and run.status == RunStatus.COMPLETED
+    check_recorded_run(store, run.id, steps=1, command="pytest")

@@ -67,7 +67,8 @@ def wait_until(predicate, timeout_s: float, what: str):
     raise AssertionError(f"{what} within {timeout_s} s")
 
 
-def check_recorded_run(store: Store, run_id: int, *, steps: int, group_size: int = 4) -> None:
+def check_recorded_run(store: Store, run_id: int, *, steps: int, group_size: int = 4,
+                       command: str = "trl_grpo_script.py") -> None:
     """Everything a dashboard run has: a metric per TRL key at every step, groups with prompts, completions,
     per-function rewards, totals and TRL's advantages (summing to ~0 per group), the kept column, token values,
     the script's provenance, a config the doctor reads."""
@@ -97,7 +98,7 @@ def check_recorded_run(store: Store, run_id: int, *, steps: int, group_size: int
     stats = store.token_stats(groups[0].id, 0)
     assert stats is not None and len(stats.pieces) == len(stats.logprobs) >= 1
     origin = run.provenance["recorded_from"]
-    assert origin["kind"] == "script" and "trl_grpo_script.py" in origin["command"] and origin["host"]
+    assert origin["kind"] == "script" and command in origin["command"] and origin["host"]
     assert origin["grpo_config"]["num_generations"] == group_size and run.provenance["versions"]["trl"]
     assert [(r["name"], r["weight"]) for r in run.config["rewards"]] == [("correct_answer", 1.0), ("short_reply", 0.5)]
     assert run.config["beta"] == 0.04 and run.config["max_completion_length"] == 8

@@ -50,7 +50,7 @@ class CrashAt(TrainerCallback):
             raise RuntimeError(f"the script broke at step {self.step}")
 
 
-def make_trainer(model_dir: str, output_dir: str, *, steps: int, save_steps: int = 0) -> GRPOTrainer:
+def make_trainer(model_dir: str, output_dir: str, *, steps: int, save_steps: int = 0, callbacks=None) -> GRPOTrainer:
     """TRL's ``GRPOTrainer`` as its documentation builds one: model and tokenizer from a folder, a dataset of chat
     prompts with an ``answer`` column, two reward functions weighted 1 and 0.5, on the CPU."""
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -63,7 +63,7 @@ def make_trainer(model_dir: str, output_dir: str, *, steps: int, save_steps: int
         reward_weights=[1.0, 0.5], beta=0.04, seed=0, disable_tqdm=True,
     )
     return GRPOTrainer(model=model, reward_funcs=[correct_answer, short_reply], args=config,
-                       train_dataset=dataset, processing_class=tokenizer)
+                       train_dataset=dataset, processing_class=tokenizer, callbacks=callbacks)
 
 
 def main() -> None:
