@@ -101,7 +101,8 @@ class IngestApi:
     def create(self, token: ApiTokenInfo, body: Any) -> dict[str, Any]:
         create = _validated(CreateRun, body)
         try:
-            config = parse_run_config(create.config, source="config").model_dump(mode="json")
+            # webhook_url is the dashboard's to set (a token holder's would make the server call any address)
+            config = parse_run_config({**create.config, "webhook_url": ""}, source="config").model_dump(mode="json")
         except ConfigError as exc:
             raise HTTPException(422, str(exc)[:2000]) from exc
         provenance = dict(create.provenance)

@@ -19,7 +19,7 @@ import secrets
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import select, update
@@ -32,6 +32,15 @@ from storage.tables import ApiTokenRow, IngestCursorRow, RunRow, RunStatus, utcn
 TOKEN_PREFIX = "grpo_"
 #: Longest login or token name, in characters.
 MAX_NAME_CHARS = 200
+
+
+#: Seconds between two writes of a token's ``last_used_at``.
+LAST_USED_RESOLUTION_S = 60.0
+
+
+def _aware(moment: datetime) -> datetime:
+    """A stored time as timezone-aware UTC (SQLite gives it back naive)."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
 def token_hash(plain: str) -> str:
@@ -130,8 +139,10 @@ class ApiTokenQueries:
             # the lookup is by hash; compare again in constant time all the same
             if row is None or row.revoked_at is not None or not hmac.compare_digest(row.token_hash, digest):
                 return None
-            row.last_used_at = utcnow()
-            session.commit()
+            now = utcnow()
+            if row.last_used_at is None or (now - _aware(row.last_used_at)).total_seconds() > LAST_USED_RESOLUTION_S:
+                row.last_used_at = now  # once a minute at most: a sender's requests need not each write
+                session.commit()
             return _token_info(row)
 
     # ----------------------------------------------------------------------------------------- script runs

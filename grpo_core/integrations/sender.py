@@ -87,17 +87,21 @@ class SpoolSender:
     """Empties ``spool`` into the dashboard through ``client`` on a daemon thread (started by :meth:`start`).
 
     Args:
-        poll_s: seconds between two looks at the spool when it is empty, and between two progress reports.
+        poll_s: seconds between two looks at the spool when it is empty.
+        progress_s: least seconds between two progress reports (the heartbeat, and the cancel flag's answer when no
+            step was sent meanwhile).
         max_backoff_s: longest pause after a failed request.
         log: where one line per change of the connection's state goes (lost, back, refused).
     """
 
     def __init__(self, spool: Spool, client: DashboardClient, *, poll_s: float = 0.5, max_backoff_s: float = 30.0,
-                 log=None) -> None:
+                 progress_s: float = 2.0, log=None) -> None:
         self.spool = spool
         self.client = client
         self.poll_s = poll_s
         self.max_backoff_s = max_backoff_s
+        self.progress_s = progress_s
+        self._next_progress = 0.0
         self.log = log or (lambda message: print(f"[grpo-dashboard] {message}", file=sys.stderr, flush=True))
         self.cancel_requested = threading.Event()
         self.progress_step: int | None = None
@@ -141,8 +145,10 @@ class SpoolSender:
             if self.spool.acked == before:
                 raise DashboardError(0, f"the dashboard applied none of records {records[0]['seq']}.."
                                         f"{records[-1]['seq']}")
-        if self.client.progress(run_id, self.progress_step, self.progress_phase):
-            self.cancel_requested.set()
+        if time.monotonic() >= self._next_progress:  # a batch's answer carries the cancel flag too
+            self._next_progress = time.monotonic() + self.progress_s
+            if self.client.progress(run_id, self.progress_step, self.progress_phase):
+                self.cancel_requested.set()
         return self.spool.finished
 
     def _loop(self) -> None:

@@ -81,6 +81,8 @@ def test_create_is_idempotent_owned_by_the_login_and_always_marked_a_script_run(
     assert other.json()["run_id"] != first.json()["run_id"]
     run = store.get_run(first.json()["run_id"])
     assert run.owner == "alice" and run.status == RunStatus.RUNNING and is_script_run(run)
+    hooked = _create(client, tokens["alice"], key="key-0006", config={**CONFIG, "webhook_url": "http://127.0.0.1:22/"})
+    assert store.get_run(hooked.json()["run_id"]).config["webhook_url"] == ""  # the server calls no address of theirs
     assert run.provenance["recorded_from"]["token"] == "cluster"
     assert _create(client, tokens["alice"], key="key-0002", owner="bob").status_code == 422  # no such field
     assert _create(client, tokens["alice"], key="k").status_code == 422  # key too short
@@ -91,7 +93,7 @@ def test_create_is_idempotent_owned_by_the_login_and_always_marked_a_script_run(
     assert bad.status_code == 422
     huge = _create(client, tokens["alice"], key="key-0005", provenance={"x": "a" * 600_000})
     assert huge.status_code == 422
-    assert len(store.list_runs()) == 2
+    assert len(store.list_runs()) == 3
 
 
 def test_each_record_is_applied_once_in_order(api, store):
