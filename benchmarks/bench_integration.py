@@ -14,7 +14,9 @@ every repetition:
 A step's time is the interval between consecutive ``on_step_begin`` calls (it includes the logging and recording of
 the step before); the first of each repetition is warm-up and dropped. Printed: the median and p90 step of each mode,
 its ratio to bare (pooled medians, and the median and min-max of the per-repetition ratios, with a 95% bootstrap
-interval of their median). What it leaves out: several processes, a GPU, a remote network; the tiny model's short
+interval of their median), and the milliseconds per step the training thread spends inside the callback (its
+``on_step_end`` and ``on_log``, and the reward tap's wait for the recorder before each scoring; measured directly, so
+it holds on a busy machine where the ratios scatter). What it leaves out: several processes, a GPU, a remote network; the tiny model's short
 steps make the ratio a pessimistic bound for real models.
 
 Usage: ``python benchmarks/bench_integration.py [--steps 6] [--reps 4] [--model FOLDER]``
@@ -49,6 +51,46 @@ from tests.servers import free_port  # noqa: E402
 MODES = ("bare", "local", "http", "offline")
 
 
+class TimedCallback(DashboardCallback):
+    """``DashboardCallback`` that adds up the seconds the training thread spends in it: its callbacks (the run's
+    creation at ``on_train_begin`` apart: once per run) and the reward tap's wait for the recorder before a scoring."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.inside_s = 0.0
+        self.begin_s = 0.0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        started = time.perf_counter()
+        result = super().on_train_begin(args, state, control, **kwargs)
+        self.begin_s = time.perf_counter() - started
+        tap = self.recorder.tap
+        wait = tap.before_scoring
+
+        def timed_wait() -> None:
+            begun = time.perf_counter()
+            try:
+                wait()
+            finally:
+                self.inside_s += time.perf_counter() - begun
+
+        tap.before_scoring = timed_wait
+        return result
+
+    def _timed(self, name, *args, **kwargs):
+        begun = time.perf_counter()
+        try:
+            return getattr(super(), name)(*args, **kwargs)
+        finally:
+            self.inside_s += time.perf_counter() - begun
+
+    def on_step_end(self, *args, **kwargs):
+        return self._timed("on_step_end", *args, **kwargs)
+
+    def on_log(self, *args, **kwargs):
+        return self._timed("on_log", *args, **kwargs)
+
+
 def serve_ingest_api(data_dir: Path) -> tuple[subprocess.Popen, str, str]:
     """The ingest API on a free port in a child process; returns it, its URL and a fresh token."""
     url_db = sqlite_url(data_dir / "grpo.db")
@@ -72,20 +114,24 @@ def serve_ingest_api(data_dir: Path) -> tuple[subprocess.Popen, str, str]:
     return process, url, token
 
 
-def train_once(mode: str, model: str, folder: Path, steps: int, http: tuple[str, str]) -> list[float]:
-    """Train ``steps`` steps in ``mode``; the step intervals (warm-up dropped)."""
+def train_once(mode: str, model: str, folder: Path, steps: int, http: tuple[str, str]) -> tuple[list[float], float]:
+    """Train ``steps`` steps in ``mode``; the step intervals (warm-up dropped) and the callback's seconds per step on
+    the training thread (0 for bare)."""
     trainer = make_trainer(model, str(folder / "out"), steps=steps)
     clock = StepClock()
     trainer.add_callback(clock)
+    callback = None
     if mode == "local":
-        trainer.add_callback(DashboardCallback(str(folder / "data"), name="bench"))
+        callback = TimedCallback(str(folder / "data"), name="bench")
     elif mode == "http":
-        trainer.add_callback(DashboardCallback(http[0], token=http[1], name="bench", spool_dir=folder / "spool"))
+        callback = TimedCallback(http[0], token=http[1], name="bench", spool_dir=folder / "spool")
     elif mode == "offline":
-        trainer.add_callback(DashboardCallback(f"http://127.0.0.1:{free_port()}", token="grpo_x", name="bench",
-                                               spool_dir=folder / "spool-offline"))
+        callback = TimedCallback(f"http://127.0.0.1:{free_port()}", token="grpo_x", name="bench",
+                                 spool_dir=folder / "spool-offline")
+    if callback is not None:
+        trainer.add_callback(callback)
     trainer.train()
-    return clock.intervals()
+    return clock.intervals(), (callback.inside_s / steps if callback is not None else 0.0)
 
 
 def main() -> None:
@@ -108,11 +154,13 @@ def main() -> None:
         server, url, token = serve_ingest_api(root / "server")
         times: dict[str, list[float]] = {mode: [] for mode in MODES}
         rep_medians: dict[str, list[float]] = {mode: [] for mode in MODES}
+        inside: dict[str, list[float]] = {mode: [] for mode in MODES}
         try:
             for rep in range(args.reps):
                 order = MODES[rep % len(MODES):] + MODES[:rep % len(MODES)]
                 for mode in order:
-                    intervals = train_once(mode, model, root / f"{mode}-{rep}", args.steps, (url, token))
+                    intervals, seconds = train_once(mode, model, root / f"{mode}-{rep}", args.steps, (url, token))
+                    inside[mode].append(seconds)
                     times[mode].extend(intervals)
                     rep_medians[mode].append(statistics.median(intervals))
         finally:
@@ -121,7 +169,8 @@ def main() -> None:
     bare = statistics.median(times["bare"])
     print(f"{args.reps} repetitions x {args.steps} steps (first dropped), torch threads {torch.get_num_threads()}")
     print(f"{'mode':<8} {'steps':>6} {'median step ms':>15} {'p90 step ms':>12} {'ratio':>7} "
-          f"{'rep ratios: median (min-max)':>29} {'95% interval of the median ratio':>33}")
+          f"{'rep ratios: median (min-max)':>29} {'95% interval of the median ratio':>33} "
+          f"{'callback ms/step':>17}")
     for mode in MODES:
         values = sorted(times[mode])
         p90 = values[min(len(values) - 1, int(0.9 * (len(values) - 1) + 0.5))]
@@ -130,7 +179,7 @@ def main() -> None:
         print(f"{mode:<8} {len(values):>6} {statistics.median(values) * 1000:>15.1f} {p90 * 1000:>12.1f} "
               f"{statistics.median(values) / bare:>7.3f} "
               f"{statistics.median(ratios):>10.3f} ({min(ratios):.3f}-{max(ratios):.3f}){'':>3} "
-              f"{low:>22.3f}-{high:.3f}")
+              f"{low:>22.3f}-{high:.3f} {statistics.median(inside[mode]) * 1000:>17.2f}")
 
 
 if __name__ == "__main__":
