@@ -29,7 +29,8 @@ def test_script_records_every_step_into_a_data_directory(settings, store, tiny_m
 
 
 def test_cancel_in_the_dashboard_stops_the_script_and_the_launcher_leaves_it_alone(settings, store, tiny_model_dir,
-                                                                                      tmp_path):
+                                                                                      tmp_path, monkeypatch):
+    monkeypatch.setattr("grpo_core.training.executors.STARTING_GRACE_S", 0.0)  # no grace: a worker would be "gone"
     log = tmp_path / "log.txt"
     process = start_script(tiny_model_dir, tmp_path / "out", log, target=settings.db_url, steps=40, step_sleep=0.5)
     try:
