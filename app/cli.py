@@ -11,6 +11,7 @@ import logging
 import sys
 from pathlib import Path
 
+from app.cli_integrations import add_integration_commands, run_integration_command
 from grpo_core.jobs.preflight import add_preflight_arguments
 from grpo_core.runs.config import RunConfig, parse_run_config
 
@@ -131,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
         "grpo_core/worker/preflight.py).",
     )
     add_preflight_arguments(preflight)
+    add_integration_commands(sub, _add_common)  # token, sync: runs recorded from scripts (docs/integrations.md)
     return parser
 
 
@@ -174,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"grpo-dashboard: data in {settings.data_dir}, store {redact_url(settings.db_url)}", flush=True)
         serve(settings)
         return 0
+    integration = run_integration_command(args)  # token, sync
+    if integration is not None:
+        return integration
     if args.command == "preflight":
         return _preflight(args)
     if args.command == "sweep":

@@ -14,7 +14,9 @@ import gradio as gr
 
 from app.catalog_sync import CatalogSync
 from app.context import AppContext
+from app.ingest_api import ingest_routes  # scripts recording over HTTP (grpo_core.integrations)
 from app.public_api import create_public_api, hide_internal_endpoints
+from app.tabs.api_tokens import create_api_tokens_tab
 from app.tabs.datasets import create_datasets_tab
 from app.tabs.inspect.tab import create_inspect_tab
 from app.tabs.launch.tab import create_launch_tab
@@ -63,6 +65,8 @@ def build_blocks(ctx: AppContext) -> gr.Blocks:
                 create_inspect_tab(ctx, inspect_tab, sync, runs=runs_tab, tabs=tabs)
             with gr.Tab("Try the model", id="try", elem_id="tab-try"):
                 create_try_model_tab(ctx, sync)
+            with gr.Tab("API tokens", id="tokens", elem_id="tab-tokens") as tokens_tab:  # scripts over HTTP
+                create_api_tokens_tab(ctx, tokens_tab)
         sync.connect(blocks)
         create_public_api(ctx)
     hide_internal_endpoints(blocks)
@@ -101,6 +105,7 @@ def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, 
         quiet=False,
         footer_links=["api", "settings"],
         allowed_paths=[str(exports_dir(settings))],  # the Export panel's downloads
+        app_kwargs={"routes": ingest_routes(ctx.store)},  # /api/v1: runs recorded from scripts, by API token
     )
     if not block:
         return blocks, ctx

@@ -66,7 +66,9 @@ from transformers import PrinterCallback, TrainerCallback  # noqa: E402
 
 from grpo_core.datasets.formats import load_prompt_dataset  # noqa: E402
 from grpo_core.runs.config import RunConfig  # noqa: E402
-from grpo_core.worker.recorder import Heartbeat, RolloutTap, RunRecorder  # noqa: E402
+from grpo_core.worker.group_capture import RolloutTap  # noqa: E402
+from grpo_core.worker.heartbeat import Heartbeat  # noqa: E402
+from grpo_core.worker.recorder import RunRecorder  # noqa: E402
 from grpo_core.worker.store_writer import StoreWrite, StoreWriter  # noqa: E402
 from grpo_core.worker.trainer import build_trainer  # noqa: E402
 from storage import Store, sqlite_url  # noqa: E402

@@ -17,11 +17,13 @@ own module on the shared engine and sessions of :class:`storage.base.StoreBase`:
 :mod:`storage.groups`     sampled groups, completions and per-token values, by step
 :mod:`storage.prompts`    one prompt's groups across steps, the rows sampled most, text search
 :mod:`storage.steps`      what one training step records, in one transaction
+:mod:`storage.api_tokens` API tokens, and the runs a training script records over HTTP (:mod:`grpo_core.integrations`)
 ========================  ==========================================================================================
 """
 
 from __future__ import annotations
 
+from storage.api_tokens import ApiTokenQueries
 from storage.datasets import DatasetStore
 from storage.prompts import PromptStore
 from storage.runs import RunStore
@@ -29,7 +31,7 @@ from storage.steps import StepStore
 from storage.sweeps import SweepStore
 
 
-class Store(DatasetStore, RunStore, SweepStore, StepStore, PromptStore):
+class Store(DatasetStore, RunStore, SweepStore, StepStore, PromptStore, ApiTokenQueries):
     """Reads and writes the dashboard's state in a SQL database.
 
     Args:

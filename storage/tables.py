@@ -353,6 +353,35 @@ class TokenStatsRow(Base):
         )
 
 
+# --- API tokens and runs recorded from users' own scripts (grpo_core.integrations) ------------------------------
+class ApiTokenRow(Base):
+    """A login's API token for recording runs over HTTP (:mod:`storage.api_tokens`): only its sha256 is stored."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    login: Mapped[str] = mapped_column(String(200), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class IngestCursorRow(Base):
+    """A run recorded over HTTP: the token that created it, the sender's key for it (so that a retried create
+    finds it) and the sequence number of the last batch applied (so that a resent batch is applied once)."""
+
+    __tablename__ = "ingest_cursors"
+    __table_args__ = (UniqueConstraint("token_id", "client_key", name="uq_ingest_cursors_client_key"),)
+
+    run_id: Mapped[int] = mapped_column(Integer, primary_key=True)  # runs.id; no foreign key, like sweep_id
+    token_id: Mapped[int] = mapped_column(Integer)
+    client_key: Mapped[str] = mapped_column(String(64))
+    last_seq: Mapped[int] = mapped_column(Integer, default=0)
+# --- end of API tokens --------------------------------------------------------------------------------------------
+
+
 def create_missing_indexes(engine: Engine) -> None:
     """Create every index of the models that the database lacks (idempotent).
 

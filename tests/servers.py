@@ -36,13 +36,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(data_dir: Path, *args: str, log_path: Path | None = None, timeout_s: float = 180) -> Iterator[Served]:
+def serving(data_dir: Path, *args: str, log_path: Path | None = None, timeout_s: float = 180,
+            port: int | None = None) -> Iterator[Served]:
     """Serve the dashboard on ``data_dir`` with the extra ``serve`` arguments ``args`` (``--auth u:p``, ...) until the
     block ends. The environment's ``GRPO_*`` settings are left out, so only ``args`` configure it.
 
     Fails the test (with the log's end) when the server exits or does not answer ``/config`` within ``timeout_s``.
+    ``port``: serve there (a dashboard restarted where its clients know it), else on a free port.
     """
-    port = free_port()
+    port = port or free_port()
     log_path = log_path or Path(data_dir) / "serve.log"
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRPO_")}

@@ -10,6 +10,7 @@ from typing import Any
 
 from grpo_core.rewards.compose import REWARD_ERRORS_KEY
 from grpo_core.runs.provenance import short_hash
+from grpo_core.runs.script_runs import describe_origin
 from storage import GroupRecord, RunInfo, RunStatus
 
 STATUS_COLOURS = {
@@ -147,6 +148,8 @@ def run_status_html(run: RunInfo, log_tail: str = "", now: datetime | None = Non
                                        for t in run.tags))
     if run.notes:
         parts.append(f'<div style="white-space:pre-wrap;font-size:13px">{html.escape(run.notes)}</div>')
+    if describe_origin(run):  # a run recorded from a user's own training script (grpo_core.integrations)
+        parts.append(f'<div class="grpo-script-run" style="font-size:12px">{html.escape(describe_origin(run))}</div>')
     if run.run_dir:
         parts.append(f'<div style="font-size:12px;color:#6b7280">folder: {html.escape(run.run_dir)}</div>')
     parts.append(provenance_html(run.provenance))

@@ -30,6 +30,7 @@ from grpo_core.access.boundary import boundary_for
 from grpo_core.access.ownership import SINGLE_USER, Actor, check_may_change
 from grpo_core.datasets.library import purge_deleted_dataset
 from grpo_core.runs.files import Checkpoint, last_checkpoint, run_dir
+from grpo_core.runs.script_runs import describe_origin, is_script_run
 from grpo_core.settings import Settings
 from storage import RunInfo, RunStatus, Store
 
@@ -111,6 +112,8 @@ def resume_run(store: Store, settings: Settings, run_id: int, actor: Actor = SIN
     boundary_for(settings, actor).check_stored(run.config or {}, "resume")
     if run.status not in (RunStatus.CANCELLED, RunStatus.FAILED):
         raise RunActionError(f"run #{run.id} is {run.status.value}: only a cancelled or failed run can be resumed")
+    if is_script_run(run):
+        raise RunActionError(f"run #{run.id} was {describe_origin(run)}; resume it there (resume_from_checkpoint)")
     if _worker_still_exiting(run):
         raise RunActionError(f"run #{run.id}'s worker (pid {run.worker_pid}) is still exiting; try again shortly")
     checkpoint = resume_point(settings, run)

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from grpo_core.processes import free_port
 from grpo_core.runs.files import log_path as run_log_path
 from grpo_core.runs.files import run_dir
+from grpo_core.runs.script_runs import is_script_run
 from grpo_core.settings import ENV_DB_URL, ENV_SHARED_DIR, Settings
 from grpo_core.training.executors import Executor, LocalExecutor, RayExecutor, WorkerLaunch, WorkerState, make_executor
 from grpo_core.training.gpus import GpuAllocationError, allocate_gpus, gpus_needed, machine_gpus, parse_gpu_list
@@ -211,6 +212,8 @@ class Launcher:
         if self._local is not self.executor:
             self._local.collect_exited()
         for run in self.store.list_runs([RunStatus.RUNNING]):
+            if is_script_run(run):  # trains in a user's own script, maybe elsewhere: it reports its own end
+                continue
             executor = self.executor_for(run)
             if executor is None:
                 if run.id not in self._unwatched:
@@ -263,6 +266,9 @@ class Launcher:
         stopped by force (no checkpoint) and the run marked ``cancelled``. Returns whether it is stopped."""
         if run.status == RunStatus.QUEUED:
             return self.store.request_cancel(run.id).status == RunStatus.CANCELLED
+        if is_script_run(run):  # the script's process is not ours (maybe not on this machine): only Cancel reaches it
+            self.store.request_cancel(run.id)
+            return False
         executor = self.executor_for(run)
         if executor is None or not executor.force_stop(run):
             return False
@@ -277,7 +283,7 @@ class Launcher:
         return self._machine_gpus
 
     def _start_queued(self) -> None:
-        running_runs = self.store.list_runs([RunStatus.RUNNING])
+        running_runs = [r for r in self.store.list_runs([RunStatus.RUNNING]) if not is_script_run(r)]
         running = len(running_runs)
         in_use = {gpu for r in running_runs for gpu in parse_gpu_list(r.gpus)}
         queued = sorted(self.store.list_runs([RunStatus.QUEUED]), key=lambda r: r.id)

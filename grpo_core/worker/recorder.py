@@ -2,7 +2,8 @@
 
 Two pieces cooperate:
 
-* :class:`RolloutTap` wraps the first reward function. TRL calls it once per generation batch with the
+* :class:`~grpo_core.worker.group_capture.RolloutTap` (in :mod:`grpo_core.worker.group_capture`, with the readers of
+  TRL's buffers) wraps the first reward function. TRL calls it once per generation batch with the
   ``completion_ids`` and the dataset columns; it passes the token count, truncation flag and dataset row of every
   completion to TRL's ``log_extra`` hook, so that TRL gathers them across processes in the same order as the
   prompts, completions, per-function rewards and advantages it keeps in ``trainer._logs``.
@@ -51,261 +52,23 @@ bucket per key kept in memory (:class:`storage.StepCache`), so a step reads noth
 
 from __future__ import annotations
 
-import math
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from transformers import TrainerCallback
 
-from grpo_core.datasets.rows import ROW_INDEX_COLUMN, prompt_text
-from grpo_core.rewards.compose import REWARD_ERRORS_KEY, REWARD_ERRORS_PREFIX
-from grpo_core.rewards.registry import completion_text
-from grpo_core.worker.policy_model import EndOfSequence
+from grpo_core.worker.group_capture import RolloutTap, groups_from_trl_logs, snapshot_of_trl_logs, tail_of_trl_logs
+from grpo_core.worker.heartbeat import Heartbeat
 from grpo_core.worker.store_writer import StoreWrite, StoreWriter
-from storage import CompletionRecord, GroupRecord, StepCache, Store
+from storage import GroupRecord, StepCache, Store
 
 if TYPE_CHECKING:
     from grpo_core.worker.token_stats import TokenCapture
 
-_EXTRA_TOKENS = "_num_tokens"
-_EXTRA_TRUNCATED = "_truncated"
 #: Default least seconds between two cancel checks before a scoring, and between two progress beats of steps that log
 #: nothing (the dashboard's pages refresh every 2 s; the heartbeat thread beats every 5 s besides).
 PROGRESS_INTERVAL_S = 1.0
-
-
-class RolloutTap:
-    """A reward function wrapper that reports each completion's length, truncation and dataset row to TRL.
-
-    Args:
-        func: the reward function to wrap; its result is returned unchanged and its ``__name__`` kept.
-        end: the model's end tokens (:func:`grpo_core.worker.policy_model.end_of_sequence_ids`); a completion that ends
-            otherwise was truncated at ``max_completion_length`` (TRL's own ``completions/clipped_ratio`` rule).
-        max_completion_length: the generation limit, in tokens.
-    """
-
-    def __init__(self, func, end: EndOfSequence, max_completion_length: int) -> None:
-        self.func = func
-        self.__name__ = getattr(func, "__name__", type(func).__name__)
-        self.end = end
-        self.max_completion_length = max_completion_length
-        self.calls = 0
-        self.eval_completions = 0
-        self.in_eval: Callable[[], bool] = lambda: False
-        self.before_scoring: Callable[[], None] = lambda: None
-
-    def __call__(self, completions, **kwargs) -> list[float | None]:
-        self.before_scoring()
-        log_extra = kwargs.get("log_extra")
-        if log_extra is not None:
-            ids = kwargs.get("completion_ids") or [[] for _ in completions]
-            rows = kwargs.get(ROW_INDEX_COLUMN) or [None] * len(completions)
-            log_extra(ROW_INDEX_COLUMN, list(rows))
-            log_extra(_EXTRA_TOKENS, [len(i) for i in ids])
-            log_extra(
-                _EXTRA_TRUNCATED,
-                [self.end.is_truncated(i) for i in ids],
-            )
-        # ``calls`` counts training generations only; an evaluation's completions are counted apart, so that the
-        # recorder can cut them off the tail of TRL's buffers as eval groups.
-        if self.in_eval():
-            self.eval_completions += len(completions)
-        else:
-            self.calls += 1
-        return self.func(completions, **kwargs)
-
-
-def _nan_to_none(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(number) else number
-
-
-def groups_from_trl_logs(
-    logs: dict[str, Any],
-    *,
-    step: int,
-    num_generations: int,
-    reward_names: Sequence[str],
-    reward_weights: Sequence[float],
-    rows: Sequence[dict[str, Any]] | None = None,
-    split: str = "train",
-) -> list[GroupRecord]:
-    """Cut TRL's latest-generation buffers (``GRPOTrainer._logs``) into groups of ``num_generations``, each marked
-    with ``split``.
-
-    ``logs["prompt"]``, ``logs["completion"]``, ``logs["rewards"][name]`` and ``logs["advantages"]`` hold one entry
-    per completion of the gathered generation batch, groups contiguous (TRL's ``RepeatSampler`` repeats each prompt
-    ``num_generations`` times in a row and rewards are normalised over ``view(-1, num_generations)``).
-    The total reward is TRL's ``nansum(reward_i * weight_i)``; NaN where every function returned ``None``.
-
-    Returns:
-        One :class:`GroupRecord` per prompt; ``extra`` holds the dataset row's other columns.
-    """
-    prompts = list(logs["prompt"])
-    completions = list(logs["completion"])
-    advantages = list(logs["advantages"])
-    rewards = {name: list(logs["rewards"].get(name, [])) for name in reward_names}
-    extra = logs.get("extra", {})
-    row_ids = list(extra.get(ROW_INDEX_COLUMN, []))
-    tokens = list(extra.get(_EXTRA_TOKENS, []))
-    truncated = list(extra.get(_EXTRA_TRUNCATED, []))
-    count = min(len(prompts), len(completions), len(advantages))
-    groups: list[GroupRecord] = []
-    for start in range(0, count - count % num_generations, num_generations):
-        members = []
-        for offset in range(num_generations):
-            i = start + offset
-            per_rule = {name: _nan_to_none(values[i]) if i < len(values) else None for name, values in rewards.items()}
-            scored = [(v, w) for v, w in zip(per_rule.values(), reward_weights, strict=False) if v is not None]
-            total = sum(v * w for v, w in scored) if scored else None
-            members.append(
-                CompletionRecord(
-                    index=offset,
-                    text=completion_text(completions[i]),
-                    rewards=per_rule,
-                    total_reward=total,
-                    advantage=_nan_to_none(advantages[i]),
-                    num_tokens=int(tokens[i]) if i < len(tokens) and tokens[i] is not None else None,
-                    truncated=bool(truncated[i]) if i < len(truncated) else False,
-                )
-            )
-        row_index = row_ids[start] if start < len(row_ids) and row_ids[start] is not None else -1
-        row_extra: dict[str, Any] = {}
-        if rows is not None and 0 <= row_index < len(rows):
-            row_extra = {k: v for k, v in rows[row_index].items() if k not in ("prompt", ROW_INDEX_COLUMN)}
-        failed = _reward_errors(extra, start, num_generations)
-        if failed:
-            row_extra[REWARD_ERRORS_KEY] = failed
-        groups.append(
-            GroupRecord(
-                step=step,
-                row_index=int(row_index),
-                prompt=prompt_text(prompts[start]),
-                completions=members,
-                extra=row_extra,
-                split=split,
-            )
-        )
-    return groups
-
-
-def _reward_errors(extra: dict[str, Any], start: int, size: int) -> dict[str, dict[str, str]]:
-    """The reward errors of the completions ``start .. start + size - 1`` from TRL's ``extra`` buffers."""
-    found: dict[str, dict[str, str]] = {}
-    for column, values in extra.items():
-        if not str(column).startswith(REWARD_ERRORS_PREFIX):
-            continue
-        values = list(values)
-        for offset in range(size):
-            i = start + offset
-            if i < len(values) and values[i]:
-                found.setdefault(str(offset), {})[str(column)[len(REWARD_ERRORS_PREFIX):]] = str(values[i])
-    return found
-
-
-def tail_of_trl_logs(logs: dict[str, Any], count: int) -> dict[str, Any]:
-    """The last ``count`` entries of each of TRL's per-completion buffers (``GRPOTrainer._logs``): the completions
-    of the latest eval batch, which TRL appends after the earlier ones."""
-
-    def tail(values) -> list:
-        values = list(values)
-        return values[len(values) - min(count, len(values)):]
-
-    return {
-        "prompt": tail(logs["prompt"]),
-        "completion": tail(logs["completion"]),
-        "advantages": tail(logs["advantages"]),
-        "rewards": {name: tail(values) for name, values in logs["rewards"].items()},
-        "extra": {name: tail(values) for name, values in logs.get("extra", {}).items()},
-    }
-
-
-def snapshot_of_trl_logs(logs: dict[str, Any]) -> dict[str, Any]:
-    """A copy of TRL's per-completion buffers (``GRPOTrainer._logs``: deques TRL's next generation extends) as plain
-    lists, for :func:`groups_from_trl_logs` on another thread. The entries themselves are shared (strings, numbers
-    and message lists TRL does not change); a buffer TRL lacks is empty."""
-    return {
-        "prompt": list(logs.get("prompt", ())),
-        "completion": list(logs.get("completion", ())),
-        "advantages": list(logs.get("advantages", ())),
-        "rewards": {name: list(values) for name, values in logs.get("rewards", {}).items()},
-        "extra": {name: list(values) for name, values in logs.get("extra", {}).items()},
-    }
-
-
-class Heartbeat:
-    """A daemon thread that tells the store every ``interval_s`` seconds that the worker lives.
-
-    It also reads the run's cancel flag; :attr:`cancel_requested` becomes True once the dashboard asks to stop.
-    """
-
-    def __init__(self, store: Store, run_id: int, interval_s: float = 5.0) -> None:
-        self.store = store
-        self.run_id = run_id
-        self.interval_s = interval_s
-        self.cancel_requested = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=f"heartbeat-{run_id}", daemon=True)
-
-    def start(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def beat(self, *, step: int | None = None, phase: str | None = None) -> None:
-        """Write a heartbeat now (with a step or phase); never raises (a busy store only delays the next one)."""
-        try:
-            if self.store.heartbeat(self.run_id, step=step, phase=phase):
-                self.cancel_requested.set()
-        except Exception:  # noqa: BLE001 - a missed heartbeat must not kill training
-            pass
-
-    def check_cancel(self) -> bool:
-        """Read the run's cancel flag now (no write) and set :attr:`cancel_requested` if it is up; returns the flag.
-        Never raises (an unreadable store leaves the flag as it was)."""
-        try:
-            if self.store.cancel_requested(self.run_id):
-                self.cancel_requested.set()
-        except Exception:  # noqa: BLE001 - the periodic beat reads it again
-            pass
-        return self.cancel_requested.is_set()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self.beat()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-
-class SilentHeartbeat:
-    """The heartbeat of a process that must not write to the store (a non-main rank of a multi-process run).
-
-    Same interface as :class:`Heartbeat`; it writes nothing and reads nothing. Its :attr:`cancel_requested` is set
-    only by the worker's SIGTERM handler; whether training stops is the main process's decision, which
-    :class:`RunRecorder` broadcasts to every process.
-    """
-
-    def __init__(self) -> None:
-        self.cancel_requested = threading.Event()
-
-    def start(self) -> SilentHeartbeat:
-        """Nothing to start; returns itself, like :meth:`Heartbeat.start`."""
-        return self
-
-    def beat(self, *, step: int | None = None, phase: str | None = None) -> None:
-        """Do nothing: only the main process reports."""
-
-    def check_cancel(self) -> bool:
-        """Read nothing; returns :attr:`cancel_requested` (set by SIGTERM only)."""
-        return self.cancel_requested.is_set()
-
-    def stop(self) -> None:
-        """Nothing to stop."""
 
 
 def _plain(value: Any) -> Any:

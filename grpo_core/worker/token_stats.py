@@ -251,7 +251,7 @@ class TokenCapture:
         """The :class:`~storage.TokenStats` of the completion at ``position`` of the latest training generation
         (``None`` when TRL has not trained on it yet, or it is another process's).
 
-        ``num_tokens`` is the completion's length (the :class:`~grpo_core.worker.recorder.RolloutTap`'s count);
+        ``num_tokens`` is the completion's length (the :class:`~grpo_core.worker.group_capture.RolloutTap`'s count);
         without it, the tokens of TRL's ``completion_mask`` (which ``mask_truncated_completions`` empties).
         ``snapshot``: a :meth:`snapshot` (default: the capture as it is now).
         """
@@ -274,7 +274,7 @@ class TokenCapture:
         )
 
     def attach(self, groups: Sequence[GroupRecord], snapshot: dict[int, _Captured] | None = None) -> list[GroupRecord]:
-        """``groups`` (:func:`~grpo_core.worker.recorder.groups_from_trl_logs` of the latest training generation,
+        """``groups`` (:func:`~grpo_core.worker.group_capture.groups_from_trl_logs` of the latest training generation,
         in TRL's order) with :attr:`~storage.CompletionRecord.token_stats` set on each completion that has them in
         ``snapshot`` (a :meth:`snapshot`; default: the capture as it is now)."""
         captured = self.captured if snapshot is None else snapshot

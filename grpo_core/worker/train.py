@@ -34,8 +34,8 @@ from grpo_core.runs.failures import failure_text
 from grpo_core.runs.files import CONFIG_FILE_NAME, adapter_dir, output_dir, run_dir
 from grpo_core.runs.provenance import collect_provenance, plugin_files
 from grpo_core.settings import Settings, load_settings
+from grpo_core.worker.heartbeat import Heartbeat, SilentHeartbeat
 from grpo_core.worker.policy_model import prepare_model
-from grpo_core.worker.recorder import Heartbeat, SilentHeartbeat
 from storage import RunStatus, Store
 
 ENV_MAX_MEMORY_MB = "GRPO_WORKER_MAX_MEMORY_MB"

@@ -18,6 +18,8 @@ from grpo_core.datasets.rows import ROW_INDEX_COLUMN, eval_row_indices
 from grpo_core.rewards.compose import build_reward_funcs, guard_reward_funcs
 from grpo_core.rewards.template_tags import resolve_for_model
 from grpo_core.runs.config import RunConfig
+from grpo_core.worker.group_capture import RolloutTap
+from grpo_core.worker.heartbeat import Heartbeat
 from grpo_core.worker.policy_model import (
     end_of_sequence_ids,
     gpu_step_metrics,
@@ -25,7 +27,7 @@ from grpo_core.worker.policy_model import (
     pick_device,
     policy_dtype,
 )
-from grpo_core.worker.recorder import Heartbeat, RolloutTap, RunRecorder
+from grpo_core.worker.recorder import RunRecorder
 from grpo_core.worker.reward_models import reward_funcs_for_trl
 from grpo_core.worker.token_stats import TokenCapture
 from grpo_core.worker.trl_args import to_grpo_config, to_lora_config

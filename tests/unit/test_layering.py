@@ -26,6 +26,9 @@ import grpo_core
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "transformers", "trl", "peft", "gradio")
 WORKER_PACKAGE = "grpo_core.worker"  # imported only by worker processes (training, preflight, try the model)
+# imported only in a user's own training process (DashboardCallback); the rest of grpo_core.integrations (the wire
+# format, the spool and its sender) is web side and held to the rules
+INTEGRATION_CALLBACK = "grpo_core.integrations.callback"
 WORKER_ONLY = {"torch", "transformers", "trl", "peft", "accelerate", "datasets"}
 
 
@@ -34,6 +37,7 @@ def _grpo_core_modules() -> list[str]:
         info.name
         for info in pkgutil.walk_packages(grpo_core.__path__, "grpo_core.")
         if info.name != WORKER_PACKAGE and not info.name.startswith(WORKER_PACKAGE + ".")
+        and info.name != INTEGRATION_CALLBACK
     )
 
 
@@ -76,9 +80,13 @@ def test_module_discovery_finds_the_web_side_modules():
         "grpo_core.jobs.try_model",
         "grpo_core.doctor.preflight",
         "grpo_core.rewards.plugin",
+        "grpo_core.integrations.wire",
+        "grpo_core.integrations.spool",
+        "grpo_core.integrations.sender",
+        "grpo_core.integrations.origin",
     ):
         assert expected in modules
-    assert not any(m.startswith(WORKER_PACKAGE) for m in modules)
+    assert not any(m.startswith(WORKER_PACKAGE) for m in modules) and INTEGRATION_CALLBACK not in modules
 
 
 def test_web_process_does_not_import_torch_transformers_or_trl(tmp_path):
@@ -89,6 +97,9 @@ def test_web_process_does_not_import_torch_transformers_or_trl(tmp_path):
         settings = load_settings(data_dir={str(tmp_path / "data")!r})
         ctx = app.server.create_context(settings)
         app.server.build_blocks(ctx)
+        import app.cli_integrations, app.ingest_api  # runs recorded from scripts: the HTTP API, token, sync
+        import grpo_core.integrations.sender
+        app.ingest_api.ingest_routes(ctx.store)
         ctx.store.close()
         """,
         tmp_path,
@@ -165,7 +176,8 @@ def _module_level_imports(tree: ast.Module) -> list[tuple[int, str]]:
 def _web_side_files() -> list[Path]:
     files = [*(REPO / "app").rglob("*.py"), *(REPO / "storage").rglob("*.py"), *(REPO / "grpo_core").rglob("*.py")]
     worker = REPO / "grpo_core" / "worker"
-    return sorted(path for path in files if worker not in path.parents)
+    callback = REPO / "grpo_core" / "integrations" / "callback.py"
+    return sorted(path for path in files if worker not in path.parents and path != callback)
 
 
 def test_module_level_import_finder_sees_nested_blocks_but_not_functions():

@@ -14,8 +14,10 @@ from types import SimpleNamespace
 import pytest
 from transformers import TrainerControl, TrainerState
 
+from grpo_core.worker.group_capture import RolloutTap
+from grpo_core.worker.heartbeat import Heartbeat
 from grpo_core.worker.policy_model import EndOfSequence
-from grpo_core.worker.recorder import Heartbeat, RolloutTap, RunRecorder
+from grpo_core.worker.recorder import RunRecorder
 from grpo_core.worker.store_writer import RecordingError
 
 SLOW_S = 0.3

@@ -1,0 +1,215 @@
+"""What a script's :class:`~grpo_core.integrations.DashboardCallback` sends a served dashboard, and its bounds.
+
+Every request body is JSON, read at most :data:`MAX_BODY_BYTES`, and validated here before anything reaches the store
+(the body comes from whoever holds a token: untrusted). Two requests:
+
+* **Create** (``POST /api/v1/runs``, :class:`CreateRun`): the run's name, config, tags, provenance and a
+  ``client_key`` the sender chose, so that a create sent again after a lost answer finds the same run.
+* **Batch** (``POST /api/v1/runs/{id}/batches``, :class:`Batch`): records numbered ``seq`` = 1, 2, 3, ... in the order
+  the script made them. The dashboard applies those after the run's last applied number, in order, and answers with
+  the last one applied: a record sent twice is applied once, a gap is refused (the sender resends from the number
+  answered). A record is a training step (:class:`StepRecord`: TRL's logged metrics and the step's groups, with
+  advantages and token values) or the end of training (:class:`FinishRecord`).
+
+:func:`step_record` and :func:`groups_from_wire` convert between :class:`storage.GroupRecord` and the wire form.
+Imports neither torch nor TRL (the web process validates with it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from storage import CompletionRecord, GroupRecord, TokenStats
+
+#: Largest request body, in bytes.
+MAX_BODY_BYTES = 32 * 1024 * 1024
+#: Most records in one batch request.
+MAX_RECORDS = 256
+#: Most groups in one step (both splits), completions in one group, tokens in one completion.
+MAX_GROUPS = 2048
+MAX_COMPLETIONS = 512
+MAX_TOKENS = 65536
+#: Longest prompt, completion or token piece kept, in characters.
+MAX_TEXT = 1_000_000
+#: Most metric keys in one step, reward functions per completion.
+MAX_METRICS = 2000
+MAX_REWARDS = 64
+#: Largest JSON of a run's config, provenance or a group's extra columns, in characters.
+MAX_JSON_CHARS = 512 * 1024
+
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class WireTokenStats(_Strict):
+    pieces: list[Annotated[str, Field(max_length=10_000)]] = Field(max_length=MAX_TOKENS)
+    logprobs: list[Finite | None] = Field(max_length=MAX_TOKENS)
+    kl: list[Finite | None] | None = Field(None, max_length=MAX_TOKENS)
+    entropy: list[Finite | None] | None = Field(None, max_length=MAX_TOKENS)
+
+
+class WireCompletion(_Strict):
+    index: int = Field(ge=0, lt=MAX_COMPLETIONS)
+    text: str = Field(max_length=MAX_TEXT)
+    rewards: dict[Name, Finite | None] = Field(default_factory=dict, max_length=MAX_REWARDS)
+    total_reward: Finite | None = None
+    advantage: Finite | None = None
+    num_tokens: int | None = Field(None, ge=0, le=10_000_000)
+    truncated: bool = False
+    token_stats: WireTokenStats | None = None
+
+
+class WireGroup(_Strict):
+    row_index: int = Field(ge=-1, le=2**31 - 1)
+    prompt: str = Field(max_length=MAX_TEXT)
+    completions: list[WireCompletion] = Field(min_length=1, max_length=MAX_COMPLETIONS)
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("extra")
+    @classmethod
+    def _bounded_extra(cls, value: dict[str, Any]) -> dict[str, Any]:
+        _require_small(value, "a group's extra columns")
+        return value
+
+
+class WireSplit(_Strict):
+    split: Literal["train", "eval"]
+    groups: list[WireGroup] = Field(max_length=MAX_GROUPS)
+
+
+class StepRecord(_Strict):
+    seq: int = Field(ge=1)
+    kind: Literal["step"]
+    step: int = Field(ge=0, le=2**31 - 1)
+    wall_time: Finite = Field(ge=0)
+    metrics: dict[Name, float | None] = Field(default_factory=dict, max_length=MAX_METRICS)
+    groups: list[WireSplit] = Field(default_factory=list, max_length=2)
+
+
+class FinishRecord(_Strict):
+    seq: int = Field(ge=1)
+    kind: Literal["finish"]
+    status: Literal["completed", "cancelled", "failed"]
+    error: str | None = Field(None, max_length=20_000)
+
+
+class Batch(_Strict):
+    records: list[Annotated[StepRecord | FinishRecord, Field(discriminator="kind")]] = Field(
+        min_length=1, max_length=MAX_RECORDS)
+
+    @field_validator("records")
+    @classmethod
+    def _consecutive(cls, records: list[StepRecord | FinishRecord]) -> list[StepRecord | FinishRecord]:
+        for before, after in zip(records, records[1:], strict=False):
+            if after.seq != before.seq + 1:
+                raise ValueError(f"records must be numbered consecutively: {before.seq} is followed by {after.seq}")
+        return records
+
+
+class CreateRun(_Strict):
+    client_key: str = Field(min_length=8, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    name: str = Field("", max_length=200)
+    config: dict[str, Any]
+    max_steps: int = Field(0, ge=0, le=10_000_000)
+    tags: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(default_factory=list, max_length=32)
+    provenance: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("config", "provenance")
+    @classmethod
+    def _bounded(cls, value: dict[str, Any]) -> dict[str, Any]:
+        _require_small(value, "the run's config or provenance")
+        return value
+
+
+class Progress(_Strict):
+    step: int | None = Field(None, ge=0, le=2**31 - 1)
+    phase: str | None = Field(None, max_length=200)
+
+
+def _require_small(value: Any, what: str) -> None:
+    import json
+
+    try:
+        size = len(json.dumps(value, allow_nan=True))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} is not JSON: {exc}") from exc
+    if size > MAX_JSON_CHARS:
+        raise ValueError(f"{what} is {size} characters of JSON, over the limit of {MAX_JSON_CHARS}")
+
+
+def _finite_or_none(value: Any) -> float | None:
+    if value is None:
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _stats_to_wire(stats: TokenStats | None) -> dict[str, Any] | None:
+    if stats is None:
+        return None
+
+    def values(seq):
+        return None if seq is None else [_finite_or_none(v) for v in seq]
+
+    return {"pieces": list(stats.pieces), "logprobs": values(stats.logprobs), "kl": values(stats.kl),
+            "entropy": values(stats.entropy)}
+
+
+def step_record(seq: int, step: int, *, metrics: dict[str, Any] | None, wall_time: float | None,
+                groups: Sequence[tuple[str, Sequence[GroupRecord]]] = ()) -> dict[str, Any]:
+    """A training step as a wire record (plain JSON values; a metric's NaN stays NaN, a group's becomes ``None``)."""
+    import time
+
+    return {
+        "seq": seq, "kind": "step", "step": int(step),
+        "wall_time": float(wall_time if wall_time is not None else time.time()),
+        "metrics": {str(k): (None if v is None else float(v)) for k, v in (metrics or {}).items()
+                    if v is None or isinstance(v, (int, float))},
+        "groups": [{"split": split, "groups": [{
+            "row_index": g.row_index, "prompt": g.prompt, "extra": g.extra,
+            "completions": [{
+                "index": c.index, "text": c.text,
+                "rewards": {name: _finite_or_none(v) for name, v in c.rewards.items()},
+                "total_reward": _finite_or_none(c.total_reward), "advantage": _finite_or_none(c.advantage),
+                "num_tokens": c.num_tokens, "truncated": bool(c.truncated),
+                "token_stats": _stats_to_wire(c.token_stats),
+            } for c in g.completions]} for g in records]} for split, records in groups],
+    }
+
+
+def groups_from_wire(record: StepRecord) -> list[tuple[str, list[GroupRecord]]]:
+    """The ``(split, groups)`` pairs of a validated step record, for :meth:`storage.Store.record_step`.
+
+    Raises:
+        ValueError: a completion's token values differ in length from its pieces.
+    """
+    pairs = []
+    for part in record.groups:
+        groups = []
+        for group in part.groups:
+            completions = []
+            for c in group.completions:
+                stats = None
+                if c.token_stats is not None:
+                    t = c.token_stats
+                    stats = TokenStats(pieces=t.pieces, logprobs=[v if v is not None else math.nan for v in t.logprobs],
+                                       kl=None if t.kl is None else [v if v is not None else math.nan for v in t.kl],
+                                       entropy=None if t.entropy is None else
+                                       [v if v is not None else math.nan for v in t.entropy])
+                completions.append(CompletionRecord(index=c.index, text=c.text, rewards=dict(c.rewards),
+                                                    total_reward=c.total_reward, advantage=c.advantage,
+                                                    num_tokens=c.num_tokens, truncated=c.truncated,
+                                                    token_stats=stats))
+            groups.append(GroupRecord(step=record.step, row_index=group.row_index, prompt=group.prompt,
+                                      completions=completions, extra=dict(group.extra), split=part.split))
+        if groups:
+            pairs.append((part.split, groups))
+    return pairs

@@ -1,0 +1,219 @@
+"""API tokens and runs recorded from users' own training scripts: the :class:`ApiTokenQueries` the ``Store`` is made of.
+
+A login creates API tokens (in the dashboard or with ``grpo-dashboard token create``) for
+:class:`grpo_core.integrations.DashboardCallback` to record runs over HTTP. Only the token's sha256 is stored; the
+plain token is returned once, by :meth:`ApiTokenQueries.create_api_token`. A revoked token authenticates nothing.
+
+A run recorded from a script is created ``running`` at once (:meth:`ApiTokenQueries.create_script_run`): it is
+never queued, so the launcher never starts a worker for it. A run recorded over HTTP also has an ingest cursor
+(:class:`storage.tables.IngestCursorRow`): the token that created it (the only one that may write it), the
+sender's key for it (a create sent twice finds the same run) and the last batch sequence number applied (a batch
+sent twice is applied once).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+
+from storage.records import RunInfo, StoreError
+from storage.tables import ApiTokenRow, IngestCursorRow, RunRow, RunStatus, utcnow
+
+#: Prefix of every plain token (a secret scanner can spot one pasted where it should not be).
+TOKEN_PREFIX = "grpo_"
+#: Longest login or token name, in characters.
+MAX_NAME_CHARS = 200
+
+
+#: Seconds between two writes of a token's ``last_used_at``.
+LAST_USED_RESOLUTION_S = 60.0
+
+
+def _aware(moment: datetime) -> datetime:
+    """A stored time as timezone-aware UTC (SQLite gives it back naive)."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+def token_hash(plain: str) -> str:
+    """The sha256 (hex) under which a plain token is stored."""
+    return hashlib.sha256(plain.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class ApiTokenInfo:
+    """An API token as callers see it (never its plain value nor its hash). Times are timezone-aware UTC."""
+
+    id: int
+    login: str
+    name: str
+    created_at: datetime
+    revoked_at: datetime | None
+    last_used_at: datetime | None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+
+@dataclass(frozen=True)
+class IngestCursor:
+    """The ingest state of a run recorded over HTTP: the token that created it and the last batch applied."""
+
+    run_id: int
+    token_id: int
+    client_key: str
+    last_seq: int
+
+
+def _token_info(row: ApiTokenRow) -> ApiTokenInfo:
+    return ApiTokenInfo(id=row.id, login=row.login, name=row.name, created_at=row.created_at,
+                        revoked_at=row.revoked_at, last_used_at=row.last_used_at)
+
+
+def _check_name(value: str, what: str) -> str:
+    value = (value or "").strip()
+    if not value:
+        raise StoreError(f"{what} must not be empty")
+    if len(value) > MAX_NAME_CHARS or any(ord(c) < 32 for c in value):
+        raise StoreError(f"{what} must be at most {MAX_NAME_CHARS} printable characters")
+    return value
+
+
+class ApiTokenQueries:
+    """The ``Store``'s API token and script run queries (a mixin: it uses the facade's ``_session`` and ``get_run``)."""
+
+    # ------------------------------------------------------------------------------------------------ tokens
+    def create_api_token(self, login: str, name: str) -> tuple[ApiTokenInfo, str]:
+        """Create a token for ``login``; returns it and its plain value (shown once, never stored).
+
+        Raises:
+            StoreError: an empty or over-long login or name.
+        """
+        login, name = _check_name(login, "the login"), _check_name(name, "the token name")
+        plain = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        with self._session() as session:
+            row = ApiTokenRow(login=login, name=name, token_hash=token_hash(plain))
+            session.add(row)
+            session.commit()
+            return _token_info(row), plain
+
+    def list_api_tokens(self, login: str | None = None) -> list[ApiTokenInfo]:
+        """The tokens of ``login`` (``None``: every login's), newest first, revoked ones included."""
+        query = select(ApiTokenRow).order_by(ApiTokenRow.id.desc())
+        if login is not None:
+            query = query.where(ApiTokenRow.login == login)
+        with self._session() as session:
+            return [_token_info(row) for row in session.scalars(query)]
+
+    def revoke_api_token(self, token_id: int, *, login: str | None = None) -> ApiTokenInfo:
+        """Revoke a token (idempotent); with ``login``, only a token of that login.
+
+        Raises:
+            StoreError: no such token (or not ``login``'s).
+        """
+        with self._session() as session:
+            row = session.get(ApiTokenRow, token_id)
+            if row is None or (login is not None and row.login != login):
+                raise StoreError(f"no API token with id {token_id}" + (f" for {login}" if login else ""))
+            if row.revoked_at is None:
+                row.revoked_at = utcnow()
+                session.commit()
+            return _token_info(row)
+
+    def authenticate_api_token(self, plain: str) -> ApiTokenInfo | None:
+        """The active token whose plain value is ``plain`` (its ``last_used_at`` set now), else ``None``."""
+        if not isinstance(plain, str) or not plain.startswith(TOKEN_PREFIX) or len(plain) > 200:
+            return None
+        digest = token_hash(plain)
+        with self._session() as session:
+            row = session.scalar(select(ApiTokenRow).where(ApiTokenRow.token_hash == digest))
+            # the lookup is by hash; compare again in constant time all the same
+            if row is None or row.revoked_at is not None or not hmac.compare_digest(row.token_hash, digest):
+                return None
+            now = utcnow()
+            if row.last_used_at is None or (now - _aware(row.last_used_at)).total_seconds() > LAST_USED_RESOLUTION_S:
+                row.last_used_at = now  # once a minute at most: a sender's requests need not each write
+                session.commit()
+            return _token_info(row)
+
+    # ----------------------------------------------------------------------------------------- script runs
+    def create_script_run(
+        self,
+        *,
+        name: str,
+        config: dict[str, Any],
+        max_steps: int,
+        owner: str | None = None,
+        tags: Sequence[str] = (),
+        provenance: dict[str, Any] | None = None,
+        run_dir: str | None = None,
+    ) -> RunInfo:
+        """Insert a run recorded from a user's own training script, already ``running`` (never queued: no worker
+        is started for it); ``provenance["recorded_from"]`` says where it trains (see
+        :mod:`grpo_core.runs.script_runs`)."""
+        run_id = self._insert_script_run(self._session(), name=name, config=config, max_steps=max_steps, owner=owner,
+                                         tags=tags, provenance=provenance, run_dir=run_dir, commit=True)
+        return self.get_run(run_id)
+
+    @staticmethod
+    def _insert_script_run(session, *, name, config, max_steps, owner, tags, provenance, run_dir, commit) -> int:
+        now = utcnow()
+        with session if commit else nullcontext(session):
+            row = RunRow(name=name[:200], config=config, dataset_id=None, max_steps=max(0, int(max_steps)),
+                         status=RunStatus.RUNNING.value, owner=owner, tags=list(tags), provenance=provenance,
+                         started_at=now, heartbeat_at=now, run_dir=run_dir, phase="training")
+            session.add(row)
+            session.flush()
+            if commit:
+                session.commit()
+            return row.id
+
+    def open_ingest_run(self, token_id: int, client_key: str, **fields: Any) -> tuple[RunInfo, int]:
+        """The run token ``token_id`` records under the sender's ``client_key``, created by
+        :meth:`create_script_run` with ``fields`` the first time; returns it and the last batch applied (0: none).
+
+        A create sent twice (the answer was lost) finds the run made the first time: one run per key and token.
+        """
+        key = _check_name(client_key, "the client key")[:64]
+        with self._session() as session:
+            cursor = session.scalar(select(IngestCursorRow).where(IngestCursorRow.token_id == token_id,
+                                                                  IngestCursorRow.client_key == key))
+            if cursor is None:
+                run_id = self._insert_script_run(session, commit=False, **fields)
+                session.add(IngestCursorRow(run_id=run_id, token_id=token_id, client_key=key, last_seq=0))
+                try:
+                    session.commit()
+                except IntegrityError:  # the same create, at the same moment, from a retry: take that one
+                    session.rollback()
+                    return self.open_ingest_run(token_id, client_key, **fields)
+                return self.get_run(run_id), 0
+            return self.get_run(cursor.run_id), cursor.last_seq
+
+    def ingest_cursor(self, run_id: int) -> IngestCursor | None:
+        """The ingest state of a run recorded over HTTP (``None``: the run was not)."""
+        with self._session() as session:
+            row = session.get(IngestCursorRow, run_id)
+            if row is None:
+                return None
+            return IngestCursor(run_id=row.run_id, token_id=row.token_id, client_key=row.client_key,
+                                last_seq=row.last_seq)
+
+    def advance_ingest_cursor(self, run_id: int, expected_seq: int, new_seq: int) -> bool:
+        """Move a run's last applied batch from ``expected_seq`` to ``new_seq``; False when another request moved it
+        first (the caller then re-reads the cursor and applies nothing twice)."""
+        with self._session() as session:
+            result = session.execute(update(IngestCursorRow)
+                                     .where(IngestCursorRow.run_id == run_id, IngestCursorRow.last_seq == expected_seq)
+                                     .values(last_seq=new_seq))
+            session.commit()
+            return result.rowcount == 1
+
