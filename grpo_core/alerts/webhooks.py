@@ -32,13 +32,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grpo_core.alerts.targets import WebhookPolicy, WebhookRefused, may_set_run_webhook, post_json
 from grpo_core.doctor import Finding, Severity, diagnose, series_from_points
 from grpo_core.doctor.thresholds import RECENT_STEPS
-from grpo_core.settings import Settings
 from storage import MetricPoint, RunInfo, RunStatus, Store, StoreError
+
+if TYPE_CHECKING:  # settings read the webhook flags through alerts.targets: a type only here, no import cycle
+    from grpo_core.settings import Settings
 
 log = logging.getLogger(__name__)
 
