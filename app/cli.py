@@ -13,7 +13,7 @@ from pathlib import Path
 
 from app.cli_integrations import add_integration_commands, run_integration_command
 from grpo_core.jobs.preflight import add_preflight_arguments
-from grpo_core.runs.config import RunConfig, parse_run_config
+from grpo_core.run_config import RunConfig, parse_run_config
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -187,13 +187,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _as_given(config: RunConfig, args: argparse.Namespace) -> RunConfig:
-    """``config`` (a :class:`~grpo_core.runs.config.RunConfig` read from ``args.config``) with ``--max-steps``
+    """``config`` (a :class:`~grpo_core.run_config.RunConfig` read from ``args.config``) with ``--max-steps``
     applied, validated like the file's own value (0 is refused, not ignored), and its relative ``dataset_path`` or
     plugin file looked up from here, else from the YAML's folder
     (:func:`grpo_core.submit.queue.resolve_relative_paths`).
 
     Raises:
-        grpo_core.runs.config.ConfigError: ``--max-steps`` is not a valid ``max_steps``.
+        grpo_core.run_config.ConfigError: ``--max-steps`` is not a valid ``max_steps``.
     """
     from grpo_core.submit.queue import resolve_relative_paths
 
@@ -212,7 +212,7 @@ def _preflight(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     from grpo_core.access.logins import redact_url
-    from grpo_core.runs.config import ConfigError, load_run_config
+    from grpo_core.run_config import ConfigError, load_run_config
     from grpo_core.settings import load_settings
     from grpo_core.submit.queue import submit_run
     from grpo_core.training.headless import HeadlessRefusal, headless_gpus, train_headless
@@ -267,7 +267,7 @@ def _sweep(args: argparse.Namespace) -> int:
     import time
 
     from grpo_core.access.logins import redact_url
-    from grpo_core.runs.config import ConfigError
+    from grpo_core.run_config import ConfigError
     from grpo_core.settings import load_settings
     from grpo_core.submit.sweeps import (
         REWARD_KEY,

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from grpo_core.integrations.wire import MAX_BODY_BYTES, Batch, CreateRun, FinishRecord, Progress, groups_from_wire
-from grpo_core.runs.config import ConfigError, parse_run_config
+from grpo_core.run_config import ConfigError, parse_run_config
 from grpo_core.runs.script_runs import RECORDED_FROM, SCRIPT_KIND
 from storage import RunStatus, Store, StoreError
 from storage.api_tokens import ApiTokenInfo

@@ -60,8 +60,8 @@ from grpo_core.datasets.library import (
 )
 from grpo_core.datasets.prompt_dataset import ColumnMapping, DatasetError
 from grpo_core.jobs.merge import MergeError, merge_run, zip_merged_folder
+from grpo_core.run_config import ConfigError, parse_run_config_text
 from grpo_core.runs.actions import RunActionError, cancel_run, delete_run, resume_run
-from grpo_core.runs.config import ConfigError, parse_run_config_text
 from grpo_core.runs.export import export_run
 from grpo_core.submit.queue import submit_run
 from grpo_core.submit.sweeps import parse_sweep_config_text, submit_sweep

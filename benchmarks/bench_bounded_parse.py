@@ -23,7 +23,7 @@ import yaml
 
 from grpo_core.bounded_parse import MAX_TEXT_BYTES, ParseError, load_yaml
 from grpo_core.rewards import RewardSpec
-from grpo_core.runs.config import RunConfig
+from grpo_core.run_config import RunConfig
 
 
 def billion_laughs() -> str:

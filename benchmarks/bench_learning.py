@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from grpo_core.datasets.library import QUICK_START_HELDOUT_PATH, QUICK_START_PATH  # noqa: E402
-from grpo_core.runs.config import DEFAULT_MODEL, RunConfig  # noqa: E402
+from grpo_core.run_config import DEFAULT_MODEL, RunConfig  # noqa: E402
 from grpo_core.runs.files import adapter_dir, run_dir  # noqa: E402
 from grpo_core.settings import load_settings  # noqa: E402
 from storage import RunStatus, Store  # noqa: E402

@@ -65,7 +65,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from transformers import PrinterCallback, TrainerCallback  # noqa: E402
 
 from grpo_core.datasets.formats import load_prompt_dataset  # noqa: E402
-from grpo_core.runs.config import RunConfig  # noqa: E402
+from grpo_core.run_config import RunConfig  # noqa: E402
 from grpo_core.worker.group_capture import RolloutTap  # noqa: E402
 from grpo_core.worker.heartbeat import Heartbeat  # noqa: E402
 from grpo_core.worker.recorder import RunRecorder  # noqa: E402

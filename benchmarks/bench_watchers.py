@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from grpo_core.runs.config import RunConfig  # noqa: E402
+from grpo_core.run_config import RunConfig  # noqa: E402
 from grpo_core.submit.queue import submit_run  # noqa: E402
 from storage import RunStatus, Store, sqlite_url  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Record the real runs of the doctor's labelled corpus (``tests/doctor/corpus/``) and export their series.
 
-Each run is a :class:`~grpo_core.runs.config.RunConfig` trained headless by ``python -m app train`` (the real worker,
+Each run is a :class:`~grpo_core.run_config.RunConfig` trained headless by ``python -m app train`` (the real worker,
 recording into the store of ``--data-dir``), at most ``--jobs`` at a time, each with ``OMP_NUM_THREADS=1`` (runs side
 by side on a shared CPU: more threads than free cores spin at every barrier). The runs:
 
@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from grpo_core.datasets.library import QUICK_START_PATH  # noqa: E402
 from grpo_core.rewards import RewardSpec  # noqa: E402
-from grpo_core.runs.config import RunConfig  # noqa: E402
+from grpo_core.run_config import RunConfig  # noqa: E402
 from storage import Store  # noqa: E402
 
 MULTISTEP = ROOT / "examples" / "arithmetic_multistep.jsonl"

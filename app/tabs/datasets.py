@@ -27,7 +27,7 @@ from grpo_core.datasets.library import (
 from grpo_core.datasets.prompt_dataset import ColumnMapping, DatasetError
 from grpo_core.models.prompt_lengths import preview_model_prompts
 from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_coverage
-from grpo_core.runs.config import DEFAULT_MODEL
+from grpo_core.run_config import DEFAULT_MODEL
 from storage import StoreError
 
 DATASET_HEADERS = ["id", "name", "rows", "columns", "prompt", "file", "added", "owner"]

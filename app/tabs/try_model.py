@@ -21,7 +21,7 @@ from grpo_core.bounded_parse import ParseError, load_json
 from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.datasets.rows import dataset_file, editable_prompt_text, load_rows, prompt_from_text
 from grpo_core.jobs.try_model import BASE, TRAINED, TryModelError, build_request, try_in_subprocess
-from grpo_core.runs.config import ConfigError
+from grpo_core.run_config import ConfigError
 from grpo_core.runs.files import ArtifactError, run_dir, weights_choices
 from storage import RunInfo, StoreError
 

@@ -36,7 +36,7 @@ from grpo_core.access.ownership import Actor
 from grpo_core.models.source import DEFAULT_MODEL_ALIASES
 from grpo_core.rewards.compose import RewardSpec
 from grpo_core.rewards.plugin import parse_plugin_target
-from grpo_core.runs.config import DEFAULT_MODEL, ConfigError, RunConfig
+from grpo_core.run_config import DEFAULT_MODEL, ConfigError, RunConfig
 
 #: ``trl_args`` fields that take a path on the server as text (a JSON file TRL or Accelerate reads).
 PATH_TRL_ARGS = ("accelerator_config", "deepspeed", "fsdp_config")

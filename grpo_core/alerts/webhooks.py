@@ -1,6 +1,6 @@
 """Webhook alerts: a JSON message when a run completes, fails or is cancelled, and once per new run-doctor warning.
 
-The URL is the run's ``webhook_url`` (:class:`~grpo_core.runs.config.RunConfig`) where its owner may set one
+The URL is the run's ``webhook_url`` (:class:`~grpo_core.run_config.RunConfig`) where its owner may set one
 (``--run-webhooks``), else the dashboard's ``--webhook-url`` / ``GRPO_WEBHOOK_URL``
 (:attr:`grpo_core.settings.Settings.webhook_url`); a run with neither gets none. Every POST goes through
 :func:`grpo_core.alerts.targets.post_json`: an internal destination (loopback, private, this machine, the dashboard)

@@ -1,6 +1,6 @@
 """THE rows of a run: which dataset file a run config names, its prompt rows, and a prompt as text. Imports no torch.
 
-A run config names its prompts in one of two ways (:class:`grpo_core.runs.config.RunConfig`):
+A run config names its prompts in one of two ways (:class:`grpo_core.run_config.RunConfig`):
 
 * ``dataset_id``: a dataset stored in the data directory (:mod:`grpo_core.datasets.library`); its file is the
   normalised JSON Lines written at import, read back with :func:`grpo_core.datasets.formats.read_normalized`;
@@ -28,7 +28,7 @@ from grpo_core.datasets.checks import remap_rows
 from grpo_core.datasets.formats import load_prompt_dataset, read_normalized
 from grpo_core.datasets.prompt_dataset import ColumnMapping
 from grpo_core.rewards.registry import completion_text
-from grpo_core.runs.config import ConfigError, RunConfig
+from grpo_core.run_config import ConfigError, RunConfig
 
 ROW_INDEX_COLUMN = "_row_index"
 """Dataset column the trainer adds to every row: the row's 0-based ``row_index`` in the run's rows. TRL passes it

@@ -25,7 +25,7 @@ from typing import Any
 
 from grpo_core.rewards.compose import GroupScore, build_reward_funcs
 from grpo_core.rewards.hacking_probe import ProbeResult, describe, flagged
-from grpo_core.runs.config import RunConfig
+from grpo_core.run_config import RunConfig
 
 DEFAULT_PROMPTS = 4
 """Prompts sampled by default: two optimizer steps' worth with the default batch (8 completions, G = 4)."""

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from grpo_core.doctor.preflight import DEFAULT_PROMPTS, PreflightReport
 from grpo_core.processes import start_process, stop_process, tail_text
-from grpo_core.runs.config import RunConfig
+from grpo_core.run_config import RunConfig
 from grpo_core.settings import ENV_DB_URL, Settings
 
 PREFLIGHT_TIMEOUT_S = 900.0

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from grpo_core.jobs.request import WorkerJob, ask_worker
 from grpo_core.rewards.registry import first_missing_column
-from grpo_core.runs.config import parse_run_config
+from grpo_core.run_config import parse_run_config
 from grpo_core.runs.files import resolve_weights, run_dir
 from grpo_core.settings import Settings
 from storage import RunInfo
@@ -83,7 +83,7 @@ def build_request(
     Raises:
         ValueError: a reward rule reads a column ``row`` lacks (the message names both).
         grpo_core.runs.files.ArtifactError: the run has no such weights.
-        grpo_core.runs.config.ConfigError: the run's stored config does not validate.
+        grpo_core.run_config.ConfigError: the run's stored config does not validate.
     """
     config = parse_run_config(run.config, source=f"run {run.id} config")
     row = {k: v for k, v in dict(row or {}).items() if k != "prompt"}

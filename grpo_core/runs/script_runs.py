@@ -21,7 +21,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from grpo_core.runs.config import RunConfig
+from grpo_core.run_config import RunConfig
 
 RECORDED_FROM = "recorded_from"
 SCRIPT_KIND = "script"

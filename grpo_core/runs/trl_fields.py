@@ -96,7 +96,7 @@ def describe_trl_field(name: str) -> str:
 
 def check_trl_args(args: dict[str, Any], run_config_fields: Collection[str] = ()) -> dict[str, Any]:
     """Check ``trl_args`` against the snapshot and return them unchanged; ``run_config_fields`` are the names the
-    run config holds itself (:class:`grpo_core.runs.config.RunConfig` passes its own), refused here.
+    run config holds itself (:class:`grpo_core.run_config.RunConfig` passes its own), refused here.
 
     Raises:
         TrlArgsError: a name TRL's ``GRPOConfig`` does not have (with the closest real names, from

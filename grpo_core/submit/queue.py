@@ -22,7 +22,7 @@ from grpo_core.access.boundary import OPEN, Boundary
 from grpo_core.datasets.rows import resolve_dataset_path
 from grpo_core.models.source import describe_model
 from grpo_core.rewards.compose import RewardSpec
-from grpo_core.runs.config import RunConfig
+from grpo_core.run_config import RunConfig
 from grpo_core.submit.validate import validate_run_config
 from storage import RunInfo, Store
 

@@ -13,7 +13,7 @@ or inside a run config, as its ``sweep:`` block (``grpo-dashboard sweep run.yaml
 
 * :func:`parse_grid_text` reads the text; :func:`split_sweep_block` takes the ``sweep:`` block out of a run config
   mapping.
-* :func:`plan_sweep` checks every field name and value against :class:`~grpo_core.runs.config.RunConfig` (an unknown
+* :func:`plan_sweep` checks every field name and value against :class:`~grpo_core.run_config.RunConfig` (an unknown
   field gets the closest real ones; a value its field refuses is named with the reason; a point whose fields do not
   fit together, e.g. ``num_generations`` not dividing the completions per step, is named), refuses more than
   :data:`MAX_SWEEP_POINTS` points, and expands the grid into the cartesian product, first field slowest, each point
@@ -41,7 +41,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from grpo_core.access.boundary import OPEN, Boundary
 from grpo_core.bounded_parse import load_yaml
-from grpo_core.runs.config import ConfigError, RunConfig, parse_run_config
+from grpo_core.run_config import ConfigError, RunConfig, parse_run_config
 from grpo_core.submit.queue import stored_run_config
 from grpo_core.submit.validate import validate_run_config
 from storage import RunInfo, RunStatus, Store, SweepInfo

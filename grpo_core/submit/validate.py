@@ -1,4 +1,4 @@
-"""Validate a run config before it is queued: what a :class:`~grpo_core.runs.config.RunConfig` refers to (model,
+"""Validate a run config before it is queued: what a :class:`~grpo_core.run_config.RunConfig` refers to (model,
 dataset, reward rules, the columns the rules read, prompt lengths, plugins), without loading a model. Imports no
 torch.
 
@@ -22,7 +22,7 @@ from grpo_core.models.source import ModelSourceError, describe_model
 from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_coverage
 from grpo_core.rewards.compose import build_reward_funcs
 from grpo_core.rewards.registry import first_missing_column
-from grpo_core.runs.config import ConfigError, RunConfig
+from grpo_core.run_config import ConfigError, RunConfig
 from storage import DatasetInfo, Store, StoreError
 
 

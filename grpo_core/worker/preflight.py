@@ -38,7 +38,7 @@ from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_cov
 from grpo_core.rewards.compose import build_reward_funcs, score_group
 from grpo_core.rewards.hacking_probe import probe_row
 from grpo_core.rewards.template_tags import resolve_for_model
-from grpo_core.runs.config import ConfigError, RunConfig, load_run_config
+from grpo_core.run_config import ConfigError, RunConfig, load_run_config
 from grpo_core.worker.policy_model import end_of_sequence_ids, load_policy, pick_device, prepare_model
 from grpo_core.worker.reward_models import enable_reward_model_scoring
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from grpo_core.datasets.rows import dataset_file, load_rows
 from grpo_core.models.prompt_lengths import require_prompts_fit
-from grpo_core.runs.config import parse_run_config
+from grpo_core.run_config import parse_run_config
 from grpo_core.runs.failures import failure_text
 from grpo_core.runs.files import CONFIG_FILE_NAME, adapter_dir, output_dir, run_dir
 from grpo_core.runs.provenance import collect_provenance, plugin_files

@@ -1,4 +1,4 @@
-"""Builds TRL's ``GRPOTrainer`` from a :class:`~grpo_core.runs.config.RunConfig` (imports torch, transformers, TRL).
+"""Builds TRL's ``GRPOTrainer`` from a :class:`~grpo_core.run_config.RunConfig` (imports torch, transformers, TRL).
 
 TRL is the training engine; this module only assembles its inputs: the dataset (with the
 :data:`~grpo_core.datasets.rows.ROW_INDEX_COLUMN` column so each recorded group knows its ``row_index``), the policy model
@@ -17,7 +17,7 @@ from typing import Any
 from grpo_core.datasets.rows import ROW_INDEX_COLUMN, eval_row_indices
 from grpo_core.rewards.compose import build_reward_funcs, guard_reward_funcs
 from grpo_core.rewards.template_tags import resolve_for_model
-from grpo_core.runs.config import RunConfig
+from grpo_core.run_config import RunConfig
 from grpo_core.worker.group_capture import RolloutTap
 from grpo_core.worker.heartbeat import Heartbeat
 from grpo_core.worker.policy_model import (

@@ -1,4 +1,4 @@
-"""The one mapping from a :class:`~grpo_core.runs.config.RunConfig` to TRL's ``GRPOConfig`` and PEFT's ``LoraConfig``
+"""The one mapping from a :class:`~grpo_core.run_config.RunConfig` to TRL's ``GRPOConfig`` and PEFT's ``LoraConfig``
 (imports TRL and PEFT when called; worker processes only). Field names follow TRL's (``num_generations``, ``beta``,
 ``epsilon``, ``loss_type``, ``scale_rewards``, ...)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from grpo_core.runs.config import RunConfig
+from grpo_core.run_config import RunConfig
 
 
 def max_steps_for(config: RunConfig, num_train_rows: int | None) -> int:

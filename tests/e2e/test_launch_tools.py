@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 from grpo_core.datasets.library import ARITHMETIC_EXAMPLE
-from grpo_core.runs.config import RunConfig
+from grpo_core.run_config import RunConfig
 from grpo_core.sandbox.box import sandbox_info
 from grpo_core.submit.queue import submit_run
 from storage import Store, sqlite_url

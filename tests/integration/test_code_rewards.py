@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from grpo_core.datasets.humaneval import write_humaneval_jsonl
-from grpo_core.runs.config import RunConfig
+from grpo_core.run_config import RunConfig
 from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus
@@ -85,7 +85,7 @@ def test_one_step_on_humaneval_records_every_code_rule(store, settings, tiny_mod
 def test_gated_code_recipe_trains_with_per_rule_rewards(store, settings, tiny_model_dir, humaneval_path):
     """The gated recipe (examples/code_gated.yaml) through the worker: TRL still logs every rule's own mean, and a
     gated rule pays only completions whose code passes a test (random text passes none: the gated rules give 0)."""
-    from grpo_core.runs.config import load_run_config
+    from grpo_core.run_config import load_run_config
 
     recipe = load_run_config(Path(__file__).resolve().parents[2] / "examples" / "code_gated.yaml")
     config = recipe.model_copy(update={

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from grpo_core.runs.config import RunConfig
+from grpo_core.run_config import RunConfig
 from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from grpo_core.worker.train import train_run

@@ -10,7 +10,7 @@ import pytest
 
 from grpo_core.jobs.merge import merge_run
 from grpo_core.models.source import packaged_gguf_path
-from grpo_core.runs.config import RunConfig
+from grpo_core.run_config import RunConfig
 from grpo_core.runs.files import adapter_dir, run_dir
 from grpo_core.submit.queue import submit_run
 from grpo_core.worker.train import train_run

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from grpo_core.jobs.try_model import TryModelError, build_request, try_in_subprocess
-from grpo_core.runs.config import load_run_config
+from grpo_core.run_config import load_run_config
 from grpo_core.runs.export import export_run
 from grpo_core.settings import load_settings
 from grpo_core.submit.queue import submit_run

@@ -12,7 +12,7 @@ import pytest
 from app.cli import main as cli_main
 from grpo_core.datasets.library import import_dataset
 from grpo_core.jobs.preflight import PreflightError, start_preflight
-from grpo_core.runs.config import RunConfig
+from grpo_core.run_config import RunConfig
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "arithmetic.jsonl"
 REWARDS = [

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from grpo_core.runs.config import ConfigError
+from grpo_core.run_config import ConfigError
 from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus

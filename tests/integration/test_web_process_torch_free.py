@@ -28,7 +28,7 @@ DRIVER = textwrap.dedent(
     import json, sys, time
 
     import app.server
-    from grpo_core.runs.config import RunConfig
+    from grpo_core.run_config import RunConfig
     from pathlib import Path
 
     from grpo_core.runs.export import export_run

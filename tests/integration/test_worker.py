@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.runs.config import RunConfig
+from grpo_core.run_config import RunConfig
 from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus

@@ -10,7 +10,7 @@ import pytest
 from grpo_core.rewards.code.extract import prompt_header
 from grpo_core.rewards.code.units import split_tests
 from grpo_core.rewards.code.units import why_tests_unreadable as problem_of
-from grpo_core.runs.config import ConfigError, RunConfig
+from grpo_core.run_config import ConfigError, RunConfig
 from grpo_core.submit.validate import validate_run_config
 
 APPS_STDIO = json.dumps({"inputs": ["1 2\n", ["3 4"]], "outputs": ["3\n", ["7"]]})

@@ -24,7 +24,7 @@ from grpo_core.datasets.library import _load_zipped_folder
 from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.rewards.compose import RewardSpec
 from grpo_core.rewards.plugin import load_plugin_function
-from grpo_core.runs.config import RunConfig
+from grpo_core.run_config import RunConfig
 from grpo_core.settings import load_settings
 
 PLUGIN = "import os\nfrom subprocess import getoutput\n\n\ndef score(completions, **kw):\n    return [1.0] * len(completions)\n\n\nclass Scorer:\n    def __call__(self, completions, **kw):\n        return [0.0] * len(completions)\n"

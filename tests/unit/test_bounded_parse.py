@@ -18,7 +18,7 @@ from grpo_core.bounded_parse import (
     load_yaml,
 )
 from grpo_core.datasets.rows import prompt_from_text
-from grpo_core.runs.config import ConfigError, RunConfig, parse_run_config_text
+from grpo_core.run_config import ConfigError, RunConfig, parse_run_config_text
 from grpo_core.submit.sweeps import SweepError, parse_grid_text, parse_sweep_config_text
 
 

@@ -1,4 +1,4 @@
-"""Tests for grpo_core.runs.config: RunConfig defaults, the YAML round trip, error messages, and the mapping onto TRL's
+"""Tests for grpo_core.run_config: RunConfig defaults, the YAML round trip, error messages, and the mapping onto TRL's
 GRPOConfig and PEFT's LoraConfig (these two import TRL and PEFT)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from grpo_core.rewards.compose import RewardSpec
-from grpo_core.runs.config import (
+from grpo_core.run_config import (
     DEFAULT_MODEL,
     ConfigError,
     RunConfig,

@@ -26,8 +26,8 @@ from grpo_core.datasets.library import (
 )
 from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.datasets.rows import load_rows
+from grpo_core.run_config import ConfigError, RunConfig
 from grpo_core.runs.actions import delete_run, resume_run
-from grpo_core.runs.config import ConfigError, RunConfig
 from grpo_core.submit.validate import validate_run_config
 from storage import RunStatus, Store, StoreError
 from tests.unit.test_store_migrations import _old_store

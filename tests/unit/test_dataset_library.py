@@ -20,7 +20,7 @@ from grpo_core.datasets.library import (
 )
 from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.rewards.compose import RewardSpec
-from grpo_core.runs.config import DEFAULT_MODEL, ConfigError, RunConfig
+from grpo_core.run_config import DEFAULT_MODEL, ConfigError, RunConfig
 from grpo_core.submit.queue import submit_run
 from grpo_core.submit.validate import validate_run_config
 from storage import RunStatus, StoreError
@@ -302,7 +302,7 @@ def test_use_vllm_without_vllm_installed_is_refused_with_advice(store, settings)
     import importlib.util
 
     from grpo_core.datasets.library import ARITHMETIC_EXAMPLE, register_examples
-    from grpo_core.runs.config import ConfigError, RunConfig
+    from grpo_core.run_config import ConfigError, RunConfig
     from grpo_core.submit.validate import validate_run_config
 
     assert importlib.util.find_spec("vllm") is None

@@ -23,7 +23,7 @@ from grpo_core.models.prompt_lengths import (
     read_model_text,
     require_prompts_fit,
 )
-from grpo_core.runs.config import ConfigError, RunConfig
+from grpo_core.run_config import ConfigError, RunConfig
 from grpo_core.submit.queue import submit_run
 from grpo_core.submit.validate import validate_run_config
 

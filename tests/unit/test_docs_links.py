@@ -146,7 +146,7 @@ def test_a_broken_link_image_anchor_or_path_is_reported():
         "[ok](#a-section) [ok](docs/architecture.md#the-tree) ![ok](docs/screenshots/runs.png) [web](https://x.org/y)",
         "[gone](docs/no-such-page.md) ![gone](docs/screenshots/nope.png) [bad anchor](#no-such-section)",
         "[bad anchor elsewhere](docs/architecture.md#no-such-heading)",
-        "`grpo_core/runs/config.py` `grpo_core/runs.py` `benchmarks/bench_nothing.py` `tests/doctor/corpus/*.json`",
+        "`grpo_core/run_config.py` `grpo_core/runs.py` `benchmarks/bench_nothing.py` `tests/doctor/corpus/*.json`",
         "`examples/*.nothing` `python -m grpo_core.worker.train` `python -m grpo_core.worker.nothing`",
         "```", "[in a fence](nowhere.md)", "```",
     ])

@@ -16,7 +16,7 @@ import pytest
 
 from grpo_core.datasets.rows import editable_prompt_text, prompt_from_text
 from grpo_core.jobs.try_model import build_request
-from grpo_core.runs.config import RunConfig, load_run_config
+from grpo_core.run_config import RunConfig, load_run_config
 from grpo_core.runs.export import (
     ExportError,
     export_adapter_zip,

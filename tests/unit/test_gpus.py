@@ -9,7 +9,7 @@ import stat
 import pytest
 
 import grpo_core.training.launcher as launcher_module
-from grpo_core.runs.config import ConfigError, RunConfig, parse_run_config
+from grpo_core.run_config import ConfigError, RunConfig, parse_run_config
 from grpo_core.training.gpus import (
     GpuAllocationError,
     allocate_gpus,

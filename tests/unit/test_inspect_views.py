@@ -348,7 +348,7 @@ def test_parse_chart_click(value, expected):
 
 
 def test_config_differences_show_trl_args_and_the_knobs_by_field():
-    from grpo_core.runs.config import RunConfig
+    from grpo_core.run_config import RunConfig
 
     plain = RunConfig(dataset_id=1).model_dump(mode="json")
     tuned = RunConfig(

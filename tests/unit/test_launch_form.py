@@ -18,7 +18,7 @@ from app.tabs.launch.form import (
     slot_field,
 )
 from grpo_core.rewards import get_rule
-from grpo_core.runs.config import ConfigError, RunConfig
+from grpo_core.run_config import ConfigError, RunConfig
 
 
 def _full(rule: str, weight: float, **params) -> dict:
@@ -126,7 +126,7 @@ def test_gate_text_parses(text, expected):
 @pytest.mark.parametrize("text", ["code_tests > 0.01", "code_tests >= lots", ">= 1"])
 def test_bad_gate_text_names_the_slot(text):
     from app.tabs.launch.form import parse_gate
-    from grpo_core.runs.config import ConfigError
+    from grpo_core.run_config import ConfigError
 
     with pytest.raises(ConfigError, match=r"reward rule 2 \(code_style\): gate"):
         parse_gate(2, "code_style", text)
@@ -135,7 +135,7 @@ def test_bad_gate_text_names_the_slot(text):
 def test_gated_code_recipe_round_trips_through_the_form():
     from pathlib import Path
 
-    from grpo_core.runs.config import load_run_config
+    from grpo_core.run_config import load_run_config
 
     config = load_run_config(Path(__file__).resolve().parents[2] / "examples" / "code_gated.yaml")
     config = config.model_copy(update={"dataset_id": 1})

@@ -13,7 +13,7 @@ from app.server import create_context
 from app.tabs.launch import handlers
 from app.tabs.launch.form import RULE_SLOTS, config_to_form, slot_field
 from grpo_core.datasets.library import QUICK_START_EXAMPLE
-from grpo_core.runs.config import RunConfig
+from grpo_core.run_config import RunConfig
 
 COMPLETIONS = "82\n---\nThe answer is 82.\n---\n81"
 

@@ -71,7 +71,7 @@ def _loaded_after(code: str, tmp_path: Path) -> dict[str, bool]:
 def test_module_discovery_finds_the_web_side_modules():
     modules = _grpo_core_modules()
     for expected in (
-        "grpo_core.runs.config",
+        "grpo_core.run_config",
         "grpo_core.training.launcher",
         "grpo_core.processes",
         "grpo_core.runs.files",

@@ -87,7 +87,7 @@ def test_prompt_length_and_verdict():
 def test_the_launch_panel_text(settings, tiny_model_dir):
     from app.server import create_context
     from app.tabs.launch.memory import fit_markdown
-    from grpo_core.runs.config import RunConfig
+    from grpo_core.run_config import RunConfig
 
     ctx = create_context(settings)
     try:

@@ -18,7 +18,7 @@ from grpo_core.models.source import (
     describe_model,
     packaged_gguf_path,
 )
-from grpo_core.runs.config import DEFAULT_MODEL
+from grpo_core.run_config import DEFAULT_MODEL
 from grpo_core.worker.policy_model import prepare_model
 
 REPO = Path(__file__).resolve().parents[2]

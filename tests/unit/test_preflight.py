@@ -25,7 +25,7 @@ from grpo_core.doctor.preflight import (
 )
 from grpo_core.doctor.preflight_verdict import judge
 from grpo_core.rewards.compose import score_group
-from grpo_core.runs.config import ConfigError, RunConfig
+from grpo_core.run_config import ConfigError, RunConfig
 from grpo_core.worker.policy_model import EndOfSequence
 from grpo_core.worker.preflight import pick_rows
 

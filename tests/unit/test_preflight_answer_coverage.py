@@ -64,7 +64,7 @@ def test_launch_tab_template_line(tmp_path: Path, settings, store) -> None:
 
 
 def test_launch_validation_warns_about_rows_an_answer_rule_cannot_judge(tmp_path: Path, store) -> None:
-    from grpo_core.runs.config import RunConfig
+    from grpo_core.run_config import RunConfig
     from grpo_core.submit.validate import validate_run_config
 
     data = tmp_path / "d.jsonl"

@@ -14,7 +14,7 @@ from grpo_core.datasets.library import QUICK_START_PATH
 from grpo_core.doctor.preflight import LEVEL_OK, SampledGroup, summarize
 from grpo_core.doctor.preflight_verdict import judge
 from grpo_core.rewards.compose import score_group
-from grpo_core.runs.config import RunConfig
+from grpo_core.run_config import RunConfig
 
 
 def _completion(a: int, b: int, rng: random.Random, cut_share: float, on_answer: float) -> tuple[str, bool]:

@@ -19,7 +19,7 @@ import grpo_core.runs.provenance as provenance_module
 from app.tabs.launch.tools import clone_drift_notes
 from app.tabs.runs.compare import config_differences, run_fields
 from app.views.runs import provenance_html, run_status_html
-from grpo_core.runs.config import load_run_config
+from grpo_core.run_config import load_run_config
 from grpo_core.runs.export import export_config_yaml, export_run
 from grpo_core.runs.provenance import (
     NOT_INSTALLED,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from grpo_core.rewards import RewardSpec, build_reward_funcs, score_group
-from grpo_core.runs.config import load_run_config
+from grpo_core.run_config import load_run_config
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

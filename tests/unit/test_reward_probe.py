@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from grpo_core.rewards.hacking_probe import describe, flagged, probe_completions, probe_row
-from grpo_core.runs.config import RunConfig, load_run_config
+from grpo_core.run_config import RunConfig, load_run_config
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ARITHMETIC_ROW = {"prompt": "What is 40 + 2?", "answer": 42}

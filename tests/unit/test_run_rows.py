@@ -9,7 +9,7 @@ import pytest
 
 from grpo_core.datasets.library import import_dataset
 from grpo_core.datasets.rows import dataset_file, load_rows, resolve_dataset_path
-from grpo_core.runs.config import ConfigError, RunConfig
+from grpo_core.run_config import ConfigError, RunConfig
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "arithmetic.jsonl"
 

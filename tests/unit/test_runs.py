@@ -363,7 +363,7 @@ def test_a_resumed_run_gets_a_fresh_cancel_grace_period(store, settings):
 
 
 def test_relative_paths_of_a_run_yaml_are_found_beside_it(tmp_path, monkeypatch):
-    from grpo_core.runs.config import RunConfig
+    from grpo_core.run_config import RunConfig
     from grpo_core.submit.queue import resolve_relative_paths
 
     folder = tmp_path / "project"

@@ -14,7 +14,7 @@ import pytest
 import grpo_core.jobs.reward_check as reward_check
 from app.server import build_blocks, create_context
 from grpo_core.datasets.library import import_dataset
-from grpo_core.runs.config import ConfigError, RunConfig
+from grpo_core.run_config import ConfigError, RunConfig
 from grpo_core.submit.queue import SubmittedRun, submit_run
 from grpo_core.submit.validate import validate_run_config
 from storage import RunStatus

@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 
 import grpo_core.submit.sweeps as sweeps
 from app.tabs.launch.sweep import sweep_shape
-from grpo_core.runs.config import ConfigError, RunConfig, parse_run_config_text
+from grpo_core.run_config import ConfigError, RunConfig, parse_run_config_text
 from grpo_core.submit.sweeps import (
     MAX_SWEEP_POINTS,
     SweepError,

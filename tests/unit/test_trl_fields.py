@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from grpo_core.runs.config import ConfigError, parse_run_config, parse_run_config_text
+from grpo_core.run_config import ConfigError, parse_run_config, parse_run_config_text
 from grpo_core.runs.trl_fields import OWNED_FIELDS, check_trl_args, describe_trl_field, load_trl_fields
 
 

@@ -5,7 +5,7 @@ config's own field names (``dataset_id``, ``model``, ``name``, ``num_generations
 rule slot ``i`` (1-based), ``rule_i``, ``weight_i``, ``params_i`` (JSON) and ``gate_i`` (``"code_tests >= 0.01"``).
 Handlers never slice the form's values by position (LLaMA-Factory's web UI does the same with its ``elem_id``s).
 
-What the fields are comes from :class:`grpo_core.runs.config.RunConfig` itself: a field's choices are its ``Literal``
+What the fields are comes from :class:`grpo_core.run_config.RunConfig` itself: a field's choices are its ``Literal``
 values, its component kind follows its type, its default and help text are the config's. The form only adds labels and
 the bounds of its number boxes.
 """
@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from grpo_core.bounded_parse import dump_yaml, load_json, load_yaml
 from grpo_core.rewards import RewardGate, RewardSpec, get_rule
-from grpo_core.runs.config import DEFAULT_MODEL, ConfigError, RunConfig, parse_run_config
+from grpo_core.run_config import DEFAULT_MODEL, ConfigError, RunConfig, parse_run_config
 from grpo_core.runs.trl_fields import describe_trl_field
 
 RULE_SLOTS = 4

@@ -40,7 +40,7 @@ from grpo_core.jobs.reward_check import has_plugins, score_group_isolated
 from grpo_core.rewards import RewardSpec, score_group
 from grpo_core.rewards.hacking_probe import flagged, probe_row
 from grpo_core.rewards.regex_budget import time_budget
-from grpo_core.runs.config import ConfigError, RunConfig, parse_run_config
+from grpo_core.run_config import ConfigError, RunConfig, parse_run_config
 from grpo_core.submit.queue import submit_run
 from grpo_core.submit.validate import validate_run_config
 

@@ -4,7 +4,7 @@ the preflight). Only lays out: :func:`build_launch_layout` returns the component
 :func:`app.tabs.launch.tab.create_launch_tab` connects their events.
 
 The reward rule slots are generated from the registry: each slot's dropdown lists every rule; the other form fields
-are generated from :class:`grpo_core.runs.config.RunConfig` (:mod:`app.tabs.launch.form`).
+are generated from :class:`grpo_core.run_config.RunConfig` (:mod:`app.tabs.launch.form`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from grpo_core.access.boundary import plugin_files
 from grpo_core.datasets.library import ARITHMETIC_EXAMPLE, QUICK_START_EXAMPLE
 from grpo_core.doctor.preflight import DEFAULT_PROMPTS
 from grpo_core.rewards import all_rules, get_rule
-from grpo_core.runs.config import DEFAULT_MODEL, RunConfig
+from grpo_core.run_config import DEFAULT_MODEL, RunConfig
 from grpo_core.sandbox.box import sandbox_info
 from grpo_core.training.gpus import machine_gpus
 

@@ -23,7 +23,7 @@ from grpo_core.models.memory_estimate import (
     resolve_device,
 )
 from grpo_core.models.source import ModelSourceError
-from grpo_core.runs.config import ConfigError, RunConfig
+from grpo_core.run_config import ConfigError, RunConfig
 from storage import StoreError
 
 

@@ -10,7 +10,7 @@ import gradio as gr
 from app.catalog_sync import CatalogSync
 from app.context import AppContext, boundary_of, check_webhooks
 from app.tabs.launch.form import form_to_config, read_form
-from grpo_core.runs.config import ConfigError
+from grpo_core.run_config import ConfigError
 from grpo_core.submit.sweeps import (
     MAX_SWEEP_POINTS,
     check_grid,

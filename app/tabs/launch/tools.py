@@ -27,7 +27,7 @@ from grpo_core.jobs.preflight import PREFLIGHT_TIMEOUT_S, PreflightError, start_
 from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_coverage
 from grpo_core.rewards.hacking_probe import describe
 from grpo_core.rewards.template_tags import model_chat_template, resolve_for_model, template_opens_think
-from grpo_core.runs.config import RunConfig
+from grpo_core.run_config import RunConfig
 from grpo_core.runs.provenance import current_environment, describe_differences, plugin_files, provenance_differences
 from storage import RunInfo, StoreError
 

@@ -17,8 +17,8 @@ from app.context import AppContext, actor_of
 from app.views.run_filter import ALL_STATUSES, STATUS_FILTER_CHOICES
 from app.views.runs import run_status_html
 from grpo_core.access.ownership import NotOwnerError
+from grpo_core.run_config import ConfigError
 from grpo_core.runs.actions import RunActionError, annotate_run, authorize_run_action, delete_run, resume_run
-from grpo_core.runs.config import ConfigError
 from storage import StoreError
 
 
