@@ -193,7 +193,7 @@ class RunConfig(BaseModel):
         ``beta``, ...) to that field, so each value has one home; a different value given in both is refused."""
         if not isinstance(data, dict) or not isinstance(data.get("trl_args"), dict):
             return data
-        from grpo_core.runs.trl_fields import load_trl_fields
+        from grpo_core.trl_fields import load_trl_fields
 
         trl_names = load_trl_fields()[1]
         data, extra = dict(data), dict(data["trl_args"])
@@ -208,7 +208,7 @@ class RunConfig(BaseModel):
     @field_validator("trl_args")
     @classmethod
     def _known_trl_args(cls, value: dict[str, Any]) -> dict[str, Any]:
-        from grpo_core.runs.trl_fields import check_trl_args
+        from grpo_core.trl_fields import check_trl_args
 
         return check_trl_args(value, cls.model_fields)
 

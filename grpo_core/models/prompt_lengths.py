@@ -115,7 +115,7 @@ def model_text_folder(model: str, model_cache_dir: Path | None) -> Path | None:
     if source.kind == "folder":
         folder = Path(source.location)
     elif source.kind == "gguf" and model_cache_dir is not None:
-        from grpo_core.runs.provenance import HashCache
+        from grpo_core.models.identity import HashCache
 
         gguf = Path(source.location)
         try:

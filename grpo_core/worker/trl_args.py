@@ -41,7 +41,7 @@ def to_grpo_config(
     Returns:
         ``trl.GRPOConfig`` with ``reward_weights`` from the rules, logging every ``logging_steps`` steps to the
         trackers of ``report_to`` (none by default: the dashboard's recorder writes the store either way), and the
-        run's ``trl_args`` (checked against TRL's fields by :mod:`grpo_core.runs.trl_fields`) applied last.
+        run's ``trl_args`` (checked against TRL's fields by :mod:`grpo_core.trl_fields`) applied last.
     """
     from trl import GRPOConfig
 
@@ -93,7 +93,7 @@ def to_grpo_config(
         eval_steps=config.eval_steps,
         per_device_eval_batch_size=eval_batch,
     )
-    # trl_args never name a field set above that the dashboard owns (grpo_core.runs.trl_fields.OWNED_FIELDS) nor a run
+    # trl_args never name a field set above that the dashboard owns (grpo_core.trl_fields.OWNED_FIELDS) nor a run
     # config field; they may replace the worker's other choices (log_completions, per_device_eval_batch_size, ...).
     kwargs.update(config.trl_args)
     return GRPOConfig(**kwargs)

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from grpo_core.runs.trl_fields import SNAPSHOT_PATH
+from grpo_core.trl_fields import SNAPSHOT_PATH
 
 
 def _type_name(annotation: Any) -> str:
@@ -46,7 +46,7 @@ def snapshot() -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write :func:`snapshot` to ``argv[0]`` (default: the shipped :data:`~grpo_core.runs.trl_fields.SNAPSHOT_PATH`)."""
+    """Write :func:`snapshot` to ``argv[0]`` (default: the shipped :data:`~grpo_core.trl_fields.SNAPSHOT_PATH`)."""
     argv = sys.argv[1:] if argv is None else argv
     path = Path(argv[0]) if argv else SNAPSHOT_PATH
     path.write_text(json.dumps(snapshot(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -4,7 +4,8 @@ workers. Each run trains in its own worker subprocess, one after the other, as t
 
 from __future__ import annotations
 
-from grpo_core.runs.provenance import file_sha256, library_versions, provenance_differences
+from grpo_core.models.identity import file_sha256
+from grpo_core.runs.provenance import library_versions, provenance_differences
 from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus

@@ -15,25 +15,28 @@ from types import SimpleNamespace
 
 import pytest
 
+import grpo_core.models.identity as identity_module
 import grpo_core.runs.provenance as provenance_module
 from app.tabs.launch.tools import clone_drift_notes
 from app.tabs.runs.compare import config_differences, run_fields
 from app.views.runs import provenance_html, run_status_html
+from grpo_core.models.identity import (
+    UNKNOWN,
+    HashCache,
+    file_sha256,
+    folder_weights_sha256,
+    hub_revision,
+    model_identity,
+)
 from grpo_core.run_config import load_run_config
 from grpo_core.runs.export import export_config_yaml, export_run
 from grpo_core.runs.provenance import (
     NOT_INSTALLED,
     PROVENANCE_PACKAGES,
-    UNKNOWN,
-    HashCache,
     collect_provenance,
     current_environment,
     describe_differences,
-    file_sha256,
-    folder_weights_sha256,
-    hub_revision,
     library_versions,
-    model_identity,
     plugin_files,
     provenance_differences,
     short_hash,
@@ -81,7 +84,7 @@ def test_hash_cache_reads_a_file_once_and_shares_the_hash_through_its_file(tmp_p
     path = tmp_path / "abc.bin"
     path.write_bytes(b"abc")
     reads = []
-    monkeypatch.setattr(provenance_module, "file_sha256", lambda p: reads.append(p) or SHA_ABC)
+    monkeypatch.setattr(identity_module, "file_sha256", lambda p: reads.append(p) or SHA_ABC)
     assert HashCache(tmp_path / "cache").sha256(path) == SHA_ABC
     assert HashCache(tmp_path / "cache").sha256(path) == SHA_ABC  # another process: reads the cache file
     assert len(reads) == 1

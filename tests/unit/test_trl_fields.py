@@ -1,4 +1,4 @@
-"""Tests for grpo_core.runs.trl_fields and the run config's TRL knobs: ``trl_args`` checked against the snapshot of TRL's
+"""Tests for grpo_core.trl_fields and the run config's TRL knobs: ``trl_args`` checked against the snapshot of TRL's
 ``GRPOConfig`` fields (unknown names refused with the closest real one, dashboard-owned fields with the reason), the
 snapshot matching the installed TRL, and every knob reaching ``GRPOConfig`` through
 :func:`grpo_core.worker.trl_args.to_grpo_config` (this test imports TRL; the web process never does)."""
@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 
 from grpo_core.run_config import ConfigError, parse_run_config, parse_run_config_text
-from grpo_core.runs.trl_fields import OWNED_FIELDS, check_trl_args, describe_trl_field, load_trl_fields
+from grpo_core.trl_fields import OWNED_FIELDS, check_trl_args, describe_trl_field, load_trl_fields
 
 
 def test_snapshot_matches_the_installed_trl():

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from grpo_core.bounded_parse import dump_yaml, load_json, load_yaml
 from grpo_core.rewards import RewardGate, RewardSpec, get_rule
 from grpo_core.run_config import DEFAULT_MODEL, ConfigError, RunConfig, parse_run_config
-from grpo_core.runs.trl_fields import describe_trl_field
+from grpo_core.trl_fields import describe_trl_field
 
 RULE_SLOTS = 4
 NO_RULE = "(none)"
