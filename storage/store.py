@@ -18,18 +18,21 @@ own module on the shared engine and sessions of :class:`storage.base.StoreBase`:
 :mod:`storage.prompts`    one prompt's groups across steps, the rows sampled most, text search
 :mod:`storage.steps`      what one training step records, in one transaction
 ========================  ==========================================================================================
+
+and :mod:`storage.rescorings`: rescorings of a run's recorded groups with other reward rules (the workbench).
 """
 
 from __future__ import annotations
 
 from storage.datasets import DatasetStore
 from storage.prompts import PromptStore
+from storage.rescorings import RescoringStore  # the reward workbench
 from storage.runs import RunStore
 from storage.steps import StepStore
 from storage.sweeps import SweepStore
 
 
-class Store(DatasetStore, RunStore, SweepStore, StepStore, PromptStore):
+class Store(DatasetStore, RunStore, SweepStore, StepStore, PromptStore, RescoringStore):
     """Reads and writes the dashboard's state in a SQL database.
 
     Args:
