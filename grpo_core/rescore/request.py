@@ -62,6 +62,10 @@ class RescoreRequest(pydantic.BaseModel):
             raise ValueError(f"first_step {self.first_step} is after last_step {self.last_step}")
         if self.scale_rewards is not None:
             self.scale_rewards = normalise_scale(self.scale_rewards)
+        for index, spec in enumerate(self.rewards, start=1):
+            if spec.rule == "reward_model":
+                raise ValueError(f"reward rule {index} (reward_model): the workbench does not re-score with a reward "
+                                 "model (it runs in the training worker, on its GPU)")
         try:
             build_reward_funcs(self.rewards)  # unknown rule, bad parameter, bad gate: refused here, by position
         except ValueError as exc:
