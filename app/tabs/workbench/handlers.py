@@ -21,10 +21,18 @@ POLL_S = 0.5
 """How often a running rescoring's progress is read back."""
 
 
-def _whole(value: Any) -> int | None:
-    if value is None or value == "":
+def _whole(value: Any, field: str) -> int | None:
+    """A form field as a whole number; ``None`` when empty. Raises RescoreError naming ``field``."""
+    text = str(value if value is not None else "").strip()
+    if not text:
         return None
-    return int(value)
+    try:
+        number = float(text)
+    except ValueError:
+        number = float("nan")
+    if not number.is_integer():
+        raise RescoreError(f"{field} must be a whole number, got {text[:40]!r}")
+    return int(number)
 
 
 def rules_for_run(ctx: AppContext, run_id: int | None) -> tuple[str, str]:
@@ -48,8 +56,9 @@ def request_from_form(form: Mapping[str, Any]) -> dict[str, Any]:
         raise RescoreError("choose a run")
     scale = form.get("scale_rewards")
     return {"run_id": int(form["run"]), "rewards": parse_rules_text(form.get("rules") or ""),
-            "first_step": _whole(form.get("first_step")), "last_step": _whole(form.get("last_step")),
-            "sample": _whole(form.get("sample")) or None,
+            "first_step": _whole(form.get("first_step"), "first step"),
+            "last_step": _whole(form.get("last_step"), "last step"),
+            "sample": _whole(form.get("sample"), "sample") or None,
             "scale_rewards": None if scale in (None, "", "run's") else scale}
 
 

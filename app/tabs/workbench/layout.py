@@ -25,8 +25,8 @@ def layout_workbench(ctx: AppContext) -> dict[str, gr.components.Component]:
     c["rules"] = gr.Code(label="reward rules (YAML: rule, weight, params, name, gate — as in a run config's "
                                "rewards)", language="yaml", lines=10, interactive=True, elem_id="workbench-rules")
     with gr.Row():
-        c["first_step"] = gr.Number(label="first step (empty: first)", precision=0, elem_id="workbench-first")
-        c["last_step"] = gr.Number(label="last step (empty: last)", precision=0, elem_id="workbench-last")
+        c["first_step"] = gr.Textbox(label="first step (empty: first)", elem_id="workbench-first")
+        c["last_step"] = gr.Textbox(label="last step (empty: last)", elem_id="workbench-last")
         c["sample"] = gr.Number(label=f"sample groups (0: all, at most {MAX_GROUPS})", value=0, precision=0,
                                 minimum=0, elem_id="workbench-sample")
         c["scale_rewards"] = gr.Dropdown(label="scale_rewards", choices=["run's", "group", "batch", "none"],
