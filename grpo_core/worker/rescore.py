@@ -113,7 +113,8 @@ def score_batch(request: Mapping[str, Any], progress_path: Path | None = None) -
     workers = max(1, int(request.get("workers") or os.cpu_count() or 1))
     results: dict[Any, tuple[list, dict]] = {}
     if parallel and workers > 1 and len(items) > 1:
-        chunks = [items[i:i + 4] for i in range(0, len(items), 4)]
+        size = max(1, min(4, -(-len(items) // (workers * 2))))  # small chunks: every worker busy, progress moves
+        chunks = [items[i:i + size] for i in range(0, len(items), size)]
         with ProcessPoolExecutor(max_workers=workers, initializer=_build, initargs=(specs,)) as pool:
             for chunk, scored in zip(chunks, pool.map(_score_chunk, chunks, [chat] * len(chunks)), strict=True):
                 for (gid, rewards, errors), (_, texts, _) in zip(scored, chunk, strict=True):
