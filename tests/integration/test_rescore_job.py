@@ -135,3 +135,20 @@ def test_cancel_kills_the_child(store, tmp_path):
     while (tmp_path / "work").exists() and any((tmp_path / "work").iterdir()) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any((tmp_path / "work").iterdir())
+
+
+def test_plugin_rules_spread_over_processes_give_the_same_numbers(store, tmp_path):
+    run_id = seed_run(store, tmp_path)
+    plugin = tmp_path / "short.py"
+    plugin.write_text("import os\ndef short(completions, **kw):\n    return [1.0 / (1 + len(c)) for c in completions]\n"
+                      "def pid(completions, **kw):\n    return [float(os.getpid())] * len(completions)\n")
+    rules = [{"rule": "numeric_answer"}, {"rule": "plugin", "params": {"target": f"{plugin}:short"}}]
+    alone = rescore_run(store, _request(run_id, rules), workdir=tmp_path, workers=1)
+    spread = rescore_run(store, _request(run_id, rules), workdir=tmp_path, workers=2)
+    for result in (alone, spread):
+        result.pop("rescoring_id")
+    assert alone == spread
+    pids = rescore_run(store, _request(run_id, [{"rule": "plugin", "params": {"target": f"{plugin}:pid"}}]),
+                       workdir=tmp_path, workers=2)
+    seen = {c["after"]["rewards"]["pid"] for g in pids["changed_groups"] for c in g["completions"]}
+    assert len(seen) == 2  # two worker processes scored the groups
