@@ -17,13 +17,11 @@ Imports no torch.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
 import sys
 import time
-import traceback
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -32,6 +30,7 @@ from typing import Any
 from grpo_core.rewards.compose import _ignore_log_extra, _ignore_log_metric, build_reward_funcs
 from grpo_core.rewards.hacking_probe import flagged, probe_row
 from grpo_core.rewards.registry import get_rule
+from grpo_core.worker.answer_file import answer_request
 
 PARALLEL_CATEGORIES = ("code", "plugin")
 """Rule categories whose scoring is spread over processes (slow per completion)."""
@@ -162,18 +161,7 @@ def _probe(specs: Sequence[Mapping[str, Any]], items: Sequence[tuple[Any, list[s
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grpo_core.worker.rescore")
-    parser.add_argument("request", type=Path)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--progress", type=Path)
-    args = parser.parse_args(argv)
-    try:
-        result = score_batch(json.loads(args.request.read_text()), args.progress)
-    except Exception as exc:  # noqa: BLE001 - reported through the answer file
-        traceback.print_exc()
-        result = {"error": f"{type(exc).__name__}: {exc}"}
-    args.out.write_text(json.dumps(result, default=repr))
-    return 0
+    return answer_request("python -m grpo_core.worker.rescore", score_batch, argv, progress=True)
 
 
 if __name__ == "__main__":
