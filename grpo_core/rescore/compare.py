@@ -19,6 +19,9 @@ from grpo_core.rescore.advantages import as_float, batch_advantages, nanmean, si
 MAX_CHANGED_GROUPS = 20
 """The most changed groups a comparison lists."""
 
+TEXT_KEPT = 4000
+"""Characters of a completion (and a prompt) a listed group keeps: the stored result stays small."""
+
 
 def _mean(values: Sequence[float | None]) -> float | None:
     value = nanmean([as_float(v) for v in values])
@@ -114,11 +117,11 @@ def _group_change(group: Mapping[str, Any], names: Sequence[str], rewards: Seque
         flips += sign_changed(was, advantages[k])
         shift = max(shift, abs(advantages[k] - was))
         completions.append({
-            "index": c.get("index", k), "text": c.get("text", ""),
+            "index": c.get("index", k), "text": str(c.get("text", ""))[:TEXT_KEPT],
             "before": {"total": c.get("total_reward"), "advantage": c.get("advantage"),
                        "rewards": dict(c.get("rewards") or {})},
             "after": {"total": totals[k], "advantage": advantages[k],
                       "rewards": {n: rewards[i][k] for i, n in enumerate(names)}},
         })
     return {"group_id": group["id"], "step": int(group["step"]), "row_index": group.get("row_index"),
-            "prompt": group.get("prompt", ""), "sign_changes": flips, "max_shift": shift, "completions": completions}
+            "prompt": str(group.get("prompt", ""))[:TEXT_KEPT], "sign_changes": flips, "max_shift": shift, "completions": completions}
