@@ -1,5 +1,5 @@
 """The ``grpo-dashboard`` command: ``serve`` the dashboard, ``train`` a run config headless, or ``sweep`` one (a run
-per point of its ``sweep:`` block).
+per point of its ``sweep:`` block); ``rescore`` a run's recorded groups with other reward rules.
 
 Settings are read here once (flags, then ``GRPO_*`` environment variables, then defaults) and passed down.
 """
@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from app.cli_integrations import add_integration_commands, run_integration_command
+from app.rescore_cli import add_rescore_parser, run_rescore
 from grpo_core.jobs.preflight import add_preflight_arguments
 from grpo_core.run_config import RunConfig, parse_run_config
 
@@ -133,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_preflight_arguments(preflight)
     add_integration_commands(sub, _add_common)  # token, sync: runs recorded from scripts (docs/integrations.md)
+    add_rescore_parser(sub, _add_common)  # the reward workbench, headless (app/rescore_cli.py)
     return parser
 
 
@@ -183,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         return _preflight(args)
     if args.command == "sweep":
         return _sweep(args)
+    if args.command == "rescore":
+        return run_rescore(args)
     return _train(args)
 
 

@@ -21,6 +21,9 @@ merge_run       ``run_id``, ``download`` (True: also the zip)        ``{"run_id"
 list_datasets   (none)                                               ``[<dataset>, ...]`` newest first
 rename_dataset  ``dataset_id``, ``name``                             the dataset
 delete_dataset  ``dataset_id``                                       ``{"dataset_id", "deleted": true, "kept_for_runs"}``
+rescore_run     ``run_id``, ``rules`` (YAML), ``first_step``,        the comparison of the run's scoring with the new
+                ``last_step``, ``sample``, ``seed``,                 rules (:mod:`app.rescore_api`)
+                ``scale_rewards``
 ==============  ===================================================  ==================================================
 
 A ``<run>`` is :func:`run_dict` (with ``owner``, the login that launched it), a ``<dataset>`` :func:`dataset_dict`.
@@ -50,6 +53,7 @@ from typing import Any
 import gradio as gr
 
 from app.context import MODEL_JOBS, AppContext, actor_of, boundary_of, check_webhooks
+from app.rescore_api import create_rescore_api
 from grpo_core.access.ownership import NotOwnerError
 from grpo_core.datasets.library import (
     DatasetInUseError,
@@ -93,6 +97,7 @@ PUBLIC_ENDPOINTS = (
     "list_datasets",
     "rename_dataset",
     "delete_dataset",
+    "rescore_run",  # app/rescore_api.py
 )
 
 #: The most groups one ``run_groups`` call returns.
@@ -382,6 +387,7 @@ def create_public_api(ctx: AppContext) -> None:
     gr.api(list_datasets, api_name="list_datasets")
     gr.api(rename_dataset_endpoint, api_name="rename_dataset", api_description=rename_dataset_endpoint.__doc__)
     gr.api(delete_dataset_endpoint, api_name="delete_dataset", api_description=delete_dataset_endpoint.__doc__)
+    create_rescore_api(ctx)  # the reward workbench's rescore_run (app/rescore_api.py)
 
 
 def hide_internal_endpoints(blocks: gr.Blocks, public: tuple[str, ...] = PUBLIC_ENDPOINTS) -> list[str]:

@@ -22,6 +22,7 @@ from app.tabs.inspect.tab import create_inspect_tab
 from app.tabs.launch.tab import create_launch_tab
 from app.tabs.runs.tab import create_runs_tab
 from app.tabs.try_model import create_try_model_tab
+from app.tabs.workbench.tab import create_workbench_tab
 from grpo_core.access.logins import exposure_warnings, max_upload_bytes
 from grpo_core.alerts.webhooks import Notifier
 from grpo_core.datasets.library import register_examples
@@ -62,11 +63,13 @@ def build_blocks(ctx: AppContext) -> gr.Blocks:
             with gr.Tab("Runs", id="runs", elem_id="tab-runs"):
                 runs_tab = create_runs_tab(ctx, sync)
             with gr.Tab("Inspect", id="inspect", elem_id="tab-inspect") as inspect_tab:
-                create_inspect_tab(ctx, inspect_tab, sync, runs=runs_tab, tabs=tabs)
+                inspect = create_inspect_tab(ctx, inspect_tab, sync, runs=runs_tab, tabs=tabs)
             with gr.Tab("Try the model", id="try", elem_id="tab-try"):
                 create_try_model_tab(ctx, sync)
             with gr.Tab("API tokens", id="tokens", elem_id="tab-tokens") as tokens_tab:  # scripts over HTTP
                 create_api_tokens_tab(ctx, tokens_tab)
+            with gr.Tab("Reward workbench", id="workbench", elem_id="tab-workbench"):  # re-score a run's groups
+                create_workbench_tab(ctx, sync, inspect=inspect, tabs=tabs)
         sync.connect(blocks)
         create_public_api(ctx)
     hide_internal_endpoints(blocks)

@@ -276,3 +276,34 @@ class SearchPage:
     offset: int
     limit: int
     hits: list[SearchHit]
+
+
+# --- rescorings (the reward workbench, storage/rescorings.py) -----------------------------------------------------
+
+RESCORING_STATUSES = ("running", "completed", "failed", "cancelled")
+"""A rescoring's life cycle: ``running -> completed | failed | cancelled`` (a CHECK constraint keeps the column so)."""
+
+
+@dataclass(frozen=True)
+class RescoringInfo:
+    """A rescoring of a run's recorded groups with another reward composition (never over what the run recorded).
+
+    Attributes:
+        request: the request as given (:class:`grpo_core.rescore.request.RescoreRequest` fields).
+        done, total: completions scored so far, of ``total``.
+        result: when completed, the comparison (:func:`grpo_core.rescore.compare.compare_scorings`'s dict).
+        error: why it failed.
+    """
+
+    id: int
+    run_id: int
+    status: str
+    request: dict[str, Any]
+    created_at: datetime
+    finished_at: datetime | None
+    owner: str | None
+    done: int
+    total: int
+    cancel_requested: bool
+    result: dict[str, Any] | None
+    error: str | None

@@ -17,6 +17,7 @@ own module on the shared engine and sessions of :class:`storage.base.StoreBase`:
 :mod:`storage.groups`     sampled groups, completions and per-token values, by step
 :mod:`storage.prompts`    one prompt's groups across steps, the rows sampled most, text search
 :mod:`storage.steps`      what one training step records, in one transaction
+:mod:`storage.rescorings` rescorings of a run's recorded groups with other reward rules (the reward workbench)
 :mod:`storage.api_tokens` API tokens, and the runs a training script records over HTTP (:mod:`grpo_core.integrations`)
 ========================  ==========================================================================================
 """
@@ -26,12 +27,13 @@ from __future__ import annotations
 from storage.api_tokens import ApiTokenQueries
 from storage.datasets import DatasetStore
 from storage.prompts import PromptStore
+from storage.rescorings import RescoringStore  # the reward workbench
 from storage.runs import RunStore
 from storage.steps import StepStore
 from storage.sweeps import SweepStore
 
 
-class Store(DatasetStore, RunStore, SweepStore, StepStore, PromptStore, ApiTokenQueries):
+class Store(DatasetStore, RunStore, SweepStore, StepStore, PromptStore, RescoringStore, ApiTokenQueries):
     """Reads and writes the dashboard's state in a SQL database.
 
     Args:

@@ -25,7 +25,16 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from storage.float16 import pack_float16, unpack_float16
-from storage.records import CompletionRecord, DatasetInfo, GroupRecord, RunInfo, RunStatus, SweepInfo, TokenStats
+from storage.records import (
+    CompletionRecord,
+    DatasetInfo,
+    GroupRecord,
+    RescoringInfo,
+    RunInfo,
+    RunStatus,
+    SweepInfo,
+    TokenStats,
+)
 
 # Every String, Text and JSON column of the store stores the same values on SQLite and PostgreSQL (NUL characters,
 # NaN inside JSON, over-long strings): these are SQLAlchemy's types with that bind processing, see storage/types.py.
@@ -391,3 +400,37 @@ def create_missing_indexes(engine: Engine) -> None:
     for table in Base.metadata.sorted_tables:
         for index in table.indexes:
             index.create(engine, checkfirst=True)
+
+
+# --- rescorings (the reward workbench, storage/rescorings.py) -----------------------------------------------------
+
+class RescoringRow(Base):
+    """A rescoring of a run's recorded groups (:class:`storage.records.RescoringInfo`); deleted with its run."""
+
+    __tablename__ = "rescorings"
+    __table_args__ = (
+        CheckConstraint("status IN ('running', 'completed', 'failed', 'cancelled')", name="ck_rescorings_status"),
+        Index("ix_rescorings_run", "run_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    status: Mapped[str] = mapped_column(String(16), default="running")
+    request: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    done: Mapped[int] = mapped_column(Integer, default=0)
+    total: Mapped[int] = mapped_column(Integer, default=0)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+    def to_record(self) -> RescoringInfo:
+        """This row as the plain record callers get."""
+        return RescoringInfo(
+            id=self.id, run_id=self.run_id, status=self.status, request=dict(self.request or {}),
+            created_at=as_utc(self.created_at), finished_at=as_utc(self.finished_at), owner=self.owner,
+            done=self.done or 0, total=self.total or 0, cancel_requested=bool(self.cancel_requested),
+            result=self.result, error=self.error,
+        )

@@ -17,18 +17,15 @@ rule is reported as needing the training worker).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import sys
-import traceback
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from grpo_core.rewards.compose import _ignore_log_extra, _ignore_log_metric, build_reward_funcs, score_group
 from grpo_core.rewards.plugin import PluginReward, call_reward_function, check_rewards
+from grpo_core.worker.answer_file import answer_request
 
 #: The completions a plugin is tried on: an empty one and a short answer-like one.
 CHECK_COMPLETIONS = ("", "The answer is 42.")
@@ -127,17 +124,7 @@ def answer(request: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grpo_core.worker.reward_check")
-    parser.add_argument("request", type=Path)
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args(argv)
-    try:
-        result = answer(json.loads(args.request.read_text()))
-    except Exception as exc:  # noqa: BLE001 - reported through the answer file
-        traceback.print_exc()
-        result = {"error": f"{type(exc).__name__}: {exc}"}
-    args.out.write_text(json.dumps(result, default=repr))
-    return 0
+    return answer_request("python -m grpo_core.worker.reward_check", lambda request, _: answer(request), argv)
 
 
 if __name__ == "__main__":

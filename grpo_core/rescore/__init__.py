@@ -1,0 +1,6 @@
+"""The reward workbench: re-score a run's recorded groups with another reward composition, compare with what the run
+recorded, and keep the result as a rescoring of the run (never over what the run recorded). Imports no torch.
+
+advantages.py (TRL's group-relative advantage, pure), request.py (a rescoring request and its bounds), compare.py
+(the comparison of two scorings, pure), presets.py (compositions saved as YAML in the data directory).
+"""
