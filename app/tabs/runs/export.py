@@ -6,7 +6,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app.context import MODEL_JOBS, AppContext, boundary_of
-from grpo_core.jobs.merge import MergeError, merge_run
+from grpo_core.jobs.merge import REUSED, MergeError, merge_run
 from grpo_core.runs.config import ConfigError
 from grpo_core.runs.export import export_run
 from storage import StoreError
@@ -70,8 +70,12 @@ def create_export_panel(ctx: AppContext, run_selector: gr.Dropdown) -> dict[str,
         except (StoreError, MergeError, OSError, ConfigError) as exc:
             yield f"Not merged: {exc}"
             return
-        yield (f"Merged model of run #{run.id} written to `{steps[-1]}` (safetensors, tokenizer, generation config): "
-               "load it with `AutoModelForCausalLM.from_pretrained(folder)` or serve it with `vllm serve folder`.")
+        if steps[0].startswith(REUSED):
+            done = f"Already merged: run #{run.id} with this adapter was merged before; nothing new written, reusing"
+        else:
+            done = f"Merged model of run #{run.id} written to"
+        yield (f"{done} `{steps[-1]}` (safetensors, tokenizer, generation config): load it with "
+               "`AutoModelForCausalLM.from_pretrained(folder)` or serve it with `vllm serve folder`.")
 
     merge.click(on_merge, inputs=run_selector, outputs=merge_status, **MODEL_JOBS)
     button.click(
