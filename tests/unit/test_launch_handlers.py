@@ -57,7 +57,7 @@ BAD_SLOTS = [
 def test_the_bench_shows_a_bad_rule_slots_error(ctx, rule, params, gate, weight, message):
     values = _bench_values(rule, params, gate=gate, weight=weight)
     table, status = handlers.bench(ctx, None, values)
-    assert table is None
+    assert table.empty and list(table.columns) == ["completion", "total", "advantage"]  # named, not "1 2 3"
     assert status.startswith("❌")
     assert "unpack" not in status
     assert re.search(message, status), status
@@ -78,7 +78,7 @@ def test_the_probe_shows_a_bad_rule_slots_error(ctx, rule, params, gate, weight,
 def test_the_bench_refuses_a_bad_row_or_group(ctx, row, completions, message):
     values = _bench_values("length", "{}") | {"bench_row": row, "bench_completions": completions}
     table, status = handlers.bench(ctx, None, values)
-    assert table is None and status.startswith("❌") and message in status
+    assert table.empty and status.startswith("❌") and message in status
 
 
 def test_the_bench_scores_the_named_slots(ctx):
@@ -93,7 +93,8 @@ def test_the_bench_scores_the_named_slots(ctx):
 
 def test_the_bench_needs_a_rule(ctx):
     values = _bench_values("(none)", "{}") | {"rule_1": "(none)"}
-    assert handlers.bench(ctx, None, values) == (None, "❌ choose at least one reward rule")
+    table, status = handlers.bench(ctx, None, values)
+    assert table.empty and status == "❌ choose at least one reward rule"
 
 
 def test_launch_queues_the_form_validating_once(ctx, monkeypatch):

@@ -28,12 +28,14 @@ from app.tabs.launch.form import (
     slot_field,
 )
 from app.tabs.launch.tools import (
+    BENCH_HEADERS,
     bench_coverage_markdown,
     bench_specs,
     clone_drift_notes,
     dataset_row_for_bench,
     stream_preflight,
 )
+from app.views.tables import empty_frame
 from grpo_core.access.boundary import Boundary
 from grpo_core.bounded_parse import load_json
 from grpo_core.jobs.reward_check import has_plugins, score_group_isolated
@@ -122,21 +124,21 @@ def _error_line(exc: Exception) -> str:
     return f"❌ {message if message.startswith(prefix) else prefix + message}"
 
 
-def bench(ctx: AppContext, request: Any, values: Values) -> tuple[pd.DataFrame | None, str]:
+def bench(ctx: AppContext, request: Any, values: Values) -> tuple[pd.DataFrame, str]:
     """Inputs: ``bench_row``, ``bench_completions``, ``model``, ``dataset_id`` and the rule slots. Outputs: the score
-    table (``None`` on an error: the last table scored other rules), the status."""
+    table (emptied on an error: the last table scored other rules), the status."""
     try:
         row, completions, specs = bench_inputs(values)
         specs = boundary_of(ctx, request).check_rewards(specs)  # before any plugin is imported
     except ValueError as exc:
-        return None, f"❌ {exc}"
+        return empty_frame(BENCH_HEADERS), f"❌ {exc}"
     specs, opens_think = bench_specs(ctx, specs, values.get("model"), values.get("dataset_id"))
     try:
         # plugins are user code: scored in a child process, never in the web process
         with time_budget(BENCH_REGEX_BUDGET_S):  # users' regular expressions, in this process
             score = (score_group_isolated if has_plugins(specs) else score_group)(specs, completions, row)
     except Exception as exc:  # noqa: BLE001 - any rule error is shown, not raised
-        return None, _error_line(exc)
+        return empty_frame(BENCH_HEADERS), _error_line(exc)
     table = {"completion": [c[:80] for c in completions]}
     for name, rewards in zip(score.names, score.rewards, strict=True):
         table[name] = [None if r is None or r != r else round(r, 6) for r in rewards]

@@ -29,7 +29,8 @@ from app.tabs.launch.form import (
     slot_field,
     trl_args_help,
 )
-from app.tabs.launch.tools import template_think_markdown
+from app.tabs.launch.tools import BENCH_HEADERS, RULE_TABLE_HEADERS, template_think_markdown
+from app.views.tables import empty_frame
 from grpo_core.access.boundary import plugin_files
 from grpo_core.datasets.library import ARITHMETIC_EXAMPLE, QUICK_START_EXAMPLE
 from grpo_core.doctor.preflight import DEFAULT_PROMPTS
@@ -153,7 +154,8 @@ def _bench(parts: Components) -> None:
             parts["bench_button"] = gr.Button("Score the group", elem_id="bench-button")
             parts["probe_button"] = gr.Button("Probe for reward hacking (degenerate completions against these)",
                                               elem_id="probe-button")
-        parts["bench_table"] = gr.Dataframe(interactive=False, elem_id="bench-table")
+        parts["bench_table"] = gr.Dataframe(value=empty_frame(BENCH_HEADERS), interactive=False,
+                                            elem_id="bench-table")
         parts["bench_status"] = gr.Markdown(elem_id="bench-status")
 
 
@@ -171,7 +173,8 @@ def _preflight(parts: Components) -> None:
                                                    minimum=1, maximum=64, elem_id="preflight-prompts", scale=3)
             parts["preflight_button"] = gr.Button("Run the preflight", elem_id="preflight-button", scale=1)
         parts["preflight_verdict"] = gr.Markdown(elem_id="preflight-verdict")
-        parts["preflight_table"] = gr.Dataframe(interactive=False, elem_id="preflight-table")
+        parts["preflight_table"] = gr.Dataframe(value=empty_frame(RULE_TABLE_HEADERS), interactive=False,
+                                                elem_id="preflight-table")
 
 
 def build_launch_layout(ctx: AppContext) -> Components:
