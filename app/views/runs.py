@@ -108,6 +108,27 @@ def heartbeat_silence(run: RunInfo, now: datetime | None = None) -> float | None
     return seconds if seconds > HEARTBEAT_STALE_S else None
 
 
+#: The Runs tab's status card when there is no run yet (HTML: the card is a ``gr.HTML``, where Markdown's ``**`` would
+#: show as asterisks).
+NO_RUNS_HTML = ('<div id="run-status" class="grpo-empty" data-status="none">No runs yet: launch one from the '
+                "<b>Launch</b> tab.</div>")
+
+
+def cancel_state(run: RunInfo | None) -> tuple[bool, str]:
+    """Whether Cancel applies to ``run``, and the line that says why not (``""`` when it does).
+
+    Cancel applies to a queued run and to a running one whose cancel was not yet asked; a finished run (completed,
+    failed, cancelled) has nothing to cancel.
+    """
+    if run is None:
+        return False, "Choose a run first."
+    if run.status.is_final:
+        return False, f"Run #{run.id} is {run.status.value}: there is nothing to cancel."
+    if run.cancel_requested:
+        return False, f"Run #{run.id} is already stopping: its cancel was asked; it stops at the end of its step."
+    return True, ""
+
+
 def run_status_html(run: RunInfo, log_tail: str = "", now: datetime | None = None) -> str:
     """A status card: status, step, phase, heartbeat age (flagged "no heartbeat for N s" after
     :data:`HEARTBEAT_STALE_S`), GPUs, the checkpoint a queued run resumes from, tags, notes, the "reproduce" block

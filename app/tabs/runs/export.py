@@ -18,6 +18,9 @@ EXPORT_HELP = (
     "truncation), the **adapter** as a zip when training saved one, and a zip of everything."
 )
 
+#: The narrowest a download box may be, in pixels: wide enough for ``run-NNNNN-groups.parquet`` with its size.
+FILE_BOX_MIN_WIDTH = 440
+
 
 def create_export_panel(ctx: AppContext, run_selector: gr.Dropdown) -> dict[str, gr.components.Component]:
     """Build the Export accordion inside the current ``gr.Blocks``; it exports the run chosen in ``run_selector``.
@@ -29,13 +32,19 @@ def create_export_panel(ctx: AppContext, run_selector: gr.Dropdown) -> dict[str,
         gr.Markdown(EXPORT_HELP)
         button = gr.Button("Export the selected run", elem_id="export-button")
         status = gr.Markdown(elem_id="export-status")
+        # min_width: a box never narrower than a file name (the row wraps instead); five in one row cut the names
+        # to ".ya" and ".js"
         with gr.Row():
             config = gr.File(label="config YAML + dataset + plugin files", file_count="multiple", interactive=False,
-                             elem_id="export-config")
-            metrics = gr.File(label="metrics CSV", interactive=False, elem_id="export-metrics")
-            groups = gr.File(label="groups Parquet", interactive=False, elem_id="export-groups")
-            adapter = gr.File(label="adapter zip", interactive=False, elem_id="export-adapter")
-            bundle = gr.File(label="everything (zip)", interactive=False, elem_id="export-bundle")
+                             elem_id="export-config", min_width=FILE_BOX_MIN_WIDTH)
+            metrics = gr.File(label="metrics CSV", interactive=False, elem_id="export-metrics",
+                              min_width=FILE_BOX_MIN_WIDTH)
+            groups = gr.File(label="groups Parquet", interactive=False, elem_id="export-groups",
+                             min_width=FILE_BOX_MIN_WIDTH)
+            adapter = gr.File(label="adapter zip", interactive=False, elem_id="export-adapter",
+                              min_width=FILE_BOX_MIN_WIDTH)
+            bundle = gr.File(label="everything (zip)", interactive=False, elem_id="export-bundle",
+                             min_width=FILE_BOX_MIN_WIDTH)
         merge = gr.Button("Merge the adapter into the base model (a folder to serve)", elem_id="export-merge")
         merge_status = gr.Markdown(elem_id="export-merge-status")
 
