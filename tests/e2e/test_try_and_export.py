@@ -95,14 +95,13 @@ def test_try_the_model_samples_base_and_trained_side_by_side(page, trained_run):
     page.get_by_role("option", name=RUN_NAME).first.click()
     expect(page.locator("#try-weights input")).to_have_value("final adapter (latest)")
     page.locator("#try-weights input").click()
-    options = page.get_by_role("option").all_inner_texts()
+    options = [text.replace("✓", "").strip() for text in page.get_by_role("option").all_inner_texts()]
     assert options == ["final adapter (latest)", "checkpoint at step 1"], options  # each weights once
-    page.keyboard.press("Escape")
+    page.get_by_role("option", name="checkpoint at step 1").first.click()
     expect(page.locator("#try-status")).to_contain_text("Row 0 of 400 loaded")
     expect(page.locator("#try-temperature input")).to_have_value("1")  # the run's sampling settings
     expect(page.locator("#try-max-tokens input")).to_have_value("12")
     assert "What is" in page.locator("#try-prompt textarea").input_value()
-    pick(page, "try-weights", "checkpoint at step 1")
     page.locator("#try-samples input[type=number]").fill("2")
     page.locator("#try-samples input[type=number]").press("Tab")
     page.locator("#try-button").click()

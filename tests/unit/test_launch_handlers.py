@@ -107,9 +107,10 @@ def test_launch_queues_the_form_validating_once(ctx, monkeypatch):
     monkeypatch.setattr(ctx.launcher, "tick", lambda: ticks.append(1))  # queued, no worker started here
     dataset = ctx.store.find_dataset(QUICK_START_EXAMPLE)
     form = config_to_form(RunConfig(dataset_id=dataset.id, name="from the form", max_steps=3))
-    status = handlers.launch(ctx, None, form)
+    status, run_id = handlers.launch(ctx, None, form)
     assert status.startswith("✅"), status
     [run] = ctx.store.list_runs()
+    assert run_id == run.id  # the tab shows this run in the Runs tab
     assert status.startswith(f"✅ Run **#{run.id} from the form** queued: 3 steps"), status
     assert run.config["max_steps"] == 3 and run.config["dataset_id"] == dataset.id
     assert ticks == [1]  # the launcher looks at the queue at once
@@ -117,6 +118,7 @@ def test_launch_queues_the_form_validating_once(ctx, monkeypatch):
 
 def test_launch_refuses_a_bad_form_naming_the_field(ctx):
     form = config_to_form(RunConfig(dataset_id=ctx.store.find_dataset(QUICK_START_EXAMPLE).id)) | {"params_1": "[]"}
-    status = handlers.launch(ctx, None, form)
+    status, run_id = handlers.launch(ctx, None, form)
+    assert run_id is None
     assert status.startswith("❌ **Not launched.** reward rule 1") and "JSON object" in status
     assert ctx.store.list_runs() == []
