@@ -118,8 +118,8 @@ def test_clone_fills_the_form_from_a_stored_run(page, server, tiny_model_dir):
     expect(page.locator("#launch-dataset input")).to_have_value(f"{ARITHMETIC_EXAMPLE} (400 rows)")
     expect(page.locator("#rule-1 input")).to_have_value("numeric_answer")
     expect(page.locator("#rule-2 input")).to_have_value("length")
-    expect(page.locator("#rule-group-3")).to_be_hidden()  # a slot without a rule stays hidden until added
-    expect(page.locator("#rule-group-4")).to_be_hidden()
+    expect(page.locator("#rule-group-3").first).to_be_hidden()  # a slot without a rule stays hidden until added
+    expect(page.locator("#rule-group-4").first).to_be_hidden()
     expect(page.locator("#weight-2 input")).to_have_value("0.4")
     assert json.loads(_code_value(page, "params-1")) == {"tolerance": 0.5}
     assert json.loads(_code_value(page, "params-2"))["max_tokens"] == 5
@@ -152,7 +152,7 @@ def test_sandbox_mode_is_shown_with_a_code_rule(page):
     expect(line).to_contain_text("run model-written Python in the sandbox")
     expect(line).to_contain_text(sandbox_info().mode.value)
     page.locator("#rule-remove-3").click()
-    expect(page.locator("#rule-group-3")).to_be_hidden()
+    expect(page.locator("#rule-group-3").first).to_be_hidden()
     expect(line).to_be_hidden()
 
 
