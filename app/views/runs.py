@@ -37,6 +37,8 @@ GROUP_CSS = """
 .grpo-adv { font-weight: 700; }
 .grpo-badge { display: inline-block; font-size: 11px; padding: 0 6px; border-radius: 8px; background: #fde68a; }
 .grpo-fold summary { cursor: pointer; font-size: 12px; color: #2563eb; }
+.grpo-completion[data-ref] { cursor: pointer; }
+.grpo-completion[data-ref]:hover { box-shadow: 0 0 0 2px #93c5fd; }
 """
 
 #: Completions longer than this many characters show their start and fold the rest in a ``<details>``.
@@ -284,8 +286,12 @@ def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, ma
                 f"<tr><td>{html.escape(name)}</td><td style='text-align:right'>{_fmt(value)}</td></tr>"
                 for name, value in c.rewards.items()
             )
+            # a card with a stored group opens its token view when clicked (app.tabs.inspect.tokens)
+            ref = (f' data-ref="{group.id}:{c.index}" title="click: this completion\'s tokens (log-probability, KL, '
+                   'entropy)"' if group.id is not None else "")
             out.append(
-                f'<div class="grpo-completion {_advantage_class(c.advantage)}" data-advantage="{_fmt(c.advantage, 4)}">'
+                f'<div class="grpo-completion {_advantage_class(c.advantage)}" data-advantage="{_fmt(c.advantage, 4)}"'
+                f"{ref}>"
                 f'<div><span class="grpo-adv">advantage {_fmt(c.advantage)}</span> · total {_fmt(c.total_reward)}'
                 f"{badge}</div>"
                 f"{fold_html(c.text, max_chars=max_chars)}"
