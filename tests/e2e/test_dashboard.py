@@ -111,6 +111,12 @@ def pick(page, elem_id: str, option: str) -> None:
     page.get_by_role("option", name=option).first.click()
 
 
+def open_rule_details(page, index: int) -> None:
+    """Unfold rule slot ``index``'s parameters, gate and help (folded under the rule by default)."""
+    page.locator(f"#rule-details-{index}").get_by_text("parameters, gate and what the rule does").first.click()
+    page.locator(f"#params-{index} .cm-content").wait_for()
+
+
 def _fill(page, box, value: str) -> None:
     """Type ``value`` into a Gradio field and leave it, once the field is mounted and holds its own value.
 

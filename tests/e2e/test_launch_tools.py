@@ -19,7 +19,7 @@ from grpo_core.sandbox.box import sandbox_info
 from grpo_core.submit.queue import submit_run
 from storage import Store, sqlite_url
 from tests.e2e import test_dashboard as dashboard
-from tests.e2e.test_dashboard import pick, set_number, set_text
+from tests.e2e.test_dashboard import open_rule_details, pick, set_number, set_text
 
 # The dashboard's fixtures, re-used here: this module gets its own server (module scope) and browser.
 server = dashboard.server
@@ -121,6 +121,8 @@ def test_clone_fills_the_form_from_a_stored_run(page, server, tiny_model_dir):
     expect(page.locator("#rule-group-3").first).to_be_hidden()  # a slot without a rule stays hidden until added
     expect(page.locator("#rule-group-4").first).to_be_hidden()
     expect(page.locator("#weight-2 input")).to_have_value("0.4")
+    open_rule_details(page, 1)
+    open_rule_details(page, 2)
     assert json.loads(_code_value(page, "params-1")) == {"tolerance": 0.5}
     assert json.loads(_code_value(page, "params-2"))["max_tokens"] == 5
     expect(page.locator("#hp-num_generations input")).to_have_value("2")
@@ -132,6 +134,7 @@ def test_clone_fills_the_form_from_a_stored_run(page, server, tiny_model_dir):
     page.locator("#rule-add").click()
     expect(page.locator("#rule-3 input")).to_have_value("(none)")
     pick(page, "rule-3", "repetition")
+    open_rule_details(page, 3)
     expect(page.locator("#params-3 .cm-content")).to_contain_text("ngram_size")
     assert json.loads(_code_value(page, "params-1")) == {"tolerance": 0.5}
     # the preview shows the cloned config, ready to launch
