@@ -4,12 +4,9 @@ slot's own error (parameters, gate, weight), and Launch queues the run through o
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 
-from app.context import AppContext
-from app.server import create_context
 from app.tabs.launch import handlers
 from app.tabs.launch.form import RULE_SLOTS, config_to_form, slot_field
 from grpo_core.datasets.library import QUICK_START_EXAMPLE
@@ -17,14 +14,6 @@ from grpo_core.runs.config import RunConfig
 
 COMPLETIONS = "82\n---\nThe answer is 82.\n---\n81"
 
-
-@pytest.fixture
-def ctx(settings) -> Iterator[AppContext]:
-    context = create_context(settings)
-    try:
-        yield context
-    finally:
-        context.store.close()
 
 
 def _bench_values(rule: str, params: str, *, gate: str = "", weight: object = 1.0, slot: int = 2) -> dict:

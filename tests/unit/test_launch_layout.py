@@ -3,27 +3,14 @@ a machine with GPUs, vLLM's settings only while vLLM generation is on, the sandb
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import gradio as gr
 import pytest
 
-from app.context import AppContext
-from app.server import create_context
 from app.tabs.launch import handlers
 from app.tabs.launch import layout as launch_layout
 from app.tabs.launch.form import DEFAULT_SLOTS, NO_RULE, RULE_SLOTS, slot_field
 from app.tabs.launch.layout import uses_code_rule
 from app.tabs.launch.tab import create_launch_tab
-
-
-@pytest.fixture
-def ctx(settings) -> Iterator[AppContext]:
-    context = create_context(settings)
-    try:
-        yield context
-    finally:
-        context.store.close()
 
 
 def _build(ctx, monkeypatch, gpus):

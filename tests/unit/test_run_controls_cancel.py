@@ -4,12 +4,8 @@ card is HTML (no Markdown asterisks)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from app.context import AppContext
-from app.server import create_context
 from app.tabs.runs.controls import cancel_button, cancel_selected
 from app.views.runs import NO_RUNS_HTML, cancel_state
 from grpo_core.access.ownership import Actor
@@ -17,14 +13,6 @@ from storage import RunStatus
 
 ME = Actor.from_login(None, ())
 
-
-@pytest.fixture
-def ctx(settings) -> Iterator[AppContext]:
-    context = create_context(settings)
-    try:
-        yield context
-    finally:
-        context.store.close()
 
 
 def _run(ctx, status: RunStatus):
