@@ -12,6 +12,7 @@ import pandas as pd
 
 from app.catalog_sync import CatalogSync, dataset_choices
 from app.context import AppContext, actor_of, boundary_of
+from app.views.tables import cell_text, empty_frame
 from grpo_core.access.boundary import BoundaryError
 from grpo_core.access.ownership import NotOwnerError, check_may_change
 from grpo_core.datasets.formats import SUPPORTED_EXTENSIONS, read_normalized
@@ -30,6 +31,7 @@ from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_cov
 from grpo_core.run_config import DEFAULT_MODEL
 from storage import StoreError
 
+PREVIEW_HEADERS = ["prompt"]
 DATASET_HEADERS = ["id", "name", "rows", "columns", "prompt", "file", "added", "owner"]
 
 
@@ -44,15 +46,10 @@ def datasets_frame(ctx: AppContext) -> pd.DataFrame:
 
 
 def preview_frame(rows: list[dict[str, Any]], limit: int = 8) -> pd.DataFrame:
-    """The first ``limit`` rows, long cells shortened, nested values shown as text."""
-    shown = []
-    for row in rows[:limit]:
-        cells = {}
-        for key, value in row.items():
-            text = value if isinstance(value, str) else repr(value)
-            cells[key] = text if len(text) <= 160 else text[:159] + "…"
-        shown.append(cells)
-    return pd.DataFrame(shown)
+    """The first ``limit`` rows as text (:func:`app.views.tables.cell_text`: a chat prompt as ``role: content``
+    lines, long cells shortened); an empty table with a ``prompt`` column when there are none."""
+    shown = [{key: cell_text(value) for key, value in row.items()} for row in rows[:limit]]
+    return pd.DataFrame(shown) if shown else empty_frame(PREVIEW_HEADERS)
 
 
 def mapping_from_form(prompt_column: str | None, system_prompt: str | None, renames: str | None) -> ColumnMapping:
@@ -121,7 +118,8 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
             hub_config = gr.Textbox(label="config", placeholder="main", elem_id="dataset-hub-config")
             hub_split = gr.Textbox(label="split", value="train", elem_id="dataset-hub-split")
             hub_add = gr.Button("Add from the hub", elem_id="dataset-hub-add")
-    preview = gr.Dataframe(label="preview", interactive=False, elem_id="dataset-preview", wrap=True)
+    preview = gr.Dataframe(value=empty_frame(PREVIEW_HEADERS), label="preview", interactive=False,
+                           elem_id="dataset-preview", wrap=True)
     model_view = gr.Textbox(label="prompts as the model gets them", lines=8, interactive=False,
                             elem_id="dataset-model-view")
     table = gr.Dataframe(

@@ -55,6 +55,17 @@ def run_rows(ctx: AppContext, run: RunInfo) -> list[dict[str, Any]]:
     return _rows_of(ctx.store, config.get("dataset_id"), config.get("dataset_path"), source.stat().st_mtime_ns)
 
 
+def weights_options(folder) -> list[tuple[str, str]]:
+    """The trained-weights dropdown's ``(label, value)`` pairs for a run folder, each saved weights once: the newest
+    (:data:`grpo_core.runs.files.LATEST`, followed as the run saves more) labelled "<what it is> (latest)", then the
+    older checkpoints, newest first (:func:`grpo_core.runs.files.weights_choices` lists the newest twice)."""
+    choices = weights_choices(folder)
+    if not choices:
+        return []
+    latest, *others = choices
+    return [(f"{others[0].label} (latest)", latest.value)] + [(o.label, o.value) for o in others[1:]]
+
+
 def side_html(side: dict[str, Any] | None, title: str) -> str:
     """One side of the comparison as HTML: mean total, then each completion with its text, tokens, truncation,
     per-rule rewards and weighted total (``side`` as :func:`grpo_core.worker.try_model.try_model` returns it)."""
@@ -154,7 +165,7 @@ def create_try_model_tab(ctx: AppContext, sync: CatalogSync | None = None) -> di
         info = _run(run_id)
         if info is None:
             return gr.update(choices=[], value=None), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), ""
-        options = [(o.label, o.value) for o in weights_choices(run_dir(ctx.settings, info))]
+        options = weights_options(run_dir(ctx.settings, info))
         dropdown = gr.update(choices=options, value=options[0][1] if options else None)
         tokens = info.config.get("max_completion_length", gr.skip())
         temp = info.config.get("temperature", gr.skip())
@@ -163,7 +174,7 @@ def create_try_model_tab(ctx: AppContext, sync: CatalogSync | None = None) -> di
     def on_reload(run_id: int | None, current: str | None):
         """Inputs: run, weights. Outputs: weights choices (the current pick kept when it still exists)."""
         info = _run(run_id)
-        options = [] if info is None else [(o.label, o.value) for o in weights_choices(run_dir(ctx.settings, info))]
+        options = [] if info is None else weights_options(run_dir(ctx.settings, info))
         values = [v for _, v in options]
         value = current if current in values else (values[0] if values else None)
         return gr.update(choices=options, value=value)

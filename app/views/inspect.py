@@ -107,6 +107,18 @@ def find_completion(store: Store, ref: str) -> tuple[GroupRecord, CompletionReco
         return None
 
 
+def completion_click_ref(value: str | None) -> str | None:
+    """The completion reference of a click on a completion card, as the token view's click script writes it
+    (``"<group id>:<index>@<milliseconds>"``, the time making each click a change) -> ``"<group id>:<index>"``;
+    ``None`` for anything else."""
+    ref = str(value or "").partition("@")[0]
+    try:
+        group_id, index = parse_completion_ref(ref)
+    except ValueError:
+        return None
+    return f"{group_id}:{index}"
+
+
 def completion_label(group: GroupRecord, completion: CompletionRecord) -> str:
     """``step 3 · row 11 · #2 (advantage +1.22, total 1.00)`` for the diff dropdowns."""
     advantage = "–" if completion.advantage is None else f"{completion.advantage:+.2f}"

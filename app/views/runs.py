@@ -38,6 +38,8 @@ GROUP_CSS = """
 .grpo-adv { font-weight: 700; }
 .grpo-badge { display: inline-block; font-size: 11px; padding: 0 6px; border-radius: 8px; background: #fde68a; }
 .grpo-fold summary { cursor: pointer; font-size: 12px; color: #2563eb; }
+.grpo-completion[data-ref] { cursor: pointer; }
+.grpo-completion[data-ref]:hover { box-shadow: 0 0 0 2px #93c5fd; }
 """
 
 #: Completions longer than this many characters show their start and fold the rest in a ``<details>``.
@@ -107,6 +109,27 @@ def heartbeat_silence(run: RunInfo, now: datetime | None = None) -> float | None
         return None
     seconds = ((now or datetime.now(timezone.utc)) - run.heartbeat_at).total_seconds()
     return seconds if seconds > HEARTBEAT_STALE_S else None
+
+
+#: The Runs tab's status card when there is no run yet (HTML: the card is a ``gr.HTML``, where Markdown's ``**`` would
+#: show as asterisks).
+NO_RUNS_HTML = ('<div id="run-status" class="grpo-empty" data-status="none">No runs yet: launch one from the '
+                "<b>Launch</b> tab.</div>")
+
+
+def cancel_state(run: RunInfo | None) -> tuple[bool, str]:
+    """Whether Cancel applies to ``run``, and the line that says why not (``""`` when it does).
+
+    Cancel applies to a queued run and to a running one whose cancel was not yet asked; a finished run (completed,
+    failed, cancelled) has nothing to cancel.
+    """
+    if run is None:
+        return False, "Choose a run first."
+    if run.status.is_final:
+        return False, f"Run #{run.id} is {run.status.value}: there is nothing to cancel."
+    if run.cancel_requested:
+        return False, f"Run #{run.id} is already stopping: its cancel was asked; it stops at the end of its step."
+    return True, ""
 
 
 def run_status_html(run: RunInfo, log_tail: str = "", now: datetime | None = None) -> str:
@@ -266,8 +289,12 @@ def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, ma
                 f"<tr><td>{html.escape(name)}</td><td style='text-align:right'>{_fmt(value)}</td></tr>"
                 for name, value in c.rewards.items()
             )
+            # a card with a stored group opens its token view when clicked (app.tabs.inspect.tokens)
+            ref = (f' data-ref="{group.id}:{c.index}" title="click: this completion\'s tokens (log-probability, KL, '
+                   'entropy)"' if group.id is not None else "")
             out.append(
-                f'<div class="grpo-completion {_advantage_class(c.advantage)}" data-advantage="{_fmt(c.advantage, 4)}">'
+                f'<div class="grpo-completion {_advantage_class(c.advantage)}" data-advantage="{_fmt(c.advantage, 4)}"'
+                f"{ref}>"
                 f'<div><span class="grpo-adv">advantage {_fmt(c.advantage)}</span> · total {_fmt(c.total_reward)}'
                 f"{badge}</div>"
                 f"{fold_html(c.text, max_chars=max_chars)}"

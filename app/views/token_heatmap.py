@@ -4,7 +4,8 @@ The values are those TRL computed in its loss for the step (:class:`storage.Toke
 log-probability of each token, its KL to the reference model, or the entropy at its position. The colour runs from
 white (unremarkable) to deep red (remarkable): a *low* log-probability (a surprising token), a *high* KL (where the
 policy left the reference) or a *high* entropy (where it hesitated). The scale spans the completion's own range, shown
-in a legend; each token's exact value is in its tooltip.
+in a legend; each token's exact value is in its tooltip. Each token's text is black or white, whichever contrasts more
+with its background (WCAG 2.x relative luminance; the scale's every colour reaches a contrast of at least 4.5:1).
 """
 
 from __future__ import annotations
@@ -72,6 +73,34 @@ def heat_colour(level: float) -> str:
     return f"#{r:02x}{g:02x}{b:02x}"
 
 
+#: The two text colours a token may take: the one that contrasts more with its background is used.
+TEXT_COLOURS = ("#000000", "#ffffff")
+
+
+def relative_luminance(colour: str) -> float:
+    """The WCAG 2.x relative luminance (0 black .. 1 white) of ``#rrggbb`` (sRGB channels linearised).
+
+    Raises:
+        ValueError: ``colour`` is not ``#rrggbb``.
+    """
+    if len(colour) != 7 or colour[0] != "#":
+        raise ValueError(f"expected a colour as #rrggbb, got {colour!r}")
+    channels = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast_ratio(first: str, second: str) -> float:
+    """The WCAG 2.x contrast ratio of two ``#rrggbb`` colours, from 1 (same) to 21 (black on white)."""
+    light, dark = sorted((relative_luminance(first), relative_luminance(second)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def text_colour(background: str) -> str:
+    """Black or white (:data:`TEXT_COLOURS`), whichever reads better on ``background`` (``#rrggbb``)."""
+    return max(TEXT_COLOURS, key=lambda colour: contrast_ratio(colour, background))
+
+
 def _fmt(value: float | None, digits: int = 3, *, signed: bool = False) -> str:
     if value is None or not math.isfinite(value):
         return "–"
@@ -107,7 +136,7 @@ def token_heatmap_html(
         colour = heat_colour(intensity(value, low, high, measure))
         shown = piece if piece else "\u200b"  # a zero-width space keeps an empty piece's span in the page
         spans.append(
-            f'<span class="tok" style="background:{colour}" data-value="{value:.4g}" '
+            f'<span class="tok" style="background:{colour};color:{text_colour(colour)}" data-value="{value:.4g}" '
             f'title="{html.escape(repr(piece))}: {value:.4g}">{html.escape(shown)}</span>'
         )
     name = _MEASURE_NAMES[measure]

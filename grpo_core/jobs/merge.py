@@ -1,17 +1,20 @@
 """A model to serve, the web half: merge a finished run's adapter into its base model in a worker process
 (:mod:`grpo_core.worker.merge`, started through :mod:`grpo_core.processes`) and report its progress.
 
-The merged folder goes to ``<data dir>/exports/run-NNNNN-merged-<time>/`` (safetensors, tokenizer, generation
-config): ``AutoModelForCausalLM.from_pretrained(folder)`` and ``vllm serve folder`` load it. Imports no torch.
+The merged folder goes to ``<data dir>/exports/run-NNNNN-merged-<adapter fingerprint>/`` (safetensors, tokenizer,
+generation config): ``AutoModelForCausalLM.from_pretrained(folder)`` and ``vllm serve folder`` load it. Merging is
+idempotent: the folder is named after the run and a fingerprint of its base model and adapter files, and the worker
+writes it whole or not at all, so a second merge of the same run and adapter reuses the folder instead of writing
+another copy of the model. Imports no torch.
 """
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import time
 import zipfile
 from collections.abc import Callable, Iterator
-from datetime import datetime
 from pathlib import Path
 
 from grpo_core.processes import start_process, stop_process, tail_text
@@ -21,6 +24,8 @@ from grpo_core.settings import Settings
 from storage import RunInfo
 
 MERGE_TIMEOUT_S = 1800.0
+#: How a progress line saying that an earlier merge of the same run and adapter is reused begins.
+REUSED = "already merged"
 
 
 class MergeError(RuntimeError):
@@ -34,28 +39,61 @@ def merge_command(settings: Settings, run: RunInfo, dest: Path) -> list[str]:
             "--cache-dir", str(settings.model_cache_dir)]
 
 
+def adapter_fingerprint(model: str, weights: Path) -> str:
+    """A SHA-256 hex digest of the base model's name and every file under ``weights`` (relative path and bytes,
+    in path order): equal for the same run's unchanged adapter, different once training rewrote any of it.
+
+    Raises:
+        OSError: a file cannot be read.
+    """
+    digest = hashlib.sha256(f"model\0{model}\0".encode())
+    for path in sorted(p for p in Path(weights).rglob("*") if p.is_file()):
+        digest.update(f"file\0{path.relative_to(weights).as_posix()}\0{path.stat().st_size}\0".encode())
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def merged_folder(settings: Settings, run: RunInfo) -> Path:
+    """Where the merge of ``run``'s current adapter goes (or went): ``<exports>/run-NNNNN-merged-<fingerprint>``
+    (:func:`adapter_fingerprint`, first 12 hex digits).
+
+    Raises:
+        MergeError: the run has no final adapter yet.
+        OSError: the adapter cannot be read.
+    """
+    weights = adapter_dir(run_dir(settings, run))
+    if not weights.is_dir() or not any(weights.iterdir()):
+        raise MergeError(f"run #{run.id} has no adapter yet: it has not finished training")
+    fingerprint = adapter_fingerprint(str(run.config.get("model", "")), weights)
+    return exports_dir(settings) / f"run-{run.id:05d}-merged-{fingerprint[:12]}"
+
+
 def merge_run(
     settings: Settings,
     run: RunInfo,
     *,
-    now: datetime | None = None,
     timeout_s: float = MERGE_TIMEOUT_S,
     poll_s: float = 0.5,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Iterator[str]:
     """Merge ``run``'s adapter into its base model; yields progress lines, the last one the merged folder.
 
+    When that folder already holds the merge of the same base model and adapter (:func:`merged_folder`), nothing is
+    started: the lines are one beginning with :data:`REUSED`, then the folder.
+
     Raises:
         MergeError: the run has no final adapter, the worker failed (with the end of its log) or ran past
             ``timeout_s`` (it is then stopped).
     """
-    weights = adapter_dir(run_dir(settings, run))
-    if not weights.is_dir() or not any(weights.iterdir()):
-        raise MergeError(f"run #{run.id} has no adapter yet: it has not finished training")
-    stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
-    root = exports_dir(settings)
+    dest = merged_folder(settings, run)
+    if dest.is_dir():
+        yield f"{REUSED}: run #{run.id}'s adapter has not changed since {dest.name} was written; reusing it"
+        yield str(dest)
+        return
+    root = dest.parent
     root.mkdir(parents=True, exist_ok=True)
-    dest = root / f"run-{run.id:05d}-merged-{stamp}"
     log_path = root / f"{dest.name}.log"
     process = start_process(merge_command(settings, run, dest), log_path=log_path)
     deadline = time.monotonic() + timeout_s

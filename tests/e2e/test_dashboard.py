@@ -111,6 +111,12 @@ def pick(page, elem_id: str, option: str) -> None:
     page.get_by_role("option", name=option).first.click()
 
 
+def open_rule_details(page, index: int) -> None:
+    """Unfold rule slot ``index``'s parameters, gate and help (folded under the rule by default)."""
+    page.locator(f"#rule-details-{index}").get_by_text("parameters, gate and what the rule does").first.click()
+    page.locator(f"#params-{index} .cm-content").wait_for()
+
+
 def _fill(page, box, value: str) -> None:
     """Type ``value`` into a Gradio field and leave it, once the field is mounted and holds its own value.
 
@@ -150,15 +156,17 @@ def test_upload_launch_watch_and_inspect(page, server, tiny_model_dir, tmp_path)
     pick(page, "launch-dataset", "doubles (12 rows)")  # the upload reached this tab's dropdown by itself
     set_text(page, "launch-model", str(tiny_model_dir))
     set_text(page, "launch-name", "browser-run")
-    pick(page, "rule-4", "repetition")
+    page.locator("#rule-add").click()
+    pick(page, "rule-3", "repetition")
     set_number(page, "hp-max_steps", "2")
     set_number(page, "hp-max_completion_length", "12")
     page.locator("#launch-button").click()
-    page.locator("#launch-status").get_by_text("queued").wait_for()
-    assert "browser-run" in page.locator("#launch-status").inner_text()
+    # Launch shows the Runs tab (its status line stays behind on the Launch tab)
+    expect(page.get_by_role("tab", name="Runs")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#launch-status")).to_contain_text("queued")
+    expect(page.locator("#launch-status")).to_contain_text("browser-run")
 
     # Runs: the run completes while the chart fills in
-    page.get_by_role("tab", name="Runs").click()
     expect(page.locator("#runs-table")).to_contain_text("browser-run")
     page.locator('#run-status[data-status="completed"]').wait_for(timeout=240_000)
     plot = page.locator("#runs-plot .js-plotly-plot")

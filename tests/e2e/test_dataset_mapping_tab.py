@@ -35,6 +35,11 @@ def test_gsm8k_layout_mapped_checked_and_added(page, tiny_model_dir, tmp_path): 
     set_text(page, "dataset-preview-model", str(tiny_model_dir))
     page.locator("#dataset-check").click()
     status.get_by_text("Valid: 5 rows").wait_for()
+    # chat prompts read as role: content lines, not as a Python list of dicts
+    preview = page.locator("#dataset-preview")
+    expect(preview).to_contain_text(f"system: {SYSTEM}")
+    expect(preview).to_contain_text("user: Tom has 1 apples and buys 1 more. How many?")
+    assert "{'role'" not in preview.inner_text() and "[{" not in preview.inner_text()
     view = page.locator("#dataset-model-view textarea")
     expect(view).to_have_value(
         f"──── row 0 ────\n<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n"

@@ -19,7 +19,7 @@ from grpo_core.sandbox.box import sandbox_info
 from grpo_core.submit.queue import submit_run
 from storage import Store, sqlite_url
 from tests.e2e import test_dashboard as dashboard
-from tests.e2e.test_dashboard import pick, set_number, set_text
+from tests.e2e.test_dashboard import open_rule_details, pick, set_number, set_text
 
 # The dashboard's fixtures, re-used here: this module gets its own server (module scope) and browser.
 server = dashboard.server
@@ -118,8 +118,11 @@ def test_clone_fills_the_form_from_a_stored_run(page, server, tiny_model_dir):
     expect(page.locator("#launch-dataset input")).to_have_value(f"{ARITHMETIC_EXAMPLE} (400 rows)")
     expect(page.locator("#rule-1 input")).to_have_value("numeric_answer")
     expect(page.locator("#rule-2 input")).to_have_value("length")
-    expect(page.locator("#rule-3 input")).to_have_value("(none)")
+    expect(page.locator("#rule-group-3").first).to_be_hidden()  # a slot without a rule stays hidden until added
+    expect(page.locator("#rule-group-4").first).to_be_hidden()
     expect(page.locator("#weight-2 input")).to_have_value("0.4")
+    open_rule_details(page, 1)
+    open_rule_details(page, 2)
     assert json.loads(_code_value(page, "params-1")) == {"tolerance": 0.5}
     assert json.loads(_code_value(page, "params-2"))["max_tokens"] == 5
     expect(page.locator("#hp-num_generations input")).to_have_value("2")
@@ -128,7 +131,10 @@ def test_clone_fills_the_form_from_a_stored_run(page, server, tiny_model_dir):
     expect(page.locator("#hp-temperature input")).to_have_value("1.3")
     expect(page.locator("#hp-seed input")).to_have_value("11")
     # choosing a rule by hand still fills its defaults (cloning sets rules and parameters together)
+    page.locator("#rule-add").click()
+    expect(page.locator("#rule-3 input")).to_have_value("(none)")
     pick(page, "rule-3", "repetition")
+    open_rule_details(page, 3)
     expect(page.locator("#params-3 .cm-content")).to_contain_text("ngram_size")
     assert json.loads(_code_value(page, "params-1")) == {"tolerance": 0.5}
     # the preview shows the cloned config, ready to launch
@@ -137,12 +143,20 @@ def test_clone_fills_the_form_from_a_stored_run(page, server, tiny_model_dir):
     expect(page.locator("#config-preview")).to_contain_text("tolerance: 0.5")
 
 
-def test_sandbox_mode_is_shown(page):
-    """The Launch tab says which isolation mode the code rules run in (the server resolves it as this host does)."""
+def test_sandbox_mode_is_shown_with_a_code_rule(page):
+    """The Launch tab says which isolation mode the code rules run in (the server resolves it as this host does),
+    while a code rule is chosen, and only then."""
     page.get_by_role("tab", name="Launch").click()
     line = page.locator("#launch-sandbox")
+    expect(page.locator("#rule-1 input")).to_have_value("numeric_answer")
+    expect(line).to_be_hidden()  # the default rules run no code
+    page.locator("#rule-add").click()
+    pick(page, "rule-3", "code_tests")
     expect(line).to_contain_text("run model-written Python in the sandbox")
     expect(line).to_contain_text(sandbox_info().mode.value)
+    page.locator("#rule-remove-3").click()
+    expect(page.locator("#rule-group-3").first).to_be_hidden()
+    expect(line).to_be_hidden()
 
 
 def test_other_grpo_config_fields_are_checked_as_typed(page):

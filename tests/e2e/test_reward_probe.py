@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.test_dashboard import browser, page, server, set_text  # noqa: F401 - fixtures used by name
+from tests.e2e.test_dashboard import browser, open_rule_details, page, server, set_text  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.e2e
 
@@ -32,6 +32,7 @@ def test_bench_probe_flags_only_winning_degenerate_completions(page):  # noqa: F
     assert "⚠️ yes" not in table.inner_text()
 
     # A tolerance of 1 pays the answer plus one: the wrong answer wrapped in answer tags is paid for the task.
+    open_rule_details(page, 1)
     params = page.locator("#params-1 .cm-content")
     params.click()
     page.keyboard.press("ControlOrMeta+a")

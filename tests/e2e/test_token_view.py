@@ -4,6 +4,8 @@ log-probability, KL and entropy, token text is shown as text, and a completion w
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -73,3 +75,29 @@ def test_a_completion_opens_as_a_token_heatmap(page, token_run):  # noqa: F811
 
     pick(page, "inspect-tokens-completion", "step 4 · row 3 · #1")
     expect(page.locator("#inspect-tokens")).to_contain_text("No per-token values were recorded")
+
+
+def test_clicking_a_completion_opens_its_tokens_readably(page, token_run):  # noqa: F811
+    page.get_by_role("tab", name="Inspect").click()
+    pick(page, "inspect-run", "token-demo")
+    expect(page.locator("#inspect-summary")).to_contain_text("step 4")
+    cards = page.locator("#inspect-groups .grpo-completion")
+    expect(cards).to_have_count(2)
+    cards.nth(1).locator("pre").first.click()  # the card of #1 (sorted by advantage): no recorded values
+    expect(page.locator("#inspect-tokens")).to_contain_text("No per-token values were recorded")
+    expect(page.locator("#inspect-tokens-completion input")).to_have_value(re.compile(r"#1 "))
+    cards.nth(0).click()  # #0, with values: the panel opens on it
+    heatmap = page.locator("#inspect-tokens .token-heatmap")
+    expect(heatmap).to_be_visible()
+    expect(page.locator("#inspect-tokens .token-adv")).to_contain_text("advantage +0.87")
+    expect(page.locator("#inspect-tokens-completion input")).to_have_value(re.compile(r"#0 "))
+    tokens = heatmap.locator(".tok")
+    expect(tokens).to_have_count(len(PIECES))
+    # readable on every colour: white text on the deep red token, black on the white one (WCAG contrast >= 4.5)
+    assert tokens.nth(3).evaluate("e => getComputedStyle(e).color") == "rgb(255, 255, 255)"
+    assert tokens.nth(2).evaluate("e => getComputedStyle(e).color") == "rgb(0, 0, 0)"
+    # the same card clicked again (after another) opens again
+    cards.nth(1).click()
+    expect(page.locator("#inspect-tokens")).to_contain_text("No per-token values were recorded")
+    cards.nth(0).click()
+    expect(tokens).to_have_count(len(PIECES))

@@ -65,18 +65,43 @@ def test_export_panel_offers_every_file_for_download(page, trained_run):  # noqa
     assert "rewards:" in body and f"dataset_path: {prefix}-dataset.jsonl" in body
     bundle_link = page.locator("#export-bundle a").first
     assert page.request.get(bundle_link.get_attribute("href")).body()[:2] == b"PK"
+    # Every file name shows whole at 1440 px (five boxes in one row cut them to ".ya", ".js", "r..csv").
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.wait_for_timeout(300)
+    cut = page.evaluate("""() => [...document.querySelectorAll('[id^="export-"] .filename')].flatMap(cell =>
+        [...cell.querySelectorAll('span')].filter(s => s.scrollWidth > s.clientWidth + 1 ||
+            s.getBoundingClientRect().right > cell.getBoundingClientRect().right + 1).map(s => cell.innerText))""")
+    assert page.locator('[id^="export-"] .filename').count() >= 6
+    assert cut == [], cut
+
+
+def test_merging_twice_reuses_the_merged_folder(page, trained_run, server):  # noqa: F811
+    page.get_by_role("tab", name="Runs").click()
+    expect(page.locator("#runs-select input")).to_have_value(f"#{trained_run} {RUN_NAME} (completed)",
+                                                             timeout=15_000)
+    page.locator("#export-accordion").get_by_text("Export", exact=True).first.click()
+    status = page.locator("#export-merge-status")
+    page.locator("#export-merge").click()
+    expect(status).to_contain_text("written to", timeout=240_000)
+    page.locator("#export-merge").click()
+    expect(status).to_contain_text("Already merged", timeout=60_000)
+    merged = [p for p in (server["data_dir"] / "exports").iterdir() if p.is_dir() and "-merged-" in p.name]
+    assert len(merged) == 1, merged
 
 
 def test_try_the_model_samples_base_and_trained_side_by_side(page, trained_run):  # noqa: F811
     page.get_by_role("tab", name="Try the model").click()
     page.locator("#try-run input").click()
     page.get_by_role("option", name=RUN_NAME).first.click()
-    expect(page.locator("#try-weights input")).to_have_value("latest (final adapter)")
+    expect(page.locator("#try-weights input")).to_have_value("final adapter (latest)")
+    page.locator("#try-weights input").click()
+    options = [text.replace("✓", "").strip() for text in page.get_by_role("option").all_inner_texts()]
+    assert options == ["final adapter (latest)", "checkpoint at step 1"], options  # each weights once
+    page.get_by_role("option", name="checkpoint at step 1").first.click()
     expect(page.locator("#try-status")).to_contain_text("Row 0 of 400 loaded")
     expect(page.locator("#try-temperature input")).to_have_value("1")  # the run's sampling settings
     expect(page.locator("#try-max-tokens input")).to_have_value("12")
     assert "What is" in page.locator("#try-prompt textarea").input_value()
-    pick(page, "try-weights", "checkpoint at step 1")
     page.locator("#try-samples input[type=number]").fill("2")
     page.locator("#try-samples input[type=number]").press("Tab")
     page.locator("#try-button").click()

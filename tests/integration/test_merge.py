@@ -57,3 +57,8 @@ def test_merged_folder_loads_and_matches_base_plus_adapter(store, settings, tiny
             ids = tokenizer(prompt, return_tensors="pt")
             assert torch.allclose(merged(**ids).logits, reference(**ids).logits, atol=1e-4)
     assert differs, "the adapter should change at least one greedy completion of the base model"
+
+    again = list(merge_run(settings, run, poll_s=0.1))
+    assert again[-1] == merged_dir and again[0].startswith("already merged")
+    merged_folders = [p for p in (settings.data_dir / "exports").iterdir() if p.is_dir()]
+    assert len(merged_folders) == 1, merged_folders

@@ -252,14 +252,14 @@ def test_the_launch_tab_offers_the_configs_choices_and_reads_the_form_by_name(se
     import yaml
 
     from app.server import create_context
-    from app.tabs.launch.form import ADVANCED_FIELDS, field_choices, field_kind
+    from app.tabs.launch.form import ADVANCED_FIELDS, GPU_FIELDS, VLLM_FIELDS, field_choices, field_kind
     from app.tabs.launch.tab import create_launch_tab
 
     ctx = create_context(settings)
     try:
         with gr.Blocks() as blocks:
             parts = create_launch_tab(ctx)
-        for field, *_ in HYPERPARAMETERS + ADVANCED_FIELDS:
+        for field, *_ in HYPERPARAMETERS + GPU_FIELDS + VLLM_FIELDS + ADVANCED_FIELDS:
             if field_kind(field) in ("dropdown", "multiselect"):
                 assert [value for _, value in parts[field].choices] == field_choices(field)
                 assert parts[field].info == RunConfig.model_fields[field].description

@@ -4,12 +4,9 @@ slot's own error (parameters, gate, weight), and Launch queues the run through o
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 
-from app.context import AppContext
-from app.server import create_context
 from app.tabs.launch import handlers
 from app.tabs.launch.form import RULE_SLOTS, config_to_form, slot_field
 from grpo_core.datasets.library import QUICK_START_EXAMPLE
@@ -17,14 +14,6 @@ from grpo_core.run_config import RunConfig
 
 COMPLETIONS = "82\n---\nThe answer is 82.\n---\n81"
 
-
-@pytest.fixture
-def ctx(settings) -> Iterator[AppContext]:
-    context = create_context(settings)
-    try:
-        yield context
-    finally:
-        context.store.close()
 
 
 def _bench_values(rule: str, params: str, *, gate: str = "", weight: object = 1.0, slot: int = 2) -> dict:
@@ -57,7 +46,7 @@ BAD_SLOTS = [
 def test_the_bench_shows_a_bad_rule_slots_error(ctx, rule, params, gate, weight, message):
     values = _bench_values(rule, params, gate=gate, weight=weight)
     table, status = handlers.bench(ctx, None, values)
-    assert table is None
+    assert table.empty and list(table.columns) == ["completion", "total", "advantage"]  # named, not "1 2 3"
     assert status.startswith("❌")
     assert "unpack" not in status
     assert re.search(message, status), status
@@ -78,7 +67,7 @@ def test_the_probe_shows_a_bad_rule_slots_error(ctx, rule, params, gate, weight,
 def test_the_bench_refuses_a_bad_row_or_group(ctx, row, completions, message):
     values = _bench_values("length", "{}") | {"bench_row": row, "bench_completions": completions}
     table, status = handlers.bench(ctx, None, values)
-    assert table is None and status.startswith("❌") and message in status
+    assert table.empty and status.startswith("❌") and message in status
 
 
 def test_the_bench_scores_the_named_slots(ctx):
@@ -93,7 +82,8 @@ def test_the_bench_scores_the_named_slots(ctx):
 
 def test_the_bench_needs_a_rule(ctx):
     values = _bench_values("(none)", "{}") | {"rule_1": "(none)"}
-    assert handlers.bench(ctx, None, values) == (None, "❌ choose at least one reward rule")
+    table, status = handlers.bench(ctx, None, values)
+    assert table.empty and status == "❌ choose at least one reward rule"
 
 
 def test_launch_queues_the_form_validating_once(ctx, monkeypatch):
@@ -106,9 +96,10 @@ def test_launch_queues_the_form_validating_once(ctx, monkeypatch):
     monkeypatch.setattr(ctx.launcher, "tick", lambda: ticks.append(1))  # queued, no worker started here
     dataset = ctx.store.find_dataset(QUICK_START_EXAMPLE)
     form = config_to_form(RunConfig(dataset_id=dataset.id, name="from the form", max_steps=3))
-    status = handlers.launch(ctx, None, form)
+    status, run_id = handlers.launch(ctx, None, form)
     assert status.startswith("✅"), status
     [run] = ctx.store.list_runs()
+    assert run_id == run.id  # the tab shows this run in the Runs tab
     assert status.startswith(f"✅ Run **#{run.id} from the form** queued: 3 steps"), status
     assert run.config["max_steps"] == 3 and run.config["dataset_id"] == dataset.id
     assert ticks == [1]  # the launcher looks at the queue at once
@@ -116,6 +107,7 @@ def test_launch_queues_the_form_validating_once(ctx, monkeypatch):
 
 def test_launch_refuses_a_bad_form_naming_the_field(ctx):
     form = config_to_form(RunConfig(dataset_id=ctx.store.find_dataset(QUICK_START_EXAMPLE).id)) | {"params_1": "[]"}
-    status = handlers.launch(ctx, None, form)
+    status, run_id = handlers.launch(ctx, None, form)
+    assert run_id is None
     assert status.startswith("❌ **Not launched.** reward rule 1") and "JSON object" in status
     assert ctx.store.list_runs() == []

@@ -9,7 +9,15 @@ import re
 
 import pytest
 
-from app.views.token_heatmap import heat_colour, intensity, measure_values, token_heatmap_html
+from app.views.token_heatmap import (
+    contrast_ratio,
+    heat_colour,
+    intensity,
+    measure_values,
+    relative_luminance,
+    text_colour,
+    token_heatmap_html,
+)
 from storage import CompletionRecord, TokenStats
 
 STATS = TokenStats(
@@ -24,7 +32,7 @@ COMPLETION = CompletionRecord(index=2, text="The answer <b>&\n42", rewards={"r":
 
 def _spans(page: str) -> list[tuple[str, float, str]]:
     """(background colour, value, shown text) of each token span, in order."""
-    found = re.findall(r'<span class="tok" style="background:(#[0-9a-f]{6})" data-value="([^"]+)" '
+    found = re.findall(r'<span class="tok" style="background:(#[0-9a-f]{6});color:#[0-9a-f]{6}" data-value="([^"]+)" '
                        r'title="[^"]*">([^<]*)</span>', page)
     return [(colour, float(value), text) for colour, value, text in found]
 
@@ -96,3 +104,27 @@ def test_notes_for_what_was_not_recorded():
 def test_unknown_measure_is_refused():
     with pytest.raises(ValueError, match="unknown token measure"):
         token_heatmap_html(STATS, "perplexity")
+
+
+def test_luminance_and_contrast_follow_wcag():
+    assert relative_luminance("#000000") == 0.0 and relative_luminance("#ffffff") == pytest.approx(1.0)
+    assert contrast_ratio("#000000", "#ffffff") == pytest.approx(21.0)
+    assert contrast_ratio("#777777", "#777777") == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="#rrggbb"):
+        relative_luminance("red")
+
+
+@pytest.mark.parametrize("level", [0.0, 0.5, 1.0, *[i / 100 for i in range(101)]])
+def test_token_text_is_readable_on_every_colour_of_the_scale(level):
+    """WCAG AA for normal text (4.5:1) on the white end, the amber middle, the deep red end and everything between;
+    the deep red end gets white text (black on it was about 2.6:1)."""
+    background = heat_colour(level)
+    assert contrast_ratio(text_colour(background), background) >= 4.5, (level, background)
+
+
+def test_each_token_span_carries_its_readable_text_colour():
+    page = token_heatmap_html(STATS, "logprob", completion=COMPLETION)
+    pairs = re.findall(r'style="background:(#[0-9a-f]{6});color:(#[0-9a-f]{6})"', page)
+    assert len(pairs) == len(STATS.pieces)
+    assert ("#b91c1c", "#ffffff") in pairs and ("#ffffff", "#000000") in pairs  # the two ends
+    assert all(contrast_ratio(text, background) >= 4.5 for background, text in pairs)

@@ -32,48 +32,58 @@ GATE_PATTERN = re.compile(r"^\s*(\S+)\s*>=\s*([-+0-9.eE]+)\s*$")
 DEFAULT_SLOTS = [(spec.rule, spec.weight, spec.params) for spec in RunConfig().rewards]
 
 #: (field, label, extra component kwargs) of the hyperparameters shown in the form; the kind of component, a
-#: dropdown's choices, the default and the help text come from :class:`RunConfig` (:func:`field_kind`).
+#: dropdown's choices, the default and the help text (shown under the label) come from :class:`RunConfig`
+#: (:func:`field_kind`). Labels stay short (the field's name, or a few words): what they mean is in the help text.
 HYPERPARAMETERS: list[tuple[str, str, dict[str, Any]]] = [
-    ("num_generations", "num_generations (group size G)", {"minimum": 2}),
-    ("per_device_train_batch_size", "completions per step (per process)", {"minimum": 1}),
+    ("num_generations", "num_generations (G)", {"minimum": 2}),
+    ("per_device_train_batch_size", "completions per step", {"minimum": 1}),
     ("max_steps", "max_steps", {"minimum": 1}),
     ("learning_rate", "learning_rate", {}),
-    ("beta", "beta (KL coefficient)", {"minimum": 0}),
-    ("max_completion_length", "max_completion_length (tokens)", {"minimum": 1}),
+    ("beta", "beta (KL)", {"minimum": 0}),
+    ("max_completion_length", "max_completion_length", {"minimum": 1}),
     ("temperature", "temperature", {"minimum": 0.01}),
     ("seed", "seed", {}),
     ("use_lora", "LoRA adapter", {}),
     ("lora_r", "LoRA rank r", {"minimum": 1}),
     ("loss_type", "loss_type", {}),
-    ("device", "device", {}),
-    ("use_vllm", "vLLM generation", {}),
-    ("num_processes", "num_processes (accelerate launch when > 1)", {"minimum": 1}),
-    ("gpus", "GPUs for the run (CUDA_VISIBLE_DEVICES)", {}),
 ]
-"""``gpus`` is a text box shown only on a machine where ``nvidia-smi`` lists GPUs
-(:func:`grpo_core.training.gpus.machine_gpus`); elsewhere it stays hidden but still carries a cloned run's value."""
+
+#: The fields that only matter on a machine with GPUs: shown only where ``nvidia-smi`` lists some
+#: (:func:`grpo_core.training.gpus.machine_gpus`); elsewhere hidden, still carrying a cloned run's values.
+GPU_FIELDS: list[tuple[str, str, dict[str, Any]]] = [
+    ("device", "device", {}),
+    ("num_processes", "num_processes", {"minimum": 1}),
+    ("gpus", "GPUs (CUDA_VISIBLE_DEVICES)", {}),
+    ("use_vllm", "vLLM generation", {}),
+]
+
+#: vLLM's settings: shown only while vLLM generation is on (and the machine has GPUs).
+VLLM_FIELDS: list[tuple[str, str, dict[str, Any]]] = [
+    ("vllm_mode", "vllm_mode", {}),
+    ("vllm_gpu_memory_utilization", "vllm_gpu_memory_utilization", {"minimum": 0.01, "maximum": 1}),
+    ("vllm_tensor_parallel_size", "vllm_tensor_parallel_size", {"minimum": 1}),
+]
 
 #: The "GRPO variants, sampling, eval and trackers" box, as above.
 ADVANCED_FIELDS: list[tuple[str, str, dict[str, Any]]] = [
-    ("multi_objective_aggregation", "multi_objective_aggregation (GDPO)", {}),
+    ("multi_objective_aggregation", "multi_objective_aggregation", {}),
     ("mask_truncated_completions", "mask_truncated_completions", {}),
-    ("epsilon_high", "epsilon_high (DAPO clip-higher; 0 = epsilon)", {"minimum": 0}),
-    ("importance_sampling_level", "importance_sampling_level (GSPO)", {}),
-    ("steps_per_generation", "steps_per_generation (0 = gradient_accumulation_steps)", {"minimum": 0}),
+    ("epsilon_high", "epsilon_high (DAPO)", {"minimum": 0}),
+    ("importance_sampling_level", "importance_sampling_level", {}),
+    ("steps_per_generation", "steps_per_generation", {"minimum": 0}),
     ("top_k", "top_k", {"minimum": 0}),
     ("min_p", "min_p (0 = off)", {"minimum": 0, "maximum": 1}),
     ("repetition_penalty", "repetition_penalty", {"minimum": 0.01}),
     ("lr_scheduler_type", "lr_scheduler_type", {}),
-    ("num_train_epochs", "num_train_epochs (0 = max_steps decides)", {"minimum": 0}),
-    ("eval_fraction", "eval_fraction (held-out rows)", {"minimum": 0, "maximum": 0.9}),
-    ("eval_dataset_id", "eval dataset (instead of a fraction)", {}),
+    ("num_train_epochs", "num_train_epochs", {"minimum": 0}),
+    ("eval_fraction", "eval_fraction", {"minimum": 0, "maximum": 0.9}),
+    ("eval_dataset_id", "eval dataset", {}),
     ("eval_steps", "eval_steps", {"minimum": 1}),
     ("report_to", "also report to", {}),
-    ("vllm_mode", "vllm_mode (with vLLM generation)", {}),
-    ("vllm_gpu_memory_utilization", "vllm_gpu_memory_utilization (colocate)", {"minimum": 0.01, "maximum": 1}),
-    ("vllm_tensor_parallel_size", "vllm_tensor_parallel_size (colocate)", {"minimum": 1}),
     ("trl_args", "other GRPOConfig fields (YAML or JSON mapping)", {}),
 ]
+#: Every config field the form shows, in the form's order.
+CONFIG_FIELDS = HYPERPARAMETERS + GPU_FIELDS + VLLM_FIELDS + ADVANCED_FIELDS
 #: Advanced number fields whose default is ``None`` (off): an empty box reaches the server as 0, which means the same.
 ZERO_MEANS_UNSET = ("epsilon_high", "steps_per_generation", "min_p")
 #: Fields whose component is not the one their type suggests: a GPU list, a stored dataset, a YAML mapping.
@@ -88,7 +98,8 @@ def slot_field(part: str, index: int) -> str:
 
 
 SLOT_FIELDS = [slot_field(part, index) for index in range(1, RULE_SLOTS + 1) for part in SLOT_PARTS]
-FORM_FIELDS = ["dataset_id", "model", "name", *SLOT_FIELDS, *(f for f, *_ in HYPERPARAMETERS + ADVANCED_FIELDS)]
+FORM_FIELDS = ["dataset_id", "model", "name", *SLOT_FIELDS,
+               *(f for f, *_ in CONFIG_FIELDS)]
 """Every field of the Launch form, by name."""
 
 
@@ -270,7 +281,7 @@ def form_to_config(form: Mapping[str, Any]) -> RunConfig:
         "dataset_id": int(dataset_id) if dataset_id is not None else None,
         "rewards": [spec.model_dump() for spec in reward_specs(form)],
     }
-    for field, *_ in HYPERPARAMETERS + ADVANCED_FIELDS:
+    for field, *_ in CONFIG_FIELDS:
         value = form.get(field)
         if field == "trl_args" and field in form:
             value = parse_trl_args_text(value)
@@ -300,7 +311,7 @@ def config_to_form(config: RunConfig) -> dict[str, Any]:
             params = {**get_rule(spec.rule).defaults(), **spec.params}
             values = (spec.rule, spec.weight, json.dumps(params, indent=1, ensure_ascii=False), gate_text(spec.gate))
         form |= {slot_field(part, index): value for part, value in zip(SLOT_PARTS, values, strict=True)}
-    for field, *_ in HYPERPARAMETERS + ADVANCED_FIELDS:
+    for field, *_ in CONFIG_FIELDS:
         form[field] = trl_args_text(config.trl_args) if field == "trl_args" else getattr(config, field)
     return form
 

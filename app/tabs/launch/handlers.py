@@ -17,6 +17,7 @@ import pandas as pd
 from app.catalog_sync import dataset_choices
 from app.context import AppContext, boundary_of, check_webhooks
 from app.tabs.launch.form import (
+    NO_RULE,
     RULE_SLOTS,
     config_to_form,
     form_omissions,
@@ -28,12 +29,14 @@ from app.tabs.launch.form import (
     slot_field,
 )
 from app.tabs.launch.tools import (
+    BENCH_HEADERS,
     bench_coverage_markdown,
     bench_specs,
     clone_drift_notes,
     dataset_row_for_bench,
     stream_preflight,
 )
+from app.views.tables import empty_frame
 from grpo_core.access.boundary import Boundary
 from grpo_core.bounded_parse import load_json
 from grpo_core.jobs.reward_check import has_plugins, score_group_isolated
@@ -60,9 +63,9 @@ def preview(values: Values) -> str:
         return f"# invalid: {exc}"
 
 
-def submit(ctx: AppContext, request: Any, config: RunConfig, boundary: Boundary) -> str:
+def submit(ctx: AppContext, request: Any, config: RunConfig, boundary: Boundary) -> tuple[str, int]:
     """Queue ``config`` (already checked against the login's ``boundary``) as a run owned by the login; the status
-    line.
+    line and the new run's id.
     :func:`grpo_core.runs.actions.submit_run` validates it once and returns the run with the validation's warnings.
 
     Raises:
@@ -73,18 +76,18 @@ def submit(ctx: AppContext, request: Any, config: RunConfig, boundary: Boundary)
     ctx.launcher.tick()
     note = "".join(f"\n\n⚠️ {w}" for w in submitted.warnings)
     return (f"✅ Run **#{submitted.run.id} {submitted.run.name}** queued: {config.max_steps} steps, "
-            f"{config.num_generations} completions per prompt. Follow it in the **Runs** tab.{note}")
+            f"{config.num_generations} completions per prompt; the **Runs** tab shows it.{note}", submitted.run.id)
 
 
-def launch(ctx: AppContext, request: Any, values: Values) -> str:
-    """Inputs: the form. Outputs: the launch status (Markdown)."""
+def launch(ctx: AppContext, request: Any, values: Values) -> tuple[str, int | None]:
+    """Inputs: the form. Outputs: the launch status (Markdown), the new run's id (``None`` when not launched)."""
     try:
         boundary = boundary_of(ctx, request)
         config = boundary.check_config(form_to_config(values))
         check_webhooks(ctx, request, [config.webhook_url])
         return submit(ctx, request, config, boundary)
     except (ConfigError, ValueError) as exc:
-        return f"❌ **Not launched.** {exc}"
+        return f"❌ **Not launched.** {exc}", None
 
 
 def bench_inputs(values: Values) -> tuple[dict[str, Any], list[str], list[RewardSpec]]:
@@ -122,21 +125,21 @@ def _error_line(exc: Exception) -> str:
     return f"❌ {message if message.startswith(prefix) else prefix + message}"
 
 
-def bench(ctx: AppContext, request: Any, values: Values) -> tuple[pd.DataFrame | None, str]:
+def bench(ctx: AppContext, request: Any, values: Values) -> tuple[pd.DataFrame, str]:
     """Inputs: ``bench_row``, ``bench_completions``, ``model``, ``dataset_id`` and the rule slots. Outputs: the score
-    table (``None`` on an error: the last table scored other rules), the status."""
+    table (emptied on an error: the last table scored other rules), the status."""
     try:
         row, completions, specs = bench_inputs(values)
         specs = boundary_of(ctx, request).check_rewards(specs)  # before any plugin is imported
     except ValueError as exc:
-        return None, f"❌ {exc}"
+        return empty_frame(BENCH_HEADERS), f"❌ {exc}"
     specs, opens_think = bench_specs(ctx, specs, values.get("model"), values.get("dataset_id"))
     try:
         # plugins are user code: scored in a child process, never in the web process
         with time_budget(BENCH_REGEX_BUDGET_S):  # users' regular expressions, in this process
             score = (score_group_isolated if has_plugins(specs) else score_group)(specs, completions, row)
     except Exception as exc:  # noqa: BLE001 - any rule error is shown, not raised
-        return None, _error_line(exc)
+        return empty_frame(BENCH_HEADERS), _error_line(exc)
     table = {"completion": [c[:80] for c in completions]}
     for name, rewards in zip(score.names, score.rewards, strict=True):
         table[name] = [None if r is None or r != r else round(r, 6) for r in rewards]
@@ -245,3 +248,29 @@ def clone(ctx: AppContext, request: Any, run_id: Any) -> dict[str, Any]:
 def rule_chosen(rule: str) -> tuple[str, str]:
     """Inputs: a slot's rule. Outputs: its parameters (the rule's defaults, JSON), its help (Markdown)."""
     return rule_defaults_json(rule), rule_help(rule)
+
+
+def slot_cleared(index: int) -> dict[str, Any]:
+    """The fields of rule slot ``index`` emptied (what "✕ remove" leaves): no rule, weight 1, no parameters, no gate,
+    no help."""
+    return {slot_field("rule", index): NO_RULE, slot_field("weight", index): 1.0, slot_field("params", index): "{}",
+            slot_field("gate", index): "", slot_field("help", index): ""}
+
+
+def add_rule_slot(shown: list[bool]) -> tuple[list[bool], int | None]:
+    """Inputs: which slots show. Outputs: the same with the first hidden slot shown, and that slot's number (1-based;
+    ``None`` when every slot already shows)."""
+    shown = list(shown)
+    for index, visible in enumerate(shown, start=1):
+        if not visible:
+            shown[index - 1] = True
+            return shown, index
+    return shown, None
+
+
+def shown_after_clone(form: Mapping[str, Any], shown: list[bool]) -> list[bool]:
+    """Which slots show once a cloned run's ``form`` (:func:`clone`) filled them: those holding a rule (the others
+    hide); ``shown`` as it was when the clone failed (its form has no rules)."""
+    if slot_field("rule", 1) not in form:
+        return list(shown)
+    return [form[slot_field("rule", index)] != NO_RULE for index in range(1, RULE_SLOTS + 1)]

@@ -19,9 +19,11 @@ from app.context import AppContext
 from app.tabs.launch.form import (
     ADVANCED_FIELDS,
     DEFAULT_SLOTS,
+    GPU_FIELDS,
     HYPERPARAMETERS,
     NO_RULE,
     RULE_SLOTS,
+    VLLM_FIELDS,
     field_choices,
     field_help,
     field_kind,
@@ -29,7 +31,8 @@ from app.tabs.launch.form import (
     slot_field,
     trl_args_help,
 )
-from app.tabs.launch.tools import template_think_markdown
+from app.tabs.launch.tools import BENCH_HEADERS, RULE_TABLE_HEADERS, template_think_markdown
+from app.views.tables import empty_frame
 from grpo_core.access.boundary import plugin_files
 from grpo_core.datasets.library import ARITHMETIC_EXAMPLE, QUICK_START_EXAMPLE
 from grpo_core.doctor.preflight import DEFAULT_PROMPTS
@@ -46,6 +49,17 @@ QUICK_START_NOTE = (
     "about 8 minutes on two quiet CPU cores; the mean reward should more than double as the model learns to answer "
     "the sum briefly. Harder levels: the other `arithmetic ... (example)` datasets."
 )
+
+
+#: The narrowest a form field may be, in pixels: a row of fields wraps rather than cut a label or its value.
+FIELD_MIN_WIDTH = 250
+
+
+def uses_code_rule(rule_names) -> bool:
+    """Whether any of ``rule_names`` (the slots' dropdown values; :data:`NO_RULE` and unknown names ignored) is a code
+    rule (registry category ``code``): only then does the sandbox line concern the run."""
+    known = {rule.name: rule for rule in all_rules()}
+    return any(name in known and known[name].category == "code" for name in rule_names)
 
 
 def sandbox_line() -> str:
@@ -84,11 +98,11 @@ def field_component(ctx: AppContext, field: str, label: str, extra: dict[str, An
     help text and choices; ``elem_id`` ``hp-<field>``."""
     kind = field_kind(field)
     value = getattr(RunConfig(), field)
-    common = {"label": label, "info": field_help(field), "elem_id": f"hp-{field}"}
+    common = {"label": label, "info": field_help(field), "elem_id": f"hp-{field}", "min_width": FIELD_MIN_WIDTH}
     if kind == "gpus":
         gpus = machine_gpus()
-        return gr.Textbox(**common | {"label": f"{label}; this machine: {','.join(gpus)}"}, value=value,
-                          placeholder="auto", visible=bool(gpus), min_width=180)
+        return gr.Textbox(**common | {"info": f"{field_help(field)} This machine: {','.join(gpus) or 'none'}."},
+                          value=value, placeholder="auto")
     if kind == "checkbox":
         return gr.Checkbox(value=value, **common)
     if kind == "dropdown":
@@ -101,29 +115,40 @@ def field_component(ctx: AppContext, field: str, label: str, extra: dict[str, An
         return gr.Code(label="other GRPOConfig / TrainingArguments fields (YAML or JSON mapping; fields the dashboard "
                        "sets are refused with the reason)", language="yaml", lines=3, elem_id=f"hp-{field}")
     precision = {"precision": 0} if kind == "integer" else {}
-    return gr.Number(value=value, min_width=180, **common, **precision, **extra)
+    return gr.Number(value=value, **common, **precision, **extra)
 
 
 def _rule_slots(parts: Components) -> None:
-    """The :data:`RULE_SLOTS` reward rule slots: ``rule_i``, ``weight_i``, ``params_i``, ``gate_i`` and ``help_i``."""
+    """The :data:`RULE_SLOTS` reward rule slots, each a group ``rule_group_i`` (shown only while it holds a rule or was
+    just added) of ``rule_i``, ``weight_i``, ``rule_remove_i``, ``params_i``, ``gate_i`` and ``help_i``; then
+    ``rule_add`` ("+ add rule", hidden once every slot is shown) and ``rule_shown`` (a state: which slots show)."""
     rule_names = [NO_RULE] + [rule.name for rule in all_rules()]
+    shown = []
     for index in range(1, RULE_SLOTS + 1):
         rule, weight, params = DEFAULT_SLOTS[index - 1] if index <= len(DEFAULT_SLOTS) else (NO_RULE, 1.0, {})
         params_text = json.dumps({**(get_rule(rule).defaults() if rule != NO_RULE else {}), **params}, indent=1,
                                  ensure_ascii=False)
-        with gr.Group():
-            with gr.Row():
+        shown.append(rule != NO_RULE)
+        with gr.Group(visible=rule != NO_RULE, elem_id=f"rule-group-{index}") as group:
+            parts[slot_field("rule_group", index)] = group
+            with gr.Row(equal_height=True):
                 parts[slot_field("rule", index)] = gr.Dropdown(label=f"rule {index}", choices=rule_names, value=rule,
-                                                               scale=2, elem_id=f"rule-{index}")
-                parts[slot_field("weight", index)] = gr.Number(label="weight", value=weight, scale=1,
+                                                               scale=3, elem_id=f"rule-{index}")
+                parts[slot_field("weight", index)] = gr.Number(label="weight", value=weight, scale=1, min_width=120,
                                                                elem_id=f"weight-{index}")
-                parts[slot_field("params", index)] = gr.Code(label="parameters (JSON)", value=params_text,
-                                                             language="json", scale=3, lines=3,
-                                                             elem_id=f"params-{index}")
-                parts[slot_field("gate", index)] = gr.Textbox(
-                    label="gate (optional)", placeholder="code_tests >= 0.01", scale=1, elem_id=f"gate-{index}",
-                    info="counts only where that rule's reward reaches the number, else 0")
-            parts[slot_field("help", index)] = gr.Markdown(rule_help(rule))
+                parts[slot_field("rule_remove", index)] = gr.Button("✕ remove", size="sm", scale=0, min_width=100,
+                                                                    elem_id=f"rule-remove-{index}")
+            with gr.Accordion("parameters, gate and what the rule does", open=False,
+                              elem_id=f"rule-details-{index}"):
+                with gr.Row():
+                    parts[slot_field("params", index)] = gr.Code(label="parameters (JSON)", value=params_text,
+                                                                 language="json", lines=3, elem_id=f"params-{index}")
+                    parts[slot_field("gate", index)] = gr.Textbox(
+                        label="gate (optional)", placeholder="code_tests >= 0.01", elem_id=f"gate-{index}",
+                        info="counts only where that rule's reward reaches the number, else 0")
+                parts[slot_field("help", index)] = gr.Markdown(rule_help(rule))
+    parts["rule_add"] = gr.Button("+ add rule", size="sm", visible=not all(shown), elem_id="rule-add")
+    parts["rule_shown"] = gr.State(shown)
 
 
 def _bench(parts: Components) -> None:
@@ -153,7 +178,8 @@ def _bench(parts: Components) -> None:
             parts["bench_button"] = gr.Button("Score the group", elem_id="bench-button")
             parts["probe_button"] = gr.Button("Probe for reward hacking (degenerate completions against these)",
                                               elem_id="probe-button")
-        parts["bench_table"] = gr.Dataframe(interactive=False, elem_id="bench-table")
+        parts["bench_table"] = gr.Dataframe(value=empty_frame(BENCH_HEADERS), interactive=False,
+                                            elem_id="bench-table")
         parts["bench_status"] = gr.Markdown(elem_id="bench-status")
 
 
@@ -171,14 +197,17 @@ def _preflight(parts: Components) -> None:
                                                    minimum=1, maximum=64, elem_id="preflight-prompts", scale=3)
             parts["preflight_button"] = gr.Button("Run the preflight", elem_id="preflight-button", scale=1)
         parts["preflight_verdict"] = gr.Markdown(elem_id="preflight-verdict")
-        parts["preflight_table"] = gr.Dataframe(interactive=False, elem_id="preflight-table")
+        parts["preflight_table"] = gr.Dataframe(value=empty_frame(RULE_TABLE_HEADERS), interactive=False,
+                                                elem_id="preflight-table")
 
 
 def build_launch_layout(ctx: AppContext) -> Components:
     """Lay out the Launch tab inside the current ``gr.Blocks`` (no events).
 
     Returns the components by name: every field of :data:`app.tabs.launch.form.FORM_FIELDS` under its own name;
-    ``help_i`` per rule slot; ``clone``, ``clone_status``, ``template_line``, ``trl_args_help``, ``launch``,
+    the rule slots' parts (:func:`_rule_slots`); ``sandbox_line`` (shown while a code rule is chosen); ``gpu_fields``
+    (the row of :data:`GPU_FIELDS`, shown on a machine with GPUs) and ``vllm_fields`` (the row of :data:`VLLM_FIELDS`,
+    shown while vLLM generation is on); ``launched_run`` (a hidden box: the id of the run Launch queued); ``clone``, ``clone_status``, ``template_line``, ``trl_args_help``, ``launch``,
     ``status``, ``panels`` (an empty column under the status for the memory and sweep panels), ``preview``; the
     bench's and the preflight's parts (see :func:`_bench`, :func:`_preflight`).
     """
@@ -200,7 +229,8 @@ def build_launch_layout(ctx: AppContext) -> Components:
     parts["template_line"] = gr.Markdown(template_think_markdown(ctx, DEFAULT_MODEL), elem_id="launch-template-think")
 
     gr.Markdown("### Reward rules (weighted sum; TRL's `reward_funcs` and `reward_weights`)")
-    gr.Markdown(sandbox_line(), elem_id="launch-sandbox")
+    parts["sandbox_line"] = gr.Markdown(sandbox_line(), elem_id="launch-sandbox",
+                                        visible=uses_code_rule(rule for rule, *_ in DEFAULT_SLOTS))
     if ctx.settings.plugin_dirs:
         gr.Markdown(lambda: plugin_files_markdown(ctx.settings.plugin_dirs), elem_id="launch-plugin-files")
     _rule_slots(parts)
@@ -209,6 +239,16 @@ def build_launch_layout(ctx: AppContext) -> Components:
     with gr.Row(equal_height=True):
         for field, label, extra in HYPERPARAMETERS:
             parts[field] = field_component(ctx, field, label, extra)
+    has_gpus = bool(machine_gpus())
+    with gr.Row(equal_height=True, visible=has_gpus, elem_id="launch-gpu-fields") as gpu_row:
+        for field, label, extra in GPU_FIELDS:
+            parts[field] = field_component(ctx, field, label, extra)
+    parts["gpu_fields"] = gpu_row
+    with gr.Row(equal_height=True, visible=has_gpus and bool(RunConfig().use_vllm),
+                elem_id="launch-vllm-fields") as vllm_row:
+        for field, label, extra in VLLM_FIELDS:
+            parts[field] = field_component(ctx, field, label, extra)
+    parts["vllm_fields"] = vllm_row
     with gr.Accordion("GRPO variants, sampling, eval split, trackers and any other GRPOConfig field", open=False):
         with gr.Row(equal_height=True):
             for field, label, extra in ADVANCED_FIELDS:
@@ -220,6 +260,7 @@ def build_launch_layout(ctx: AppContext) -> Components:
     with gr.Row():
         parts["launch"] = gr.Button("Launch", variant="primary", elem_id="launch-button")
     parts["status"] = gr.Markdown(elem_id="launch-status")
+    parts["launched_run"] = gr.Number(visible="hidden", precision=0, elem_id="launch-run-id")
     parts["panels"] = gr.Column()
     with gr.Accordion("Run config preview (YAML; re-run headless with `grpo-dashboard train run.yaml`)", open=False):
         parts["preview"] = gr.Code(language="yaml", interactive=False, elem_id="config-preview")

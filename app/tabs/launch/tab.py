@@ -1,7 +1,11 @@
 """The Launch tab: dataset, model, weighted reward rules from the registry, key hyperparameters, a preview of the
 run config, a try-out bench for the rules (with a dataset-row picker), a preflight that samples a few groups from
 the model to say whether the run can learn (:mod:`app.tabs.launch.tools`), a "start from an existing run" picker that
-fills the form from a stored run's config, the memory estimate, sweeps, and Launch.
+fills the form from a stored run's config, the memory estimate, sweeps, and Launch, which then shows the Runs tab.
+
+Reward rule slots show only while they hold a rule: "+ add rule" shows the next one, "✕ remove" empties and hides
+one. The sandbox line shows only while a code rule is chosen, vLLM's settings only while vLLM generation is on, and
+the config preview is filled when the page loads.
 
 :func:`create_launch_tab` lays the tab out (:mod:`app.tabs.launch.layout`) and connects each event to its handler
 (:mod:`app.tabs.launch.handlers`). Every event passes its inputs as a set, so Gradio hands over a dict keyed by
@@ -19,7 +23,7 @@ from app.catalog_sync import CatalogSync
 from app.context import MODEL_JOBS, AppContext
 from app.tabs.launch import handlers
 from app.tabs.launch.form import FORM_FIELDS, RULE_SLOTS, SLOT_FIELDS, read_form, slot_field, trl_args_help
-from app.tabs.launch.layout import build_launch_layout
+from app.tabs.launch.layout import build_launch_layout, uses_code_rule
 from app.tabs.launch.memory import create_memory_panel
 from app.tabs.launch.sweep import create_sweep_panel
 from app.tabs.launch.tools import template_think_markdown
@@ -27,14 +31,28 @@ from app.tabs.launch.tools import template_think_markdown
 BENCH_FIELDS = ["bench_row", "bench_completions", "model", "dataset_id", *SLOT_FIELDS]
 PROBE_FIELDS = ["bench_row", "bench_prompt", "bench_completions", *SLOT_FIELDS]
 PICK_ROW_FIELDS = ["dataset_id", "bench_row_number", *SLOT_FIELDS]
+#: The id of the Runs tab in :func:`app.server.build_blocks`' ``gr.Tabs``: where Launch takes the user.
+RUNS_TAB = "runs"
 
 
-def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[str, gr.components.Component]:
+def enclosing_tabs() -> gr.Tabs | None:
+    """The ``gr.Tabs`` whose ``gr.Tab`` is being built now (``None`` outside one)."""
+    parent = getattr(gr.context.Context.block, "parent", None)
+    return parent if isinstance(parent, gr.Tabs) else None
+
+
+def create_launch_tab(
+    ctx: AppContext, sync: CatalogSync | None = None, tabs: gr.Tabs | None = None
+) -> dict[str, gr.components.Component]:
     """Build the Launch tab inside the current ``gr.Blocks`` and connect its events; ``sync`` keeps its dataset and
-    clone dropdowns current and tells the other tabs of a launch.
+    clone dropdowns current and tells the other tabs of a launch; a launch selects the :data:`RUNS_TAB` of ``tabs``
+    (default: the ``gr.Tabs`` this tab is built in).
 
-    Returns :func:`app.tabs.launch.layout.build_launch_layout`'s components by name, with ``sweep_button``.
+    Returns :func:`app.tabs.launch.layout.build_launch_layout`'s components by name, with ``sweep_button`` and
+    ``launched`` (the Launch click's event; ``launched_run`` holds the new run's id once it succeeded: a later tab
+    follows it with ``launched_run.change`` to select that run).
     """
+    tabs = tabs if tabs is not None else enclosing_tabs()
     parts = build_launch_layout(ctx)
     form = {name: parts[name] for name in FORM_FIELDS}
 
@@ -46,8 +64,12 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
         return handlers.preview(read_form(parts, data))
 
     def on_launch(request: gr.Request, data: dict):
-        """Inputs: the form (the login first, from Gradio). Outputs: status."""
-        return handlers.launch(ctx, request, read_form(parts, data))
+        """Inputs: the form (the login first, from Gradio). Outputs: status, the new run's id, then the tabs (the Runs
+        tab once launched) when there are tabs."""
+        status, run_id = handlers.launch(ctx, request, read_form(parts, data))
+        if run_id is None:
+            return status, gr.skip(), *([gr.skip()] if tabs is not None else [])
+        return status, run_id, *([gr.Tabs(selected=RUNS_TAB)] if tabs is not None else [])
 
     def on_bench(request: gr.Request, data: dict):
         """Inputs: :data:`BENCH_FIELDS`. Outputs: bench table, status."""
@@ -65,9 +87,44 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
         """Inputs: prompts to sample and the form. Outputs: verdict, per-rule table; streamed."""
         yield from handlers.preflight(ctx, request, read_form(parts, data))
 
-    def on_clone(run_id: Any, request: gr.Request = None):
-        """Inputs: run id. Outputs: the form, the rules' help, clone status (those the handler names)."""
-        return {parts[name]: value for name, value in handlers.clone(ctx, request, run_id).items()}
+    def on_clone(run_id: Any, shown: list[bool], request: gr.Request = None):
+        """Inputs: run id, which rule slots show. Outputs: the form, the rules' help, clone status (those the handler
+        names), the slots' groups, which show, "+ add rule"."""
+        form = handlers.clone(ctx, request, run_id)
+        return {**{parts[name]: value for name, value in form.items()},
+                **slot_visibility(handlers.shown_after_clone(form, shown))}
+
+    groups = [parts[slot_field("rule_group", index)] for index in range(1, RULE_SLOTS + 1)]
+    rules = [parts[slot_field("rule", index)] for index in range(1, RULE_SLOTS + 1)]
+
+    def slot_visibility(shown: list[bool]) -> dict:
+        """The updates that show the slots ``shown`` says, remember it, and offer "+ add rule" while one is hidden."""
+        return {parts["rule_shown"]: shown, parts["rule_add"]: gr.update(visible=not all(shown)),
+                **{group: gr.update(visible=visible) for group, visible in zip(groups, shown, strict=True)}}
+
+    def on_add_rule(shown: list[bool]):
+        """Inputs: which slots show. Outputs: the same, the slots' groups, "+ add rule"."""
+        return slot_visibility(handlers.add_rule_slot(shown)[0])
+
+    def remover(index: int):
+        def on_remove(shown: list[bool]):
+            """Inputs: which slots show. Outputs: the slot's fields emptied, the slots' groups, "+ add rule"."""
+            shown = [visible and number != index for number, visible in enumerate(shown, start=1)]
+            return {**{parts[name]: value for name, value in handlers.slot_cleared(index).items()},
+                    **slot_visibility(shown)}
+        return on_remove
+
+    visibility_outputs = [parts["rule_shown"], parts["rule_add"], *groups]
+    parts["rule_add"].click(on_add_rule, inputs=parts["rule_shown"], outputs=visibility_outputs)
+    for index in range(1, RULE_SLOTS + 1):
+        cleared = [parts[name] for name in handlers.slot_cleared(index)]
+        parts[slot_field("rule_remove", index)].click(remover(index), inputs=parts["rule_shown"],
+                                                      outputs=[*cleared, *visibility_outputs])
+    gr.on(triggers=[rule.change for rule in rules], fn=lambda *names: gr.update(visible=uses_code_rule(names)),
+          inputs=rules, outputs=parts["sandbox_line"], show_progress="hidden")
+    has_gpus = bool(parts["gpu_fields"].visible)
+    parts["use_vllm"].change(lambda on: gr.update(visible=has_gpus and bool(on)), inputs=parts["use_vllm"],
+                             outputs=parts["vllm_fields"], show_progress="hidden")
 
     for index in range(1, RULE_SLOTS + 1):
         # .input, not .change: filling the form from a cloned run sets the rule and its parameters together.
@@ -76,9 +133,10 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
             outputs=[parts[slot_field("params", index)], parts[slot_field("help", index)]])
     parts["trl_args"].change(trl_args_help, inputs=parts["trl_args"], outputs=parts["trl_args_help"],
                              show_progress="hidden")
-    gr.on(triggers=[c.change for c in form.values()], fn=on_preview, inputs=set(form.values()),
-          outputs=parts["preview"], show_progress="hidden")
-    launched = parts["launch"].click(on_launch, inputs=set(form.values()), outputs=parts["status"])
+    # no triggers: every field's change, and the page's load (the preview is there before anything changes)
+    gr.on(triggers=None, fn=on_preview, inputs=set(form.values()), outputs=parts["preview"], show_progress="hidden")
+    launch_outputs = [parts["status"], parts["launched_run"], *([tabs] if tabs is not None else [])]
+    launched = parts["launch"].click(on_launch, inputs=set(form.values()), outputs=launch_outputs)
     with parts["panels"]:
         create_memory_panel(ctx, form)
         sweep = create_sweep_panel(ctx, form, sync)
@@ -92,11 +150,11 @@ def create_launch_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[
     parts["preflight_button"].click(on_preflight, inputs=inputs(["preflight_prompts", *FORM_FIELDS]),
                                     outputs=[parts["preflight_verdict"], parts["preflight_table"]], **MODEL_JOBS)
     help_boxes = [parts[slot_field("help", index)] for index in range(1, RULE_SLOTS + 1)]
-    parts["clone"].input(on_clone, inputs=parts["clone"],
-                         outputs=[*form.values(), *help_boxes, parts["clone_status"]])
+    parts["clone"].input(on_clone, inputs=[parts["clone"], parts["rule_shown"]],
+                         outputs=[*form.values(), *help_boxes, parts["clone_status"], *visibility_outputs])
     if sync is not None:
         sync.follow_datasets(parts["eval_dataset_id"])
         sync.follow_datasets(parts["dataset_id"])
         sync.follow_runs(parts["clone"])
         sync.after(launched)
-    return {**parts, "sweep_button": sweep["button"]}
+    return {**parts, "sweep_button": sweep["button"], "launched": launched}

@@ -33,6 +33,8 @@ from storage import RunInfo, StoreError
 
 POLL_SECONDS = 1.0
 VERDICT_ICONS = {LEVEL_OK: "✅", LEVEL_PROBLEM: "❌"}
+#: The bench table's columns before a group is scored (each rule's reward column comes between).
+BENCH_HEADERS = ["completion", "total", "advantage"]
 RULE_TABLE_HEADERS = ["rule", "weight", "mean", "std", "min", "max", "None", "nonzero", "varies in groups"]
 
 

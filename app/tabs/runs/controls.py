@@ -1,4 +1,5 @@
-"""The Runs tab's run controls: the table's filter row, Resume, Delete (after a confirmation), notes and tags.
+"""The Runs tab's run controls: the table's filter row, Cancel (enabled only while the run can be cancelled), Resume,
+Delete (after a confirmation), notes and tags.
 
 The handlers are thin: :mod:`grpo_core.runs.actions` does the checks and file handling, the store the rest.
 Delete asks first: the button only reveals a confirmation row naming the run, which is remembered in a
@@ -15,11 +16,18 @@ import gradio as gr
 from app.catalog_sync import CatalogSync
 from app.context import AppContext, actor_of
 from app.views.run_filter import ALL_STATUSES, STATUS_FILTER_CHOICES
-from app.views.runs import run_status_html
-from grpo_core.access.ownership import NotOwnerError
+from app.views.runs import cancel_state, run_status_html
+from grpo_core.access.ownership import Actor, NotOwnerError
 from grpo_core.run_config import ConfigError
-from grpo_core.runs.actions import RunActionError, annotate_run, authorize_run_action, delete_run, resume_run
-from storage import StoreError
+from grpo_core.runs.actions import (
+    RunActionError,
+    annotate_run,
+    authorize_run_action,
+    cancel_run,
+    delete_run,
+    resume_run,
+)
+from storage import RunStatus, StoreError
 
 
 def create_filter_row(
@@ -43,6 +51,52 @@ def create_filter_row(
     return {"status": status, "text": text}
 
 
+def cancel_button(ctx: AppContext, run_id: int | None) -> dict:
+    """The Cancel button's update for the run ``run_id``: enabled only while it can be cancelled
+    (:func:`app.views.runs.cancel_state`); "Cancelling…" while a cancelled run is still stopping."""
+    run = _run_or_none(ctx, run_id)
+    enabled, _ = cancel_state(run)
+    stopping = run is not None and not run.status.is_final and run.cancel_requested
+    return gr.update(interactive=enabled, value="Cancelling…" if stopping else "Cancel run")
+
+
+def _run_or_none(ctx: AppContext, run_id: int | None):
+    """The run ``run_id`` from the store, ``None`` for none or a deleted run."""
+    try:
+        return None if run_id is None else ctx.store.get_run(int(run_id))
+    except StoreError:
+        return None
+
+
+def cancel_selected(ctx: AppContext, run_id: int | None, actor: Actor) -> tuple[str, str | None, bool]:
+    """Ask the run ``run_id`` to stop (:func:`grpo_core.runs.actions.cancel_run` through the launcher).
+
+    Returns ``(kind, message, enabled)``: ``kind`` is ``"info"`` or ``"warning"`` (the message for a toast; a run that
+    cannot be cancelled says why instead of nothing), ``message`` is the run's status card (HTML) or ``None`` when the
+    run is gone, and ``enabled`` whether Cancel still applies afterwards.
+    """
+    run = _run_or_none(ctx, run_id)
+    enabled, why_not = cancel_state(run)
+    if not enabled:
+        return "warning", why_not, False
+    try:
+        run = cancel_run(ctx.store, run.id, actor, request_stop=ctx.launcher.cancel)
+    except (NotOwnerError, StoreError) as exc:
+        return "warning", f"Not cancelled: {exc}", cancel_state(run)[0]
+    after = ctx.store.get_run(run.id)
+    if after.status == RunStatus.CANCELLED:
+        return "info", f"Run #{run.id} was cancelled before it started.", False
+    return "info", f"Run #{run.id} will stop at the end of its current step (a checkpoint is saved first).", False
+
+
+def _status_card(ctx: AppContext, run_id: int):
+    """The run's status card, or a skip when it is gone."""
+    try:
+        return run_status_html(ctx.store.get_run(int(run_id)))
+    except StoreError:
+        return gr.skip()
+
+
 def create_run_controls(
     ctx: AppContext,
     *,
@@ -52,8 +106,10 @@ def create_run_controls(
     filters: dict[str, gr.components.Component],
     table_frame: Callable,
     sync: CatalogSync | None = None,
+    cancel: gr.Button | None = None,
 ) -> dict[str, gr.components.Component]:
-    """Build the Resume and Delete buttons, the delete confirmation row (hidden) and the notes/tags editor inside the
+    """Connect ``cancel`` (when given: made by the tab beside the run picker; enabled only while the ``selected`` run
+    can be cancelled, a click on one that cannot says why) and build the Resume and Delete buttons, the delete confirmation row (hidden) and the notes/tags editor inside the
     current ``gr.Blocks``, acting on the ``selected`` run; ``table_frame(ctx, status, text)`` rebuilds the ``table``
     under the ``filters`` (:func:`create_filter_row`); ``sync`` hears of a resume or delete, so that the other tabs'
     run lists follow at once.
@@ -152,6 +208,20 @@ def create_run_controls(
     if sync is not None:
         sync.after(resumed)
         sync.after(deleted)
+    if cancel is not None:
+        def on_cancel(run_id: int | None, request: gr.Request):
+            """Inputs: run. Outputs: status, cancel button."""
+            kind, message, _ = cancel_selected(ctx, run_id, actor_of(ctx, request))
+            (gr.Info if kind == "info" else gr.Warning)(message)
+            card = gr.skip() if run_id is None else _status_card(ctx, run_id)
+            return card, cancel_button(ctx, run_id)
+
+        cancelled = cancel.click(on_cancel, inputs=selected, outputs=[status, cancel])
+        for changed in (selected.change, status.change):  # a new pick, or the picked run moved on (e.g. completed)
+            changed(lambda run_id: cancel_button(ctx, run_id), inputs=selected, outputs=cancel, show_progress="hidden")
+        if sync is not None:
+            sync.after(cancelled)
+        controls["cancel"] = cancel
     selected.change(on_load_notes, inputs=selected, outputs=[controls["tags"], controls["notes"]])
     controls["save"].click(
         on_save_notes,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app.context import MODEL_JOBS, AppContext, boundary_of
-from grpo_core.jobs.merge import MergeError, merge_run
+from grpo_core.jobs.merge import REUSED, MergeError, merge_run
 from grpo_core.run_config import ConfigError
 from grpo_core.runs.export import export_run
 from storage import StoreError
@@ -17,6 +17,9 @@ EXPORT_HELP = (
     "per metric), every recorded **completion** as Parquet (per-rule rewards, total, advantage, tokens, "
     "truncation), the **adapter** as a zip when training saved one, and a zip of everything."
 )
+
+#: The narrowest a download box may be, in pixels: wide enough for ``run-NNNNN-groups.parquet`` with its size.
+FILE_BOX_MIN_WIDTH = 440
 
 
 def create_export_panel(ctx: AppContext, run_selector: gr.Dropdown) -> dict[str, gr.components.Component]:
@@ -29,13 +32,19 @@ def create_export_panel(ctx: AppContext, run_selector: gr.Dropdown) -> dict[str,
         gr.Markdown(EXPORT_HELP)
         button = gr.Button("Export the selected run", elem_id="export-button")
         status = gr.Markdown(elem_id="export-status")
+        # min_width: a box never narrower than a file name (the row wraps instead); five in one row cut the names
+        # to ".ya" and ".js"
         with gr.Row():
             config = gr.File(label="config YAML + dataset + plugin files", file_count="multiple", interactive=False,
-                             elem_id="export-config")
-            metrics = gr.File(label="metrics CSV", interactive=False, elem_id="export-metrics")
-            groups = gr.File(label="groups Parquet", interactive=False, elem_id="export-groups")
-            adapter = gr.File(label="adapter zip", interactive=False, elem_id="export-adapter")
-            bundle = gr.File(label="everything (zip)", interactive=False, elem_id="export-bundle")
+                             elem_id="export-config", min_width=FILE_BOX_MIN_WIDTH)
+            metrics = gr.File(label="metrics CSV", interactive=False, elem_id="export-metrics",
+                              min_width=FILE_BOX_MIN_WIDTH)
+            groups = gr.File(label="groups Parquet", interactive=False, elem_id="export-groups",
+                             min_width=FILE_BOX_MIN_WIDTH)
+            adapter = gr.File(label="adapter zip", interactive=False, elem_id="export-adapter",
+                              min_width=FILE_BOX_MIN_WIDTH)
+            bundle = gr.File(label="everything (zip)", interactive=False, elem_id="export-bundle",
+                             min_width=FILE_BOX_MIN_WIDTH)
         merge = gr.Button("Merge the adapter into the base model (a folder to serve)", elem_id="export-merge")
         merge_status = gr.Markdown(elem_id="export-merge-status")
 
@@ -70,8 +79,12 @@ def create_export_panel(ctx: AppContext, run_selector: gr.Dropdown) -> dict[str,
         except (StoreError, MergeError, OSError, ConfigError) as exc:
             yield f"Not merged: {exc}"
             return
-        yield (f"Merged model of run #{run.id} written to `{steps[-1]}` (safetensors, tokenizer, generation config): "
-               "load it with `AutoModelForCausalLM.from_pretrained(folder)` or serve it with `vllm serve folder`.")
+        if steps[0].startswith(REUSED):
+            done = f"Already merged: run #{run.id} with this adapter was merged before; nothing new written, reusing"
+        else:
+            done = f"Merged model of run #{run.id} written to"
+        yield (f"{done} `{steps[-1]}` (safetensors, tokenizer, generation config): load it with "
+               "`AutoModelForCausalLM.from_pretrained(folder)` or serve it with `vllm serve folder`.")
 
     merge.click(on_merge, inputs=run_selector, outputs=merge_status, **MODEL_JOBS)
     button.click(

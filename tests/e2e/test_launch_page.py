@@ -1,0 +1,97 @@
+"""The Launch page as a new user meets it at 1440x900 in headless Chromium: compact (rule slots only for chosen rules,
+"+ add rule" and "✕ remove", no GPU or vLLM fields on a machine without GPUs), no label cut, the config preview filled
+from the start, and Launch landing on the new run in the Runs tab.
+
+Reuses the ``server``, ``browser`` and ``page`` fixtures of :mod:`tests.e2e.test_dashboard` (own server and data)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from grpo_core.training.gpus import machine_gpus
+from tests.e2e.test_dashboard import browser, page, pick, server, set_number, set_text  # noqa: F401
+
+pytestmark = pytest.mark.e2e
+
+#: Elements whose text the page cuts: a leaf with text, shown, overflowing its box with hidden overflow (ellipsis).
+CUT_TEXT_JS = """(root) => [...document.querySelectorAll(root + ' *')].filter(e => e.offsetParent !== null
+    && e.children.length === 0 && e.innerText && e.innerText.trim() && e.scrollWidth > e.clientWidth + 1
+    && getComputedStyle(e).overflow !== 'visible').map(e => e.innerText.slice(0, 80))"""
+
+
+def _launch(browser_page):
+    browser_page.set_viewport_size({"width": 1440, "height": 900})
+    browser_page.get_by_role("tab", name="Launch").click()
+    browser_page.locator("#launch-button").wait_for()
+
+
+def _slot(browser_page, index: int):
+    """Rule slot ``index``'s group (Gradio gives a group's wrapper and its box the same id)."""
+    return browser_page.locator(f"#rule-group-{index}").first
+
+
+def test_the_form_shows_what_applies_and_cuts_no_label(page):  # noqa: F811
+    _launch(page)
+    for index in (1, 2):
+        expect(_slot(page, index)).to_be_visible()
+    for index in (3, 4):
+        expect(_slot(page, index)).to_be_hidden()  # no empty "(none)" slots
+    expect(page.locator("#rule-add")).to_be_visible()
+    expect(page.locator("#launch-sandbox")).to_be_hidden()  # no code rule chosen
+    if not machine_gpus():
+        for field in ("use_vllm", "gpus", "num_processes", "device"):
+            expect(page.locator(f"#hp-{field}")).to_be_hidden()
+    for field in ("vllm_mode", "vllm_gpu_memory_utilization", "vllm_tensor_parallel_size"):
+        expect(page.locator(f"#hp-{field}")).to_be_hidden()  # vLLM generation is off
+    page.get_by_text("GRPO variants, sampling, eval split, trackers").click()
+    expect(page.locator("#hp-mask_truncated_completions")).to_be_visible()
+    page.wait_for_timeout(500)
+    assert page.evaluate(CUT_TEXT_JS, "#tab-launch") == []
+    height = page.evaluate("() => document.documentElement.scrollHeight")
+    page.get_by_text("GRPO variants, sampling, eval split, trackers").click()
+    assert height < 2400, height
+
+
+def test_the_preview_is_filled_on_load(page):  # noqa: F811
+    _launch(page)
+    page.get_by_text("Run config preview").click()
+    preview = page.locator("#config-preview")
+    expect(preview).to_contain_text("numeric_answer")  # nothing changed: filled on load
+    expect(preview).to_contain_text("max_steps: 60")
+
+
+def test_add_and_remove_a_rule(page):  # noqa: F811
+    _launch(page)
+    page.locator("#rule-add").click()
+    expect(_slot(page, 3)).to_be_visible()
+    page.locator("#rule-add").click()
+    expect(_slot(page, 4)).to_be_visible()
+    expect(page.locator("#rule-add")).to_be_hidden()  # every slot shows
+    pick(page, "rule-4", "length")
+    page.get_by_text("Run config preview").click()
+    expect(page.locator("#config-preview")).to_contain_text("rule: length")
+    page.locator("#rule-remove-1").click()
+    expect(_slot(page, 1)).to_be_hidden()
+    expect(page.locator("#rule-add")).to_be_visible()
+    expect(page.locator("#config-preview")).not_to_contain_text("numeric_answer")
+    expect(page.locator("#config-preview")).to_contain_text("rule: length")
+    page.locator("#rule-add").click()  # the first free slot comes back empty
+    expect(_slot(page, 1)).to_be_visible()
+    expect(page.locator("#rule-1 input")).to_have_value("(none)")
+
+
+def test_launch_lands_on_the_new_run(page, tiny_model_dir):  # noqa: F811
+    _launch(page)
+    set_text(page, "launch-model", str(tiny_model_dir))
+    set_text(page, "launch-name", "landing-run")
+    set_number(page, "hp-max_steps", "1")
+    set_number(page, "hp-max_completion_length", "8")
+    page.locator("#launch-button").click()
+    expect(page.locator("#launch-status")).to_contain_text("queued")
+    run_id = int(page.locator("#launch-run-id input").input_value())
+    expect(page.get_by_role("tab", name="Runs")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#runs-select input")).to_have_value(re.compile(rf"^#{run_id} landing-run"))
+    expect(page.locator("#run-status")).to_contain_text(f"#{run_id} landing-run")
