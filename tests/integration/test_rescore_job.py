@@ -140,8 +140,9 @@ def test_cancel_kills_the_child(store, tmp_path):
 def test_plugin_rules_spread_over_processes_give_the_same_numbers(store, tmp_path):
     run_id = seed_run(store, tmp_path)
     plugin = tmp_path / "short.py"
-    plugin.write_text("import os\ndef short(completions, **kw):\n    return [1.0 / (1 + len(c)) for c in completions]\n"
-                      "def pid(completions, **kw):\n    return [float(os.getpid())] * len(completions)\n")
+    plugin.write_text("import os, time\ndef short(completions, **kw):\n    return [1.0 / (1 + len(c)) for c in completions]\n"
+                      "def pid(completions, **kw):\n    time.sleep(0.5)  # a group takes a while: one process cannot take them all\n"
+                      "    return [float(os.getpid())] * len(completions)\n")
     rules = [{"rule": "numeric_answer"}, {"rule": "plugin", "params": {"target": f"{plugin}:short"}}]
     alone = rescore_run(store, _request(run_id, rules), workdir=tmp_path, workers=1)
     spread = rescore_run(store, _request(run_id, rules), workdir=tmp_path, workers=2)
