@@ -14,6 +14,7 @@ from app.tabs.inspect.tools import create_inspect_tools
 from app.tabs.runs.tab import parse_chart_click
 from app.views.charts import step_groups_figure
 from app.views.inspect import GROUP_FILTERS, filter_groups, pass_at_g, pass_share, step_totals
+from app.views.latest_view import LatestOnly
 from app.views.runs import groups_html, reward_error_map
 from storage import StoreError
 
@@ -55,6 +56,62 @@ def open_step(ctx: AppContext, run_id: int | None, step: float | None) -> tuple[
     return int(run_id), step_choices(ctx, run_id, keep=nearest), nearest
 
 
+def step_view(ctx: AppContext, run_id: int | None, step_value: int | None, sort_by_advantage: bool = True,
+              mode: str = "all", n=3, pass_threshold: float | None = 0.5) -> tuple:
+    """Inspect's view of one step, every part read from the one ``step_value``: ``(summary markdown, groups HTML,
+    stats figure)`` (``gr.skip()`` for the figure when there is no run or step)."""
+    if run_id is None or step_value is None:
+        return "Choose a run and a step.", "", gr.skip()
+    try:
+        info = ctx.store.get_run(int(run_id))
+    except StoreError:
+        return "That run no longer exists.", "", gr.skip()
+    records = ctx.store.groups_at(info.id, int(step_value))
+    completions = [c for g in records for c in g.completions]
+    truncated = sum(c.truncated for c in completions)
+    flat = sum(
+        1
+        for g in records
+        if len({c.total_reward for c in g.completions}) <= 1
+    )
+    errored = sum(len(errors) for errors in map(reward_error_map, records))
+    text = (
+        f"**#{info.id} {info.name}**, step {step_value}: {len(records)} groups, {len(completions)} completions, "
+        f"{truncated} truncated, {flat} groups with all rewards equal (no learning signal)"
+        + (f", ⚠️ {errored} completions whose reward function failed (no reward, not 0)." if errored else ".")
+    )
+    threshold_value = float(pass_threshold if pass_threshold is not None else 0.5)
+    figure = stats_figure(ctx, info.id, int(step_value), threshold_value)
+    passed = pass_at_g(records, threshold_value)
+    if passed is not None:
+        text += f" pass@G (a completion above {threshold_value:g}): {passed:.0%} of groups."
+    shown = filter_groups(records, mode or "all", int(n or 3))
+    if (mode or "all") != "all":
+        label = {key: name for name, key in GROUP_FILTERS}[mode]
+        text += f" Showing {len(shown)} of {len(records)}: {label}."
+        if not shown:
+            return text, '<div class="grpo-empty">No group of this step matches the filter.</div>', figure
+    return text, groups_html(shown, sort_by_advantage=sort_by_advantage), figure
+
+
+#: The redraw tickets of Inspect's step views, per page.
+VIEWS = LatestOnly()
+
+
+def _page(request: gr.Request | None) -> str | None:
+    return getattr(request, "session_hash", None) if request is not None else None
+
+
+def draw_latest(guard: LatestOnly, request: gr.Request | None, draw) -> tuple:
+    """``draw()``'s outputs, or ``gr.skip()`` for each when ``guard`` handed the page a newer ticket while it
+    drew: a slow redraw of an older step never lands over a newer one."""
+    ticket = guard.begin(_page(request))
+    outputs = draw()
+    if guard.is_latest(_page(request), ticket):
+        return outputs
+    return tuple(gr.skip() for _ in outputs)
+
+
 def create_inspect_tab(
     ctx: AppContext,
     tab: gr.Tab | None = None,
@@ -91,48 +148,23 @@ def create_inspect_tab(
         return gr.update(choices=steps, value=keep)
 
     def on_show(run_id: int | None, step_value: int | None, sort_by_advantage: bool, mode: str = "all", n=3,
-                pass_threshold: float | None = 0.5):
-        """Inputs: run, step, sort, filter, N, pass@G threshold. Outputs: summary, groups HTML, stats chart."""
-        if run_id is None or step_value is None:
-            return "Choose a run and a step.", "", gr.skip()
-        try:
-            info = ctx.store.get_run(int(run_id))
-        except StoreError:
-            return "That run no longer exists.", "", gr.skip()
-        records = ctx.store.groups_at(info.id, int(step_value))
-        completions = [c for g in records for c in g.completions]
-        truncated = sum(c.truncated for c in completions)
-        flat = sum(
-            1
-            for g in records
-            if len({c.total_reward for c in g.completions}) <= 1
-        )
-        errored = sum(len(errors) for errors in map(reward_error_map, records))
-        text = (
-            f"**#{info.id} {info.name}**, step {step_value}: {len(records)} groups, {len(completions)} completions, "
-            f"{truncated} truncated, {flat} groups with all rewards equal (no learning signal)"
-            + (f", ⚠️ {errored} completions whose reward function failed (no reward, not 0)." if errored else ".")
-        )
-        threshold_value = float(pass_threshold if pass_threshold is not None else 0.5)
-        figure = stats_figure(ctx, info.id, int(step_value), threshold_value)
-        passed = pass_at_g(records, threshold_value)
-        if passed is not None:
-            text += f" pass@G (a completion above {threshold_value:g}): {passed:.0%} of groups."
-        shown = filter_groups(records, mode or "all", int(n or 3))
-        if (mode or "all") != "all":
-            label = {key: name for name, key in GROUP_FILTERS}[mode]
-            text += f" Showing {len(shown)} of {len(records)}: {label}."
-            if not shown:
-                return text, '<div class="grpo-empty">No group of this step matches the filter.</div>', figure
-        return text, groups_html(shown, sort_by_advantage=sort_by_advantage), figure
+                pass_threshold: float | None = 0.5, request: gr.Request | None = None):
+        """Inputs: run, step, sort, filter, N, pass@G threshold. Outputs: summary, groups HTML, stats chart: all of
+        one step, or no change when a newer redraw of this page started meanwhile (:mod:`app.views.latest_view`)."""
+        return draw_latest(VIEWS, request, lambda: step_view(ctx, run_id, step_value, sort_by_advantage, mode, n,
+                                                             pass_threshold))
 
     def on_reload(run_id: int | None, step_value: int | None, sort_by_advantage: bool, mode: str = "all", n=3,
-                  pass_threshold: float | None = 0.5):
-        """Inputs: run, step, sort, filter, N, pass@G threshold. Outputs: steps, summary, groups, stats chart."""
+                  pass_threshold: float | None = 0.5, request: gr.Request | None = None):
+        """Inputs: run, step, sort, filter, N, pass@G threshold. Outputs: steps, summary, groups, stats chart (no
+        change when a newer redraw of this page started meanwhile)."""
+        ticket = VIEWS.begin(_page(request))
         steps = step_choices(ctx, run_id, keep=step_value)
         if step_value not in steps:
             step_value = steps[0] if steps else None
-        summary_text, html, figure = on_show(run_id, step_value, sort_by_advantage, mode, n, pass_threshold)
+        summary_text, html, figure = step_view(ctx, run_id, step_value, sort_by_advantage, mode, n, pass_threshold)
+        if not VIEWS.is_latest(_page(request), ticket):
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
         return gr.update(choices=steps, value=step_value), summary_text, html, figure
 
     run.change(on_run, inputs=[run, step], outputs=step)
