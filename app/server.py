@@ -18,6 +18,7 @@ from app.public_api import create_public_api, hide_internal_endpoints
 from app.tabs.datasets import create_datasets_tab
 from app.tabs.inspect.tab import create_inspect_tab
 from app.tabs.launch.tab import create_launch_tab
+from app.tabs.navigation import connect_url, create_url_view, follow_selection
 from app.tabs.runs.tab import create_runs_tab
 from app.tabs.try_model import create_try_model_tab
 from grpo_core.access.logins import exposure_warnings, max_upload_bytes
@@ -52,17 +53,22 @@ def build_blocks(ctx: AppContext) -> gr.Blocks:
     with gr.Blocks(title=TITLE) as blocks:
         sync = CatalogSync(ctx)
         gr.Markdown(f"## {TITLE}\nLaunch, watch and inspect GRPO fine-tuning runs (TRL engine).")
+        url_view = create_url_view()  # navigation: the view a link names, read at page load
         with gr.Tabs() as tabs:
             with gr.Tab("Datasets", id="datasets", elem_id="tab-datasets"):
                 create_datasets_tab(ctx, sync)
             with gr.Tab("Launch", id="launch", elem_id="tab-launch"):
                 create_launch_tab(ctx, sync)
             with gr.Tab("Runs", id="runs", elem_id="tab-runs"):
-                runs_tab = create_runs_tab(ctx, sync)
+                runs_tab = create_runs_tab(ctx, sync, view=url_view)
             with gr.Tab("Inspect", id="inspect", elem_id="tab-inspect") as inspect_tab:
-                create_inspect_tab(ctx, inspect_tab, sync, runs=runs_tab, tabs=tabs)
+                inspect = create_inspect_tab(ctx, inspect_tab, sync, runs=runs_tab, tabs=tabs, view=url_view)
             with gr.Tab("Try the model", id="try", elem_id="tab-try"):
-                create_try_model_tab(ctx, sync)
+                try_tab = create_try_model_tab(ctx, sync)
+        # --- navigation: the Runs tab's selection followed by the other tabs, the view in the URL ---
+        follow_selection(runs_tab["selected"], try_tab["run"])
+        connect_url(blocks, tabs, url_view, runs_tab["selected"], inspect["step"])
+        # --- end navigation ---
         sync.connect(blocks)
         create_public_api(ctx)
     hide_internal_endpoints(blocks)

@@ -18,18 +18,23 @@ MAX_DIGITS = 12
 _INTEGER = re.compile(rf"[0-9]{{1,{MAX_DIGITS}}}")
 
 #: Browser code that writes the view into the address bar without reloading (``history.replaceState``): given the
-#: run, the step and the tab, it keeps any other query parameter and drops the empty ones.
+#: run and the step, it reads the open tab from the page (the selected tab button's panel id, ``tab-<id>``), keeps
+#: any other query parameter and drops the empty ones. It runs a moment later, once a tab switch has been drawn.
 WRITE_URL_JS = """
-(run, step, tab) => {
-  try {
-    const url = new URL(window.location.href);
-    const put = (name, value) => {
-      if (value === null || value === undefined || value === '') url.searchParams.delete(name);
-      else url.searchParams.set(name, String(value));
-    };
-    put('run', run); put('step', step); put('tab', tab);
-    window.history.replaceState(window.history.state, '', url.toString());
-  } catch (error) { /* a URL the browser cannot rewrite: leave it */ }
+(run, step) => {
+  setTimeout(() => {
+    try {
+      const url = new URL(window.location.href);
+      const put = (name, value) => {
+        if (value === null || value === undefined || value === '') url.searchParams.delete(name);
+        else url.searchParams.set(name, String(value));
+      };
+      const button = document.querySelector('button[role="tab"][aria-selected="true"]');
+      const panel = button ? (button.getAttribute('aria-controls') || '') : '';
+      put('run', run); put('step', step); put('tab', panel.startsWith('tab-') ? panel.slice(4) : '');
+      window.history.replaceState(window.history.state, '', url.toString());
+    } catch (error) { /* a URL the browser cannot rewrite: leave it */ }
+  }, 50);
   return [];
 }
 """

@@ -119,6 +119,7 @@ def create_inspect_tab(
     *,
     runs: dict[str, gr.components.Component] | None = None,
     tabs: gr.Tabs | None = None,
+    view: gr.State | None = None,
 ) -> dict[str, gr.components.Component]:
     """Build the Inspect tab inside the current ``gr.Blocks``; ``sync`` keeps its run list current, selecting
     ``tab`` or "↻ steps" reloads the chosen run's steps (a live run records new ones).
@@ -167,6 +168,15 @@ def create_inspect_tab(
             return gr.skip(), gr.skip(), gr.skip(), gr.skip()
         return gr.update(choices=steps, value=step_value), summary_text, html, figure
 
+    def on_tab(run_id: int | None, step_value: int | None):
+        """Inputs: run, step. Outputs: the step dropdown's choices (its value kept; the latest step when none is
+        chosen). The view is drawn by the step's change alone: the tab opening never redraws it from a step value
+        read while another event (a chart click) was setting a new one."""
+        steps = step_choices(ctx, run_id, keep=step_value)
+        if step_value is None:
+            return gr.update(choices=steps, value=steps[0] if steps else None)
+        return gr.update(choices=steps)
+
     run.change(on_run, inputs=[run, step], outputs=step)
     if sync is not None:
         sync.follow_runs(run)
@@ -180,10 +190,12 @@ def create_inspect_tab(
     threshold.submit(on_show, inputs=shown_by, outputs=shown)
     threshold.blur(on_show, inputs=shown_by, outputs=shown)
     reload.click(on_reload, inputs=shown_by, outputs=[step, *shown])
-    if tab is not None:  # the run dropdown shows a run from the start: fill its steps when the tab opens
-        tab.select(on_reload, inputs=shown_by, outputs=[step, *shown])
+    if tab is not None:  # a live run records new steps: list them when the tab opens
+        tab.select(on_tab, inputs=[run, step], outputs=step, show_progress="hidden")
     if runs is not None and tabs is not None:
         _follow_chart_clicks(ctx, runs, run, step, tabs)
+    if runs is not None:
+        _follow_selection(ctx, runs["selected"], view, run, step)
     tools = {**create_token_view(ctx, run, step), **create_inspect_tools(ctx, run, step, reload, tab)}
     return {"run": run, "step": step, "groups": groups, "summary": summary, "refresh": reload, "filter": show,
             "top_n": top_n, "threshold": threshold, "stats": stats, **tools}
@@ -207,3 +219,47 @@ def _follow_chart_clicks(
         on_chart_click, inputs=[runs["chart_click"], runs["selected"]], outputs=[tabs, run, step],
         show_progress="hidden",
     )
+
+
+def followed_view(ctx: AppContext, target: object, url_view: dict | None) -> tuple:
+    """Inspect's run and step dropdown updates for run ``target``: at the recorded step nearest the URL view's step
+    when the view names this run, else at the latest recorded step; ``gr.skip()`` twice for no run or a deleted
+    one."""
+    if not isinstance(target, int) or isinstance(target, bool):
+        return gr.skip(), gr.skip()
+    try:
+        run_id = ctx.store.get_run(target).id
+    except StoreError:
+        return gr.skip(), gr.skip()
+    wanted = url_view.get("step") if isinstance(url_view, dict) and url_view.get("run") == run_id else None
+    if isinstance(wanted, int):
+        _, steps, nearest = open_step(ctx, run_id, wanted)
+    else:
+        steps = step_choices(ctx, run_id)
+        nearest = steps[0] if steps else None
+    return run_id, gr.update(choices=steps, value=nearest)
+
+
+def _follow_selection(ctx: AppContext, selected: gr.components.Component, view: gr.State | None, run: gr.Dropdown,
+                      step: gr.Dropdown) -> None:
+    """Inspect's ``run`` follows the Runs tab's ``selected`` run, and opens the URL ``view``'s run and step."""
+
+    def on_selected(run_id: int | None, current: int | None, url_view: dict | None = None):
+        """Inputs: the selected run, Inspect's run, the URL view. Outputs: Inspect's run and step."""
+        if run_id is None or run_id == current:
+            return gr.skip(), gr.skip()
+        return followed_view(ctx, run_id, url_view)
+
+    def on_view(url_view: dict | None, run_id: int | None):
+        """Inputs: the URL view, the selected run. Outputs: Inspect's run and step (the link's run, else the
+        selected one)."""
+        wanted = url_view.get("run") if isinstance(url_view, dict) else None
+        linked = followed_view(ctx, wanted, url_view)
+        return linked if isinstance(linked[0], int) else followed_view(ctx, run_id, url_view)
+
+    hidden = {"show_progress": "hidden"}
+    if view is None:
+        selected.change(on_selected, inputs=[selected, run], outputs=[run, step], **hidden)
+        return
+    selected.change(on_selected, inputs=[selected, run, view], outputs=[run, step], **hidden)
+    view.change(on_view, inputs=[view, selected], outputs=[run, step], **hidden)
