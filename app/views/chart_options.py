@@ -53,7 +53,7 @@ class ChartOptions:
         except (TypeError, ValueError):
             weight = 0.0
         weight = min(MAX_SMOOTHING, max(0.0, weight)) if math.isfinite(weight) else 0.0
-        axis = x_axis if x_axis in X_AXIS_TITLES else "step"
+        axis = x_axis if isinstance(x_axis, str) and x_axis in X_AXIS_TITLES else "step"
         text = panel_filter[:MAX_FILTER_CHARS] if isinstance(panel_filter, str) else ""
         panel = expanded if isinstance(expanded, str) and expanded else None
         return cls(smoothing=weight, x_axis=str(axis), log_y=bool(log_y), panel_filter=text, expanded=panel)
