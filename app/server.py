@@ -19,7 +19,7 @@ from app.tabs.datasets import create_datasets_tab
 from app.tabs.inspect.tab import create_inspect_tab
 from app.tabs.launch.tab import create_launch_tab
 from app.tabs.navigation import connect_url, create_url_view, follow_selection
-from app.tabs.runs.tab import create_runs_tab
+from app.tabs.runs.tab import create_chart_warmup, create_runs_tab
 from app.tabs.try_model import create_try_model_tab
 from grpo_core.access.logins import exposure_warnings, max_upload_bytes
 from grpo_core.alerts.webhooks import Notifier
@@ -54,6 +54,7 @@ def build_blocks(ctx: AppContext) -> gr.Blocks:
         sync = CatalogSync(ctx)
         gr.Markdown(f"## {TITLE}\nLaunch, watch and inspect GRPO fine-tuning runs (TRL engine).")
         url_view = create_url_view()  # navigation: the view a link names, read at page load
+        create_chart_warmup()  # the chart library loads with the page, before the Runs tab opens
         with gr.Tabs() as tabs:
             with gr.Tab("Datasets", id="datasets", elem_id="tab-datasets"):
                 create_datasets_tab(ctx, sync)
