@@ -247,13 +247,14 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None, *,
                 run_id = ctx.store.get_run(wanted).id
             except StoreError:
                 pass  # a link to a deleted run: the selection stays
-        return (gr.update(value=run_id), *on_select(run_id, checked, cache, *options))
+        return (gr.update(choices=run_choices(ctx), value=run_id), *on_select(run_id, checked, cache, *options))
 
     def on_row(frame: pd.DataFrame, event: gr.SelectData):
         """Inputs: the table, the clicked cell. Outputs: the selected run (the clicked row's)."""
         index = event.index if isinstance(event.index, list | tuple) else [event.index]
         run_id = clicked_run(frame, index[0] if index else None)
-        return gr.skip() if run_id is None else run_id
+        # with the current choices: a run made after the page was built is then listed (and its label shown)
+        return gr.skip() if run_id is None else gr.update(choices=run_choices(ctx), value=run_id)
 
     def on_cancel(run_id: int | None, request: gr.Request):
         """Inputs: run. Outputs: status."""
