@@ -54,6 +54,8 @@ CHART_KEYS: tuple[str, ...] = tuple(key for _title, keys in PANELS for key in ke
 #: Height of one row of panels, in pixels; of the one panel drawn expanded.
 ROW_PX = 260
 EXPANDED_PX = 640
+#: A series of at most this many points is drawn with a marker on each.
+MARKER_POINTS = 200
 #: The training chart's head, top down, in pixels: the title, then the legend (one band per row of entries), then
 #: the first row's panel titles, so none of them overlaps another.
 TITLE_PX = 40
@@ -235,8 +237,10 @@ def _add_key_traces(figure: go.Figure, series: MetricSeries, key: str, *, row: i
         line["color"] = colour
     common = {"x": x, "customdata": list(steps), "legendgroup": f"{run_label or ''}{key}"}
     smoothed = options.smoothing > 0
+    # markers on a short series (a point to click); a long one is drawn as lines alone: 8 panels of thousands of
+    # markers are most of the first chart's drawing time in the browser (bench_web.py)
     figure.add_trace(go.Scatter(
-        y=cleaned, mode="lines+markers", name=f"{name} (raw)" if smoothed else name,
+        y=cleaned, mode="lines+markers" if len(steps) <= MARKER_POINTS else "lines", name=f"{name} (raw)" if smoothed else name,
         showlegend=in_legend and not smoothed, opacity=RAW_OPACITY if smoothed else 1.0,
         line=line, marker={"size": 5}, meta="raw" if smoothed else "line", **common), row=row, col=col)
     if smoothed:
