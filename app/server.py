@@ -20,7 +20,8 @@ from app.tabs.api_tokens import create_api_tokens_tab
 from app.tabs.datasets import create_datasets_tab
 from app.tabs.inspect.tab import create_inspect_tab
 from app.tabs.launch.tab import create_launch_tab
-from app.tabs.runs.tab import create_runs_tab
+from app.tabs.navigation import connect_url, create_url_view, follow_selection, land_on_new_run
+from app.tabs.runs.tab import create_chart_warmup, create_runs_tab
 from app.tabs.try_model import create_try_model_tab
 from app.tabs.workbench.tab import create_workbench_tab
 from grpo_core.access.logins import exposure_warnings, max_upload_bytes
@@ -55,21 +56,28 @@ def build_blocks(ctx: AppContext) -> gr.Blocks:
     with gr.Blocks(title=TITLE) as blocks:
         sync = CatalogSync(ctx)
         gr.Markdown(f"## {TITLE}\nLaunch, watch and inspect GRPO fine-tuning runs (TRL engine).")
+        url_view = create_url_view()  # navigation: the view a link names, read at page load
+        create_chart_warmup()  # the chart library loads with the page, before the Runs tab opens
         with gr.Tabs() as tabs:
             with gr.Tab("Datasets", id="datasets", elem_id="tab-datasets"):
                 create_datasets_tab(ctx, sync)
             with gr.Tab("Launch", id="launch", elem_id="tab-launch"):
-                create_launch_tab(ctx, sync)
+                launch_tab = create_launch_tab(ctx, sync, tabs=tabs)
             with gr.Tab("Runs", id="runs", elem_id="tab-runs"):
-                runs_tab = create_runs_tab(ctx, sync)
+                runs_tab = create_runs_tab(ctx, sync, view=url_view)
             with gr.Tab("Inspect", id="inspect", elem_id="tab-inspect") as inspect_tab:
-                inspect = create_inspect_tab(ctx, inspect_tab, sync, runs=runs_tab, tabs=tabs)
+                inspect = create_inspect_tab(ctx, inspect_tab, sync, runs=runs_tab, tabs=tabs, view=url_view)
             with gr.Tab("Try the model", id="try", elem_id="tab-try"):
-                create_try_model_tab(ctx, sync)
+                try_tab = create_try_model_tab(ctx, sync)
             with gr.Tab("API tokens", id="tokens", elem_id="tab-tokens") as tokens_tab:  # scripts over HTTP
                 create_api_tokens_tab(ctx, tokens_tab)
             with gr.Tab("Reward workbench", id="workbench", elem_id="tab-workbench"):  # re-score a run's groups
                 create_workbench_tab(ctx, sync, inspect=inspect, tabs=tabs)
+        # --- navigation: the Runs tab's selection followed by the other tabs, the view in the URL ---
+        follow_selection(runs_tab["selected"], try_tab["run"])
+        land_on_new_run(ctx, launch_tab["launched_run"], runs_tab["selected"])  # a launch lands on its new run
+        connect_url(blocks, tabs, url_view, runs_tab["selected"], inspect["step"])
+        # --- end navigation ---
         sync.connect(blocks)
         create_public_api(ctx)
     hide_internal_endpoints(blocks)

@@ -4,8 +4,9 @@ Prepares a data directory holding one finished synthetic run (``--steps`` steps 
 completions per step), then starts the dashboard ``--starts`` times (default 3) and reports the median time from
 process start to the first ``200`` on ``/``. On the last start it opens the run in headless Chromium
 (``/usr/bin/chromium`` via Playwright; ``--no-browser`` uses plain HTTP only): the Runs tab with its charts for a few
-refresh ticks, then the Inspect tab, and reports the server's resident memory (psutil RSS of the server process;
-its children separately) and whether ``libtorch`` is mapped into it (``/proc/<pid>/maps``): the web process must
+refresh ticks, then the Inspect tab, and reports the time from a click on the Runs tab to its first chart drawn and
+from opening a link to the run to its chart (goal: under 1 s each; plotly's own trace list is polled every 20 ms), the
+server's resident memory (psutil RSS of the server process; its children separately) and whether ``libtorch`` is mapped into it (``/proc/<pid>/maps``): the web process must
 never load torch. Goals: start < 5 s, RSS < 400 MB. Nothing is asserted; the table says.
 
 What it leaves out: a cold disk cache (the first start after boot also reads the Python packages from disk), a
@@ -37,6 +38,7 @@ from storage import CompletionRecord, GroupRecord, RunStatus, Store, sqlite_url 
 
 GOAL_START_S = 5.0
 GOAL_RSS_MB = 400.0
+GOAL_CHART_S = 1.0
 CHROMIUM = "/usr/bin/chromium"
 KEYS = ["reward", "reward_std", "kl", "loss", "entropy", "completions/mean_length", "completions/clipped_ratio",
         "frac_reward_zero_std", "rewards/numeric_answer/mean", "rewards/format_regex/mean", "grad_norm",
@@ -123,12 +125,48 @@ def memory(pid: int) -> tuple[float, float, int]:
     return process.memory_info().rss / 1e6, child_rss / 1e6, len(children)
 
 
-def browse(url: str, label: str, watch_s: float) -> str:
-    """Open the run's charts and groups in headless Chromium; returns what was done."""
+#: True once the Runs chart is drawn with data (plotly's own trace list).
+CHART_DRAWN = "() => { const d = document.querySelector('#runs-plot .js-plotly-plot');" \
+              " return !!(d && d._fullData && d._fullData.some(t => t.x && t.x.length > 0)); }"
+
+
+def _time_chart(browser, url: str, tries: int) -> tuple[list[float], list[float]]:
+    """Seconds from a click on the Runs tab (page already loaded) to its first chart drawn, and from opening a link
+    to the run's Runs view (``?run=1&tab=runs``) to its chart drawn; ``tries`` fresh pages each."""
+    from playwright.sync_api import expect
+
+    tab_click, deep_link = [], []
+    for _ in range(tries):
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.set_default_timeout(60_000)
+        page.goto(url)
+        expect(page.get_by_role("tab", name="Runs")).to_be_visible()
+        page.wait_for_timeout(1500)  # the page settled: what remains is the tab's own work
+        started = time.perf_counter()
+        page.get_by_role("tab", name="Runs").click()
+        page.wait_for_function(CHART_DRAWN, polling=20)
+        tab_click.append(time.perf_counter() - started)
+        page.close()
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        started = time.perf_counter()
+        page.goto(url + "?run=1&tab=runs")
+        try:
+            page.wait_for_function(CHART_DRAWN, polling=20, timeout=15_000)
+            deep_link.append(time.perf_counter() - started)
+        except Exception:  # noqa: BLE001 - a dashboard that ignores links never draws it: reported as such
+            deep_link.append(float("inf"))
+        page.close()
+    return tab_click, deep_link
+
+
+def browse(url: str, label: str, watch_s: float, tries: int = 3) -> tuple[str, list[float], list[float]]:
+    """Time the first chart (:func:`_time_chart`), then open the run's charts and groups in headless Chromium;
+    returns what was done and the timings."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        tab_click, deep_link = _time_chart(browser, url, tries)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(60_000)
         page.goto(url)
@@ -141,7 +179,7 @@ def browse(url: str, label: str, watch_s: float) -> str:
         page.locator("#inspect-summary").get_by_text("groups").wait_for()
         groups = page.locator("#inspect-groups .grpo-group").count()
         browser.close()
-    return f"Runs tab charts + Inspect ({groups} groups shown) in Chromium"
+    return f"Runs tab charts + Inspect ({groups} groups shown) in Chromium", tab_click, deep_link
 
 
 def main() -> None:
@@ -171,13 +209,15 @@ def main() -> None:
             f"http://127.0.0.1:{c.laddr.port}/" for c in psutil.Process(process.pid).net_connections(kind="tcp")
             if c.status == psutil.CONN_LISTEN
         )
+        tab_click: list[float] = []
+        deep_link: list[float] = []
         if args.no_browser or not os.path.exists(CHROMIUM):
             for _ in range(5):
                 urllib.request.urlopen(url, timeout=10).read()
             done = "GET / five times (no browser)"
         else:
             try:
-                done = browse(url, label, args.watch)
+                done, tab_click, deep_link = browse(url, label, args.watch)
             except Exception as exc:  # noqa: BLE001 - report the memory anyway, and what failed
                 done = f"browser step failed ({type(exc).__name__}: {str(exc).splitlines()[0]})"
         rss, child_rss, children = memory(process.pid)
@@ -189,6 +229,12 @@ def main() -> None:
     print(f"{'measure':<42} {'value':>10}  {'goal':>8}  verdict")
     print(f"{'start to first HTTP 200 (median of ' + str(len(starts)) + ')':<42} {start:>9.2f}s  {'< 5 s':>8}  "
           f"{'ok' if start < GOAL_START_S else 'OVER'}")
+    for name, times in (("Runs tab click to first chart (median)", tab_click),
+                        ("link ?run=1&tab=runs to chart (median)", deep_link)):
+        if times:
+            value = statistics.median(times)
+            print(f"{name:<42} {value:>9.2f}s  {'< 1 s':>8}  {'ok' if value < GOAL_CHART_S else 'OVER'}"
+                  f"  (each: {', '.join(f'{t:.2f}' for t in times)})")
     print(f"{'server RSS just after start':<42} {idle_rss:>8.0f}MB  {'':>8}")
     print(f"{'server RSS with the run open':<42} {rss:>8.0f}MB  {'< 400 MB':>8}  "
           f"{'ok' if rss < GOAL_RSS_MB else 'OVER'}")

@@ -16,6 +16,15 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.views.chart_options import (
+    RAW_OPACITY,
+    X_AXIS_TITLES,
+    ChartOptions,
+    ema,
+    run_colour,
+    select_panels,
+    x_values,
+)
 from storage import MetricPoint, MetricSummary
 
 #: The panels of the training chart: (title, metric keys drawn in it). ``rewards/*/mean`` joins the first panel, and
@@ -42,8 +51,11 @@ GPU_KEY_PATTERN = "gpu/%"
 COLUMNS = 2
 #: Every metric key the training chart draws (besides ``rewards/<fn>/mean``).
 CHART_KEYS: tuple[str, ...] = tuple(key for _title, keys in PANELS for key in keys)
-#: Height of one row of panels, in pixels.
+#: Height of one row of panels, in pixels; of the one panel drawn expanded.
 ROW_PX = 260
+EXPANDED_PX = 640
+#: A series of at most this many points is drawn with a marker on each.
+MARKER_POINTS = 200
 #: The training chart's head, top down, in pixels: the title, then the legend (one band per row of entries), then
 #: the first row's panel titles, so none of them overlaps another.
 TITLE_PX = 40
@@ -206,8 +218,41 @@ def _add_envelope(figure: go.Figure, key: str, band: tuple[list[int], list[float
                                 **common), row=row, col=col)
 
 
-def training_figure(series: MetricSeries, title: str = "", beta: float | None = None) -> go.Figure:
-    """A grid of line charts (x: step, integer ticks) of the run's key GRPO metrics.
+def _add_key_traces(figure: go.Figure, series: MetricSeries, key: str, *, row: int, col: int, options: ChartOptions,
+                    run_label: str | None, colour: str | None, in_legend: bool) -> bool:
+    """One metric key of one run in one panel: its min/max band (a downsampled history, x by step only), its raw
+    points (faint when smoothed) and its smoothed line. Each point carries its step as ``customdata``, so a click
+    opens that step whatever the x axis. Returns whether the key has any finite point."""
+    steps, values = series.data[key]
+    name = {"reward": "reward (weighted total)", "eval_reward": "eval_reward (held-out rows)"}.get(key, key)
+    if run_label is not None:
+        name = run_label if key == "reward" else f"{run_label} {name}"
+    cleaned = _clean(values)
+    x = x_values(steps, series.wall, options.x_axis)
+    if key in series.envelope and options.x_axis == "step" and not options.smoothing:
+        _add_envelope(figure, key, series.envelope[key], row=row, col=col)
+    line = {"width": 3 if key in ("reward", "eval_reward") else 1.5,
+            "dash": "dash" if key.startswith("eval_") else "solid"}
+    if colour is not None:
+        line["color"] = colour
+    common = {"x": x, "customdata": list(steps), "legendgroup": f"{run_label or ''}{key}"}
+    smoothed = options.smoothing > 0
+    # markers on a short series (a point to click); a long one is drawn as lines alone: 8 panels of thousands of
+    # markers are most of the first chart's drawing time in the browser (bench_web.py)
+    figure.add_trace(go.Scatter(
+        y=cleaned, mode="lines+markers" if len(steps) <= MARKER_POINTS else "lines", name=f"{name} (raw)" if smoothed else name,
+        showlegend=in_legend and not smoothed, opacity=RAW_OPACITY if smoothed else 1.0,
+        line=line, marker={"size": 5}, meta="raw" if smoothed else "line", **common), row=row, col=col)
+    if smoothed:
+        figure.add_trace(go.Scatter(y=ema(cleaned, options.smoothing), mode="lines", name=name, showlegend=in_legend,
+                                    line=line, meta="smoothed", **common), row=row, col=col)
+    return any(v is not None for v in cleaned)
+
+
+def training_figure(series: MetricSeries, title: str = "", beta: float | None = None, *,
+                    options: ChartOptions | None = None,
+                    overlays: Sequence[tuple[str, MetricSeries]] = ()) -> go.Figure:
+    """A grid of line charts (x: step with integer ticks, or time) of the run's key GRPO metrics.
 
     A panel without points says "no data yet", and the KL panel says "KL not computed: beta = 0" when ``beta`` is
     0 and no ``kl`` was logged (TRL skips the KL term then). A key with an :attr:`MetricSeries.envelope` (a long
@@ -218,57 +263,49 @@ def training_figure(series: MetricSeries, title: str = "", beta: float | None = 
         series: the run's metric points.
         title: the figure's title.
         beta: the run's ``beta`` (its config), or ``None`` when unknown.
+        options: smoothing, x axis, log scale, panel filter, expanded panel (:class:`ChartOptions`; default: raw,
+            by step, all panels).
+        overlays: ``(label, series)`` of other runs drawn on every panel beside ``series``; then each run has one
+            colour (:func:`run_colour`, ``series`` first, labelled by ``title``) on every panel.
     """
-    panels = PANELS + (GPU_PANELS if series.has_gpu_metrics() else ())
-    rows = math.ceil(len(panels) / COLUMNS)
+    options = options or ChartOptions()
+    runs: list[tuple[str | None, MetricSeries, str | None]] = [(None, series, None)]
+    if overlays:
+        runs = [(title or "selected run", series, run_colour(0))]
+        runs += [(label, other, run_colour(i + 1)) for i, (label, other) in enumerate(overlays)]
+    has_gpu = any(s.has_gpu_metrics() for _, s, _ in runs)
+    panels = select_panels(PANELS + (GPU_PANELS if has_gpu else ()), options)
+    columns = 1 if options.expanded and len(panels) == 1 else COLUMNS
+    rows = max(1, math.ceil(len(panels) / columns))
     figure = make_subplots(
-        rows=rows, cols=COLUMNS, subplot_titles=[p[0] for p in panels], vertical_spacing=0.09 * 4 / rows,
-        horizontal_spacing=0.08,
+        rows=rows, cols=columns, subplot_titles=[p[0] for p in panels] or None,
+        vertical_spacing=min(0.09 * 4 / rows, 0.3), horizontal_spacing=0.08,
     )
     legend_names: list[str] = []
     all_steps: set[int] = set()
-    for index, (_title, keys) in enumerate(panels):
-        row, col = index // COLUMNS + 1, index % COLUMNS + 1
-        keys = list(keys) + (series.reward_rule_keys() + series.eval_reward_keys() if index == 0 else [])
+    for index, (panel_title, keys) in enumerate(panels):
+        row, col = index // columns + 1, index % columns + 1
+        is_reward = panel_title == PANELS[0][0]
         drawn = False
-        for key in keys:
-            if key not in series.data:
-                continue
-            steps, values = series.data[key]
-            name = {"reward": "reward (weighted total)", "eval_reward": "eval_reward (held-out rows)"}.get(key, key)
-            cleaned = _clean(values)
-            drawn = drawn or any(v is not None for v in cleaned)
-            all_steps.update(steps)
-            in_legend = index == 0 or len(keys) > 1  # the reward panel's lines, and the GPU memory panel's
-            if in_legend:
-                legend_names.append(name)
-            if key in series.envelope:
-                _add_envelope(figure, key, series.envelope[key], row=row, col=col)
-            figure.add_trace(
-                go.Scatter(
-                    x=steps,
-                    y=cleaned,
-                    mode="lines+markers",
-                    name=name,
-                    legendgroup=key,
-                    showlegend=in_legend,
-                    line={
-                        "width": 3 if key in ("reward", "eval_reward") else 1.5,
-                        "dash": "dash" if key.startswith("eval_") else "solid",
-                    },
-                    marker={"size": 5},
-                ),
-                row=row,
-                col=col,
-            )
-        figure.update_xaxes(title_text="step", row=row, col=col)
+        for label, run_series, colour in runs:
+            run_keys = list(keys) + (run_series.reward_rule_keys() + run_series.eval_reward_keys() if is_reward else [])
+            for key in run_keys:
+                if key not in run_series.data:
+                    continue
+                in_legend = (is_reward or len(keys) > 1) if label is None else (is_reward and key == "reward")
+                if in_legend:
+                    legend_names.append(key if label is None else label)
+                drawn = _add_key_traces(figure, run_series, key, row=row, col=col, options=options, run_label=label,
+                                        colour=colour, in_legend=in_legend) or drawn
+                all_steps.update(run_series.data[key][0])
+        figure.update_xaxes(title_text=X_AXIS_TITLES[options.x_axis], row=row, col=col)
         if not drawn:
             # In paper coordinates at the panel's centre: plotly.js draws no axes for a panel without traces, so
             # an "x3 domain" reference would not place it.
             axis = "" if index == 0 else str(index + 1)
             x_domain, y_domain = figure.layout[f"xaxis{axis}"].domain, figure.layout[f"yaxis{axis}"].domain
             figure.add_annotation(
-                text=KL_OFF_TEXT if keys == ["kl"] and beta == 0 else NO_DATA_TEXT,
+                text=KL_OFF_TEXT if tuple(keys) == ("kl",) and beta == 0 else NO_DATA_TEXT,
                 xref="paper",
                 yref="paper",
                 x=sum(x_domain) / 2,
@@ -279,10 +316,14 @@ def training_figure(series: MetricSeries, title: str = "", beta: float | None = 
                 font={"color": "#6b7280", "size": 13},
                 name=f"empty-panel-{index}",
             )
-    _integer_steps(figure, all_steps)
+    if options.x_axis == "step":
+        _integer_steps(figure, all_steps)
+    if options.log_y:
+        figure.update_yaxes(type="log")
     legend_px = LEGEND_ROW_PX * _legend_rows(legend_names)
     top = TITLE_PX + legend_px + PANEL_TITLE_PX
-    height = ROW_PX * rows + top - 60
+    row_px = EXPANDED_PX if columns == 1 else ROW_PX
+    height = row_px * rows + top - 60
     figure.update_layout(
         height=height,
         margin={"l": 40, "r": 20, "t": top, "b": 40},
@@ -296,6 +337,8 @@ def training_figure(series: MetricSeries, title: str = "", beta: float | None = 
             "xanchor": "left",
         },
         template="plotly_white",
+        meta={"smoothing": options.smoothing, "x_axis": options.x_axis, "log_y": options.log_y,
+              "panels": [p[0] for p in panels], "runs": [label or title for label, _, _ in runs]},
     )
     return figure
 
@@ -335,22 +378,6 @@ def compare_figure(
         margin={"l": 40, "r": 20, "t": 50, "b": 40},
     )
     return figure
-
-
-def ema(values: Sequence[float | None], weight: float) -> list[float | None]:
-    """Debiased exponential moving average (TensorBoard's smoothing); ``None`` values pass through."""
-    if weight <= 0:
-        return list(values)
-    out: list[float | None] = []
-    last, count = 0.0, 0
-    for value in values:
-        if value is None:
-            out.append(None)
-            continue
-        last = last * weight + (1 - weight) * value
-        count += 1
-        out.append(last / (1 - weight**count))
-    return out
 
 
 def step_groups_figure(totals: Sequence[float], steps: Sequence[int], pass_shares: Sequence[float | None],

@@ -15,11 +15,8 @@ from storage import RunStatus, Store, sqlite_url
 from tests.e2e.test_dashboard import browser, page, pick, server  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.e2e
-PENDING_MERGE = pytest.mark.xfail(strict=True, reason="app/tabs/runs/tab.py must pass cancel= to create_run_controls "
-                                  "and show NO_RUNS_HTML (the Runs tab's rework, merged separately)")
 
 
-@PENDING_MERGE
 def test_the_empty_runs_card_has_no_markdown_marks(page):  # noqa: F811
     page.get_by_role("tab", name="Runs").click()
     card = page.locator("#runs-status")
@@ -27,7 +24,6 @@ def test_the_empty_runs_card_has_no_markdown_marks(page):  # noqa: F811
     assert "**" not in card.inner_text()
 
 
-@PENDING_MERGE
 def test_cancel_is_off_for_a_completed_run(page, server):  # noqa: F811
     store = Store(sqlite_url(server["data_dir"] / "grpo.db"))
     try:

@@ -14,6 +14,7 @@ from app.tabs.inspect.tools import create_inspect_tools
 from app.tabs.runs.tab import parse_chart_click
 from app.views.charts import step_groups_figure
 from app.views.inspect import GROUP_FILTERS, filter_groups, pass_at_g, pass_share, step_totals
+from app.views.latest_view import LatestOnly
 from app.views.runs import groups_html, reward_error_map
 from storage import StoreError
 
@@ -55,6 +56,62 @@ def open_step(ctx: AppContext, run_id: int | None, step: float | None) -> tuple[
     return int(run_id), step_choices(ctx, run_id, keep=nearest), nearest
 
 
+def step_view(ctx: AppContext, run_id: int | None, step_value: int | None, sort_by_advantage: bool = True,
+              mode: str = "all", n=3, pass_threshold: float | None = 0.5) -> tuple:
+    """Inspect's view of one step, every part read from the one ``step_value``: ``(summary markdown, groups HTML,
+    stats figure)`` (``gr.skip()`` for the figure when there is no run or step)."""
+    if run_id is None or step_value is None:
+        return "Choose a run and a step.", "", gr.skip()
+    try:
+        info = ctx.store.get_run(int(run_id))
+    except StoreError:
+        return "That run no longer exists.", "", gr.skip()
+    records = ctx.store.groups_at(info.id, int(step_value))
+    completions = [c for g in records for c in g.completions]
+    truncated = sum(c.truncated for c in completions)
+    flat = sum(
+        1
+        for g in records
+        if len({c.total_reward for c in g.completions}) <= 1
+    )
+    errored = sum(len(errors) for errors in map(reward_error_map, records))
+    text = (
+        f"**#{info.id} {info.name}**, step {step_value}: {len(records)} groups, {len(completions)} completions, "
+        f"{truncated} truncated, {flat} groups with all rewards equal (no learning signal)"
+        + (f", ⚠️ {errored} completions whose reward function failed (no reward, not 0)." if errored else ".")
+    )
+    threshold_value = float(pass_threshold if pass_threshold is not None else 0.5)
+    figure = stats_figure(ctx, info.id, int(step_value), threshold_value)
+    passed = pass_at_g(records, threshold_value)
+    if passed is not None:
+        text += f" pass@G (a completion above {threshold_value:g}): {passed:.0%} of groups."
+    shown = filter_groups(records, mode or "all", int(n or 3))
+    if (mode or "all") != "all":
+        label = {key: name for name, key in GROUP_FILTERS}[mode]
+        text += f" Showing {len(shown)} of {len(records)}: {label}."
+        if not shown:
+            return text, '<div class="grpo-empty">No group of this step matches the filter.</div>', figure
+    return text, groups_html(shown, sort_by_advantage=sort_by_advantage), figure
+
+
+#: The redraw tickets of Inspect's step views, per page.
+VIEWS = LatestOnly()
+
+
+def _page(request: gr.Request | None) -> str | None:
+    return getattr(request, "session_hash", None) if request is not None else None
+
+
+def draw_latest(guard: LatestOnly, request: gr.Request | None, draw) -> tuple:
+    """``draw()``'s outputs, or ``gr.skip()`` for each when ``guard`` handed the page a newer ticket while it
+    drew: a slow redraw of an older step never lands over a newer one."""
+    ticket = guard.begin(_page(request))
+    outputs = draw()
+    if guard.is_latest(_page(request), ticket):
+        return outputs
+    return tuple(gr.skip() for _ in outputs)
+
+
 def create_inspect_tab(
     ctx: AppContext,
     tab: gr.Tab | None = None,
@@ -62,6 +119,7 @@ def create_inspect_tab(
     *,
     runs: dict[str, gr.components.Component] | None = None,
     tabs: gr.Tabs | None = None,
+    view: gr.State | None = None,
 ) -> dict[str, gr.components.Component]:
     """Build the Inspect tab inside the current ``gr.Blocks``; ``sync`` keeps its run list current, selecting
     ``tab`` or "↻ steps" reloads the chosen run's steps (a live run records new ones).
@@ -83,63 +141,56 @@ def create_inspect_tab(
     stats = gr.Plot(label="total rewards at this step; pass@G per step", elem_id="inspect-stats")
     groups = gr.HTML(elem_id="inspect-groups")
 
-    def on_run(run_id: int | None, step_value: int | None = None):
-        """Inputs: run, step. Outputs: step dropdown (the step kept when the run has it, e.g. after a chart click;
-        else the latest)."""
+    def on_run(run_id: int | None, step_value: int | None = None, sort_by=True, mode="all", n=3, pass_threshold=0.5, request: gr.Request | None = None):
+        """Inputs: run (picked by the user), step, sort, filter, N, pass@G threshold. Outputs: step dropdown (the step
+        kept when the run has it, else the latest), summary, groups, stats chart of that step."""
         steps = step_choices(ctx, run_id, keep=step_value)
         keep = step_value if step_value in steps else (steps[0] if steps else None)
-        return gr.update(choices=steps, value=keep)
+        return with_view(request, (gr.update(choices=steps, value=keep),), run_id, keep,
+                         (sort_by, mode, n, pass_threshold))
+
+    def with_view(request: gr.Request | None, head: tuple, run_id: object, step_value: object, extra) -> tuple:
+        """``head`` (the run and step updates an event sets), then the view of ``step_value`` of ``run_id`` drawn in
+        the same output, so the dropdowns and the view can never show two steps (no view for no run)."""
+        if run_id is None or step_value is None or isinstance(run_id, dict):
+            return (*head, gr.skip(), gr.skip(), gr.skip())
+        return (*head, *draw_latest(VIEWS, request, lambda: step_view(ctx, run_id, step_value, *extra)))
 
     def on_show(run_id: int | None, step_value: int | None, sort_by_advantage: bool, mode: str = "all", n=3,
-                pass_threshold: float | None = 0.5):
-        """Inputs: run, step, sort, filter, N, pass@G threshold. Outputs: summary, groups HTML, stats chart."""
-        if run_id is None or step_value is None:
-            return "Choose a run and a step.", "", gr.skip()
-        try:
-            info = ctx.store.get_run(int(run_id))
-        except StoreError:
-            return "That run no longer exists.", "", gr.skip()
-        records = ctx.store.groups_at(info.id, int(step_value))
-        completions = [c for g in records for c in g.completions]
-        truncated = sum(c.truncated for c in completions)
-        flat = sum(
-            1
-            for g in records
-            if len({c.total_reward for c in g.completions}) <= 1
-        )
-        errored = sum(len(errors) for errors in map(reward_error_map, records))
-        text = (
-            f"**#{info.id} {info.name}**, step {step_value}: {len(records)} groups, {len(completions)} completions, "
-            f"{truncated} truncated, {flat} groups with all rewards equal (no learning signal)"
-            + (f", ⚠️ {errored} completions whose reward function failed (no reward, not 0)." if errored else ".")
-        )
-        threshold_value = float(pass_threshold if pass_threshold is not None else 0.5)
-        figure = stats_figure(ctx, info.id, int(step_value), threshold_value)
-        passed = pass_at_g(records, threshold_value)
-        if passed is not None:
-            text += f" pass@G (a completion above {threshold_value:g}): {passed:.0%} of groups."
-        shown = filter_groups(records, mode or "all", int(n or 3))
-        if (mode or "all") != "all":
-            label = {key: name for name, key in GROUP_FILTERS}[mode]
-            text += f" Showing {len(shown)} of {len(records)}: {label}."
-            if not shown:
-                return text, '<div class="grpo-empty">No group of this step matches the filter.</div>', figure
-        return text, groups_html(shown, sort_by_advantage=sort_by_advantage), figure
+                pass_threshold: float | None = 0.5, request: gr.Request | None = None):
+        """Inputs: run, step, sort, filter, N, pass@G threshold. Outputs: summary, groups HTML, stats chart: all of
+        one step, or no change when a newer redraw of this page started meanwhile (:mod:`app.views.latest_view`)."""
+        return draw_latest(VIEWS, request, lambda: step_view(ctx, run_id, step_value, sort_by_advantage, mode, n,
+                                                             pass_threshold))
 
     def on_reload(run_id: int | None, step_value: int | None, sort_by_advantage: bool, mode: str = "all", n=3,
-                  pass_threshold: float | None = 0.5):
-        """Inputs: run, step, sort, filter, N, pass@G threshold. Outputs: steps, summary, groups, stats chart."""
+                  pass_threshold: float | None = 0.5, request: gr.Request | None = None):
+        """Inputs: run, step, sort, filter, N, pass@G threshold. Outputs: steps, summary, groups, stats chart (no
+        change when a newer redraw of this page started meanwhile)."""
+        ticket = VIEWS.begin(_page(request))
         steps = step_choices(ctx, run_id, keep=step_value)
         if step_value not in steps:
             step_value = steps[0] if steps else None
-        summary_text, html, figure = on_show(run_id, step_value, sort_by_advantage, mode, n, pass_threshold)
+        summary_text, html, figure = step_view(ctx, run_id, step_value, sort_by_advantage, mode, n, pass_threshold)
+        if not VIEWS.is_latest(_page(request), ticket):
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
         return gr.update(choices=steps, value=step_value), summary_text, html, figure
 
-    run.change(on_run, inputs=[run, step], outputs=step)
+    def on_tab(run_id: int | None, step_value: int | None):
+        """Inputs: run, step. Outputs: the step dropdown's choices (its value kept; the latest step when none is
+        chosen). The view is drawn by the step's change alone: the tab opening never redraws it from a step value
+        read while another event (a chart click) was setting a new one."""
+        if run_id is None or step_value is None:  # read while another event sets them: leave them to it
+            return gr.skip()
+        return gr.update(choices=step_choices(ctx, run_id, keep=step_value))
+
     if sync is not None:
         sync.follow_runs(run)
     shown_by = [run, step, sort, show, top_n, threshold]
     shown = [summary, groups, stats]
+    extras = [sort, show, top_n, threshold]
+    # a user's pick only: a run set by another event (a follow, a link, a chart click) comes with its step and view
+    run.input(on_run, inputs=[run, step, *extras], outputs=[step, *shown])
     step.change(on_show, inputs=shown_by, outputs=shown)
     sort.change(on_show, inputs=shown_by, outputs=shown)
     show.change(on_show, inputs=shown_by, outputs=shown)
@@ -148,30 +199,91 @@ def create_inspect_tab(
     threshold.submit(on_show, inputs=shown_by, outputs=shown)
     threshold.blur(on_show, inputs=shown_by, outputs=shown)
     reload.click(on_reload, inputs=shown_by, outputs=[step, *shown])
-    if tab is not None:  # the run dropdown shows a run from the start: fill its steps when the tab opens
-        tab.select(on_reload, inputs=shown_by, outputs=[step, *shown])
+    if tab is not None:  # a live run records new steps: list them when the tab opens
+        tab.select(on_tab, inputs=[run, step], outputs=step, show_progress="hidden")
     if runs is not None and tabs is not None:
-        _follow_chart_clicks(ctx, runs, run, step, tabs)
+        _follow_chart_clicks(ctx, runs, run, step, tabs, with_view, extras, shown)
+    if runs is not None:
+        _follow_selection(ctx, runs["selected"], view, run, step, with_view, extras, shown)
     tools = {**create_token_view(ctx, run, step), **create_inspect_tools(ctx, run, step, reload, tab)}
     return {"run": run, "step": step, "groups": groups, "summary": summary, "refresh": reload, "filter": show,
             "top_n": top_n, "threshold": threshold, "stats": stats, **tools}
 
 
 def _follow_chart_clicks(
-    ctx: AppContext, runs: dict[str, gr.components.Component], run: gr.Dropdown, step: gr.Dropdown, tabs: gr.Tabs
+    ctx: AppContext, runs: dict[str, gr.components.Component], run: gr.Dropdown, step: gr.Dropdown, tabs: gr.Tabs,
+    with_view, extras: list, shown: list,
 ) -> None:
     """A click on a point of the Runs chart (``runs["chart_click"]``, for ``runs["selected"]``) selects this tab in
-    ``tabs`` and its ``run`` and ``step``: the recorded step nearest the click."""
-    def on_chart_click(value: str | None, run_id: int | None):
-        """Inputs: the clicked point (``step@time``), the Runs tab's run. Outputs: tabs, Inspect's run and step."""
+    ``tabs`` and its ``run`` and ``step``: the recorded step nearest the click, with that step's view
+    (``with_view``, drawn from the tab's ``extras`` into ``shown``)."""
+    def on_chart_click(value: str | None, run_id: int | None, sort_by=True, mode="all", n=3, pass_threshold=0.5, request: gr.Request | None = None):
+        """Inputs: the clicked point (``step@time``), the Runs tab's run, sort, filter, N, threshold. Outputs: tabs,
+        Inspect's run and step, summary, groups, stats chart."""
         run_value, steps, step_value = open_step(ctx, run_id, parse_chart_click(value))
         if run_value is None or step_value is None:
             if run_value is not None:
                 gr.Info("This run has no recorded groups yet.")
-            return gr.skip(), gr.skip(), gr.skip()
-        return gr.Tabs(selected="inspect"), run_value, gr.update(choices=steps, value=step_value)
+            return (gr.skip(),) * 6
+        head = (gr.Tabs(selected="inspect"), run_value, gr.update(choices=steps, value=step_value))
+        return with_view(request, head, run_value, step_value, (sort_by, mode, n, pass_threshold))
 
     runs["chart_click"].change(
-        on_chart_click, inputs=[runs["chart_click"], runs["selected"]], outputs=[tabs, run, step],
+        on_chart_click, inputs=[runs["chart_click"], runs["selected"], *extras], outputs=[tabs, run, step, *shown],
         show_progress="hidden",
     )
+
+
+def followed_view(ctx: AppContext, target: object, url_view: dict | None) -> tuple:
+    """Inspect's run and step dropdown updates for run ``target``: at the recorded step nearest the URL view's step
+    when the view names this run, else at the latest recorded step; ``gr.skip()`` twice for no run or a deleted
+    one. A third item is the step chosen (``None`` without one)."""
+    if not isinstance(target, int) or isinstance(target, bool):
+        return gr.skip(), gr.skip(), None
+    try:
+        run_id = ctx.store.get_run(target).id
+    except StoreError:
+        return gr.skip(), gr.skip(), None
+    wanted = url_view.get("step") if isinstance(url_view, dict) and url_view.get("run") == run_id else None
+    if isinstance(wanted, int):
+        _, steps, nearest = open_step(ctx, run_id, wanted)
+    else:
+        steps = step_choices(ctx, run_id)
+        nearest = steps[0] if steps else None
+    return run_id, gr.update(choices=steps, value=nearest), nearest
+
+
+def _follow_selection(ctx: AppContext, selected: gr.components.Component, view: gr.State | None, run: gr.Dropdown,
+                      step: gr.Dropdown, with_view, extras: list, shown: list) -> None:
+    """Inspect's ``run`` follows the Runs tab's ``selected`` run, and opens the URL ``view``'s run and step, each
+    with that step's view (``with_view``, drawn from the tab's ``extras`` into ``shown``)."""
+
+    def opened(request, followed: tuple, extra) -> tuple:
+        run_update, step_update, step_value = followed
+        return with_view(request, (run_update, step_update), run_update, step_value, extra)
+
+    def on_selected(run_id: int | None, current: int | None, url_view: dict | None = None, sort_by=True, mode="all", n=3, pass_threshold=0.5,
+                    request: gr.Request | None = None):
+        """Inputs: the selected run, Inspect's run, the URL view, sort, filter, N, threshold. Outputs: Inspect's run
+        and step, summary, groups, stats chart."""
+        if run_id is None or run_id == current:
+            return (gr.skip(),) * 5
+        return opened(request, followed_view(ctx, run_id, url_view), (sort_by, mode, n, pass_threshold))
+
+    def on_view(url_view: dict | None, run_id: int | None, sort_by=True, mode="all", n=3, pass_threshold=0.5,
+                request: gr.Request | None = None):
+        """Inputs: the URL view, the selected run, sort, filter, N, threshold. Outputs: Inspect's run and step (the
+        link's run, else the selected one), summary, groups, stats chart."""
+        wanted = url_view.get("run") if isinstance(url_view, dict) else None
+        linked = followed_view(ctx, wanted, url_view)
+        chosen = linked if isinstance(linked[0], int) else followed_view(ctx, run_id, url_view)
+        return opened(request, chosen, (sort_by, mode, n, pass_threshold))
+
+    hidden = {"show_progress": "hidden"}
+    outputs = [run, step, *shown]
+    if view is None:
+        selected.change(lambda r, c, *e: on_selected(r, c, None, *e), inputs=[selected, run, *extras],
+                        outputs=outputs, **hidden)
+        return
+    selected.change(on_selected, inputs=[selected, run, view, *extras], outputs=outputs, **hidden)
+    view.change(on_view, inputs=[view, selected, *extras], outputs=outputs, **hidden)

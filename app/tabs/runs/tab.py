@@ -13,20 +13,30 @@ from datetime import datetime, timezone
 
 import gradio as gr
 import pandas as pd
+import plotly.graph_objects as go
 
 from app.catalog_sync import CatalogSync, run_choices
-from app.context import AppContext, actor_of
+from app.context import AppContext
 from app.tabs.runs.compare import create_compare_panel
 from app.tabs.runs.controls import create_filter_row, create_run_controls
 from app.tabs.runs.doctor import create_doctor_panel
 from app.tabs.runs.export import create_export_panel
+from app.tabs.runs.sidebar import (
+    ANY_SWEEP,
+    chart_options,
+    clicked_run,
+    create_chart_controls,
+    create_overlay_picker,
+    in_sweep,
+    overlay_ids,
+    overlay_legend_html,
+    sweep_filter_choices,
+)
 from app.tabs.runs.sweeps import create_sweeps_panel
 from app.views.charts import CHART_KEYS, GPU_KEY_PATTERN, MetricSeries, training_figure
 from app.views.run_filter import filter_runs
-from app.views.runs import RUNS_TABLE_HEADERS, run_status_html, runs_table
-from grpo_core.access.ownership import NotOwnerError
-from grpo_core.runs.actions import cancel_run
-from storage import RunStatus, StoreError
+from app.views.runs import NO_RUNS_HTML, RUNS_TABLE_HEADERS, run_status_html, runs_table
+from storage import StoreError
 
 REFRESH_SECONDS = 2.0
 #: Keys the chart draws beside :data:`CHART_KEYS`, as SQL LIKE patterns: the per-rule means and the eval split's reward.
@@ -50,7 +60,8 @@ CHART_CLICK_JS = """
       const point = data && data.points && data.points[0];
       const box = document.querySelector('#runs-chart-step textarea, #runs-chart-step input');
       if (!point || point.x === undefined || point.x === null || !box) return;
-      box.value = `${point.x}@${Date.now()}`;
+      const step = (point.customdata !== undefined && point.customdata !== null) ? point.customdata : point.x;
+      box.value = `${step}@${Date.now()}`;
       box.dispatchEvent(new Event('input', {bubbles: true}));
     });
   };
@@ -68,9 +79,11 @@ def parse_chart_click(value: str | None) -> float | None:
         return None
 
 
-def runs_frame(ctx: AppContext, status: str | None = None, text: str | None = None) -> pd.DataFrame:
-    """The runs table with each run's latest reward, only the runs that pass the filters (see ``filter_runs``)."""
-    runs = filter_runs(ctx.store.list_runs(), status, text)
+def runs_frame(ctx: AppContext, status: str | None = None, text: str | None = None,
+               sweep: object = None) -> pd.DataFrame:
+    """The runs table with each run's latest reward, only the runs that pass the filters (see ``filter_runs``, and
+    :func:`app.tabs.runs.sidebar.in_sweep` for ``sweep``)."""
+    runs = in_sweep(filter_runs(ctx.store.list_runs(), status, text), sweep)
     rewards = {}
     for run in runs:
         points = ctx.store.metrics_since(run.id, max(-1, run.current_step - 1), keys=["reward"])
@@ -91,15 +104,51 @@ def refresh_series(ctx: AppContext, run_id: int, series: MetricSeries | None) ->
     return series, series.extend(ctx.store.metrics_since(run_id, series.cursor)) > 0
 
 
-def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[str, gr.components.Component]:
+def refresh_overlays(ctx: AppContext, ids: list[int], cache: dict | None) -> tuple[dict, bool]:
+    """The overlaid runs' series, ``run id -> [label, MetricSeries]``, brought up to date from ``cache`` (ids no
+    longer checked dropped, runs deleted left out); returns (cache, changed)."""
+    cache = cache if isinstance(cache, dict) else {}
+    fresh, changed = {}, set(cache) != set(ids)
+    for run_id in ids:
+        try:
+            run = ctx.store.get_run(run_id)
+        except StoreError:
+            changed = True
+            continue
+        label, old = cache.get(run_id, (None, None))
+        series, moved = refresh_series(ctx, run.id, old)
+        fresh[run.id] = [f"#{run.id} {run.name}", series]
+        changed = changed or moved or label != fresh[run.id][0]
+    return fresh, changed
+
+
+def create_chart_warmup() -> gr.Plot:
+    """A hidden, one-point ``gr.Plot`` to place outside the tabs (``app.server.build_blocks``): mounted with the page,
+    it makes the browser load plotly.js (a ~4.6 MB module Gradio imports with the first plot drawn) at page load, so
+    the Runs tab's first chart is only drawn when the tab opens (bench_web.py: 3-5 s on a loaded machine with the
+    import, 0.6 s without)."""
+    figure = go.Figure(go.Scatter(x=[0], y=[0]))
+    figure.update_layout(height=10, width=10, margin={"l": 0, "r": 0, "t": 0, "b": 0})
+    return gr.Plot(value=figure, visible="hidden", elem_id="chart-warmup", show_label=False)
+
+
+def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None, *,
+                    view: gr.State | None = None) -> dict[str, gr.components.Component]:
     """Build the Runs tab inside the current ``gr.Blocks``; ``sync`` keeps the compare picker current and tells the
-    other tabs of a cancel, resume or delete (the tab's own timer refreshes its table and run picker)."""
+    other tabs of a cancel, resume or delete (the tab's own timer refreshes its table and run picker).
+
+    The ``selected`` run is the app's selection: a click on a row of the table sets it, the other tabs follow it.
+    ``view`` (a ``gr.State`` the page load fills from the URL, :mod:`app.tabs.navigation`) selects the run a link
+    names and draws its chart at once, without waiting for the timer.
+    """
     timer = gr.Timer(REFRESH_SECONDS)
     # built before their place on the page (render=False, then .render()) so that the panels above them can act on them
-    table = gr.Dataframe(value=lambda: runs_frame(ctx), interactive=False, label="runs", elem_id="runs-table",
-                         render=False)
+    table = gr.Dataframe(value=lambda: runs_frame(ctx), interactive=False, label="runs (click a row to select it)",
+                         elem_id="runs-table", render=False)
     status = gr.HTML(elem_id="runs-status", render=False)
     filters = create_filter_row(ctx, table=table, table_frame=runs_frame)
+    sweep_filter = gr.Dropdown(label="sweep", choices=sweep_filter_choices(ctx), value=ANY_SWEEP,
+                               elem_id="runs-filter-sweep")
     table.render()
     sweep_slot = gr.Column()  # the Sweeps view, built once Compare exists (app.tabs.runs.sweeps)
     with gr.Row():
@@ -108,9 +157,11 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[st
                                elem_id="runs-select")
         cancel = gr.Button("Cancel run", variant="stop", scale=1, elem_id="runs-cancel")
     create_run_controls(ctx, selected=selected, status=status, table=table, filters=filters, table_frame=runs_frame,
-                        sync=sync)
+                        sync=sync, cancel=cancel)
     status.render()
     doctor = create_doctor_panel(ctx, timer=timer, selected=selected)["panel"]
+    overlay = create_overlay_picker(choices)
+    controls = create_chart_controls()
     plot = gr.Plot(label="training metrics (click a point to see that step's groups in Inspect)", elem_id="runs-plot")
     chart_click = gr.Textbox(visible="hidden", elem_id="runs-chart-step")
     with gr.Accordion("Log (last lines of train.log)", open=False):
@@ -119,65 +170,114 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[st
         compare = create_compare_panel(ctx, choices, COMPARE_METRICS, sync)
     create_export_panel(ctx, selected)
     series_state = gr.State(None)
+    overlay_state = gr.State(None)
     with sweep_slot:
         sweeps = create_sweeps_panel(ctx, timer, compare, compare_panel)
+    option_inputs = [controls[name] for name in ("smoothing", "x_axis", "log_y", "panel_filter", "expand")]
+
+    def figure_of(run, series: MetricSeries, cache: dict, options) -> object:
+        overlays = [(label, other) for label, other in cache.values()]
+        return training_figure(series, f"#{run.id} {run.name}", run.config.get("beta"),
+                               options=chart_options(*options), overlays=overlays)
 
     def on_refresh(run_id: int | None, series: MetricSeries | None, status_filter: str | None = None,
-                   text_filter: str | None = None):
-        """Inputs: selected run, cached series, filters. Outputs: table, dropdown, status, plot, log, series."""
-        options = run_choices(ctx)
-        dropdown = gr.update(choices=options)
-        if run_id is None and options:
-            run_id = options[0][1]
-            dropdown = gr.update(choices=options, value=run_id)
+                   text_filter: str | None = None, sweep: object = None, checked: list | None = None,
+                   cache: dict | None = None, *options):
+        """Inputs: selected run, cached series, filters, overlaid runs, their cached series, chart controls.
+        Outputs: table, dropdown, status, plot, log, series, overlay series."""
+        frame = runs_frame(ctx, status_filter, text_filter, sweep)
+        options_now = run_choices(ctx)
+        dropdown = gr.update(choices=options_now)
+        if run_id is None and options_now:
+            run_id = options_now[0][1]
+            dropdown = gr.update(choices=options_now, value=run_id)
         if run_id is None:
-            return (runs_frame(ctx, status_filter, text_filter), dropdown,
-                    "No runs yet: launch one from the **Launch** tab.", gr.skip(), "", None)
+            return frame, dropdown, NO_RUNS_HTML, gr.skip(), "", None, None
         try:
             run = ctx.store.get_run(int(run_id))
         except StoreError:
-            return runs_frame(ctx, status_filter, text_filter), dropdown, "That run no longer exists.", gr.skip(), "", None
+            return frame, dropdown, "That run no longer exists.", gr.skip(), "", None, None
         series, changed = refresh_series(ctx, run.id, series)
-        figure = training_figure(series, f"#{run.id} {run.name}", run.config.get("beta")) if changed else gr.skip()
+        cache, overlays_moved = refresh_overlays(ctx, overlay_ids(checked, run.id), cache)
+        figure = figure_of(run, series, cache, options) if changed or overlays_moved else gr.skip()
         log_tail = ctx.launcher.log_tail(run, max_lines=60)
         status_html = run_status_html(run, log_tail, now=datetime.now(timezone.utc))
-        return runs_frame(ctx, status_filter, text_filter), dropdown, status_html, figure, log_tail, series
+        return frame, dropdown, status_html, figure, log_tail, series, cache
 
-    def on_select(run_id: int | None):
-        """Inputs: run. Outputs: status, plot, log, series (a fresh chart for the new run)."""
+    def on_select(run_id: int | None, checked: list | None = None, cache: dict | None = None, *options):
+        """Inputs: run, overlaid runs, their series, chart controls. Outputs: status, plot, log, series, overlay
+        series, overlay key (a fresh chart for the new run)."""
         if run_id is None:
-            return gr.skip(), gr.skip(), gr.skip(), None
+            return gr.skip(), gr.skip(), gr.skip(), None, gr.skip(), gr.skip()
         try:
             run = ctx.store.get_run(int(run_id))
         except StoreError:
-            return "That run no longer exists.", gr.skip(), "", None
+            return "That run no longer exists.", gr.skip(), "", None, gr.skip(), gr.skip()
         series, _ = refresh_series(ctx, run.id, None)
+        ids = overlay_ids(checked, run.id)
+        cache, _ = refresh_overlays(ctx, ids, cache)
         log_tail = ctx.launcher.log_tail(run, max_lines=60)
-        figure = training_figure(series, f"#{run.id} {run.name}", run.config.get("beta"))
-        return run_status_html(run, log_tail), figure, log_tail, series
+        return (run_status_html(run, log_tail), figure_of(run, series, cache, options), log_tail, series, cache,
+                overlay_legend_html(ctx, run.id, ids))
 
-    def on_cancel(run_id: int | None, request: gr.Request):
-        """Inputs: run. Outputs: status."""
+    def on_redraw(run_id: int | None, series: MetricSeries | None, checked: list | None = None,
+                  cache: dict | None = None, *options):
+        """Inputs: run, its series, overlaid runs, their series, chart controls. Outputs: plot, series, overlay
+        series, overlay key: the chart redrawn from what the page has (new overlaid runs read once)."""
         if run_id is None:
-            return gr.skip()
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
         try:
-            run = cancel_run(ctx.store, int(run_id), actor_of(ctx, request), request_stop=ctx.launcher.cancel)
-        except (NotOwnerError, StoreError) as exc:
-            gr.Warning(f"Not cancelled: {exc}")
-            return gr.skip()
-        if run.status == RunStatus.RUNNING:
-            gr.Info(f"Run #{run.id} will stop at the end of its current step.")
-        return run_status_html(ctx.store.get_run(run.id))
+            run = ctx.store.get_run(int(run_id))
+        except StoreError:
+            return gr.skip(), None, gr.skip(), gr.skip()
+        series, _ = refresh_series(ctx, run.id, series)
+        ids = overlay_ids(checked, run.id)
+        cache, _ = refresh_overlays(ctx, ids, cache)
+        return figure_of(run, series, cache, options), series, cache, overlay_legend_html(ctx, run.id, ids)
 
-    outputs = [table, selected, status, plot, log_box, series_state]
-    timer.tick(on_refresh, inputs=[selected, series_state, filters["status"], filters["text"]], outputs=outputs,
-               show_progress="hidden")
-    selected.input(on_select, inputs=selected, outputs=[status, plot, log_box, series_state])
+    def on_view(url_view: dict | None, run_id: int | None, checked: list | None = None, cache: dict | None = None,
+                *options):
+        """Inputs: the URL's view, the selected run, overlaid runs, their series, chart controls. Outputs: the
+        selected run (the link's, when it exists), then :func:`on_select`'s outputs."""
+        wanted = url_view.get("run") if isinstance(url_view, dict) else None
+        if isinstance(wanted, int) and not isinstance(wanted, bool):
+            try:
+                run_id = ctx.store.get_run(wanted).id
+            except StoreError:
+                pass  # a link to a deleted run: the selection stays
+        return (gr.update(choices=run_choices(ctx), value=run_id), *on_select(run_id, checked, cache, *options))
+
+    def on_row(frame: pd.DataFrame, event: gr.SelectData):
+        """Inputs: the table, the clicked cell. Outputs: the selected run (the clicked row's)."""
+        index = event.index if isinstance(event.index, list | tuple) else [event.index]
+        run_id = clicked_run(frame, index[0] if index else None)
+        # with the current choices: a run made after the page was built is then listed (and its label shown)
+        return gr.skip() if run_id is None else gr.update(choices=run_choices(ctx), value=run_id)
+
+    hidden = {"show_progress": "hidden"}
+    timer.tick(on_refresh, inputs=[selected, series_state, filters["status"], filters["text"], sweep_filter,
+                                   overlay["runs"], overlay_state, *option_inputs],
+               outputs=[table, selected, status, plot, log_box, series_state, overlay_state], **hidden)
+    sweep_filter.change(lambda s, t, w: runs_frame(ctx, s, t, w), inputs=[filters["status"], filters["text"],
+                                                                        sweep_filter], outputs=table)
+    selected_outputs = [status, plot, log_box, series_state, overlay_state, overlay["key"]]
+    selected.change(on_select, inputs=[selected, overlay["runs"], overlay_state, *option_inputs],
+                    outputs=selected_outputs, trigger_mode="always_last", **hidden)
+    table.select(on_row, inputs=table, outputs=selected, **hidden)
+    redraw_inputs = [selected, series_state, overlay["runs"], overlay_state, *option_inputs]
+    redraw_outputs = [plot, series_state, overlay_state, overlay["key"]]
+    gr.on([overlay["runs"].change, controls["smoothing"].release, controls["x_axis"].change, controls["log_y"].change,
+           controls["panel_filter"].submit, controls["panel_filter"].blur, controls["expand"].change],
+          on_redraw, inputs=redraw_inputs, outputs=redraw_outputs, trigger_mode="always_last", **hidden)
+    if view is not None:
+        view.change(on_view, inputs=[view, selected, overlay["runs"], overlay_state, *option_inputs],
+                    outputs=[selected, *selected_outputs], **hidden)
     plot.change(None, js=CHART_CLICK_JS)
-    cancelled = cancel.click(on_cancel, inputs=selected, outputs=status)
     if sync is not None:
-        sync.after(cancelled)
+        sync.follow_runs(overlay["runs"])
+        sync.follow_runs(sweep_filter, lambda: gr.update(choices=sweep_filter_choices(ctx)))
     return {"table": table, "selected": selected, "status": status, "plot": plot, "chart_click": chart_click,
-            "cancel": cancel,
+            "cancel": cancel, "overlay": overlay["runs"], "overlay_key": overlay["key"], **controls,
+            "sweep_filter": sweep_filter,
             "timer": timer, "compare_runs": compare["runs"], "compare_plot": compare["plot"], "doctor": doctor,
             "sweep_table": sweeps["table"]}
