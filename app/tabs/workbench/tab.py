@@ -59,10 +59,10 @@ def create_workbench_tab(ctx: AppContext, sync=None, *, inspect: dict | None = N
             yield shown(info)
 
     c["rescore"].click(on_rescore, inputs=form_inputs, outputs=[c["rescoring"], *results])
-    def on_cancel(rescoring_id, request: gr.Request):
+    def on_cancel_rescoring(rescoring_id, request: gr.Request):
         return handlers.cancel(ctx, rescoring_id, request)
 
-    c["cancel"].click(on_cancel, inputs=c["rescoring"], outputs=c["launched"])
+    c["cancel"].click(on_cancel_rescoring, inputs=c["rescoring"], outputs=c["launched"])
     c["run"].change(lambda run_id: handlers.rules_for_run(ctx, run_id), inputs=c["run"],
                     outputs=[c["rules"], c["recorded"]])
 
