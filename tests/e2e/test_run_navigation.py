@@ -13,9 +13,9 @@ import re
 import time
 
 import pytest
-from grpo_core.runs.config import RunConfig
 from playwright.sync_api import expect
 
+from grpo_core.run_config import RunConfig
 from storage import CompletionRecord, GroupRecord, RunStatus, Store, sqlite_url
 from tests.e2e.test_dashboard import browser, page, server  # noqa: F401 - fixtures used by name
 from tests.store_helpers import record_metrics
