@@ -23,7 +23,7 @@ from tests.servers import serving
 USER, PASSWORD = "user", "pw"
 PUBLIC = {"/add_dataset", "/launch_run", "/launch_sweep", "/list_runs", "/run_metrics", "/run_groups", "/cancel_run",
           "/resume_run", "/export_run", "/delete_run", "/merge_run", "/list_datasets", "/rename_dataset",
-          "/delete_dataset"}
+          "/delete_dataset", "/rescore_run"}
 REWARDS = [
     {"rule": "numeric_answer", "weight": 1.0},
     {"rule": "format_regex", "weight": 0.5, "params": {"pattern": r"\d"}},
