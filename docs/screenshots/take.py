@@ -56,8 +56,12 @@ def _shoot(url: str, steps: int) -> None:
         browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
         page = browser.new_page(viewport=VIEWPORT)
         page.goto(f"{url}?run=1&tab=runs")
-        page.locator("#tab-runs .js-plotly-plot").first.wait_for(timeout=60_000)
+        chart = page.locator("#tab-runs .js-plotly-plot").first
+        chart.wait_for(timeout=60_000)
         time.sleep(2)  # the doctor panel and the status card fill after the chart
+        chart.scroll_into_view_if_needed()
+        page.mouse.wheel(0, -250)  # the run's status card and the chart controls above the chart stay in view
+        time.sleep(1)
         page.screenshot(path=str(HERE / "runs.png"))
         page.goto(f"{url}?run=1&step={steps}&tab=inspect")
         page.locator("#tab-inspect").get_by_text("advantage").first.wait_for(timeout=60_000)
