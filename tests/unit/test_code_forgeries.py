@@ -253,7 +253,7 @@ def test_runtime_is_timed_in_the_harness():
         """
     )
     fast = "def f(n):\n    return n * (n - 1) // 2\n"
-    tests = [f"assert f({n}) == {n * (n - 1) // 2}" for n in (200_000, 300_000)]
+    tests = [f"assert f({n}) == {n * (n - 1) // 2}" for n in (2_000_000, 3_000_000)]
     reward = CodeRuntimeReward(repeats=2)([f"```python\n{slow}```"], tests=[tests], reference_solution=[fast])[0]
     assert 0.0 < reward < 0.3
 
