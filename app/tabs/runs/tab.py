@@ -187,11 +187,12 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None, *,
         Outputs: table, dropdown, status, plot, log, series, overlay series."""
         frame = runs_frame(ctx, status_filter, text_filter, sweep)
         options_now = run_choices(ctx)
+        # choices only, never the value: a tick's inputs are read when it starts, so a value it chose from them could
+        # land after the user picked a run and undo that pick (on_pick_first chooses, reading the selection afresh)
         dropdown = gr.update(choices=options_now)
-        if run_id is None and options_now:
-            run_id = options_now[0][1]
-            dropdown = gr.update(choices=options_now, value=run_id)
         if run_id is None:
+            if options_now:  # on_pick_first selects one next; its change draws it
+                return frame, dropdown, gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
             return frame, dropdown, NO_RUNS_HTML, gr.skip(), "", None, None
         try:
             run = ctx.store.get_run(int(run_id))
@@ -203,6 +204,14 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None, *,
         log_tail = ctx.launcher.log_tail(run, max_lines=60)
         status_html = run_status_html(run, log_tail, now=datetime.now(timezone.utc))
         return frame, dropdown, status_html, figure, log_tail, series, cache
+
+    def on_pick_first(run_id: int | None):
+        """Inputs: the selected run, read after a refresh. Outputs: the selected run: the newest run when none is
+        selected yet (a page opened before the first run existed), else unchanged."""
+        if run_id is not None:
+            return gr.skip()
+        options_now = run_choices(ctx)
+        return gr.update(choices=options_now, value=options_now[0][1]) if options_now else gr.skip()
 
     def on_select(run_id: int | None, checked: list | None = None, cache: dict | None = None, *options):
         """Inputs: run, overlaid runs, their series, chart controls. Outputs: status, plot, log, series, overlay
@@ -257,7 +266,8 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None, *,
     hidden = {"show_progress": "hidden"}
     timer.tick(on_refresh, inputs=[selected, series_state, filters["status"], filters["text"], sweep_filter,
                                    overlay["runs"], overlay_state, *option_inputs],
-               outputs=[table, selected, status, plot, log_box, series_state, overlay_state], **hidden)
+               outputs=[table, selected, status, plot, log_box, series_state, overlay_state],
+               **hidden).then(on_pick_first, inputs=selected, outputs=selected, **hidden)
     sweep_filter.change(lambda s, t, w: runs_frame(ctx, s, t, w), inputs=[filters["status"], filters["text"],
                                                                         sweep_filter], outputs=table)
     selected_outputs = [status, plot, log_box, series_state, overlay_state, overlay["key"]]
