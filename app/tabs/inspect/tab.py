@@ -205,7 +205,7 @@ def create_inspect_tab(
         _follow_chart_clicks(ctx, runs, run, step, tabs, with_view, extras, shown)
     if runs is not None:
         _follow_selection(ctx, runs["selected"], view, run, step, with_view, extras, shown)
-    tools = {**create_token_view(ctx, run, step), **create_inspect_tools(ctx, run, step, reload, tab)}
+    tools = {**create_token_view(ctx, run, step, groups), **create_inspect_tools(ctx, run, step, reload, tab)}
     return {"run": run, "step": step, "groups": groups, "summary": summary, "refresh": reload, "filter": show,
             "top_n": top_n, "threshold": threshold, "stats": stats, **tools}
 

@@ -50,9 +50,11 @@ def token_view_html(ctx: AppContext, ref: str | None, measure: str | None) -> st
                               label=completion_label(group, completion))
 
 
-def create_token_view(ctx: AppContext, run: gr.Dropdown, step: gr.Dropdown) -> dict[str, gr.components.Component]:
+def create_token_view(ctx: AppContext, run: gr.Dropdown, step: gr.Dropdown,
+                      cards: gr.HTML | None = None) -> dict[str, gr.components.Component]:
     """Build the token view's panel inside the current ``gr.Blocks`` and wire it to the Inspect tab's ``run`` and
-    ``step`` dropdowns (its completion list follows the shown step)."""
+    ``step`` dropdowns (its completion list follows the shown step). ``cards``: the step's groups (``#inspect-groups``);
+    the click handler is installed whenever they are drawn, however the step was reached."""
     with gr.Accordion("Tokens of one completion: log-probability, KL, entropy", open=False,
                       elem_id="inspect-tokens-panel") as panel:
         gr.Markdown("The values TRL computed in its loss at the step the completion was trained on. Red marks a low "
@@ -87,6 +89,8 @@ def create_token_view(ctx: AppContext, run: gr.Dropdown, step: gr.Dropdown) -> d
 
     step.change(on_step, inputs=[run, step], outputs=[completion, heatmap])
     step.change(None, js=COMPLETION_CLICK_JS)  # the cards come with a step: listen for their clicks from then on
+    if cards is not None:
+        cards.change(None, js=COMPLETION_CLICK_JS)  # and with every drawing of the cards (installed once a page)
     completion.input(on_pick, inputs=[completion, measure], outputs=heatmap)
     measure.change(on_pick, inputs=[completion, measure], outputs=heatmap)
     clicked.change(on_click, inputs=[clicked, measure, run, step], outputs=[panel, completion, heatmap],
