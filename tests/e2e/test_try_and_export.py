@@ -95,7 +95,10 @@ def test_try_the_model_samples_base_and_trained_side_by_side(page, trained_run):
     page.get_by_role("option", name=RUN_NAME).first.click()
     expect(page.locator("#try-weights input")).to_have_value("final adapter (latest)")
     page.locator("#try-weights input").click()
-    options = [text.replace("✓", "").strip() for text in page.get_by_role("option").all_inner_texts()]
+    # this dropdown's own list (the run list just closed may still be on the page for a moment)
+    listed = page.locator("#try-weights").get_by_role("option")
+    listed.first.wait_for()
+    options = [text.replace("✓", "").strip() for text in listed.all_inner_texts()]
     assert options == ["final adapter (latest)", "checkpoint at step 1"], options  # each weights once
     page.get_by_role("option", name="checkpoint at step 1").first.click()
     expect(page.locator("#try-status")).to_contain_text("Row 0 of 400 loaded")
