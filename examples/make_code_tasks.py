@@ -8,7 +8,10 @@ The tasks come from 36 families (``examples/code_task_families.py``): 30 trained
 clamp, FizzBuzz-like labels, running maximum...) and 6 held out (digit sum, word count, product, remove a letter,
 starts-with, count above a threshold). Each instance draws its own parameters (the function's name, a constant, a
 letter, a threshold, a separator) and inputs, so instances differ in what the function must do, not only in name;
-SmolLM2-135M-Instruct writes a passing function for some prompts, not all (``benchmarks/bench_code_tasks.py``).
+SmolLM2-135M-Instruct writes a passing function for some prompts, not all: on 60 training rows (2 per family),
+greedy pass@1 is about 50% and the mean ``code_tests`` reward of temperature-1.0 samples about 0.11, with 58% of
+4-sample groups all scoring alike (``benchmarks/bench_code_tasks.py``). Of three system prompts tried, the one kept
+gave the fewest such groups; asking for "the requested function, named exactly as asked" did worse (0.08, 72%).
 
 Tests are built against policies that learn to game ``code_tests``: each row has 4 to 6 tests with expected values
 from the reference solution, chosen so that a degenerate program (``pass``, ``return None``/``0``/``''``/``[]``/
@@ -47,7 +50,7 @@ sys.path.insert(0, str(EXAMPLES_DIR))
 
 from code_task_families import HELDOUT_FAMILIES, TRAIN_FAMILIES, Spec  # noqa: E402
 
-SYSTEM_PROMPT = "You write Python. Reply with only the function, in one ```python code block, and no explanation."
+SYSTEM_PROMPT = "Write only the function in one ```python code block. Do not add examples, tests or usage."
 TRAIN_PATH = EXAMPLES_DIR / "code_train.jsonl"
 HELDOUT_INSTANCES_PATH = EXAMPLES_DIR / "heldout" / "code_instances.jsonl"
 HELDOUT_FAMILIES_PATH = EXAMPLES_DIR / "heldout" / "code_families.jsonl"
