@@ -1,5 +1,6 @@
 """The quick starts (grpo_core/submit/quick_starts.py): the code recipe is the gated weighted recipe on the code tasks,
-its YAML trains headless from any folder on the shipped file, and the arithmetic one is ``RunConfig()``'s defaults.
+its YAML trains headless from any folder on the shipped file, it pays no degenerate completion, and the arithmetic one
+is ``RunConfig()``'s defaults.
 
 The figures (steps, lengths, learning rate) are the lead's to retune from a pilot: these tests read them from the
 recipe and assert only what the recipe is for."""
@@ -18,7 +19,9 @@ from grpo_core.datasets.library import (
     QUICK_START_PATH,
     register_examples,
 )
+from grpo_core.rewards import score_group
 from grpo_core.rewards.compose import RewardGate
+from grpo_core.rewards.hacking_probe import flagged, probe_row
 from grpo_core.run_config import DEFAULT_MODEL, RunConfig, load_run_config
 from grpo_core.submit.quick_starts import CODE_RECIPE_PATH, QUICK_STARTS, quick_start
 from grpo_core.submit.validate import validate_run_config
@@ -74,3 +77,13 @@ def test_for_dataset_swaps_the_file_for_the_stored_dataset():
 def test_an_unknown_quick_start_names_the_known_ones():
     with pytest.raises(ValueError, match="no quick start 'chess'; there are arithmetic, code"):
         quick_start("chess")
+
+
+@pytest.mark.skipif(not CODE_TASKS_PATH.is_file(), reason="the code tasks are not generated yet")
+def test_the_code_recipe_pays_no_degenerate_completion_and_the_reference_its_tests():
+    row = load_prompt_dataset(CODE_TASKS_PATH).rows[0]
+    reference = f"```python\n{row['reference_solution']}```"
+    results = probe_row(quick_start("code").recipe().rewards, row, [reference], scorer=score_group)
+    assert results and not flagged(results), [(r.probe, r.total, r.rule) for r in flagged(results)]
+    assert all(r.total == 0.0 for r in results)  # gated: a completion that passes no test earns nothing at all
+    assert all(r.best_real >= 0.7 for r in results)  # the reference passes every test: code_tests' 0.7 at least
