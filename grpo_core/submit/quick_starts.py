@@ -38,7 +38,7 @@ class QuickStart:
         label: the Launch tab's button.
         example: the library's name of its dataset (:func:`grpo_core.datasets.library.register_examples`).
         trains: what the model learns, a phrase ("single-digit sums").
-        expect: what to watch for while it trains, a sentence.
+        expect: what to watch for while it trains, a clause.
         seconds_per_step: training seconds per step on two quiet CPU cores (``bench_learning.py``'s ``s/step``),
             for the note's minutes.
         recipe_file: the run YAML holding the recipe; ``None``: :class:`RunConfig`'s defaults.
@@ -88,8 +88,7 @@ QUICK_STARTS: tuple[QuickStart, ...] = (
         label="Arithmetic quick start",
         example=QUICK_START_EXAMPLE,
         trains="single-digit sums",
-        expect="the mean reward should more than double as the model learns to answer the sum briefly. Harder "
-               "levels: the other `arithmetic ... (example)` datasets.",
+        expect="the mean reward should more than double",
         seconds_per_step=8.0,  # docs/quick-start.md: about 8 s/step on two quiet cores
         recipe_file=None,
         dataset_path=QUICK_START_PATH,
@@ -98,9 +97,8 @@ QUICK_STARTS: tuple[QuickStart, ...] = (
         key="code",
         label="Code quick start",
         example=CODE_TASKS_EXAMPLE,
-        trains="short Python functions that must pass their unit tests",
-        expect="`code_tests` (0.7) pays the share of tests passed, and runtime, PEP 8 style and concision (0.1 "
-               "each) count only for code that passes tests: watch `rewards/code_tests/mean` rise.",
+        trains="short Python functions with unit tests",
+        expect="the share of tests passed (`rewards/code_tests/mean`) should rise",
         seconds_per_step=25.0,  # an estimate until bench_learning.py --task code measures it
         recipe_file=CODE_RECIPE_PATH,
         dataset_path=CODE_TASKS_PATH,

@@ -11,7 +11,6 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from grpo_core.run_config import RunConfig
 from grpo_core.submit.quick_starts import quick_start
 from grpo_core.training.gpus import machine_gpus
 from tests.e2e.test_dashboard import browser, page, pick, server, set_number, set_text  # noqa: F401
@@ -110,12 +109,15 @@ def test_the_code_quick_start_fills_the_form_and_the_arithmetic_one_puts_it_back
         expect(page.locator(f"#weight-{index} input")).to_have_value(f"{spec.weight:g}")
     expect(page.locator("#launch-dataset input")).to_have_value(re.compile(r"^code tasks \(example\)"))
     expect(page.locator("#launch-sandbox")).to_be_visible()  # a code rule is chosen
+    set_number(page, "hp-max_completion_length", "7")  # a hyperparameter the recipe sets, changed by hand
     page.get_by_text("Run config preview").click()
-    preview = page.locator("#config-preview")
-    expect(preview).to_contain_text(f"max_completion_length: {recipe.max_completion_length}")
+    preview = page.locator("#config-preview")  # (its editor shows the first few dozen lines only)
+    expect(preview).to_contain_text(f"name: {recipe.name}")
     expect(preview).to_contain_text("min: 0.01")  # the gates came with the rules
     page.locator("#quick-start-arithmetic").click()
     expect(page.locator("#rule-1 input")).to_have_value("numeric_answer")
     expect(_slot(page, 3)).to_be_hidden()
     expect(page.locator("#launch-dataset input")).to_have_value(re.compile(r"^arithmetic sums1 \(example\)"))
-    expect(preview).to_contain_text(f"max_completion_length: {RunConfig().max_completion_length}")
+    expect(preview).not_to_contain_text("code_tests")
+    page.locator("#quick-start-code").click()  # the whole form: the hand-changed field too
+    expect(page.locator("#hp-max_completion_length input")).to_have_value(str(recipe.max_completion_length))

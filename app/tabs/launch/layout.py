@@ -45,18 +45,17 @@ from grpo_core.training.gpus import machine_gpus
 Components = dict[str, gr.components.Component]
 
 def quick_start_note() -> str:
-    """Markdown under the quick start buttons: per quick start, what Launch then trains, for how many steps and
+    """Markdown above the quick start buttons: per quick start, what Launch then trains, for how many steps and
     about how long on two quiet CPU cores (:meth:`QuickStart.minutes`), and what to expect; the untouched form is
     the first (the README's Quick start)."""
-    lines = []
+    parts = []
     for index, chosen in enumerate(QUICK_STARTS):
         recipe = chosen.recipe()
         lora = " (LoRA)" if recipe.use_lora else ""
-        opens = " (the form as it opens)" if index == 0 else ""
-        lines.append(f"- **{chosen.label}**{opens}: Launch trains {recipe.model}{lora} on {chosen.trains} for "
-                     f"{recipe.max_steps} steps, about {chosen.minutes():.0f} minutes on two quiet CPU cores; "
-                     f"{chosen.expect}")
-    return "\n".join(lines)
+        opens, where = (" (as the form opens)", " on two CPU cores") if index == 0 else ("", "")
+        parts.append(f"**{chosen.label}**{opens}: {recipe.model}{lora} on {chosen.trains}, {recipe.max_steps} "
+                     f"steps, about {chosen.minutes():.0f} min{where}; {chosen.expect}.")
+    return " ".join(parts)  # one paragraph: the page stays as short as with one quick start
 
 
 #: The narrowest a form field may be, in pixels: a row of fields wraps rather than cut a label or its value.
@@ -221,14 +220,15 @@ def build_launch_layout(ctx: AppContext) -> Components:
     bench's and the preflight's parts (see :func:`_bench`, :func:`_preflight`).
     """
     parts: Components = {}
-    with gr.Row():
-        for chosen in QUICK_STARTS:
-            parts[f"quick_start_{chosen.key}"] = gr.Button(chosen.label, elem_id=f"quick-start-{chosen.key}")
     gr.Markdown(quick_start_note(), elem_id="launch-quick-start")
-    parts["clone"] = gr.Dropdown(
-        label="start from an existing run (fills the form from its stored config)", choices=run_choices(ctx),
-        value=None, elem_id="launch-clone",
-    )
+    with gr.Row():  # the form's starting points: a quick start's recipe, or a run's stored config
+        for chosen in QUICK_STARTS:
+            parts[f"quick_start_{chosen.key}"] = gr.Button(chosen.label, elem_id=f"quick-start-{chosen.key}",
+                                                           scale=1)
+        parts["clone"] = gr.Dropdown(
+            label="start from an existing run (fills the form from its stored config)", choices=run_choices(ctx),
+            value=None, elem_id="launch-clone", scale=3,
+        )
     parts["clone_status"] = gr.Markdown(elem_id="launch-clone-status")
     with gr.Row():
         parts["dataset_id"] = gr.Dropdown(label="dataset", choices=dataset_choices(ctx), value=default_dataset(ctx),
