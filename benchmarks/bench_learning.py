@@ -1,27 +1,40 @@
-"""Does the quick start learn? Train the Launch defaults for several seeds and measure reward and held-out accuracy.
+"""Does a quick start learn? Train it for several seeds and measure reward and held-out accuracy.
 
-For each seed the run config is ``RunConfig()`` (the Launch form's defaults: SmolLM2-135M-Instruct from the
-packaged GGUF, LoRA, the default reward rules) on the quick start's dataset (``examples/arithmetic_sums1.jsonl``,
-single-digit sums), with only ``seed`` set (and ``max_steps`` when ``--steps`` is given). It is trained headless by
-``python -m app train`` (the real worker, recording into a store in the bench's data directory), one seed after the
-other, or all at once with ``--parallel``. Then the base model and each run's final adapter answer the 50 held-out
-questions (``examples/heldout/arithmetic_sums1.jsonl``, never in the training file) greedily,
-``max_completion_length`` tokens at most, scored by the ``numeric_answer`` rule (the final number equals the answer).
+``--task arithmetic`` (the default): the Launch defaults (``RunConfig()``: SmolLM2-135M-Instruct from the packaged
+GGUF, LoRA, the default reward rules) on the quick start's dataset (``examples/arithmetic_sums1.jsonl``, single-digit
+sums). Held out: 50 questions never in the training file (``examples/heldout/arithmetic_sums1.jsonl``), scored by
+the ``numeric_answer`` rule (the final number equals the answer). Goal (issue #11): last-10 mean reward at least 2x
+the first-10 mean, and held-out accuracy up by 15 points or more, on every seed.
 
-Printed per seed: mean reward (the weighted total TRL logs as ``reward``) over the first and the last 10 steps and
-their ratio, held-out accuracy of the base model and of the adapter and the difference in points, and seconds per
-step (wall time between the first and last recorded step, divided by the steps between). The goal (issue #11):
-last-10 mean at least 2x the first-10 mean, and held-out accuracy up by 15 points or more, on every seed.
-``--json`` writes the figures and per-step rewards; ``--chart`` writes reward vs step as a PNG (plotly's HTML
-screenshot by headless Chromium; skipped with a note when ``chromium`` is not installed).
+``--task code``: the code quick start (``examples/code_quick_start.yaml``: ``code_tests`` 0.7, ``code_runtime``,
+``code_style`` and ``length`` 0.1 each gated on ``code_tests``) on ``examples/code_train.jsonl``. Held out: unseen
+instances of the training families (``examples/heldout/code_instances.jsonl``, "inst") and instances of families
+never trained on (``examples/heldout/code_families.jsonl``, "fam"); pass@1 is the share of problems whose greedy
+completion gets ``code_tests`` reward 1.0 (every test passed) from the real :class:`CodeTestsReward`, in the sandbox.
+The curve is ``rewards/code_tests/mean``. Goal (issue #30): held-out pass@1 up by 15 points or more on both held-out
+sets, on every seed. Also printed, over the first and last 10 steps: the share of groups with zero reward std
+(``frac_reward_zero_std``: no advantage, nothing learnt), truncation (``completions/clipped_ratio``) and the mean
+completion length (``completions/mean_length``), which say why when the goal is missed.
 
-    python benchmarks/bench_learning.py [--seeds 0,1,2] [--steps N] [--parallel] [--data-dir DIR] [--json FILE]
-        [--chart PNG]
+For each seed the run config is the task's recipe (:mod:`grpo_core.submit.quick_starts`) with only ``seed`` and
+``name`` set (and ``max_steps`` when ``--steps`` is given). It is trained headless by ``python -m app train`` (the
+real worker, recording into a store in the bench's data directory), one seed after the other, or all at once with
+``--parallel``. Then the base model and each run's final adapter answer the held-out rows greedily,
+``max_completion_length`` tokens at most.
+
+Printed per seed: the mean of the task's curve over the first and the last 10 steps and their ratio, held-out
+accuracy (pass@1) of the base model and of the adapter and the difference in points, seconds per step (wall time
+between the first and last recorded step, divided by the steps between), and whether the goal is met. ``--json``
+writes the figures, per-step curves and the first held-out completions; ``--chart`` writes the curve vs step as a
+PNG (plotly's HTML screenshot by headless Chromium; skipped with a note when ``chromium`` is not installed).
+
+    python benchmarks/bench_learning.py [--task arithmetic|code] [--seeds 0,1,2] [--steps N] [--parallel]
+        [--data-dir DIR] [--json FILE] [--chart PNG]
 
 A run of the same config already completed in ``--data-dir`` is measured again without training it again.
 
 Left out: GPU runs (the bench hides CUDA from the worker: the figures are for the CPU a new user may have),
-sampled (temperature > 0) held-out accuracy, and other datasets or models.
+sampled (temperature > 0) held-out accuracy or pass@k, and other datasets or models.
 """
 
 from __future__ import annotations
@@ -35,15 +48,22 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from grpo_core.datasets.library import QUICK_START_HELDOUT_PATH, QUICK_START_PATH  # noqa: E402
-from grpo_core.run_config import DEFAULT_MODEL, RunConfig  # noqa: E402
+from grpo_core.datasets.library import (  # noqa: E402
+    CODE_HELDOUT_FAMILIES_PATH,
+    CODE_HELDOUT_INSTANCES_PATH,
+    QUICK_START_HELDOUT_PATH,
+)
+from grpo_core.run_config import RunConfig  # noqa: E402
 from grpo_core.runs.files import adapter_dir, run_dir  # noqa: E402
 from grpo_core.settings import load_settings  # noqa: E402
+from grpo_core.submit.quick_starts import quick_start  # noqa: E402
 from storage import RunStatus, Store  # noqa: E402
 
 WINDOW = 10
@@ -51,9 +71,81 @@ GOAL_RATIO = 2.0
 GOAL_POINTS = 15.0
 
 
-def quick_start_config(seed: int, steps: int | None) -> RunConfig:
-    """The Launch defaults on the quick start's dataset, with ``seed`` (and ``max_steps`` = ``steps`` if given)."""
-    config = RunConfig(dataset_path=str(QUICK_START_PATH), seed=seed, name=f"quick start, seed {seed}")
+def score_numeric_answer(completions: list[str], rows: list[dict]) -> list[float]:
+    """1.0 where the completion's final number equals the row's ``answer`` (the ``numeric_answer`` rule), else 0.0."""
+    from grpo_core.rewards.answer import make_numeric_answer
+
+    return make_numeric_answer()(completions, answer=[r["answer"] for r in rows])
+
+
+def score_code_tests(completions: list[str], rows: list[dict]) -> list[float]:
+    """1.0 where the completion passes every one of the row's ``tests`` (``code_tests`` reward 1.0, run in the
+    sandbox as in training, the prompts passed as TRL passes them), else 0.0 (a timeout or an unreadable row too)."""
+    from grpo_core.rewards.code.correctness import CodeTestsReward
+
+    rewards = CodeTestsReward()(completions, tests=[r["tests"] for r in rows],
+                                entry_point=[r.get("entry_point") for r in rows], prompts=[r["prompt"] for r in rows])
+    return [1.0 if reward == 1.0 else 0.0 for reward in rewards]
+
+
+@dataclass(frozen=True)
+class Task:
+    """What the bench trains and measures for one ``--task``.
+
+    Attributes:
+        key: the quick start (:func:`grpo_core.submit.quick_starts.quick_start`) whose recipe trains.
+        curve: the logged metric whose first and last :data:`WINDOW` steps are compared and charted.
+        heldout: ``(label, file)`` per held-out set (JSON Lines of the training file's columns); the label names the
+            set's columns ("" for a task's only set).
+        score: ``(completions, rows) -> [1.0 right | 0.0]``, one per row.
+        scorer: how ``score`` judges, for the printout.
+        measure: the held-out figure's name (``acc``, ``pass@1``); ``noun``: what a held-out row is.
+        ratio_goal: last-10 / first-10 mean of ``curve`` the goal needs (``None``: not part of the goal).
+        diagnostics: ``(metric key, short name)`` of metrics shown over the first and last steps (none: no table).
+        chart_title, chart_y: the chart's title and y axis.
+    """
+
+    key: str
+    curve: str
+    heldout: tuple[tuple[str, Path], ...]
+    score: Callable[[list[str], list[dict]], list[float]]
+    scorer: str
+    measure: str
+    noun: str
+    ratio_goal: float | None
+    diagnostics: tuple[tuple[str, str], ...]
+    chart_title: str
+    chart_y: str
+
+    def goal_text(self) -> str:
+        """The goal in words, for its line."""
+        ratio = f"last-10 >= {self.ratio_goal:g}x first-10 and " if self.ratio_goal else ""
+        sets = f" on {' and '.join(label for label, _ in self.heldout)}" if len(self.heldout) > 1 else ""
+        return f"{ratio}held-out +{GOAL_POINTS:g} points{sets}, every seed"
+
+
+TASKS = {
+    "arithmetic": Task(
+        key="arithmetic", curve="reward", heldout=(("", QUICK_START_HELDOUT_PATH),), score=score_numeric_answer,
+        scorer="numeric_answer", measure="acc", noun="questions", ratio_goal=GOAL_RATIO, diagnostics=(),
+        chart_title="Quick start: SmolLM2-135M-Instruct on single-digit sums, 2-core CPU", chart_y="mean reward",
+    ),
+    "code": Task(
+        key="code", curve="rewards/code_tests/mean",
+        heldout=(("inst", CODE_HELDOUT_INSTANCES_PATH), ("fam", CODE_HELDOUT_FAMILIES_PATH)),
+        score=score_code_tests, scorer="code_tests = 1.0", measure="pass@1", noun="problems", ratio_goal=None,
+        diagnostics=(("frac_reward_zero_std", "zero-std"), ("completions/clipped_ratio", "clipped"),
+                     ("completions/mean_length", "length")),
+        chart_title="Code quick start: SmolLM2-135M-Instruct writing functions, 2-core CPU",
+        chart_y="mean code_tests reward",
+    ),
+}
+
+
+def task_config(task: Task, seed: int, steps: int | None) -> RunConfig:
+    """The task's quick start recipe with ``seed`` and a name (and ``max_steps`` = ``steps`` if given)."""
+    recipe = quick_start(task.key).recipe()
+    config = recipe.model_copy(update={"seed": seed, "name": f"{recipe.name or 'quick start'}, seed {seed}"})
     return config.model_copy(update={"max_steps": steps}) if steps else config
 
 
@@ -88,23 +180,25 @@ def finish_training(process: subprocess.Popen, seed: int, log_path: Path) -> int
     return int(found[-1])
 
 
-def reward_curve(store: Store, run_id: int) -> tuple[list[int], list[float], float]:
-    """``(steps, mean reward per step, seconds per step)`` of a recorded run (TRL's ``reward`` metric)."""
-    points = [p for p in store.metrics_since(run_id, keys=["reward"]) if p.value is not None]
-    steps, rewards = [p.step for p in points], [float(p.value) for p in points]
+def metric_curve(store: Store, run_id: int, key: str) -> tuple[list[int], list[float], float]:
+    """``(steps, value per step, seconds per step)`` of a recorded run's metric ``key`` (steps without a value left
+    out)."""
+    points = [p for p in store.metrics_since(run_id, keys=[key]) if p.value is not None]
+    steps, values = [p.step for p in points], [float(p.value) for p in points]
     times = [p.wall_time for p in points]
     per_step = (times[-1] - times[0]) / (steps[-1] - steps[0]) if len(steps) > 1 else float("nan")
-    return steps, rewards, per_step
+    return steps, values, per_step
 
 
-def heldout_accuracy(model, tokenizer, rows: list[dict], max_new_tokens: int) -> tuple[float, list[str]]:
-    """Greedy accuracy (0-1) of ``model`` on ``rows`` by the ``numeric_answer`` rule, and the completions.
+def heldout_accuracy(
+    model, tokenizer, rows: list[dict], max_new_tokens: int, score: Callable[[list[str], list[dict]], list[float]]
+) -> tuple[float, list[str]]:
+    """Greedy accuracy (0-1) of ``model`` on ``rows`` by ``score``, and the completions.
 
     The prompts go through the chat template as TRL's trainer builds them, left-padded in one batch.
     """
     import torch
 
-    from grpo_core.rewards.answer import make_numeric_answer
     from grpo_core.worker.policy_model import end_of_sequence_ids
 
     end = end_of_sequence_ids(model, tokenizer)
@@ -120,12 +214,13 @@ def heldout_accuracy(model, tokenizer, rows: list[dict], max_new_tokens: int) ->
         tokenizer.decode(end.cut(sequence)[0], skip_special_tokens=True)
         for sequence in output[:, batch["input_ids"].shape[1]:].tolist()
     ]
-    scores = make_numeric_answer()(completions, answer=[r["answer"] for r in rows])
+    scores = score(completions, rows)
     return sum(scores) / len(scores), completions
 
 
-def write_chart(curves: dict[int, tuple[list[int], list[float]]], png: Path, title: str) -> str:
-    """Reward vs step, per seed: each step's mean reward as dots and its trailing 5-step mean as a line, as a PNG
+def write_chart(curves: dict[int, tuple[list[int], list[float]]], png: Path, title: str,
+                y_title: str = "mean reward") -> str:
+    """A metric vs step, per seed: each step's value as dots and its trailing 5-step mean as a line, as a PNG
     (plotly HTML, screenshot by headless Chromium); returns a note."""
     import plotly.colors
     import plotly.graph_objects as go
@@ -142,7 +237,7 @@ def write_chart(curves: dict[int, tuple[list[int], list[float]]], png: Path, tit
         figure.add_trace(go.Scatter(x=steps, y=smooth, mode="lines", line={"color": color, "width": 2.5},
                                     name=f"seed {seed} (5-step mean)"))
     figure.update_layout(
-        title=title, xaxis_title="step", yaxis_title="mean reward", width=width, height=height,
+        title=title, xaxis_title="step", yaxis_title=y_title, width=width, height=height,
         margin={"l": 60, "r": 20, "t": 60, "b": 50}, template="plotly_white",
         legend={"x": 0.01, "y": 0.99, "bgcolor": "rgba(255,255,255,0.7)"},
     )
@@ -189,40 +284,96 @@ def train_seeds(configs: dict[int, RunConfig], work: Path, db_url: str, parallel
     return run_ids
 
 
+def training_figures(task: Task, store: Store, run_id: int) -> dict:
+    """A trained run's curve (``steps``, ``rewards``: the task's curve metric), its first and last :data:`WINDOW`
+    means, seconds per step, and each diagnostic's first and last means (``diagnostics``: short name -> pair)."""
+    steps, values, per_step = metric_curve(store, run_id, task.curve)
+    diagnostics = {}
+    for key, short in task.diagnostics:
+        series = metric_curve(store, run_id, key)[1]
+        diagnostics[short] = (_mean(series[:WINDOW]), _mean(series[-WINDOW:]))
+    return {"run_id": run_id, "steps": steps, "rewards": values, "first": _mean(values[:WINDOW]),
+            "last": _mean(values[-WINDOW:]), "s_per_step": per_step, "diagnostics": diagnostics}
+
+
+def heldout_columns(task: Task) -> list[str]:
+    """The table's held-out headers: base, adapter and delta per held-out set (a label after the measure)."""
+    headers = []
+    for label, _ in task.heldout:
+        suffix = f" {label}" if label else ""
+        headers += [f"base {task.measure}{suffix}", f"adapter {task.measure}{suffix}", f"delta{suffix} (pts)"]
+    return headers
+
+
+def print_table(task: Task, results: dict[int, dict]) -> bool:
+    """Print one row per seed (the goal judged per seed into ``goal_met``) and the diagnostics table; returns
+    whether the goal is met on every seed. Each column is as wide as its header."""
+    columns = heldout_columns(task)
+    print("  ".join(["seed  steps  first-10  last-10  ratio", *columns, "s/step  goal"]))
+    every = True
+    for seed, r in results.items():
+        ratio = r["last"] / r["first"] if r["first"] > 0 else float("inf")
+        cells = []
+        for held in r["heldout"]:
+            held["delta_points"] = 100 * (held["adapter"] - held["base"])
+            cells += [100 * held["base"], 100 * held["adapter"], held["delta_points"]]
+        met = (task.ratio_goal is None or ratio >= task.ratio_goal) and all(
+            held["delta_points"] >= GOAL_POINTS for held in r["heldout"])
+        every &= met
+        first = r["heldout"][0]
+        r.update(ratio=ratio, goal_met=met, base_acc=first["base"], adapter_acc=first["adapter"],
+                 delta_points=first["delta_points"], completions=first["completions"])
+        held_text = "  ".join(
+            f"{value:>+{len(header)}.0f}" if header.startswith("delta") else f"{value:>{len(header) - 1}.0f}%"
+            for header, value in zip(columns, cells, strict=True))
+        print(f"{seed:>4}  {len(r['steps']):>5}  {r['first']:>8.3f}  {r['last']:>7.3f}  {ratio:>5.2f}  {held_text}  "
+              f"{r['s_per_step']:>6.1f}  {'met' if met else 'MISSED'}")
+    if task.diagnostics:
+        headers = [f"{short} {part}" for _, short in task.diagnostics for part in ("first-10", "last-10")]
+        print(f"\nwhy (over the first and last {WINDOW} steps): zero-std = frac_reward_zero_std (groups that teach "
+              "nothing), clipped = completions/clipped_ratio, length = completions/mean_length (tokens)")
+        print("  ".join(["seed", *headers]))
+        for seed, r in results.items():
+            values = [v for _, short in task.diagnostics for v in r["diagnostics"][short]]
+            print("  ".join([f"{seed:>4}", *(f"{v:>{len(h)}.3f}" for h, v in zip(headers, values, strict=True))]))
+    return every
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", choices=sorted(TASKS), default="arithmetic", help="the quick start to train")
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
-    parser.add_argument("--steps", type=int, help="max_steps (default: the Launch default)")
+    parser.add_argument("--steps", type=int, help="max_steps (default: the recipe's)")
     parser.add_argument(
         "--parallel", action="store_true", help="train the seeds at the same time, cores split between them (s/step is then per run, on a share)"
     )
     parser.add_argument("--data-dir", type=Path, help="data directory to train in (default: a temporary one)")
     parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
-    parser.add_argument("--chart", type=Path, help="also write reward vs step to this PNG")
+    parser.add_argument("--chart", type=Path, help="also write the task's curve vs step to this PNG")
     args = parser.parse_args()
+    task = TASKS[args.task]
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     work = Path(args.data_dir or tempfile.mkdtemp(prefix="bench-learning-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
     settings = load_settings(data_dir=str(work))
+    configs = {seed: task_config(task, seed, args.steps) for seed in seeds}
+    recipe = next(iter(configs.values()))
     load = os.getloadavg()
-    print(f"bench_learning: {DEFAULT_MODEL}, {QUICK_START_PATH.name}, seeds {seeds}, data in {work}")
+    print(f"bench_learning: {recipe.model}, {Path(recipe.dataset_path or '').name}, seeds {seeds}, data in {work}")
     print(f"  load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs", flush=True)
 
     from grpo_core.worker.policy_model import load_policy, prepare_model
 
     # convert the packaged GGUF once, before the runs that share this data directory's model cache start
-    model_path = prepare_model(DEFAULT_MODEL, settings.model_cache_dir, progress=lambda _: None)
-    configs = {seed: quick_start_config(seed, args.steps) for seed in seeds}
+    model_path = prepare_model(recipe.model, settings.model_cache_dir, progress=lambda _: None)
     started = time.monotonic()
     run_ids = train_seeds(configs, work, settings.db_url, args.parallel)
     print(f"  trained in {time.monotonic() - started:.0f} s", flush=True)
     results: dict[int, dict] = {}
     store = Store(settings.db_url)
     for seed, run_id in run_ids.items():
-        steps, rewards, per_step = reward_curve(store, run_id)
-        results[seed] = {
-            "run_id": run_id, "max_steps": configs[seed].max_steps, "steps": steps, "rewards": rewards,
-            "first": _mean(rewards[:WINDOW]), "last": _mean(rewards[-WINDOW:]), "s_per_step": per_step,
+        results[seed] = training_figures(task, store, run_id) | {
+            "max_steps": configs[seed].max_steps, "heldout": [],
             "adapter": str(adapter_dir(run_dir(settings, store.get_run(run_id)))),
         }
     store.close()
@@ -231,42 +382,35 @@ def main() -> int:
     from peft import PeftModel
 
     torch.manual_seed(0)
-    heldout = [json.loads(line) for line in QUICK_START_HELDOUT_PATH.read_text(encoding="utf-8").splitlines()]
-    max_new = RunConfig().max_completion_length
+    max_new = recipe.max_completion_length
+    heldout = [(label, path, [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
+                              if line.strip()]) for label, path in task.heldout]
     base_model, tokenizer = load_policy(model_path, "cpu")
-    base_acc, base_completions = heldout_accuracy(base_model.eval(), tokenizer, heldout, max_new)
+    base = [heldout_accuracy(base_model.eval(), tokenizer, rows, max_new, task.score) for _, _, rows in heldout]
     for result in results.values():
         model, tokenizer = load_policy(model_path, "cpu")
         tuned = PeftModel.from_pretrained(model, result["adapter"]).eval()
-        acc, completions = heldout_accuracy(tuned, tokenizer, heldout, max_new)
-        result.update(base_acc=base_acc, adapter_acc=acc, completions=completions[:10])
+        for (label, path, rows), (base_acc, base_completions) in zip(heldout, base, strict=True):
+            acc, completions = heldout_accuracy(tuned, tokenizer, rows, max_new, task.score)
+            result["heldout"].append({"label": label, "file": path.name, "base": base_acc, "adapter": acc,
+                                      "base_completions": base_completions[:10], "completions": completions[:10]})
+    described = [f"{len(rows)} {task.noun} from {path.name}" + (f" ({label})" if label else "")
+                 for label, path, rows in heldout]
 
-    print(f"\nheld-out: {len(heldout)} questions from {QUICK_START_HELDOUT_PATH.name} (greedy, numeric_answer)")
-    print("seed  steps  first-10  last-10  ratio  base acc  adapter acc  delta (pts)  s/step  goal")
-    every = True
-    for seed, r in results.items():
-        ratio = r["last"] / r["first"] if r["first"] > 0 else float("inf")
-        delta = 100 * (r["adapter_acc"] - r["base_acc"])
-        met = ratio >= GOAL_RATIO and delta >= GOAL_POINTS
-        every &= met
-        r.update(ratio=ratio, delta_points=delta, goal_met=met)
-        print(
-            f"{seed:>4}  {len(r['steps']):>5}  {r['first']:>8.3f}  {r['last']:>7.3f}  {ratio:>5.2f}  "
-            f"{100 * r['base_acc']:>7.0f}%  {100 * r['adapter_acc']:>10.0f}%  {delta:>+11.0f}  {r['s_per_step']:>6.1f}  "
-            f"{'met' if met else 'MISSED'}"
-        )
+    print(f"\nheld-out: {', '.join(described)} (greedy, {task.scorer})")
+    every = print_table(task, results)
     load = os.getloadavg()
     print(f"load average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    print(f"goal (last-10 >= {GOAL_RATIO:g}x first-10 and held-out +{GOAL_POINTS:g} points, every seed): "
-          f"{'MET' if every else 'MISSED'}")
-    print(f"base greedy completions (first 5): {base_completions[:5]}")
+    print(f"goal ({task.goal_text()}): {'MET' if every else 'MISSED'}")
+    print(f"base greedy completions (first 5): {base[0][1][:5]}")
     for seed, r in results.items():
         print(f"seed {seed} adapter greedy completions (first 5): {r['completions'][:5]}")
     if args.json:
-        args.json.write_text(json.dumps({"seeds": results, "goal_met": every}, indent=1), encoding="utf-8")
+        args.json.write_text(json.dumps({"task": task.key, "seeds": results, "goal_met": every}, indent=1),
+                             encoding="utf-8")
     if args.chart:
         curves = {seed: (r["steps"], r["rewards"]) for seed, r in results.items()}
-        print(write_chart(curves, args.chart, f"Quick start: {DEFAULT_MODEL} on single-digit sums, 2-core CPU"))
+        print(write_chart(curves, args.chart, task.chart_title, task.chart_y))
     return 0 if every else 1
 
 

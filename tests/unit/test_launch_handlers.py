@@ -1,5 +1,6 @@
 """The Launch tab's handlers, given the form keyed by field name: the try-out bench and the probe show a bad rule
-slot's own error (parameters, gate, weight), and Launch queues the run through one validation."""
+slot's own error (parameters, gate, weight), Launch queues the run through one validation, and a quick start then
+Launch queues exactly its recipe."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import re
 import pytest
 
 from app.tabs.launch import handlers
-from app.tabs.launch.form import RULE_SLOTS, config_to_form, slot_field
-from grpo_core.datasets.library import QUICK_START_EXAMPLE
-from grpo_core.run_config import RunConfig
+from app.tabs.launch.form import FORM_FIELDS, RULE_SLOTS, config_to_form, slot_field
+from grpo_core.datasets.library import CODE_TASKS_EXAMPLE, QUICK_START_EXAMPLE, delete_dataset
+from grpo_core.rewards import get_rule
+from grpo_core.run_config import RunConfig, parse_run_config
+from grpo_core.submit.quick_starts import quick_start
 
 COMPLETIONS = "82\n---\nThe answer is 82.\n---\n81"
 
@@ -111,3 +114,68 @@ def test_launch_refuses_a_bad_form_naming_the_field(ctx):
     assert run_id is None
     assert status.startswith("❌ **Not launched.** reward rule 1") and "JSON object" in status
     assert ctx.store.list_runs() == []
+
+
+# ------------------------------------------------------------------------------------------------ quick starts
+
+
+def _launched_values(filled: dict) -> dict:
+    """The form as the browser sends it after a quick start filled it: each field's value (a dropdown's update
+    gives its value), nothing else changed."""
+    return {name: value["value"] if isinstance(value, dict) and value.get("__type__") == "update" else value
+            for name, value in filled.items() if name in FORM_FIELDS}
+
+
+def _with_rule_defaults(config: RunConfig) -> RunConfig:
+    """``config`` with each rule's parameters completed by the rule's defaults (what the form's slots show)."""
+    specs = [spec.model_copy(update={"params": {**get_rule(spec.rule).defaults(), **spec.params}})
+             for spec in config.rewards]
+    return config.model_copy(update={"rewards": specs})
+
+
+def test_code_quick_start_then_launch_queues_exactly_the_recipe(ctx, monkeypatch):
+    monkeypatch.setattr(ctx.launcher, "tick", lambda: None)  # queued, no worker started here
+    chosen = quick_start("code")
+    dataset = ctx.store.find_dataset(CODE_TASKS_EXAMPLE)
+    filled = handlers.quick_start_form(ctx, "code")
+    assert set(FORM_FIELDS) <= set(filled)  # the whole form, not some of it
+    assert filled["dataset_id"]["value"] == dataset.id and (f"{CODE_TASKS_EXAMPLE} ({dataset.num_rows} rows)",
+                                                           dataset.id) in filled["dataset_id"]["choices"]
+    assert filled["clone"] is None and filled["clone_status"].startswith("Form filled with the **code quick start**")
+    # the four gated rules, each slot's help shown, and the slots that show are those four
+    assert [filled[slot_field("rule", i)] for i in range(1, RULE_SLOTS + 1)] == [
+        "code_tests", "code_runtime", "code_style", "length"]
+    assert [filled[slot_field("gate", i)] for i in range(1, RULE_SLOTS + 1)] == [
+        "", "code_tests >= 0.01", "code_tests >= 0.01", "code_tests >= 0.01"]
+    assert all(filled[slot_field("help", i)] for i in range(1, RULE_SLOTS + 1))
+    assert handlers.shown_after_clone(filled, [True, True, False, False]) == [True] * RULE_SLOTS
+
+    status, run_id = handlers.launch(ctx, None, _launched_values(filled))
+    assert status.startswith("✅"), status
+    queued = parse_run_config(ctx.store.get_run(run_id).config)
+    assert queued == chosen.for_dataset(dataset.id)
+    recipe = chosen.recipe()
+    assert queued.model_dump(exclude={"dataset_id", "dataset_path"}) == recipe.model_dump(
+        exclude={"dataset_id", "dataset_path"})
+
+
+def test_arithmetic_quick_start_puts_the_form_back_to_the_defaults(ctx, monkeypatch):
+    monkeypatch.setattr(ctx.launcher, "tick", lambda: None)
+    dataset = ctx.store.find_dataset(QUICK_START_EXAMPLE)
+    handlers.quick_start_form(ctx, "code")  # a press of the other one first changes nothing stored
+    filled = handlers.quick_start_form(ctx, "arithmetic")
+    assert handlers.shown_after_clone(filled, [True] * RULE_SLOTS) == [True, True, False, False]
+    status, run_id = handlers.launch(ctx, None, _launched_values(filled))
+    assert status.startswith("✅"), status
+    queued = parse_run_config(ctx.store.get_run(run_id).config)
+    expected = _with_rule_defaults(RunConfig(dataset_id=dataset.id))  # the form shows each rule's defaults
+    assert queued.model_dump(exclude={"name"}) == expected.model_dump(exclude={"name"})
+
+
+def test_a_quick_start_whose_example_is_gone_says_so_and_leaves_the_form(ctx, settings):
+    dataset = ctx.store.find_dataset(CODE_TASKS_EXAMPLE)
+    delete_dataset(ctx.store, settings, dataset.id)
+    filled = handlers.quick_start_form(ctx, "code")
+    assert list(filled) == ["clone_status"]
+    assert filled["clone_status"].startswith("❌") and repr(CODE_TASKS_EXAMPLE) in filled["clone_status"]
+    assert handlers.shown_after_clone(filled, [True, False, True, False]) == [True, False, True, False]

@@ -45,6 +45,7 @@ from grpo_core.rewards.hacking_probe import flagged, probe_row
 from grpo_core.rewards.regex_budget import time_budget
 from grpo_core.run_config import ConfigError, RunConfig, parse_run_config
 from grpo_core.submit.queue import submit_run
+from grpo_core.submit.quick_starts import quick_start
 from grpo_core.submit.validate import validate_run_config
 
 # The try-out bench and the probe score in the web process: one group at a time, of a bounded size, and the users'
@@ -218,6 +219,38 @@ def preflight(ctx: AppContext, request: Any, values: Values) -> Iterator[tuple[A
     yield from stream_preflight(ctx, config, values.get("preflight_prompts"))
 
 
+def filled_form(ctx: AppContext, config: RunConfig) -> dict[str, Any]:
+    """The form's fields for ``config`` by name (:func:`app.tabs.launch.form.config_to_form`), its dataset as an
+    update of the dropdown with the current choices (``gr.skip()`` for none), and each slot's ``help_i``."""
+    form = config_to_form(config)
+    form["dataset_id"] = (gr.update(choices=dataset_choices(ctx), value=form["dataset_id"])
+                          if form["dataset_id"] is not None else gr.skip())
+    for index in range(1, RULE_SLOTS + 1):
+        form[slot_field("help", index)] = rule_help(form[slot_field("rule", index)])
+    return form
+
+
+def quick_start_form(ctx: AppContext, key: str) -> dict[str, Any]:
+    """Inputs: a quick start's key (:data:`grpo_core.submit.quick_starts.QUICK_STARTS`). Outputs by name: the form
+    filled from its recipe on the library's example dataset (:func:`filled_form`: Launch then queues exactly
+    :meth:`~grpo_core.submit.quick_starts.QuickStart.for_dataset`), ``clone`` emptied and ``clone_status``; only
+    ``clone_status`` when the example is not in the library or the recipe is invalid."""
+    try:
+        chosen = quick_start(key)
+        dataset = ctx.store.find_dataset(chosen.example)
+        if dataset is None:
+            raise ValueError(f"the dataset {chosen.example!r} is not in the library (its file "
+                             f"{chosen.dataset_path.name} is not shipped, or it was deleted)")
+        config = chosen.for_dataset(dataset.id)
+    except (ConfigError, ValueError) as exc:
+        return {"clone_status": f"❌ {exc}"}
+    return filled_form(ctx, config) | {
+        "clone": None,
+        "clone_status": f"Form filled with the **{chosen.label.lower()}**: {config.max_steps} steps on "
+                        f"*{chosen.example}*; Launch as it stands, or change what you like.",
+    }
+
+
 def clone(ctx: AppContext, request: Any, run_id: Any) -> dict[str, Any]:
     """Inputs: a run id. Outputs by name: the form's fields (:func:`app.tabs.launch.form.config_to_form`), the rule
     slots' ``help_i`` and ``clone_status``; a field not given is left as is. A run whose stored config names code or
@@ -228,14 +261,10 @@ def clone(ctx: AppContext, request: Any, run_id: Any) -> dict[str, Any]:
         run = ctx.store.get_run(int(run_id))
         boundary_of(ctx, request).check_stored(run.config or {}, "clone")
         config = parse_run_config(run.config, source=f"run {run_id} config")
-        form = config_to_form(config)
+        form = filled_form(ctx, config)
     except (ConfigError, ValueError) as exc:
         return {"clone_status": f"❌ {exc}"}
-    form["dataset_id"] = (gr.update(choices=dataset_choices(ctx), value=form["dataset_id"])
-                          if form["dataset_id"] is not None else gr.skip())
     form["name"] = f"{config.name or run.name} (clone)"
-    for index in range(1, RULE_SLOTS + 1):
-        form[slot_field("help", index)] = rule_help(form[slot_field("rule", index)])
     notes = "".join(f"\n- ⚠️ {n}" for n in form_omissions(config))
     drift = clone_drift_notes(ctx, run)
     notes += "".join(f"\n- ⚠️ {n}" for n in drift)
@@ -269,8 +298,9 @@ def add_rule_slot(shown: list[bool]) -> tuple[list[bool], int | None]:
 
 
 def shown_after_clone(form: Mapping[str, Any], shown: list[bool]) -> list[bool]:
-    """Which slots show once a cloned run's ``form`` (:func:`clone`) filled them: those holding a rule (the others
-    hide); ``shown`` as it was when the clone failed (its form has no rules)."""
+    """Which slots show once a cloned run's or a quick start's ``form`` (:func:`clone`, :func:`quick_start_form`)
+    filled them: those holding a rule (the others hide); ``shown`` as it was when that failed (its form has no
+    rules)."""
     if slot_field("rule", 1) not in form:
         return list(shown)
     return [form[slot_field("rule", index)] != NO_RULE for index in range(1, RULE_SLOTS + 1)]

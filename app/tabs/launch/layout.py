@@ -1,7 +1,7 @@
-"""The Launch tab's layout: the form (dataset, model, weighted reward rules from the registry, key hyperparameters, the
-advanced box), Launch, and the tools below it (config preview, the rules' try-out bench with its dataset-row picker,
-the preflight). Only lays out: :func:`build_launch_layout` returns the components by name and
-:func:`app.tabs.launch.tab.create_launch_tab` connects their events.
+"""The Launch tab's layout: the quick start buttons and their note, the form (dataset, model, weighted reward rules
+from the registry, key hyperparameters, the advanced box), Launch, and the tools below it (config preview, the rules'
+try-out bench with its dataset-row picker, the preflight). Only lays out: :func:`build_launch_layout` returns the
+components by name and :func:`app.tabs.launch.tab.create_launch_tab` connects their events.
 
 The reward rule slots are generated from the registry: each slot's dropdown lists every rule; the other form fields
 are generated from :class:`grpo_core.run_config.RunConfig` (:mod:`app.tabs.launch.form`).
@@ -39,16 +39,23 @@ from grpo_core.doctor.preflight import DEFAULT_PROMPTS
 from grpo_core.rewards import all_rules, get_rule
 from grpo_core.run_config import DEFAULT_MODEL, RunConfig
 from grpo_core.sandbox.box import sandbox_info
+from grpo_core.submit.quick_starts import QUICK_STARTS
 from grpo_core.training.gpus import machine_gpus
 
 Components = dict[str, gr.components.Component]
 
-#: What the untouched form does (the README's Quick start; figures from benchmarks/bench_learning.py).
-QUICK_START_NOTE = (
-    "**Quick start:** Launch as it stands trains SmolLM2-135M-Instruct (LoRA) on single-digit sums for 60 steps, "
-    "about 8 minutes on two quiet CPU cores; the mean reward should more than double as the model learns to answer "
-    "the sum briefly. Harder levels: the other `arithmetic ... (example)` datasets."
-)
+def quick_start_note() -> str:
+    """Markdown above the quick start buttons: per quick start, what Launch then trains, for how many steps and
+    about how long on two quiet CPU cores (:meth:`QuickStart.minutes`), and what to expect; the untouched form is
+    the first (the README's Quick start)."""
+    parts = []
+    for index, chosen in enumerate(QUICK_STARTS):
+        recipe = chosen.recipe()
+        lora = " (LoRA)" if recipe.use_lora else ""
+        opens, where = (" (as the form opens)", " on two CPU cores") if index == 0 else ("", "")
+        parts.append(f"**{chosen.label}**{opens}: {recipe.model}{lora} on {chosen.trains}, {recipe.max_steps} "
+                     f"steps, about {chosen.minutes():.0f} min{where}; {chosen.expect}.")
+    return " ".join(parts)  # one paragraph: the page stays as short as with one quick start
 
 
 #: The narrowest a form field may be, in pixels: a row of fields wraps rather than cut a label or its value.
@@ -204,7 +211,8 @@ def _preflight(parts: Components) -> None:
 def build_launch_layout(ctx: AppContext) -> Components:
     """Lay out the Launch tab inside the current ``gr.Blocks`` (no events).
 
-    Returns the components by name: every field of :data:`app.tabs.launch.form.FORM_FIELDS` under its own name;
+    Returns the components by name: ``quick_start_<key>`` (a button per quick start, :data:`QUICK_STARTS`); every
+    field of :data:`app.tabs.launch.form.FORM_FIELDS` under its own name;
     the rule slots' parts (:func:`_rule_slots`); ``sandbox_line`` (shown while a code rule is chosen); ``gpu_fields``
     (the row of :data:`GPU_FIELDS`, shown on a machine with GPUs) and ``vllm_fields`` (the row of :data:`VLLM_FIELDS`,
     shown while vLLM generation is on); ``launched_run`` (a hidden box: the id of the run Launch queued); ``clone``, ``clone_status``, ``template_line``, ``trl_args_help``, ``launch``,
@@ -212,11 +220,15 @@ def build_launch_layout(ctx: AppContext) -> Components:
     bench's and the preflight's parts (see :func:`_bench`, :func:`_preflight`).
     """
     parts: Components = {}
-    gr.Markdown(QUICK_START_NOTE, elem_id="launch-quick-start")
-    parts["clone"] = gr.Dropdown(
-        label="start from an existing run (fills the form from its stored config)", choices=run_choices(ctx),
-        value=None, elem_id="launch-clone",
-    )
+    gr.Markdown(quick_start_note(), elem_id="launch-quick-start")
+    with gr.Row():  # the form's starting points: a quick start's recipe, or a run's stored config
+        for chosen in QUICK_STARTS:
+            parts[f"quick_start_{chosen.key}"] = gr.Button(chosen.label, elem_id=f"quick-start-{chosen.key}",
+                                                           scale=1)
+        parts["clone"] = gr.Dropdown(
+            label="start from an existing run (fills the form from its stored config)", choices=run_choices(ctx),
+            value=None, elem_id="launch-clone", scale=3,
+        )
     parts["clone_status"] = gr.Markdown(elem_id="launch-clone-status")
     with gr.Row():
         parts["dataset_id"] = gr.Dropdown(label="dataset", choices=dataset_choices(ctx), value=default_dataset(ctx),

@@ -1,7 +1,9 @@
-"""The Launch tab: dataset, model, weighted reward rules from the registry, key hyperparameters, a preview of the
-run config, a try-out bench for the rules (with a dataset-row picker), a preflight that samples a few groups from
-the model to say whether the run can learn (:mod:`app.tabs.launch.tools`), a "start from an existing run" picker that
-fills the form from a stored run's config, the memory estimate, sweeps, and Launch, which then shows the Runs tab.
+"""The Launch tab: quick starts (a button each fills the whole form from its recipe,
+:mod:`grpo_core.submit.quick_starts`), dataset, model, weighted reward rules from the registry, key hyperparameters,
+a preview of the run config, a try-out bench for the rules (with a dataset-row picker), a preflight that samples a
+few groups from the model to say whether the run can learn (:mod:`app.tabs.launch.tools`), a "start from an existing
+run" picker that fills the form from a stored run's config, the memory estimate, sweeps, and Launch, which then shows
+the Runs tab.
 
 Reward rule slots show only while they hold a rule: "+ add rule" shows the next one, "✕ remove" empties and hides
 one. The sandbox line shows only while a code rule is chosen, vLLM's settings only while vLLM generation is on, and
@@ -27,6 +29,7 @@ from app.tabs.launch.layout import build_launch_layout, uses_code_rule
 from app.tabs.launch.memory import create_memory_panel
 from app.tabs.launch.sweep import create_sweep_panel
 from app.tabs.launch.tools import template_think_markdown
+from grpo_core.submit.quick_starts import QUICK_STARTS
 
 BENCH_FIELDS = ["bench_row", "bench_completions", "model", "dataset_id", *SLOT_FIELDS]
 PROBE_FIELDS = ["bench_row", "bench_prompt", "bench_completions", *SLOT_FIELDS]
@@ -152,6 +155,20 @@ def create_launch_tab(
     help_boxes = [parts[slot_field("help", index)] for index in range(1, RULE_SLOTS + 1)]
     parts["clone"].input(on_clone, inputs=[parts["clone"], parts["rule_shown"]],
                          outputs=[*form.values(), *help_boxes, parts["clone_status"], *visibility_outputs])
+
+    def quick_starter(key: str):
+        def on_quick_start(shown: list[bool]):
+            """Inputs: which rule slots show. Outputs: the form, the rules' help, the clone picker, its status (those
+            the handler names), the slots' groups, which show, "+ add rule"."""
+            form = handlers.quick_start_form(ctx, key)
+            return {**{parts[name]: value for name, value in form.items()},
+                    **slot_visibility(handlers.shown_after_clone(form, shown))}
+        return on_quick_start
+
+    for chosen in QUICK_STARTS:
+        parts[f"quick_start_{chosen.key}"].click(
+            quick_starter(chosen.key), inputs=parts["rule_shown"],
+            outputs=[*form.values(), *help_boxes, parts["clone"], parts["clone_status"], *visibility_outputs])
     if sync is not None:
         sync.follow_datasets(parts["eval_dataset_id"])
         sync.follow_datasets(parts["dataset_id"])
