@@ -15,7 +15,7 @@ import pytest
 from grpo_core.rewards import get_rule
 from grpo_core.rewards.answer import extract_final_number
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.jsonl"))
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("arithmetic*.jsonl"))  # the answer datasets
 REWARD = get_rule("numeric_answer").build()
 
 
