@@ -14,7 +14,9 @@ completion gets ``code_tests`` reward 1.0 (every test passed) from the real :cla
 The curve is ``rewards/code_tests/mean``. Goal (issue #30): held-out pass@1 up by 15 points or more on both held-out
 sets, on every seed. Also printed, over the first and last 10 steps: the share of groups with zero reward std
 (``frac_reward_zero_std``: no advantage, nothing learnt), truncation (``completions/clipped_ratio``) and the mean
-completion length (``completions/mean_length``), which say why when the goal is missed.
+completion length (``completions/mean_length``), which say why when the goal is missed; the curve's mean per 10
+steps (still rising at the end, or flat?); and why the held-out completions fail, base and adapter side by side
+(:func:`code_failures`: no function of the asked name, a syntax error, a failed test, truncation).
 
 For each seed the run config is the task's recipe (:mod:`grpo_core.submit.quick_starts`) with only ``seed`` and
 ``name`` set (and ``max_steps`` when ``--steps`` is given). It is trained headless by ``python -m app train`` (the
@@ -192,8 +194,9 @@ def metric_curve(store: Store, run_id: int, key: str) -> tuple[list[int], list[f
 
 def heldout_accuracy(
     model, tokenizer, rows: list[dict], max_new_tokens: int, score: Callable[[list[str], list[dict]], list[float]]
-) -> tuple[float, list[str]]:
-    """Greedy accuracy (0-1) of ``model`` on ``rows`` by ``score``, and the completions.
+) -> tuple[float, list[str], list[float], list[bool]]:
+    """Greedy accuracy (0-1) of ``model`` on ``rows`` by ``score``, the completions, each one's score and whether
+    it was cut at ``max_new_tokens`` (no end token).
 
     The prompts go through the chat template as TRL's trainer builds them, left-padded in one batch.
     """
@@ -210,12 +213,36 @@ def heldout_accuracy(
             **batch, do_sample=False, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
             eos_token_id=list(end.ids),
         )
-    completions = [
-        tokenizer.decode(end.cut(sequence)[0], skip_special_tokens=True)
-        for sequence in output[:, batch["input_ids"].shape[1]:].tolist()
-    ]
+    cut = [end.cut(sequence) for sequence in output[:, batch["input_ids"].shape[1]:].tolist()]
+    completions = [tokenizer.decode(ids, skip_special_tokens=True) for ids, _ in cut]
     scores = score(completions, rows)
-    return sum(scores) / len(scores), completions
+    return sum(scores) / len(scores), completions, scores, [truncated for _, truncated in cut]
+
+
+def code_failures(completions: list[str], rows: list[dict], scores: list[float], truncated: list[bool]) -> dict:
+    """Why held-out code fails, as shares of the rows (0-1): ``pass``; ``no function`` (the scored code, the last
+    python fence as ``code_tests`` reads it, defines no ``entry_point``: a renamed function, an example fence);
+    ``syntax`` (it does not parse); ``wrong`` (it runs and fails a test); and ``truncated`` (cut at the token limit,
+    passing or not)."""
+    import ast
+
+    from grpo_core.rewards.code.extract import extract_code
+
+    kinds = {"pass": 0, "no function": 0, "syntax": 0, "wrong": 0}
+    for text, row, passed in zip(completions, rows, scores, strict=True):
+        code = extract_code(text)
+        if passed:
+            kinds["pass"] += 1
+            continue
+        try:
+            tree = ast.parse(code)
+        except (SyntaxError, ValueError):
+            kinds["syntax"] += 1
+            continue
+        names = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        kinds["wrong" if row.get("entry_point") in names else "no function"] += 1
+    total = max(1, len(rows))
+    return {**{k: v / total for k, v in kinds.items()}, "truncated": sum(truncated) / total}
 
 
 def write_chart(curves: dict[int, tuple[list[int], list[float]]], png: Path, title: str,
@@ -336,6 +363,20 @@ def print_table(task: Task, results: dict[int, dict]) -> bool:
         for seed, r in results.items():
             values = [v for _, short in task.diagnostics for v in r["diagnostics"][short]]
             print("  ".join([f"{seed:>4}", *(f"{v:>{len(h)}.3f}" for h, v in zip(headers, values, strict=True))]))
+        print(f"\n{task.curve} per {WINDOW} steps (does it still rise at the end?)")
+        for seed, r in results.items():
+            means = [_mean(r["rewards"][i:i + WINDOW]) for i in range(0, len(r["rewards"]), WINDOW)]
+            print(f"{seed:>4}  " + "  ".join(f"{m:.3f}" for m in means))
+    failures = [(seed, held) for seed, r in results.items() for held in r["heldout"] if "failures" in held]
+    if failures:
+        kinds = list(failures[0][1]["failures"]["base"])
+        print("\nheld-out greedy completions, share of problems: pass, no function (the scored code defines no "
+              "entry_point), syntax (does not parse), wrong (fails a test), truncated (at the token limit)")
+        print("  ".join(["seed  set   model  ", *(f"{k:>11}" for k in kinds)]))
+        for seed, held in failures:
+            for model in ("base", "adapter"):
+                shares = held["failures"][model]
+                print(f"{seed:>4}  {held['label']:<4}  {model:<7}  " + "  ".join(f"{shares[k]:>11.0%}" for k in kinds))
     return every
 
 
@@ -390,10 +431,14 @@ def main() -> int:
     for result in results.values():
         model, tokenizer = load_policy(model_path, "cpu")
         tuned = PeftModel.from_pretrained(model, result["adapter"]).eval()
-        for (label, path, rows), (base_acc, base_completions) in zip(heldout, base, strict=True):
-            acc, completions = heldout_accuracy(tuned, tokenizer, rows, max_new, task.score)
-            result["heldout"].append({"label": label, "file": path.name, "base": base_acc, "adapter": acc,
-                                      "base_completions": base_completions[:10], "completions": completions[:10]})
+        for (label, path, rows), (base_acc, base_completions, *base_why) in zip(heldout, base, strict=True):
+            acc, completions, *why = heldout_accuracy(tuned, tokenizer, rows, max_new, task.score)
+            held = {"label": label, "file": path.name, "base": base_acc, "adapter": acc,
+                    "base_completions": base_completions[:10], "completions": completions[:10]}
+            if task.key == "code":
+                held["failures"] = {"base": code_failures(base_completions, rows, *base_why),
+                                    "adapter": code_failures(completions, rows, *why)}
+            result["heldout"].append(held)
     described = [f"{len(rows)} {task.noun} from {path.name}" + (f" ({label})" if label else "")
                  for label, path, rows in heldout]
 
