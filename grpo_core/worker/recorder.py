@@ -52,6 +52,8 @@ bucket per key kept in memory (:class:`storage.StepCache`), so a step reads noth
 
 from __future__ import annotations
 
+import atexit
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -236,6 +238,8 @@ class RunRecorder(TrainerCallback):
         if self.heartbeat is not None and state.is_world_process_zero:
             self._submit_beat(state.global_step)
         self.writer.flush(None)
+        if getattr(args, "world_size", 1) > 1:
+            release_process_group_at_exit()
 
     def _submit_beat(self, step: int) -> None:
         """Have the writer record a heartbeat with ``step`` as the run's progress (it also reads the cancel flag)."""
@@ -343,3 +347,40 @@ class RunRecorder(TrainerCallback):
                 split="eval")]
 
         return build
+
+
+_release_registered = False
+#: Seconds the exit handler releases the GIL so gloo's worker threads finish (:func:`release_process_group_at_exit`).
+EXIT_GRACE_S = 0.1
+
+
+def release_process_group_at_exit() -> None:
+    """At interpreter exit, let gloo's worker threads finish with the process group, then destroy it.
+
+    Called when training ends normally in a multi-process run (``accelerate launch`` on the CPU). A gloo worker thread
+    that finished a collective drops its last reference to the work's tensors after the caller's ``wait()`` returned,
+    and that needs the GIL; when the process is already finalizing by then, the thread aborts the process
+    (``terminate called without an active exception``, SIGABRT from ``ProcessGroupGloo::runLoop``; pytorch/pytorch
+    #190489, #179291) and the launcher reports the run failed although every step was trained and recorded. The
+    handler runs while the interpreter is still whole, after the script's own code (collectives after ``train()``,
+    saving or evaluating, are unaffected): it releases the GIL for :data:`EXIT_GRACE_S` so such threads finish, then
+    destroys the default group unless the script did. NCCL groups are left alone. Registered once per process.
+    """
+    global _release_registered
+    import torch.distributed as dist
+
+    if _release_registered or not (dist.is_available() and dist.is_initialized()) or dist.get_backend() != "gloo":
+        return
+    _release_registered = True
+    atexit.register(_release_process_group)
+
+
+def _release_process_group() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        try:
+            dist.destroy_process_group()
+        except Exception as exc:  # noqa: BLE001 - exiting anyway
+            print(f"[grpo-dashboard] the process group could not be destroyed at exit: {exc}", file=sys.stderr)
+    time.sleep(EXIT_GRACE_S)  # the GIL free: gloo's threads drop their finished work while Python is alive
