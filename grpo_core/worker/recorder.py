@@ -363,8 +363,8 @@ def release_process_group_at_exit() -> None:
     (``terminate called without an active exception``, SIGABRT from ``ProcessGroupGloo::runLoop``; pytorch/pytorch
     #190489, #179291) and the launcher reports the run failed although every step was trained and recorded. The
     handler runs while the interpreter is still whole, after the script's own code (collectives after ``train()``,
-    saving or evaluating, are unaffected): it releases the GIL for :data:`EXIT_GRACE_S` so such threads finish, then
-    destroys the default group unless the script did. NCCL groups are left alone. Registered once per process.
+    saving or evaluating, are unaffected): it destroys the default group unless the script did, then releases the GIL
+    for :data:`EXIT_GRACE_S` so such threads finish. NCCL groups are left alone. Registered once per process.
     """
     global _release_registered
     import torch.distributed as dist
