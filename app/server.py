@@ -12,10 +12,10 @@ from collections.abc import Sequence
 
 import gradio as gr
 
+from app.api.ingest import ingest_routes  # scripts recording over HTTP (grpo_core.integrations)
+from app.api.public import create_public_api, hide_internal_endpoints
 from app.catalog_sync import CatalogSync
 from app.context import AppContext
-from app.ingest_api import ingest_routes  # scripts recording over HTTP (grpo_core.integrations)
-from app.public_api import create_public_api, hide_internal_endpoints
 from app.tabs.api_tokens import create_api_tokens_tab
 from app.tabs.datasets import create_datasets_tab
 from app.tabs.inspect.tab import create_inspect_tab
@@ -52,7 +52,7 @@ def create_context(settings: Settings, *, worker_env: dict[str, str] | None = No
 def build_blocks(ctx: AppContext) -> gr.Blocks:
     """The dashboard's ``gr.Blocks``: Datasets, Launch, Runs, Inspect and Try the model tabs, whose dataset and run
     lists follow the store (:class:`app.catalog_sync.CatalogSync`), and the public API
-    (:mod:`app.public_api`): only its named endpoints are listed and callable by name."""
+    (:mod:`app.api.public`): only its named endpoints are listed and callable by name."""
     with gr.Blocks(title=TITLE) as blocks:
         sync = CatalogSync(ctx)
         gr.Markdown(f"## {TITLE}\nLaunch, watch and inspect GRPO fine-tuning runs (TRL engine).")

@@ -57,7 +57,7 @@ def generate(model, tokenizer, prompts: list[list[dict]], max_new_tokens: int, s
     """Per prompt, the completion's token ids (up to and including its end token) and whether it was truncated."""
     import torch
 
-    from grpo_core.worker.policy_model import end_of_sequence_ids
+    from grpo_core.engine.policy_model import end_of_sequence_ids
 
     end = end_of_sequence_ids(model, tokenizer)
     tokenizer.padding_side = "left"
@@ -105,7 +105,7 @@ def main() -> int:
 
     import torch
 
-    from grpo_core.worker.policy_model import load_policy, prepare_model
+    from grpo_core.engine.policy_model import load_policy, prepare_model
 
     torch.manual_seed(args.seed)
     model, tokenizer = load_policy(prepare_model(DEFAULT_MODEL, settings.model_cache_dir, progress=lambda _: None),

@@ -98,7 +98,7 @@ def serve_ingest_api(data_dir: Path) -> tuple[subprocess.Popen, str, str]:
     token = store.create_api_token("bench", "bench")[1]
     store.close()
     port = free_port()
-    code = ("import uvicorn\nfrom fastapi import FastAPI\nfrom app.ingest_api import ingest_routes\n"
+    code = ("import uvicorn\nfrom fastapi import FastAPI\nfrom app.api.ingest import ingest_routes\n"
             "from storage import Store\n"
             f"uvicorn.run(FastAPI(routes=ingest_routes(Store({url_db!r}))), host='127.0.0.1', port={port}, "
             "log_level='warning')\n")

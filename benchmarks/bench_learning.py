@@ -202,7 +202,7 @@ def heldout_accuracy(
     """
     import torch
 
-    from grpo_core.worker.policy_model import end_of_sequence_ids
+    from grpo_core.engine.policy_model import end_of_sequence_ids
 
     end = end_of_sequence_ids(model, tokenizer)
     texts = [tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=False) for r in rows]
@@ -403,7 +403,7 @@ def main() -> int:
     print(f"bench_learning: {recipe.model}, {Path(recipe.dataset_path or '').name}, seeds {seeds}, data in {work}")
     print(f"  load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs", flush=True)
 
-    from grpo_core.worker.policy_model import load_policy, prepare_model
+    from grpo_core.engine.policy_model import load_policy, prepare_model
 
     # convert the packaged GGUF once, before the runs that share this data directory's model cache start
     model_path = prepare_model(recipe.model, settings.model_cache_dir, progress=lambda _: None)

@@ -75,7 +75,7 @@ def measure_peak_rss(config: dict, work: Path, max_steps: int) -> tuple[int, str
 def convert_smollm2(gguf: Path, cache_dir: Path, work: Path) -> tuple[Path, int]:
     """Convert the packaged GGUF in a child process; returns (converted folder, that child's peak RSS bytes)."""
     work.mkdir(parents=True, exist_ok=True)
-    code = ("import sys; from pathlib import Path; from grpo_core.worker.policy_model import convert_gguf; "
+    code = ("import sys; from pathlib import Path; from grpo_core.engine.policy_model import convert_gguf; "
             "print(convert_gguf(Path(sys.argv[1]), Path(sys.argv[2])))")
     with open(work / "convert.out", "wb") as log:
         process = subprocess.Popen([sys.executable, "-c", code, str(gguf), str(cache_dir)], cwd=ROOT, stdout=log,

@@ -1,6 +1,6 @@
 """Recording overhead: the same GRPO config trained with and without the dashboard's RunRecorder, in one process.
 
-Builds TRL's ``GRPOTrainer`` through :func:`grpo_core.worker.trainer.build_trainer` (the worker's own code) for a tiny
+Builds TRL's ``GRPOTrainer`` through :func:`grpo_core.engine.trainer.build_trainer` (the worker's own code) for a tiny
 random Llama (``tests/tiny_model.py``; ``--model`` takes any local folder instead) on the arithmetic example, and
 trains ``--steps`` steps per repetition in three modes: "recorded" (RunRecorder + heartbeat recording every step's
 metrics and groups into a SQLite store through its writer thread, as the worker does), "inline" (the same, but
@@ -16,7 +16,7 @@ TRL's loss, and the tap's wait for the store before each scoring (the end-of-tra
 happens once); and the CPU time per step of the store writes on the thread that applies them (``time.thread_time``:
 the writer thread's work that competes with torch for the cores and the GIL; the closing summary's write, once after
 the last step, left out). "Recorded" and "inline" include the
-capture of every completion's per-token log-probability, KL and entropy (:mod:`grpo_core.worker.token_stats`; "bare"
+capture of every completion's per-token log-probability, KL and entropy (:mod:`grpo_core.engine.token_stats`; "bare"
 gives the trainer back TRL's own methods), and the bench prints the bytes each completion's token record takes in
 the store (float16 arrays and the token pieces' JSON).
 
@@ -65,12 +65,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from transformers import PrinterCallback, TrainerCallback  # noqa: E402
 
 from grpo_core.datasets.formats import load_prompt_dataset  # noqa: E402
+from grpo_core.engine.group_capture import RolloutTap  # noqa: E402
+from grpo_core.engine.heartbeat import Heartbeat  # noqa: E402
+from grpo_core.engine.recorder import RunRecorder  # noqa: E402
+from grpo_core.engine.store_writer import StoreWrite, StoreWriter  # noqa: E402
+from grpo_core.engine.trainer import build_trainer  # noqa: E402
 from grpo_core.run_config import RunConfig  # noqa: E402
-from grpo_core.worker.group_capture import RolloutTap  # noqa: E402
-from grpo_core.worker.heartbeat import Heartbeat  # noqa: E402
-from grpo_core.worker.recorder import RunRecorder  # noqa: E402
-from grpo_core.worker.store_writer import StoreWrite, StoreWriter  # noqa: E402
-from grpo_core.worker.trainer import build_trainer  # noqa: E402
 from storage import Store, sqlite_url  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "arithmetic.jsonl"

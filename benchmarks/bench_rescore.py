@@ -2,7 +2,7 @@
 
 End to end means what a click on "Re-score" costs: reading the groups and the dataset rows from a SQLite store,
 the child process (start-up, importing the rules, scoring), TRL's advantages and the comparison per step, and
-storing the rescoring (:func:`grpo_core.jobs.rescore.rescore_run`). Two workloads:
+storing the rescoring (:func:`grpo_core.rescore.job.rescore_run`). Two workloads:
 
 * text rules (``numeric_answer``, ``format_regex`` gated on it, ``length``, ``repetition``) on ``--completions``
   recorded completions (groups of 8), in one process (text rules are not spread over processes);
@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from grpo_core.jobs.rescore import rescore_run  # noqa: E402
+from grpo_core.rescore.job import rescore_run  # noqa: E402
 from grpo_core.rescore.request import parse_request  # noqa: E402
 from grpo_core.run_config import RunConfig  # noqa: E402
 from storage import CompletionRecord, GroupRecord, RunStatus, Store, sqlite_url  # noqa: E402

@@ -4,7 +4,7 @@ A :class:`RunConfig` is everything needed to reproduce a run: it is stored with 
 in the run folder) and ``grpo-dashboard train run.yaml`` re-runs it headless. Field names follow TRL's where one
 exists (``num_generations``, ``beta``, ``max_completion_length``, ...). This module imports neither torch nor TRL
 : the web process validates configs with it. The mapping onto TRL's ``GRPOConfig`` and PEFT's ``LoraConfig`` is on
-the worker side (:mod:`grpo_core.worker.trl_args`).
+the worker side (:mod:`grpo_core.engine.trl_args`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The ``rescorings`` table: rescorings of a run's recorded groups with another reward composition (the reward
-workbench, :mod:`grpo_core.jobs.rescore`). A rescoring is its own row beside the run; it never changes what the run
+workbench, :mod:`grpo_core.rescore.job`). A rescoring is its own row beside the run; it never changes what the run
 recorded."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The "Try the model" tab: sample the base model and a run's trained weights (the final adapter or a checkpoint)
 on the same prompt, side by side, each completion scored by the run's reward rules.
 
-Sampling happens in a subprocess (``python -m grpo_core.worker.try_model``, started by :mod:`grpo_core.jobs.try_model`);
+Sampling happens in a subprocess (``python -m grpo_core.try_model.worker``, started by :mod:`grpo_core.try_model.job`);
 this module, like the whole web process, never imports torch. A prompt comes from a row of the run's dataset (its other columns, e.g. ``answer``, feed the rules)
 and can be edited, or typed from scratch.
 """
@@ -20,9 +20,9 @@ from app.context import MODEL_JOBS, AppContext, boundary_of
 from grpo_core.bounded_parse import ParseError, load_json
 from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.datasets.rows import dataset_file, editable_prompt_text, load_rows, prompt_from_text
-from grpo_core.jobs.try_model import BASE, TRAINED, TryModelError, build_request, try_in_subprocess
 from grpo_core.run_config import ConfigError
 from grpo_core.runs.files import ArtifactError, run_dir, weights_choices
+from grpo_core.try_model.job import BASE, TRAINED, TryModelError, build_request, try_in_subprocess
 from storage import RunInfo, StoreError
 
 TRY_CSS = """
@@ -68,7 +68,7 @@ def weights_options(folder) -> list[tuple[str, str]]:
 
 def side_html(side: dict[str, Any] | None, title: str) -> str:
     """One side of the comparison as HTML: mean total, then each completion with its text, tokens, truncation,
-    per-rule rewards and weighted total (``side`` as :func:`grpo_core.worker.try_model.try_model` returns it)."""
+    per-rule rewards and weighted total (``side`` as :func:`grpo_core.try_model.worker.try_model` returns it)."""
     if side is None:
         return f'<div class="try-side"><h4>{html.escape(title)}</h4><i>not sampled</i></div>'
     mean = side.get("mean_total")

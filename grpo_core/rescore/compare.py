@@ -40,11 +40,11 @@ def compare_scorings(
     multi_objective_aggregation: str = "sum_then_normalize",
     max_changed: int = MAX_CHANGED_GROUPS,
 ) -> dict[str, Any]:
-    """Compare the recorded scoring of ``groups`` with ``scored`` (the answer of :mod:`grpo_core.worker.rescore`).
+    """Compare the recorded scoring of ``groups`` with ``scored`` (the answer of :mod:`grpo_core.rescore.worker`).
 
     Args:
         groups: recorded groups, each ``{"id", "step", "row_index", "prompt", "completions": [{"index", "text",
-            "rewards": {name: value}, "total_reward", "advantage"}]}`` (:func:`app.public_api.group_dict`'s shape).
+            "rewards": {name: value}, "total_reward", "advantage"}]}`` (:func:`app.api.public.group_dict`'s shape).
         scored: ``{"names", "weights", "groups": [{"id", "rewards": [rule][completion]}], ...}``.
         scale_rewards, multi_objective_aggregation: the advantage's (see :mod:`grpo_core.rescore.advantages`).
 

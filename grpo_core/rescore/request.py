@@ -5,7 +5,7 @@ bounds: at most :data:`MAX_RULES` rules (each a :class:`~grpo_core.rewards.compo
 building it), a step range inside the run's recorded steps, a sample of at most :data:`MAX_GROUPS` groups and
 :data:`MAX_COMPLETIONS` completions in all (a larger selection is refused, never silently cut: say ``sample``), and
 the rules' text under :mod:`grpo_core.bounded_parse`'s limits. Plugin targets are checked against the caller's
-boundary by the job (:mod:`grpo_core.jobs.rescore`), before anything is imported.
+boundary by the job (:mod:`grpo_core.rescore.job`), before anything is imported.
 """
 
 from __future__ import annotations

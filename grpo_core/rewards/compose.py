@@ -412,7 +412,7 @@ def score_group(
     Differences: TRL computes in float32 on the device, this in float64, so values agree to about 1e-6; TRL's
     ``epsilon`` is fixed at 1e-4 (the ``epsilon`` argument here defaults to it). Plugin rules are run too, so call
     this in the web process only for built-in rules: with plugins, use
-    :func:`grpo_core.jobs.reward_check.score_group_isolated` (the same scoring in a child process). A ``reward_model``
+    :func:`grpo_core.reward_check.job.score_group_isolated` (the same scoring in a child process). A ``reward_model``
     rule scores only in a worker process that enabled it (see :mod:`grpo_core.rewards.reward_model`).
 
     Args:

@@ -20,7 +20,7 @@ arithmetic defaults ask for, so it is never flagged; ``prompt_echo`` is not flag
 with the row's answer (``What is 0 + 4?`` with answer 4: the rule reads a right final answer).
 
 Scoring uses :func:`grpo_core.rewards.compose.score_group`, so plugin rules run too: in the web process, pass
-``scorer=score_group_isolated`` (:mod:`grpo_core.jobs.reward_check`) when the rules include plugins (the preflight
+``scorer=score_group_isolated`` (:mod:`grpo_core.reward_check.job`) when the rules include plugins (the preflight
 subprocess runs it for any rules).
 """
 
@@ -180,7 +180,7 @@ def probe_row(
         prompt: the prompt as text for ``prompt_echo``; default ``str(row["prompt"])``.
         tokenize: text -> token ids, so ``length`` counts tokens as in training; ``None`` lets it count words.
         scorer: :func:`grpo_core.rewards.compose.score_group`, or a function of the same signature that scores
-            elsewhere (:func:`grpo_core.jobs.reward_check.score_group_isolated` keeps plugins out of the web process).
+            elsewhere (:func:`grpo_core.reward_check.job.score_group_isolated` keeps plugins out of the web process).
 
     Returns:
         One :class:`ProbeResult` per probe, in :func:`probe_completions` order.

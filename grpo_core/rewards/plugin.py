@@ -8,7 +8,7 @@ calls a reward function: keyword arguments only, ``prompts=``, ``completions=``,
 function without ``**kwargs`` gets just the arguments it declares. ``async def`` functions are awaited. It returns
 one float or ``None`` per completion.
 
-Before a run is queued, :mod:`grpo_core.jobs.reward_check` imports and calls each plugin once in a child process, so a
+Before a run is queued, :mod:`grpo_core.reward_check.job` imports and calls each plugin once in a child process, so a
 broken plugin is refused in seconds rather than after the model has loaded.
 """
 
@@ -233,7 +233,7 @@ class PluginReward:
 
     The web process builds and validates this object without importing the user's code; the module is loaded
     in whichever process first calls it (the training worker, or the child process of
-    :mod:`grpo_core.jobs.reward_check`). The loaded function is dropped when pickling and loaded again after, so the
+    :mod:`grpo_core.reward_check.job`). The loaded function is dropped when pickling and loaded again after, so the
     object stays picklable. The function is called by keyword with everything TRL passes (``prompts``,
     ``completions``, ``completion_ids``, ``trainer_state``, ``log_extra``, ``log_metric``, dataset columns), or with
     just the parameters it declares when it has no ``**kwargs``; an ``async def`` function is awaited here (the

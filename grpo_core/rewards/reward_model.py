@@ -5,7 +5,7 @@ chat template applied to the prompt and completion messages).
 
 The web process never loads the model: the rule builds a :class:`RewardModelRule`, a picklable description
 (model folder or hub id, optional ``max_length``) that the training worker turns into the model and tokenizer it
-passes to TRL (:func:`grpo_core.worker.reward_models.reward_funcs_for_trl`). Called like a reward function
+passes to TRL (:func:`grpo_core.engine.reward_models.reward_funcs_for_trl`). Called like a reward function
 (:func:`grpo_core.rewards.compose.score_group`), it scores through the scorer a worker process registered
 (:func:`set_model_scorer`: preflight, try the model), and raises anywhere else (the web process's try-out bench).
 """
@@ -24,7 +24,7 @@ _model_scorer: Callable[[RewardModelRule, Sequence[Any], Sequence[Any]], list[fl
 
 def set_model_scorer(scorer: Callable[[RewardModelRule, Sequence[Any], Sequence[Any]], list[float]] | None) -> None:
     """Register how this process scores with reward models (see
-    :func:`grpo_core.worker.reward_models.enable_reward_model_scoring`); ``None`` turns it off."""
+    :func:`grpo_core.engine.reward_models.enable_reward_model_scoring`); ``None`` turns it off."""
     global _model_scorer
     _model_scorer = scorer
 

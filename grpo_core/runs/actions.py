@@ -50,7 +50,7 @@ def _worker_still_exiting(run: RunInfo) -> bool:
         process = psutil.Process(run.worker_pid)
         if process.status() == psutil.STATUS_ZOMBIE:
             return False
-        return "grpo_core.worker" in " ".join(process.cmdline())
+        return "grpo_core.training.worker" in " ".join(process.cmdline())
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
 

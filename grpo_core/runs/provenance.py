@@ -1,7 +1,7 @@
 """What reproduces a run: the hash of its dataset file, the identity of its model, the library versions and the device.
 
 The worker records a run's provenance once it has built the trainer (:func:`collect_provenance`, the device
-described by :func:`grpo_core.worker.policy_model.describe_device`), as the run's ``provenance`` JSON in the store. The web
+described by :func:`grpo_core.engine.policy_model.describe_device`), as the run's ``provenance`` JSON in the store. The web
 process computes the same fields "as they are now" (:func:`current_environment`, no device) and
 :func:`provenance_differences` says which of them changed since the run, for instance when a run is cloned into the
 Launch form. Nothing here imports torch or transformers: library versions come from the installed distributions'
@@ -122,7 +122,7 @@ def collect_provenance(
     """A run's provenance record: :func:`current_environment` plus the ``device`` the worker trains on.
 
     Args:
-        device: what :func:`grpo_core.worker.policy_model.describe_device` returns (``type``, ``name``, ``count``, ``threads``).
+        device: what :func:`grpo_core.engine.policy_model.describe_device` returns (``type``, ``name``, ``count``, ``threads``).
         dataset_file, model, cache_dir, hub_cache, plugins: as :func:`current_environment`.
     """
     return {**current_environment(dataset_file=dataset_file, model=model, cache_dir=cache_dir,

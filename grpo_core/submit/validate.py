@@ -16,9 +16,9 @@ from typing import Any
 from grpo_core.access.boundary import OPEN, Boundary
 from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.datasets.rows import column_mapping, load_rows
-from grpo_core.jobs.reward_check import check_plugins, has_plugins
 from grpo_core.models.prompt_lengths import model_text_folder, require_prompts_fit
 from grpo_core.models.source import ModelSourceError, describe_model
+from grpo_core.reward_check.job import check_plugins, has_plugins
 from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_coverage
 from grpo_core.rewards.compose import build_reward_funcs
 from grpo_core.rewards.registry import first_missing_column
@@ -85,7 +85,7 @@ def validate_run_config(
     many rows and a few of them (:mod:`grpo_core.rewards.answer_coverage`).
 
     Plugin reward rules are imported and called once on the dataset's first row, in a child process
-    (:func:`grpo_core.jobs.reward_check.check_plugins`), so a broken plugin is refused here in seconds rather than after
+    (:func:`grpo_core.reward_check.job.check_plugins`), so a broken plugin is refused here in seconds rather than after
     the worker has loaded the model. That costs two child processes' start-up, which is why a launch validates once
     (:func:`grpo_core.submit.queue.submit_run` calls this and returns its warnings); call it directly only to check
     without queueing (the Launch tab's preflight, a sweep's points).

@@ -2,7 +2,7 @@
 
 The command queues the run in the store like the Launch tab (:func:`grpo_core.submit.queue.submit_run`, validated
 once), then starts its worker exactly as the dashboard's launcher does
-(:func:`grpo_core.training.launcher.start_worker`: ``python -m grpo_core.worker.train``, or ``accelerate launch`` of it
+(:func:`grpo_core.training.launcher.start_worker`: ``python -m grpo_core.training.worker``, or ``accelerate launch`` of it
 for ``num_processes`` > 1 with a free rendezvous port; its GPUs in ``CUDA_VISIBLE_DEVICES``), follows the worker's
 ``train.log`` onto the terminal and waits for the run's final status. So a config trains the same way
 from either side, several processes included. What the launcher would keep queued (GPUs held by other runs) is

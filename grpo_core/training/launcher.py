@@ -43,7 +43,7 @@ def worker_command(settings: Settings, run: RunInfo, main_process_port: int | No
     """
     # The store URL travels in the environment (GRPO_DB_URL, see _spawn), never in argv: a password in it would show in
     # `ps` and in the log.
-    worker_args = ["-m", "grpo_core.worker.train", str(run.id), "--data-dir", str(settings.data_dir)]
+    worker_args = ["-m", "grpo_core.training.worker", str(run.id), "--data-dir", str(settings.data_dir)]
     if settings.shared_dir is not None:
         worker_args += ["--shared-dir", str(settings.shared_dir)]
     processes = int(run.config.get("num_processes", 1) or 1)

@@ -9,9 +9,9 @@ import random
 
 import pytest
 
-from grpo_core.doctor.preflight_verdict import wilson_interval
 from grpo_core.doctor.progress import rises
 from grpo_core.doctor.trends import detectable_rise, mann_kendall, sen_slope_interval
+from grpo_core.preflight.verdict import wilson_interval
 
 
 def _noise(n: int, sigma: float, rng: random.Random) -> list[float]:

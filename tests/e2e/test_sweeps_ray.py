@@ -65,4 +65,4 @@ def test_a_four_point_sweep_through_the_ray_executor(page, server, tiny_model_di
         time.sleep(0.5)
     assert [str(client.get_job_status(s).value) for s in submission_ids] == ["SUCCEEDED"] * 4
     info = client.get_job_info(submission_ids[0])
-    assert "grpo_core.worker.train" in info.entrypoint
+    assert "grpo_core.training.worker" in info.entrypoint

@@ -10,7 +10,7 @@ from pathlib import Path
 from grpo_core.run_config import RunConfig
 from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
-from grpo_core.worker.train import train_run
+from grpo_core.training.worker import train_run
 from storage import RunStatus
 
 SYSTEM = "Solve the problem. End with '#### <number>'."
@@ -68,7 +68,7 @@ def test_worker_refuses_too_long_prompts_before_loading_the_model(store, setting
 
 
 def test_preflight_reports_too_long_prompts_naming_rows(tiny_model_dir, tmp_path, capsys):
-    from grpo_core.worker.preflight import preflight_command
+    from grpo_core.preflight.worker import preflight_command
 
     long_question = "Add: " + " + ".join(str(7 + i % 90) for i in range(3000))
     data = tmp_path / "long.jsonl"

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.jobs.merge import merge_run
+from grpo_core.merge.job import merge_run
 from grpo_core.models.source import packaged_gguf_path
 from grpo_core.run_config import RunConfig
 from grpo_core.runs.files import adapter_dir, run_dir
 from grpo_core.submit.queue import submit_run
-from grpo_core.worker.train import train_run
+from grpo_core.training.worker import train_run
 from storage import RunStatus
 
 pytestmark = pytest.mark.slow

@@ -1,5 +1,5 @@
 """A tiny local Llama trained one real step (with a checkpoint) is exported and sampled: the exported YAML re-trains
-headless into a fresh data directory, and ``python -m grpo_core.worker.try_model`` samples the base model and the trained
+headless into a fresh data directory, and ``python -m grpo_core.try_model.worker`` samples the base model and the trained
 adapter (final or checkpoint) side by side, scored by the run's rules, in a subprocess."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import zipfile
 import pandas as pd
 import pytest
 
-from grpo_core.jobs.try_model import TryModelError, build_request, try_in_subprocess
 from grpo_core.run_config import load_run_config
 from grpo_core.runs.export import export_run
 from grpo_core.settings import load_settings
 from grpo_core.submit.queue import submit_run
-from grpo_core.worker.train import train_run
+from grpo_core.training.worker import train_run
+from grpo_core.try_model.job import TryModelError, build_request, try_in_subprocess
 from storage import RunStatus, Store, sqlite_url
 from tests.integration.test_worker import REWARDS, tiny_config
 

@@ -40,7 +40,7 @@ from grpo_core.runs.actions import resume_run
 from grpo_core.runs.files import last_checkpoint
 from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
-from grpo_core.worker.train import train_run
+from grpo_core.training.worker import train_run
 from storage import RunStatus
 from tests.integration.gates import Gate
 from tests.integration.test_worker import REWARDS, tiny_config, wait_for

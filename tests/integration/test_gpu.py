@@ -19,7 +19,7 @@ pytestmark = pytest.mark.gpu
 def test_the_worker_picks_bfloat16_on_a_gpu_that_supports_it():
     import torch
 
-    from grpo_core.worker.policy_model import pick_device, policy_dtype
+    from grpo_core.engine.policy_model import pick_device, policy_dtype
 
     assert pick_device("auto") == "cuda"
     expected = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32

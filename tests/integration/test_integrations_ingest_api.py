@@ -1,4 +1,4 @@
-"""The HTTP ingest API (app/ingest_api.py) as a token holder might abuse it: no token, a revoked one, another
+"""The HTTP ingest API (app/api/ingest.py) as a token holder might abuse it: no token, a revoked one, another
 token's run, oversized and malformed bodies, invalid values, a config that is not a run config, numbers out of order;
 and its exactly-once rule (a resent batch is applied once, a gap applies nothing). In process, on a real store."""
 
@@ -11,7 +11,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from app.ingest_api import ingest_routes
+from app.api.ingest import ingest_routes
 from grpo_core.integrations.wire import MAX_BODY_BYTES, MAX_RECORDS
 from grpo_core.runs.script_runs import is_script_run, run_config_from_trainer
 from storage import RunStatus

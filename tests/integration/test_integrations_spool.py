@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from app.ingest_api import IngestApi
+from app.api.ingest import IngestApi
 from grpo_core.integrations.sender import DashboardError, RemoteStore, SpoolSender
 from grpo_core.integrations.spool import RECORDS_FILE, Spool, SpoolError
 from grpo_core.runs.script_runs import run_config_from_trainer

@@ -8,7 +8,7 @@ import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from grpo_core.jobs.merge import MergeError, merge_run
+from grpo_core.merge.job import MergeError, merge_run
 from grpo_core.runs.files import adapter_dir
 
 PROMPTS = ["What is 12 + 30?", "def add(a, b):", "<think>"]

@@ -1,4 +1,4 @@
-"""The preflight on the tiny random Llama: the subprocess the dashboard starts (``python -m grpo_core.worker.preflight
+"""The preflight on the tiny random Llama: the subprocess the dashboard starts (``python -m grpo_core.preflight.worker
 --json``), the ``grpo-dashboard preflight`` command on a stored dataset, and a config it cannot use."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main as cli_main
+from app.cli.main import main as cli_main
 from grpo_core.datasets.library import import_dataset
-from grpo_core.jobs.preflight import PreflightError, start_preflight
+from grpo_core.preflight.job import PreflightError, start_preflight
 from grpo_core.run_config import RunConfig
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "arithmetic.jsonl"

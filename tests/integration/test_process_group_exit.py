@@ -13,7 +13,7 @@ from tests.integration.scripts.runner import REPO
 SCRIPT = textwrap.dedent("""
     import atexit, sys
     import torch.distributed as dist
-    from grpo_core.worker.recorder import release_process_group_at_exit
+    from grpo_core.engine.recorder import release_process_group_at_exit
 
     dist.init_process_group("gloo", init_method="file://" + sys.argv[1], rank=0, world_size=1)
     # registered before the release, so it runs after it (atexit is last in, first out)

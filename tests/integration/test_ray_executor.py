@@ -79,7 +79,7 @@ def test_a_ray_job_trains_the_run_with_every_step_recorded(store, ray_settings, 
     wait_for(lambda: client.get_job_status(final.ray_submission_id).is_terminal(), 60)  # the worker exits after
     assert str(client.get_job_status(final.ray_submission_id).value) == "SUCCEEDED"
     info = client.get_job_info(final.ray_submission_id)
-    assert "grpo_core.worker.train" in info.entrypoint and ray_settings.db_url not in info.entrypoint
+    assert "grpo_core.training.worker" in info.entrypoint and ray_settings.db_url not in info.entrypoint
     assert f"[run {run.id}] training 2 steps" in log
     assert final.run_dir == str(ray_settings.runs_dir / f"run-{run.id:05d}")
     assert (ray_settings.runs_dir / f"run-{run.id:05d}" / "adapter" / "adapter_config.json").is_file()

@@ -1,5 +1,5 @@
 """The rescoring child job end to end on a store: the recorded groups re-scored in ``python -m
-grpo_core.worker.rescore``, compared, stored as a rescoring beside the run (the run's own groups untouched); a
+grpo_core.rescore.worker``, compared, stored as a rescoring beside the run (the run's own groups untouched); a
 cancel kills the child; bad requests are refused before anything runs."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from grpo_core.access.boundary import Boundary
-from grpo_core.jobs.rescore import rescore_run, start_rescoring
+from grpo_core.rescore.job import rescore_run, start_rescoring
 from grpo_core.rescore.request import RescoreError, parse_request
 from tests.rescore_fixtures import NEW_RULES, STEPS, seed_run
 
@@ -85,7 +85,7 @@ def test_bad_requests_are_refused_before_anything_runs(store, tmp_path, values, 
 
 
 def test_a_selection_over_the_bounds_is_refused(store, tmp_path, monkeypatch):
-    import grpo_core.jobs.rescore as job
+    import grpo_core.rescore.job as job
     import grpo_core.rescore.request as request
 
     run_id = seed_run(store, tmp_path)

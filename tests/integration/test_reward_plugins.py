@@ -105,7 +105,7 @@ def test_broken_plugin_is_refused_at_submit_before_any_model_loads(store, tiny_m
 
 
 def test_preflight_scores_a_reward_model_and_an_async_plugin(settings, tiny_model_dir, tmp_path):
-    from grpo_core.jobs.preflight import start_preflight
+    from grpo_core.preflight.job import start_preflight
     from tests.tiny_model import build_tiny_reward_model
 
     scorer = build_tiny_reward_model(tmp_path / "tiny-reward-model")

@@ -33,14 +33,14 @@ DRIVER = textwrap.dedent(
 
     from grpo_core.runs.export import export_run
     from grpo_core.models.memory_estimate import estimate_peak_memory, free_memory, model_shape
-    from grpo_core.jobs.merge import merge_run
-    from grpo_core.jobs.preflight import start_preflight
+    from grpo_core.merge.job import merge_run
+    from grpo_core.preflight.job import start_preflight
     from grpo_core.runs.actions import delete_run, resume_run
     from grpo_core.submit.queue import submit_run
     from grpo_core.settings import load_settings
     from grpo_core.submit.sweeps import submit_sweep
     from app.tabs.runs.sweeps import sweep_frame
-    from grpo_core.jobs.try_model import build_request, try_in_subprocess
+    from grpo_core.try_model.job import build_request, try_in_subprocess
     from storage import RunStatus
 
     data_dir, model_dir, example = sys.argv[1:4]

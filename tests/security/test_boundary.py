@@ -286,7 +286,7 @@ def test_the_boundary_settings_from_flags_and_environment(tmp_path, monkeypatch)
 
 
 def test_serve_flags_reach_the_settings(tmp_path, monkeypatch):
-    from app import cli
+    import app.cli.main as cli
 
     (tmp_path / "plugins").mkdir()
     auth = tmp_path / "users.txt"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main as cli_main
+from app.cli.main import main as cli_main
 from grpo_core.access.logins import (
     BYTES_PER_MB,
     AccessError,

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from app.api.public import PUBLIC_ENDPOINTS, run_dict
 from app.catalog_sync import dataset_choices, run_choices
-from app.public_api import PUBLIC_ENDPOINTS, run_dict
 from app.server import build_blocks, create_context
 
 SKIP = {"__type__": "update"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from grpo_core.engine.trl_args import to_grpo_config, to_lora_config
 from grpo_core.rewards.compose import RewardSpec
 from grpo_core.run_config import (
     DEFAULT_MODEL,
@@ -14,7 +15,6 @@ from grpo_core.run_config import (
     parse_run_config,
     parse_run_config_text,
 )
-from grpo_core.worker.trl_args import to_grpo_config, to_lora_config
 
 
 def test_defaults():

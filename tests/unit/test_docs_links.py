@@ -147,7 +147,7 @@ def test_a_broken_link_image_anchor_or_path_is_reported():
         "[gone](docs/no-such-page.md) ![gone](docs/screenshots/nope.png) [bad anchor](#no-such-section)",
         "[bad anchor elsewhere](docs/architecture.md#no-such-heading)",
         "`grpo_core/run_config.py` `grpo_core/runs.py` `benchmarks/bench_nothing.py` `tests/doctor/corpus/*.json`",
-        "`examples/*.nothing` `python -m grpo_core.worker.train` `python -m grpo_core.worker.nothing`",
+        "`examples/*.nothing` `python -m grpo_core.training.worker` `python -m grpo_core.engine.nothing`",
         "```", "[in a fence](nowhere.md)", "```",
     ])
     links = broken_links(page, text)
@@ -159,5 +159,5 @@ def test_a_broken_link_image_anchor_or_path_is_reported():
         "`grpo_core/runs.py`: no such path in the repository",
         "`benchmarks/bench_nothing.py`: no such path in the repository",
         "`examples/*.nothing`: no such path in the repository",
-        "python -m grpo_core.worker.nothing: no such module",
+        "python -m grpo_core.engine.nothing: no such module",
     ]), paths

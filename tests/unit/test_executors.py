@@ -111,8 +111,8 @@ def test_ray_gpu_count_refuses_more_gpus_than_the_cluster_has():
 
 def test_the_entrypoint_runs_the_worker_command_in_the_run_folder(tmp_path):
     folder = tmp_path / "a b"
-    line = ray_entrypoint([sys.executable, "-m", "grpo_core.worker.train", "7"], folder)
-    assert shlex.split(line) == ["cd", str(folder), "&&", "exec", sys.executable, "-m", "grpo_core.worker.train", "7"]
+    line = ray_entrypoint([sys.executable, "-m", "grpo_core.training.worker", "7"], folder)
+    assert shlex.split(line) == ["cd", str(folder), "&&", "exec", sys.executable, "-m", "grpo_core.training.worker", "7"]
 
 
 def test_only_worker_settings_travel_to_a_ray_job():

@@ -15,7 +15,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from grpo_core.datasets.rows import editable_prompt_text, prompt_from_text
-from grpo_core.jobs.try_model import build_request
 from grpo_core.run_config import RunConfig, load_run_config
 from grpo_core.runs.export import (
     ExportError,
@@ -28,6 +27,7 @@ from grpo_core.runs.export import (
 from grpo_core.runs.files import ArtifactError, list_checkpoints, resolve_weights, run_dir, weights_choices
 from grpo_core.runs.provenance import current_environment, plugin_files
 from grpo_core.submit.queue import resolve_relative_paths
+from grpo_core.try_model.job import build_request
 from storage import CompletionRecord, GroupRecord
 from tests.store_helpers import record_metrics
 

@@ -134,8 +134,8 @@ def test_worker_command_for_several_processes(settings, store):
     assert command[1:4] == ["-m", "accelerate.commands.launch", "--multi_gpu"]
     assert command[command.index("--main_process_port") + 1] == "29876"
     assert command[command.index("--num_processes") + 1] == "2"
-    assert command[-4:-2] == ["grpo_core.worker.train", str(run.id)]
+    assert command[-4:-2] == ["grpo_core.training.worker", str(run.id)]
     single = worker_command(settings, _queue(store, "single"))
-    assert single[1:3] == ["-m", "grpo_core.worker.train"]
+    assert single[1:3] == ["-m", "grpo_core.training.worker"]
     # The store URL (which may hold a password) never appears in argv; the launcher passes it as GRPO_DB_URL.
     assert settings.db_url not in " ".join(command + single)

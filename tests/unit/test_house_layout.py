@@ -22,7 +22,7 @@ def _modules() -> list[Path]:
 
 def test_the_walk_finds_the_product():
     names = {p.relative_to(REPO).as_posix() for p in _modules()}
-    assert {"grpo_core/run_config.py", "storage/store.py", "app/server.py", "grpo_core/worker/train.py"} <= names
+    assert {"grpo_core/run_config.py", "storage/store.py", "app/server.py", "grpo_core/training/worker.py"} <= names
 
 
 def test_grpo_core_top_level_holds_only_cross_cutting_modules_and_subject_folders():

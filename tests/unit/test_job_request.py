@@ -1,4 +1,4 @@
-"""Tests of the one request/answer round trip of the web halves of jobs (grpo_core.jobs.request): the request reaches
+"""Tests of the one request/answer round trip of the web halves of jobs (grpo_core.child_jobs.request): the request reaches
 the worker module as JSON, its answer comes back, and a worker that fails, hangs, answers nothing or answers garbage
 raises the job's own error with a message saying so; the temporary folder never stays. Real child processes, running
 small worker modules written into ``tmp_path``."""
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from grpo_core.jobs.request import WorkerJob, ask_worker
+from grpo_core.child_jobs.request import WorkerJob, ask_worker
 
 WORKERS = {
     "echo_worker": """
@@ -96,5 +96,5 @@ def test_a_hanging_worker_is_stopped_at_the_limit(workers, tmp_path) -> None:
 
 
 def test_each_job_gets_a_folder_named_after_its_worker() -> None:
-    assert job("grpo_core.worker.try_model").folder_prefix == "grpo-try-model-"
-    assert job("grpo_core.worker.reward_check").folder_prefix == "grpo-reward-check-"
+    assert job("grpo_core.try_model.worker").folder_prefix == "grpo-try-model-"
+    assert job("grpo_core.reward_check.worker").folder_prefix == "grpo-reward-check-"

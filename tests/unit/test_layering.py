@@ -1,6 +1,7 @@
 """Tests of the import rules (docs/architecture.md, "Rules"): the web process never imports torch, transformers, TRL or PEFT;
-``grpo_core`` outside the worker side (``grpo_core/worker/``) never imports gradio or torch, and no module outside the
-worker side imports ``grpo_core.worker`` or a heavy package at module level; ``storage`` imports neither.
+``grpo_core`` outside the child side (the engine, ``grpo_core/engine/``, and the child jobs' entry points, files named
+``worker.py``) never imports gradio or torch, and no module outside the child side imports ``grpo_core.engine``, a
+``worker`` module or a heavy package at module level; ``storage`` imports neither.
 
 The import checks run in a fresh interpreter (``sys.executable -c ...``), since the test process itself has long
 imported everything; the module-level rule is read from the source (``ast``). The paths the web process takes at run
@@ -25,19 +26,23 @@ import grpo_core
 
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "transformers", "trl", "peft", "gradio")
-WORKER_PACKAGE = "grpo_core.worker"  # imported only by worker processes (training, preflight, try the model)
+WORKER_PACKAGE = "grpo_core.engine"  # imported only by child processes (training, preflight, try the model, ...)
 # imported only in a user's own training process (DashboardCallback); the rest of grpo_core.integrations (the wire
 # format, the spool and its sender) is web side and held to the rules
 INTEGRATION_CALLBACK = "grpo_core.integrations.callback"
 WORKER_ONLY = {"torch", "transformers", "trl", "peft", "accelerate", "datasets"}
 
 
+def _is_child_side(module: str) -> bool:
+    """True for the engine's modules and the child jobs' entry points (``grpo_core.<subject>.worker``)."""
+    return module == WORKER_PACKAGE or module.startswith(WORKER_PACKAGE + ".") or module.rsplit(".", 1)[-1] == "worker"
+
+
 def _grpo_core_modules() -> list[str]:
     return sorted(
         info.name
         for info in pkgutil.walk_packages(grpo_core.__path__, "grpo_core.")
-        if info.name != WORKER_PACKAGE and not info.name.startswith(WORKER_PACKAGE + ".")
-        and info.name != INTEGRATION_CALLBACK
+        if not _is_child_side(info.name) and info.name != INTEGRATION_CALLBACK
     )
 
 
@@ -77,8 +82,8 @@ def test_module_discovery_finds_the_web_side_modules():
         "grpo_core.runs.files",
         "grpo_core.datasets.rows",
         "grpo_core.runs.actions",
-        "grpo_core.jobs.try_model",
-        "grpo_core.doctor.preflight",
+        "grpo_core.try_model.job",
+        "grpo_core.preflight.report",
         "grpo_core.rewards.plugin",
         "grpo_core.integrations.wire",
         "grpo_core.integrations.spool",
@@ -86,7 +91,8 @@ def test_module_discovery_finds_the_web_side_modules():
         "grpo_core.integrations.origin",
     ):
         assert expected in modules
-    assert not any(m.startswith(WORKER_PACKAGE) for m in modules) and INTEGRATION_CALLBACK not in modules
+    assert not any(_is_child_side(m) for m in modules) and INTEGRATION_CALLBACK not in modules
+    assert "grpo_core.training.worker" not in modules and "grpo_core.preflight.worker" not in modules
 
 
 def test_web_process_does_not_import_torch_transformers_or_trl(tmp_path):
@@ -97,9 +103,9 @@ def test_web_process_does_not_import_torch_transformers_or_trl(tmp_path):
         settings = load_settings(data_dir={str(tmp_path / "data")!r})
         ctx = app.server.create_context(settings)
         app.server.build_blocks(ctx)
-        import app.cli_integrations, app.ingest_api  # runs recorded from scripts: the HTTP API, token, sync
+        import app.cli.integrations, app.api.ingest  # runs recorded from scripts: the HTTP API, token, sync
         import grpo_core.integrations.sender
-        app.ingest_api.ingest_routes(ctx.store)
+        app.api.ingest.ingest_routes(ctx.store)
         ctx.store.close()
         """,
         tmp_path,
@@ -175,9 +181,9 @@ def _module_level_imports(tree: ast.Module) -> list[tuple[int, str]]:
 
 def _web_side_files() -> list[Path]:
     files = [*(REPO / "app").rglob("*.py"), *(REPO / "storage").rglob("*.py"), *(REPO / "grpo_core").rglob("*.py")]
-    worker = REPO / "grpo_core" / "worker"
+    engine = REPO / "grpo_core" / "engine"
     callback = REPO / "grpo_core" / "integrations" / "callback.py"
-    return sorted(path for path in files if worker not in path.parents and path != callback)
+    return sorted(path for path in files if engine not in path.parents and path.name != "worker.py" and path != callback)
 
 
 def test_module_level_import_finder_sees_nested_blocks_but_not_functions():
@@ -186,13 +192,13 @@ def test_module_level_import_finder_sees_nested_blocks_but_not_functions():
     assert sorted(m for _, m in _module_level_imports(tree)) == ["a", "b", "b.c", "d", "e", "f"]
 
 
-def test_no_module_outside_the_worker_side_imports_it_or_a_heavy_package_at_module_level():
+def test_no_module_outside_the_child_side_imports_it_or_a_heavy_package_at_module_level():
     files = _web_side_files()
     assert REPO / "grpo_core" / "training" / "launcher.py" in files and REPO / "app" / "server.py" in files
     offenders = []
     for path in files:
         for line, module in _module_level_imports(ast.parse(path.read_text(encoding="utf-8"))):
             top = module.split(".")[0]
-            if module == WORKER_PACKAGE or module.startswith(WORKER_PACKAGE + ".") or top in WORKER_ONLY:
+            if (module.startswith("grpo_core.") and _is_child_side(module)) or top in WORKER_ONLY:
                 offenders.append(f"{path.relative_to(REPO)}:{line}: import {module}")
     assert offenders == []

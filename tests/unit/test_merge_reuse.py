@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-import grpo_core.jobs.merge as merge_job
-from grpo_core.jobs.merge import REUSED, MergeError, merge_run, merged_folder
+import grpo_core.merge.job as merge_job
+from grpo_core.merge.job import REUSED, MergeError, merge_run, merged_folder
 from grpo_core.runs.files import adapter_dir
 
 

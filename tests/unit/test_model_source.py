@@ -1,4 +1,4 @@
-"""Tests for grpo_core.models.source (and grpo_core.worker.policy_model.prepare_model): resolving the model field (packaged GGUF, local folder, GGUF file, hub id)
+"""Tests for grpo_core.models.source (and grpo_core.engine.policy_model.prepare_model): resolving the model field (packaged GGUF, local folder, GGUF file, hub id)
 without loading anything. The real GGUF is never converted here (slow); see the integration tests."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from grpo_core.engine.policy_model import prepare_model
 from grpo_core.models import source as model_source
 from grpo_core.models.source import (
     PACKAGED_GGUF_FILE,
@@ -19,7 +20,6 @@ from grpo_core.models.source import (
     packaged_gguf_path,
 )
 from grpo_core.run_config import DEFAULT_MODEL
-from grpo_core.worker.policy_model import prepare_model
 
 REPO = Path(__file__).resolve().parents[2]
 

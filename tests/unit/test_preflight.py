@@ -1,5 +1,5 @@
 """Tests of the preflight's pure parts: statistics of scored groups, the verdict rules (table-driven), the report's
-text and JSON forms (grpo_core.doctor.preflight), row picking, EOS cutting and the dataset loading of a config."""
+text and JSON forms (grpo_core.preflight.report), row picking, EOS cutting and the dataset loading of a config."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import pytest
 from grpo_core.datasets.formats import read_normalized_row
 from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.datasets.rows import load_rows, prompt_text
-from grpo_core.doctor.preflight import (
+from grpo_core.engine.policy_model import EndOfSequence
+from grpo_core.preflight.report import (
     LEVEL_OK,
     LEVEL_PROBLEM,
     LEVEL_WARNING,
@@ -23,11 +24,10 @@ from grpo_core.doctor.preflight import (
     format_report,
     summarize,
 )
-from grpo_core.doctor.preflight_verdict import judge
+from grpo_core.preflight.verdict import judge
+from grpo_core.preflight.worker import pick_rows
 from grpo_core.rewards.compose import score_group
 from grpo_core.run_config import ConfigError, RunConfig
-from grpo_core.worker.policy_model import EndOfSequence
-from grpo_core.worker.preflight import pick_rows
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "arithmetic.jsonl"
 RULES = [
@@ -429,7 +429,7 @@ def test_read_normalized_row(tmp_path):
     ],
 )
 def test_cpu_threads_uses_the_idle_cores(monkeypatch, cores, load, omp, default, expected):
-    import grpo_core.worker.preflight as preflight
+    import grpo_core.preflight.worker as preflight
 
     monkeypatch.setattr(preflight.os, "cpu_count", lambda: cores)
     monkeypatch.setattr(preflight.os, "getloadavg", lambda: (load, load, load))

@@ -8,8 +8,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from app.tabs.datasets import answer_coverage_markdown
-from grpo_core.doctor.preflight import LEVEL_WARNING, PreflightReport, format_report
-from grpo_core.doctor.preflight_verdict import judge
+from grpo_core.preflight.report import LEVEL_WARNING, PreflightReport, format_report
+from grpo_core.preflight.verdict import judge
 from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_coverage
 from tests.unit.test_preflight import _report
 from tests.unit.test_template_tags import R1_DISTILL

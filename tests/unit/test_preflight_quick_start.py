@@ -11,8 +11,8 @@ from __future__ import annotations
 import random
 
 from grpo_core.datasets.library import QUICK_START_PATH
-from grpo_core.doctor.preflight import LEVEL_OK, SampledGroup, summarize
-from grpo_core.doctor.preflight_verdict import judge
+from grpo_core.preflight.report import LEVEL_OK, SampledGroup, summarize
+from grpo_core.preflight.verdict import judge
 from grpo_core.rewards.compose import score_group
 from grpo_core.run_config import RunConfig
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.cli import _as_given, build_parser
+from app.cli.main import _as_given, build_parser
 from grpo_core.datasets.formats import load_prompt_dataset
 from grpo_core.datasets.library import (
     CODE_HELDOUT_FAMILIES_PATH,

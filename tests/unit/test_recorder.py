@@ -1,4 +1,4 @@
-"""Tests for grpo_core.worker.recorder's RunRecorder driven as TRL's Trainer drives it (its callbacks, in the
+"""Tests for grpo_core.engine.recorder's RunRecorder driven as TRL's Trainer drives it (its callbacks, in the
 Trainer's order), on a real SQLite store whose writes are made slow: the callbacks return without waiting for the
 store, step N is in the store before step N+1 is scored, a saving step flushes before the checkpoint, a cancel
 requested before the step's scoring stops that very step (one asked later, or with a busy writer, the next), steps
@@ -14,11 +14,11 @@ from types import SimpleNamespace
 import pytest
 from transformers import TrainerControl, TrainerState
 
-from grpo_core.worker.group_capture import RolloutTap
-from grpo_core.worker.heartbeat import Heartbeat
-from grpo_core.worker.policy_model import EndOfSequence
-from grpo_core.worker.recorder import RunRecorder
-from grpo_core.worker.store_writer import RecordingError
+from grpo_core.engine.group_capture import RolloutTap
+from grpo_core.engine.heartbeat import Heartbeat
+from grpo_core.engine.policy_model import EndOfSequence
+from grpo_core.engine.recorder import RunRecorder
+from grpo_core.engine.store_writer import RecordingError
 
 SLOW_S = 0.3
 ARGS = SimpleNamespace(world_size=1)
@@ -150,7 +150,7 @@ def test_logged_values_are_stored_as_plain_numbers(store):
 
 
 def test_the_inline_mode_writes_on_the_training_thread(store):
-    from grpo_core.worker.store_writer import StoreWriter
+    from grpo_core.engine.store_writer import StoreWriter
 
     run = _running_run(store)
     threads = _slow_metrics(store, seconds=0.01)

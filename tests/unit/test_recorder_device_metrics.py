@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from grpo_core.worker.policy_model import GPU_METRIC_KEYS, gpu_step_metrics
-from grpo_core.worker.recorder import RunRecorder
+from grpo_core.engine.policy_model import GPU_METRIC_KEYS, gpu_step_metrics
+from grpo_core.engine.recorder import RunRecorder
 
 
 def _recorder(store, calls: list[int]) -> tuple[RunRecorder, int]:

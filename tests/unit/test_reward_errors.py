@@ -51,7 +51,7 @@ def test_errors_reach_the_recorded_group_and_inspect_badges_them():
 
     pytest.importorskip("transformers")
     from app.views.runs import groups_html, reward_error_map
-    from grpo_core.worker.group_capture import groups_from_trl_logs
+    from grpo_core.engine.group_capture import groups_from_trl_logs
 
     logs = {
         "prompt": ["p", "p"],

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.jobs.reward_check import check_plugins, score_group_isolated
+from grpo_core.reward_check.job import check_plugins, score_group_isolated
 from grpo_core.rewards import get_rule
 from grpo_core.rewards.plugin import AsyncPluginReward, PluginSignatureError, is_async_function, select_arguments
 
@@ -200,7 +200,7 @@ def test_check_gives_a_trainer_state_to_a_plugin_that_reads_one(plugins: Path) -
 
 
 def test_check_without_plugins_starts_no_child(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("grpo_core.jobs.reward_check.ask_reward_check", lambda *a, **k: pytest.fail("no child expected"))
+    monkeypatch.setattr("grpo_core.reward_check.job.ask_reward_check", lambda *a, **k: pytest.fail("no child expected"))
     check_plugins([{"rule": "length"}], {"prompt": "P"})
 
 

@@ -1,4 +1,4 @@
-"""Tests for grpo_core.worker.store_writer: writes applied in order on the writer thread, back-pressure when the
+"""Tests for grpo_core.engine.store_writer: writes applied in order on the writer thread, back-pressure when the
 queue is full (nothing dropped), flush and close, and a failing write that surfaces on the caller's thread without
 hanging it. The store is a real SQLite file; a few writes are plain callables that record what they saw."""
 
@@ -10,8 +10,8 @@ import time
 
 import pytest
 
+from grpo_core.engine.store_writer import RecordingError, StoreWrite, StoreWriter
 from grpo_core.runs.failures import failure_text
-from grpo_core.worker.store_writer import RecordingError, StoreWrite, StoreWriter
 from tests.store_helpers import record_metrics
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-import grpo_core.jobs.reward_check as reward_check
+import grpo_core.reward_check.job as reward_check
 from app.server import build_blocks, create_context
 from grpo_core.datasets.library import import_dataset
 from grpo_core.run_config import ConfigError, RunConfig

@@ -1,7 +1,7 @@
 """Tests for grpo_core.trl_fields and the run config's TRL knobs: ``trl_args`` checked against the snapshot of TRL's
 ``GRPOConfig`` fields (unknown names refused with the closest real one, dashboard-owned fields with the reason), the
 snapshot matching the installed TRL, and every knob reaching ``GRPOConfig`` through
-:func:`grpo_core.worker.trl_args.to_grpo_config` (this test imports TRL; the web process never does)."""
+:func:`grpo_core.engine.trl_args.to_grpo_config` (this test imports TRL; the web process never does)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def test_snapshot_matches_the_installed_trl():
     from trl import GRPOConfig
 
     version, fields = load_trl_fields()
-    assert version == trl.__version__, "regenerate with python -m grpo_core.worker.trl_fields"
+    assert version == trl.__version__, "regenerate with python -m grpo_core.engine.trl_fields"
     assert set(fields) == {f.name for f in dataclasses.fields(GRPOConfig) if f.init and not f.name.startswith("_")}
     for name in OWNED_FIELDS:
         assert name in fields, f"{name} is refused as dashboard-owned but TRL has no such field"
@@ -70,7 +70,7 @@ def test_eval_needs_one_source():
 
 
 def test_every_knob_reaches_grpo_config(tmp_path):
-    from grpo_core.worker.trl_args import to_grpo_config
+    from grpo_core.engine.trl_args import to_grpo_config
 
     config = parse_run_config(
         {
@@ -106,7 +106,7 @@ def test_every_knob_reaches_grpo_config(tmp_path):
 
 
 def test_num_train_epochs_caps_max_steps():
-    from grpo_core.worker.trl_args import max_steps_for
+    from grpo_core.engine.trl_args import max_steps_for
 
     config = parse_run_config({"max_steps": 100, "num_train_epochs": 2, "per_device_train_batch_size": 8})
     assert config.prompts_per_step == 2
@@ -116,7 +116,7 @@ def test_num_train_epochs_caps_max_steps():
 
 
 def test_trl_args_may_replace_the_workers_other_choices(tmp_path):
-    from grpo_core.worker.trl_args import to_grpo_config
+    from grpo_core.engine.trl_args import to_grpo_config
 
     config = parse_run_config({"trl_args": {"log_completions": True, "per_device_eval_batch_size": 12}})
     args = to_grpo_config(config, tmp_path, use_cpu=True)

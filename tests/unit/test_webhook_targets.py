@@ -167,7 +167,7 @@ def test_settings_and_the_policy_they_give(tmp_path, monkeypatch):
 
 
 def test_the_cli_flags(tmp_path):
-    from app.cli import build_parser
+    from app.cli.main import build_parser
 
     args = build_parser().parse_args(["serve", "--webhook-allow-host", "a.internal", "--webhook-allow-host",
                                       "10.0.0.0/8", "--run-webhooks", "none"])

@@ -1,4 +1,4 @@
-"""Tests of the one end-of-sequence rule (grpo_core.worker.policy_model): which tokens end a completion, where it is cut,
+"""Tests of the one end-of-sequence rule (grpo_core.engine.policy_model): which tokens end a completion, where it is cut,
 and when it counts as truncated, for the trainer's recorder, the preflight and Try the model alike (TRL's rule)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from grpo_core.worker.policy_model import EndOfSequence, end_of_sequence_ids
+from grpo_core.engine.policy_model import EndOfSequence, end_of_sequence_ids
 
 
 def _pair(tokenizer_eos, generation_eos, pad):

@@ -22,7 +22,7 @@ def tiny_reward_model(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def scoring():
-    from grpo_core.worker.reward_models import enable_reward_model_scoring
+    from grpo_core.engine.reward_models import enable_reward_model_scoring
 
     enable_reward_model_scoring()
     yield

@@ -1,4 +1,4 @@
-"""The worker's per-token capture (grpo_core.worker.token_stats) without training: tokens decoded one by one (a
+"""The worker's per-token capture (grpo_core.engine.token_stats) without training: tokens decoded one by one (a
 character split over several byte-level tokens kept whole, SentencePiece word starts keep their space), and the
 captured rows of TRL's micro-batches put back on the completions of the recorded groups by their position."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grpo_core.worker.token_stats import POSITION_KEY, TokenCapture, _Captured, token_pieces
+from grpo_core.engine.token_stats import POSITION_KEY, TokenCapture, _Captured, token_pieces
 from storage import CompletionRecord, GroupRecord
 
 # A byte-level vocabulary: "é" is two tokens (its UTF-8 bytes), "<eos>" a special token, "▁hi" a SentencePiece word.

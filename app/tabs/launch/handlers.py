@@ -39,7 +39,7 @@ from app.tabs.launch.tools import (
 from app.views.tables import empty_frame
 from grpo_core.access.boundary import Boundary
 from grpo_core.bounded_parse import load_json
-from grpo_core.jobs.reward_check import has_plugins, score_group_isolated
+from grpo_core.reward_check.job import has_plugins, score_group_isolated
 from grpo_core.rewards import RewardSpec, score_group
 from grpo_core.rewards.hacking_probe import flagged, probe_row
 from grpo_core.rewards.regex_budget import time_budget

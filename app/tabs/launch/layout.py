@@ -35,7 +35,7 @@ from app.tabs.launch.tools import BENCH_HEADERS, RULE_TABLE_HEADERS, template_th
 from app.views.tables import empty_frame
 from grpo_core.access.boundary import plugin_files
 from grpo_core.datasets.library import ARITHMETIC_EXAMPLE, QUICK_START_EXAMPLE
-from grpo_core.doctor.preflight import DEFAULT_PROMPTS
+from grpo_core.preflight.report import DEFAULT_PROMPTS
 from grpo_core.rewards import all_rules, get_rule
 from grpo_core.run_config import DEFAULT_MODEL, RunConfig
 from grpo_core.sandbox.box import sandbox_info

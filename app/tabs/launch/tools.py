@@ -3,7 +3,7 @@ bench's dataset-row picker. Handlers live in :mod:`app.tabs.launch.handlers`; th
 call (views of a preflight report, the streaming preflight runner, the bench's row reader), so it stays testable.
 
 The preflight samples from the model, which needs torch: it runs in a subprocess
-(:func:`grpo_core.jobs.preflight.start_preflight`) and this module only reads its JSON report.
+(:func:`grpo_core.preflight.job.start_preflight`) and this module only reads its JSON report.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from app.context import AppContext
 from grpo_core.datasets.formats import read_normalized, read_normalized_row
 from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.datasets.rows import dataset_file
-from grpo_core.doctor.preflight import LEVEL_OK, LEVEL_PROBLEM, PreflightReport
-from grpo_core.jobs.preflight import PREFLIGHT_TIMEOUT_S, PreflightError, start_preflight
+from grpo_core.preflight.job import PREFLIGHT_TIMEOUT_S, PreflightError, start_preflight
+from grpo_core.preflight.report import LEVEL_OK, LEVEL_PROBLEM, PreflightReport
 from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_coverage
 from grpo_core.rewards.hacking_probe import describe
 from grpo_core.rewards.template_tags import model_chat_template, resolve_for_model, template_opens_think

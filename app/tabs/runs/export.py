@@ -6,7 +6,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app.context import MODEL_JOBS, AppContext, boundary_of
-from grpo_core.jobs.merge import REUSED, MergeError, merge_run
+from grpo_core.merge.job import REUSED, MergeError, merge_run
 from grpo_core.run_config import ConfigError
 from grpo_core.runs.export import export_run
 from storage import StoreError

@@ -9,8 +9,8 @@ from typing import Any
 
 from app.context import AppContext, actor_of, boundary_of, check_webhooks
 from grpo_core.bounded_parse import dump_yaml
-from grpo_core.jobs.rescore import start_rescoring
 from grpo_core.rescore.composition import launch_config, list_presets, load_preset, save_preset
+from grpo_core.rescore.job import start_rescoring
 from grpo_core.rescore.request import RescoreError, parse_request, parse_rules_text
 from grpo_core.run_config import ConfigError
 from grpo_core.submit.queue import submit_run

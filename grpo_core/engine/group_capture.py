@@ -1,0 +1,217 @@
+"""What the recorder takes from TRL to build a step's groups: the reward function tap and TRL's per-completion buffers.
+
+* :class:`RolloutTap` wraps the first reward function; TRL calls it once per generation batch with the
+  ``completion_ids`` and the dataset columns, and it passes each completion's token count, truncation flag, dataset
+  row (and the columns asked to be kept) to TRL's ``log_extra`` hook, which gathers them across processes in the same
+  order as TRL's own buffers.
+* :func:`groups_from_trl_logs` cuts those buffers (``GRPOTrainer._logs``: prompts, completions, per-function rewards,
+  **TRL's advantages**) into :class:`~storage.GroupRecord` groups of ``num_generations``; :func:`snapshot_of_trl_logs`
+  and :func:`tail_of_trl_logs` copy them for the recorder's writer thread.
+
+Used by :class:`grpo_core.engine.recorder.RunRecorder` (the dashboard's worker and
+:class:`grpo_core.integrations.DashboardCallback` in a user's own script).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from grpo_core.datasets.rows import ROW_INDEX_COLUMN, prompt_text
+from grpo_core.engine.policy_model import EndOfSequence
+from grpo_core.rewards.compose import REWARD_ERRORS_KEY, REWARD_ERRORS_PREFIX
+from grpo_core.rewards.registry import completion_text
+from storage import CompletionRecord, GroupRecord
+
+_EXTRA_TOKENS = "_num_tokens"
+_EXTRA_TRUNCATED = "_truncated"
+#: Prefix of the ``log_extra`` columns holding a kept dataset column (``keep_columns``), one value per completion.
+_EXTRA_COLUMN_PREFIX = "_column/"
+
+
+class RolloutTap:
+    """A reward function wrapper that reports each completion's length, truncation and dataset row to TRL.
+
+    Args:
+        func: the reward function to wrap; its result is returned unchanged and its ``__name__`` kept.
+        end: the model's end tokens (:func:`grpo_core.engine.policy_model.end_of_sequence_ids`); a completion that ends
+            otherwise was truncated at ``max_completion_length`` (TRL's own ``completions/clipped_ratio`` rule).
+        max_completion_length: the generation limit, in tokens.
+        keep_columns: dataset columns whose value each completion's row has, to be kept with its group (a user's
+            own script has no dashboard dataset to look them up in); a column the batch lacks is skipped.
+    """
+
+    def __init__(self, func, end: EndOfSequence, max_completion_length: int,
+                 keep_columns: Sequence[str] = ()) -> None:
+        self.func = func
+        self.keep_columns = tuple(keep_columns)
+        self.__name__ = getattr(func, "__name__", type(func).__name__)
+        self.end = end
+        self.max_completion_length = max_completion_length
+        self.calls = 0
+        self.eval_completions = 0
+        self.in_eval: Callable[[], bool] = lambda: False
+        self.before_scoring: Callable[[], None] = lambda: None
+
+    def __call__(self, completions, **kwargs) -> list[float | None]:
+        self.before_scoring()
+        log_extra = kwargs.get("log_extra")
+        if log_extra is not None:
+            ids = kwargs.get("completion_ids") or [[] for _ in completions]
+            rows = kwargs.get(ROW_INDEX_COLUMN) or [None] * len(completions)
+            log_extra(ROW_INDEX_COLUMN, list(rows))
+            log_extra(_EXTRA_TOKENS, [len(i) for i in ids])
+            log_extra(
+                _EXTRA_TRUNCATED,
+                [self.end.is_truncated(i) for i in ids],
+            )
+            for column in self.keep_columns:
+                values = kwargs.get(column)
+                if isinstance(values, list) and len(values) == len(completions):
+                    log_extra(_EXTRA_COLUMN_PREFIX + column, [_jsonable(v) for v in values])
+        # ``calls`` counts training generations only; an evaluation's completions are counted apart, so that the
+        # recorder can cut them off the tail of TRL's buffers as eval groups.
+        if self.in_eval():
+            self.eval_completions += len(completions)
+        else:
+            self.calls += 1
+        return self.func(completions, **kwargs)
+
+
+def _jsonable(value: Any) -> Any:
+    """A dataset cell as a JSON value: numbers, strings, booleans, lists and dicts as they are; anything else
+    (a tensor, an image) as its ``str``, cut at 2,000 characters."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return str(value)[:2000]
+
+
+def _nan_to_none(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+def groups_from_trl_logs(
+    logs: dict[str, Any],
+    *,
+    step: int,
+    num_generations: int,
+    reward_names: Sequence[str],
+    reward_weights: Sequence[float],
+    rows: Sequence[dict[str, Any]] | None = None,
+    split: str = "train",
+) -> list[GroupRecord]:
+    """Cut TRL's latest-generation buffers (``GRPOTrainer._logs``) into groups of ``num_generations``, each marked
+    with ``split``.
+
+    ``logs["prompt"]``, ``logs["completion"]``, ``logs["rewards"][name]`` and ``logs["advantages"]`` hold one entry
+    per completion of the gathered generation batch, groups contiguous (TRL's ``RepeatSampler`` repeats each prompt
+    ``num_generations`` times in a row and rewards are normalised over ``view(-1, num_generations)``).
+    The total reward is TRL's ``nansum(reward_i * weight_i)``; NaN where every function returned ``None``.
+
+    Returns:
+        One :class:`GroupRecord` per prompt; ``extra`` holds the dataset row's other columns (from ``rows``, else
+        the columns the :class:`RolloutTap` kept, as its first completion's row has them).
+    """
+    prompts = list(logs["prompt"])
+    completions = list(logs["completion"])
+    advantages = list(logs["advantages"])
+    rewards = {name: list(logs["rewards"].get(name, [])) for name in reward_names}
+    extra = logs.get("extra", {})
+    row_ids = list(extra.get(ROW_INDEX_COLUMN, []))
+    tokens = list(extra.get(_EXTRA_TOKENS, []))
+    truncated = list(extra.get(_EXTRA_TRUNCATED, []))
+    count = min(len(prompts), len(completions), len(advantages))
+    groups: list[GroupRecord] = []
+    for start in range(0, count - count % num_generations, num_generations):
+        members = []
+        for offset in range(num_generations):
+            i = start + offset
+            per_rule = {name: _nan_to_none(values[i]) if i < len(values) else None for name, values in rewards.items()}
+            scored = [(v, w) for v, w in zip(per_rule.values(), reward_weights, strict=False) if v is not None]
+            total = sum(v * w for v, w in scored) if scored else None
+            members.append(
+                CompletionRecord(
+                    index=offset,
+                    text=completion_text(completions[i]),
+                    rewards=per_rule,
+                    total_reward=total,
+                    advantage=_nan_to_none(advantages[i]),
+                    num_tokens=int(tokens[i]) if i < len(tokens) and tokens[i] is not None else None,
+                    truncated=bool(truncated[i]) if i < len(truncated) else False,
+                )
+            )
+        row_index = row_ids[start] if start < len(row_ids) and row_ids[start] is not None else -1
+        row_extra: dict[str, Any] = {}
+        if rows is not None and 0 <= row_index < len(rows):
+            row_extra = {k: v for k, v in rows[row_index].items() if k not in ("prompt", ROW_INDEX_COLUMN)}
+        for column, values in extra.items():
+            name = str(column)
+            if name.startswith(_EXTRA_COLUMN_PREFIX) and start < len(values):
+                row_extra.setdefault(name[len(_EXTRA_COLUMN_PREFIX):], list(values)[start])
+        failed = _reward_errors(extra, start, num_generations)
+        if failed:
+            row_extra[REWARD_ERRORS_KEY] = failed
+        groups.append(
+            GroupRecord(
+                step=step,
+                row_index=int(row_index),
+                prompt=prompt_text(prompts[start]),
+                completions=members,
+                extra=row_extra,
+                split=split,
+            )
+        )
+    return groups
+
+
+def _reward_errors(extra: dict[str, Any], start: int, size: int) -> dict[str, dict[str, str]]:
+    """The reward errors of the completions ``start .. start + size - 1`` from TRL's ``extra`` buffers."""
+    found: dict[str, dict[str, str]] = {}
+    for column, values in extra.items():
+        if not str(column).startswith(REWARD_ERRORS_PREFIX):
+            continue
+        values = list(values)
+        for offset in range(size):
+            i = start + offset
+            if i < len(values) and values[i]:
+                found.setdefault(str(offset), {})[str(column)[len(REWARD_ERRORS_PREFIX):]] = str(values[i])
+    return found
+
+
+def tail_of_trl_logs(logs: dict[str, Any], count: int) -> dict[str, Any]:
+    """The last ``count`` entries of each of TRL's per-completion buffers (``GRPOTrainer._logs``): the completions
+    of the latest eval batch, which TRL appends after the earlier ones."""
+
+    def tail(values) -> list:
+        values = list(values)
+        return values[len(values) - min(count, len(values)):]
+
+    return {
+        "prompt": tail(logs["prompt"]),
+        "completion": tail(logs["completion"]),
+        "advantages": tail(logs["advantages"]),
+        "rewards": {name: tail(values) for name, values in logs["rewards"].items()},
+        "extra": {name: tail(values) for name, values in logs.get("extra", {}).items()},
+    }
+
+
+def snapshot_of_trl_logs(logs: dict[str, Any]) -> dict[str, Any]:
+    """A copy of TRL's per-completion buffers (``GRPOTrainer._logs``: deques TRL's next generation extends) as plain
+    lists, for :func:`groups_from_trl_logs` on another thread. The entries themselves are shared (strings, numbers
+    and message lists TRL does not change); a buffer TRL lacks is empty."""
+    return {
+        "prompt": list(logs.get("prompt", ())),
+        "completion": list(logs.get("completion", ())),
+        "advantages": list(logs.get("advantages", ())),
+        "rewards": {name: list(values) for name, values in logs.get("rewards", {}).items()},
+        "extra": {name: list(values) for name, values in logs.get("extra", {}).items()},
+    }

@@ -1,0 +1,282 @@
+"""Preflight, the sampling half: ``python -m grpo_core.preflight.worker CONFIG [--prompts 4] [--json OUT]``.
+
+What it does (:func:`run_preflight`): load the model and tokenizer the way the trainer does
+(:mod:`grpo_core.engine.policy_model`: :func:`~grpo_core.engine.policy_model.prepare_model`, float32 on the CPU, bfloat16 on a
+GPU), pick ``num_prompts`` rows (seeded by the run's ``seed``), render chat prompts with the tokenizer's chat
+template (``add_generation_prompt``, as TRL does), sample ``num_generations`` completions per prompt with the run's
+``temperature``, ``top_p`` and ``max_completion_length`` (``top_k`` off, as TRL's default), cut each after its first
+end-of-sequence token (:meth:`~grpo_core.engine.policy_model.EndOfSequence.cut`), and score every group with
+:func:`grpo_core.rewards.compose.score_group` (the trainer's own rule: weighted sum, then group advantages;
+``length`` counts tokens), and run the reward-hacking probe (:func:`grpo_core.rewards.hacking_probe.probe_row`, degenerate
+completions against each group's best). The report and its verdict come from :mod:`grpo_core.preflight.report`.
+
+What it leaves out: it samples from the model as it is before training (no LoRA update, no reference model),
+one process, no vLLM; with a handful of prompts every share it reports is rough (4 prompts -> steps of 25 %).
+
+Entry points: this module and ``grpo-dashboard preflight run.yaml`` (one argument parser,
+:func:`grpo_core.preflight.job.add_preflight_arguments`); the dashboard runs this module in a subprocess
+(:mod:`grpo_core.preflight.job`). Imports torch and transformers when sampling; worker processes only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from grpo_core.datasets.rows import load_rows, prompt_text
+from grpo_core.engine.policy_model import end_of_sequence_ids, load_policy, pick_device, prepare_model
+from grpo_core.engine.reward_models import enable_reward_model_scoring
+from grpo_core.models.prompt_lengths import require_prompts_fit
+from grpo_core.preflight.report import DEFAULT_PROMPTS, PreflightReport, SampledGroup, format_report, summarize
+from grpo_core.preflight.verdict import judge
+from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_coverage
+from grpo_core.rewards.compose import build_reward_funcs, score_group
+from grpo_core.rewards.hacking_probe import probe_row
+from grpo_core.rewards.template_tags import resolve_for_model
+from grpo_core.run_config import ConfigError, RunConfig, load_run_config
+
+# ------------------------------------------------------------------------------------------------- sampling
+
+
+def pick_rows(num_rows: int, num_prompts: int, seed: int) -> list[int]:
+    """``min(num_prompts, num_rows)`` distinct row indices, drawn with ``random.Random(seed)`` (reproducible).
+
+    Raises:
+        ValueError: the dataset is empty or ``num_prompts < 1``.
+    """
+    if num_rows < 1:
+        raise ValueError("the dataset has no rows")
+    if num_prompts < 1:
+        raise ValueError(f"num_prompts must be at least 1, got {num_prompts}")
+    return random.Random(seed).sample(range(num_rows), min(num_prompts, num_rows))
+
+
+def cpu_threads(default: int) -> int:
+    """Torch threads for sampling on the CPU: the cores not already busy, at least 1, at most ``default``.
+
+    OpenMP threads that share their cores with other busy processes (training workers, a second preflight) spin at
+    every barrier: on a 2-core machine with a load of 8, generating with 2 threads took 9x longer than with 1
+    (215 s against 24 s for 4 x 32 tokens of SmolLM2-135M). ``OMP_NUM_THREADS``, when set, wins.
+    """
+    if os.environ.get("OMP_NUM_THREADS"):
+        return default
+    try:
+        busy = round(os.getloadavg()[0])
+    except OSError:
+        return default
+    return max(1, min(default, (os.cpu_count() or 1) - busy))
+
+
+def sample_groups(
+    config: RunConfig,
+    rows: Sequence[Mapping[str, Any]],
+    model_path: str,
+    *,
+    num_prompts: int = DEFAULT_PROMPTS,
+    progress: Callable[[str], None] = print,
+) -> list[SampledGroup]:
+    """Sample and score ``num_prompts`` groups of ``config.num_generations`` completions (imports torch).
+
+    Args:
+        config: the run config (rules, sampling settings, ``seed``, ``device``).
+        rows: dataset rows (``prompt`` plus the columns the rules read).
+        model_path: folder or hub id for ``from_pretrained`` (see :func:`grpo_core.engine.policy_model.prepare_model`).
+        num_prompts: groups to sample (fewer if the dataset is smaller).
+        progress: receives one-line status messages.
+
+    Raises:
+        ValueError: no rows, a bad rule, a row without ``prompt``.
+        RuntimeError: ``device: cuda`` without a GPU.
+        OSError: the model cannot be loaded.
+    """
+    import torch
+    from transformers import GenerationConfig
+
+    build_reward_funcs(config.rewards)  # fail on a bad rule before loading the model
+    enable_reward_model_scoring()  # a reward_model rule scores here, as the trainer would
+    indices = pick_rows(len(rows), num_prompts, config.seed)
+    device = pick_device(config.device)
+    if device == "cpu":
+        torch.set_num_threads(cpu_threads(torch.get_num_threads()))
+    progress(f"loading model from {model_path} on {device} ({torch.get_num_threads()} CPU threads)")
+    model, tokenizer = load_policy(model_path, device)
+    model.to(device).eval()
+    end = end_of_sequence_ids(model, tokenizer)
+    generation_config = GenerationConfig(  # as GRPOTrainer builds it (TRL 1.16), replacing the model's defaults
+        max_new_tokens=config.max_completion_length,
+        do_sample=True,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=list(end.ids),
+        temperature=config.temperature,
+        top_p=config.top_p,
+        top_k=0,
+        num_return_sequences=config.num_generations,
+    )
+    torch.manual_seed(config.seed)
+    groups = []
+    for number, index in enumerate(indices, start=1):
+        row = dict(rows[index])
+        if "prompt" not in row:
+            raise ValueError(f"row {index} has no 'prompt' column")
+        prompt = row["prompt"]
+        chat = isinstance(prompt, list)
+        if chat:
+            text = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+            encoded = tokenizer(text, return_tensors="pt", add_special_tokens=False)
+        else:
+            encoded = tokenizer(str(prompt), return_tensors="pt")
+        encoded = {k: v.to(device) for k, v in encoded.items()}
+        progress(f"prompt {number}/{len(indices)} (row {index}): sampling {config.num_generations} completions")
+        with torch.no_grad():
+            output = model.generate(**encoded, generation_config=generation_config)
+        generated = output[:, encoded["input_ids"].shape[1] :].tolist()
+        cut = [end.cut(ids) for ids in generated]
+        ids = [c[0] for c in cut]
+        texts = tokenizer.batch_decode(ids, skip_special_tokens=True)
+        completions: list[Any] = [[{"role": "assistant", "content": t}] for t in texts] if chat else texts
+        score = score_group(config.rewards, completions, row, completion_ids=ids, scale_rewards=config.scale_rewards)
+        probes = probe_row(
+            config.rewards, row, texts, row_index=index, prompt=prompt_text(prompt),
+            tokenize=lambda t: [*tokenizer(t, add_special_tokens=False)["input_ids"], end.ids[0]],
+        )
+        groups.append(
+            SampledGroup(
+                row_index=index,
+                prompt=prompt_text(prompt),
+                texts=texts,
+                num_tokens=[len(i) for i in ids],
+                truncated=[c[1] for c in cut],
+                score=score,
+                probes=probes,
+            )
+        )
+    return groups
+
+
+def run_preflight(
+    config: RunConfig,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    model_cache_dir: Path,
+    num_prompts: int = DEFAULT_PROMPTS,
+    progress: Callable[[str], None] = print,
+) -> PreflightReport:
+    """Prepare the model, sample and score ``num_prompts`` groups, summarise and judge them (imports torch).
+
+    Raises:
+        grpo_core.models.source.ModelSourceError: the model cannot be found or converted.
+        as :func:`sample_groups`.
+    """
+    started = time.monotonic()
+    model_path = prepare_model(config.model, model_cache_dir, progress)
+    if (Path(model_path) / "tokenizer.json").is_file():  # the run would refuse these prompts: so does the preflight
+        require_prompts_fit(rows, model_path, config.max_completion_length)
+    rewards, opens_think = resolve_for_model(config.rewards, str(model_path), rows)
+    config = config.model_copy(update={"rewards": rewards})  # as the run will resolve template_opened_think: auto
+    groups = sample_groups(config, rows, model_path, num_prompts=num_prompts, progress=progress)
+    report = summarize(groups, config=config, seconds=time.monotonic() - started)
+    report.template_opened_think = opens_think
+    # the web-side check (missing, prose, not one number) over every row; math-verify's parse costs ~10 ms a row, and
+    # what it cannot parse shows as the rule's None share in the sampled groups
+    coverage = dataset_answer_coverage(rows, [spec.rule for spec in config.rewards])
+    report.answers_not_judged = {c.rule: c.not_judged for c in coverage if c.not_judged}
+    report.answer_coverage_notes = coverage_lines(coverage)
+    report.verdict = judge(report)
+    return report
+
+
+# ------------------------------------------------------------------------------------------------- entry point
+
+
+def preflight_command(
+    config_path: str,
+    *,
+    prompts: int = DEFAULT_PROMPTS,
+    dataset_id: int | None = None,
+    data_dir: str | None = None,
+    db_url: str | None = None,
+    json_out: str | None = None,
+    prog: str = "preflight",
+) -> int:
+    """Run a preflight from a config file, print the report; exit status 0, 2 for a bad config, 1 on failure.
+
+    With ``json_out`` the report (or ``{"error": message}``) is written there as JSON, atomically.
+    """
+    from grpo_core.settings import load_settings
+
+    def write_json(data: dict[str, Any]) -> None:
+        if json_out:
+            target = Path(json_out)
+            tmp = target.with_name(target.name + ".tmp")
+            tmp.write_text(json.dumps(data, ensure_ascii=False, allow_nan=False), encoding="utf-8")
+            os.replace(tmp, target)
+
+    def progress(message: str) -> None:
+        print(f"[preflight] {message}", flush=True)
+
+    store = None
+    try:
+        config = load_run_config(config_path)
+        if dataset_id is not None:
+            config = config.model_copy(update={"dataset_id": dataset_id})
+        settings = load_settings(data_dir=data_dir, db_url=db_url)
+        if config.dataset_id is not None:
+            from storage import Store
+
+            store = Store(settings.db_url)
+        rows = load_rows(store, config, base_dir=Path(config_path).resolve().parent)
+    except (ConfigError, ValueError, OSError) as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        write_json({"error": str(exc)})
+        return 2
+    finally:
+        if store is not None:
+            store.close()
+    progress(f"sampling {min(prompts, len(rows))} prompts x {config.num_generations} completions from {config.model}")
+    try:
+        settings.model_cache_dir.mkdir(parents=True, exist_ok=True)
+        report = run_preflight(
+            config, rows, model_cache_dir=settings.model_cache_dir, num_prompts=prompts, progress=progress
+        )
+    except Exception as exc:  # noqa: BLE001 - any failure is reported, to the terminal and to the JSON file
+        message = f"{type(exc).__name__}: {exc}"
+        print(f"{prog}: {message}", file=sys.stderr)
+        write_json({"error": message})
+        return 1
+    print(format_report(report), flush=True)
+    write_json(report.to_dict())
+    return 0
+
+
+def preflight_from_args(args: argparse.Namespace, prog: str) -> int:
+    """:func:`preflight_command` on arguments parsed by :func:`grpo_core.preflight.job.add_preflight_arguments`
+    (``python -m grpo_core.preflight.worker`` and ``grpo-dashboard preflight``); returns the exit status."""
+    return preflight_command(
+        args.config,
+        prompts=args.prompts,
+        dataset_id=args.dataset_id,
+        data_dir=args.data_dir,
+        db_url=args.db,
+        json_out=args.json_out,
+        prog=prog,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m grpo_core.preflight.worker`` (the arguments of ``grpo-dashboard preflight``)."""
+    from grpo_core.preflight.job import build_preflight_parser
+
+    prog = "python -m grpo_core.preflight.worker"
+    return preflight_from_args(build_preflight_parser(prog).parse_args(argv), prog="grpo_core.preflight.worker")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""Try the model, the web half: build the request for a run and run :mod:`grpo_core.try_model.worker` in a
+subprocess (:mod:`grpo_core.child_jobs.request`). Imports no torch.
+
+The child samples the run's base model and its trained weights (the final adapter or a checkpoint, see
+:mod:`grpo_core.runs.files`) on the same prompt, side by side, and scores both with the run's reward rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from grpo_core.child_jobs.request import WorkerJob, ask_worker
+from grpo_core.rewards.registry import first_missing_column
+from grpo_core.run_config import parse_run_config
+from grpo_core.runs.files import resolve_weights, run_dir
+from grpo_core.settings import Settings
+from storage import RunInfo
+
+TRY_TIMEOUT_S = 600.0
+BASE = "base"
+TRAINED = "trained"
+
+
+class TryModelError(RuntimeError):
+    """Sampling failed; the message carries the reason (the end of the subprocess's output)."""
+
+
+TRY_JOB = WorkerJob(
+    module="grpo_core.try_model.worker",
+    error=TryModelError,
+    failed="trying the model failed",
+    timed_out="trying the model took longer than {timeout_s} s and was stopped",
+    tail_lines=60,
+)
+
+
+class TryRequest(BaseModel):
+    """What to sample: the model, the trained weights, the prompt and its dataset row, the rules, the settings.
+
+    Lengths are in tokens. ``prompt`` is text or a list of chat messages (``{"role", "content"}``); ``row`` holds
+    the dataset row's other columns (``answer``, ``tests``, ...) that the reward rules read.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(description="The run's model field: 'SmolLM2-135M-Instruct', a folder, a .gguf or a hub id.")
+    weights: str | None = Field(None, description="Folder of the trained adapter or checkpoint; None: base only.")
+    prompt: str | list[dict[str, Any]]
+    row: dict[str, Any] = Field(default_factory=dict)
+    rewards: list[dict[str, Any]] = Field(default_factory=list, description="The run's RewardSpec dumps.")
+    num_samples: int = Field(2, ge=1, le=16)
+    max_new_tokens: int = Field(64, ge=1, le=4096)
+    temperature: float = Field(0.9, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    model_cache_dir: str = Field(description="Where GGUF models are converted to safetensors (the data dir's).")
+
+
+def build_request(
+    settings: Settings,
+    run: RunInfo,
+    *,
+    prompt: str | list[dict[str, Any]],
+    row: Mapping[str, Any] | None = None,
+    weights: str | None = "latest",
+    num_samples: int = 2,
+    max_new_tokens: int | None = None,
+    temperature: float | None = None,
+    seed: int = 0,
+) -> TryRequest:
+    """A :class:`TryRequest` for ``run``: its model, the chosen weights in its folder and its reward rules.
+
+    Args:
+        weights: ``latest``, ``adapter`` or ``checkpoint-<step>`` (see :func:`grpo_core.runs.files.resolve_weights`);
+            ``None`` samples the base model only.
+        max_new_tokens, temperature: default the run's ``max_completion_length`` and ``temperature``.
+
+    Raises:
+        ValueError: a reward rule reads a column ``row`` lacks (the message names both).
+        grpo_core.runs.files.ArtifactError: the run has no such weights.
+        grpo_core.run_config.ConfigError: the run's stored config does not validate.
+    """
+    config = parse_run_config(run.config, source=f"run {run.id} config")
+    row = {k: v for k, v in dict(row or {}).items() if k != "prompt"}
+    if (gap := first_missing_column([spec.rule for spec in config.rewards], row)) is not None:
+        raise ValueError(
+            f"reward rule {gap.rule} reads the column {gap.column!r}; give it in the row's columns "
+            f"(load a dataset row, or add it to the JSON)"
+        )
+    folder = None if weights is None else resolve_weights(run_dir(settings, run), weights)
+    return TryRequest(
+        model=config.model,
+        weights=None if folder is None else str(folder),
+        prompt=prompt,
+        row=row,
+        rewards=[spec.model_dump(mode="json") for spec in config.rewards],
+        num_samples=num_samples,
+        max_new_tokens=max_new_tokens or config.max_completion_length,
+        temperature=config.temperature if temperature is None else temperature,
+        top_p=config.top_p,
+        seed=seed,
+        device=config.device,
+        model_cache_dir=str(settings.model_cache_dir),
+    )
+
+
+def try_in_subprocess(
+    request: TryRequest,
+    *,
+    timeout_s: float = TRY_TIMEOUT_S,
+    env: Mapping[str, str] | None = None,
+    workdir: Path | None = None,
+) -> dict[str, Any]:
+    """Run ``python -m grpo_core.try_model.worker`` on ``request`` in its own process group and return its result
+    (:func:`grpo_core.child_jobs.request.ask_worker`).
+
+    The web process stays free of torch; the child is killed (its whole group) after ``timeout_s`` seconds.
+
+    Returns:
+        The result mapping described in :func:`grpo_core.try_model.worker.try_model`.
+
+    Raises:
+        TryModelError: the child failed, timed out or wrote no result; the message ends with its output's tail.
+    """
+    return ask_worker(TRY_JOB, request, timeout_s=timeout_s, env=env, workdir=workdir)

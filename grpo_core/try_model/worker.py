@@ -1,0 +1,194 @@
+"""Try the model, the worker half: ``python -m grpo_core.try_model.worker REQUEST.json --out RESULT.json``.
+
+Loads the base model (the run's ``model`` field, converted from GGUF once like the trainer does, see
+:mod:`grpo_core.engine.policy_model`), generates ``num_samples`` completions, then applies the trained weights (a PEFT
+adapter, or full weights when the run trained without LoRA) and generates again with the same seed and settings,
+and scores both sets with the run's reward rules exactly as the trainer would
+(:func:`grpo_core.rewards.compose.score_group`). Prompts are tokenized the way TRL's ``GRPOTrainer`` does: chat
+messages through the tokenizer's chat template with the generation prompt, plain text as is; completions end at
+the model's end tokens by TRL's rule (:func:`grpo_core.engine.policy_model.end_of_sequence_ids`). The request comes from
+:mod:`grpo_core.try_model.job` (web side). What it leaves out: batching several prompts, and vLLM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from grpo_core.engine.policy_model import EndOfSequence, end_of_sequence_ids, load_policy, pick_device, policy_dtype
+from grpo_core.rewards.registry import completion_text
+from grpo_core.try_model.job import BASE, TRAINED, TryRequest
+
+
+def _prompt_ids(tokenizer, prompt: str | list[dict[str, Any]]) -> list[int]:
+    """Token ids of the prompt as TRL's ``GRPOTrainer`` builds them."""
+    if isinstance(prompt, list):
+        ids = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True, return_dict=True)
+        ids = ids["input_ids"]
+        return list(ids[0] if ids and isinstance(ids[0], list) else ids)
+    return list(tokenizer(text=prompt)["input_ids"])
+
+
+def _generate(model, tokenizer, prompt_ids: list[int], request: TryRequest, end: EndOfSequence, device: str):
+    import torch
+
+    torch.manual_seed(request.seed)
+    if device == "cuda":
+        torch.cuda.manual_seed_all(request.seed)
+    inputs = torch.tensor([prompt_ids], device=device)
+    do_sample = request.temperature > 0
+    options: dict[str, Any] = {"do_sample": do_sample, "max_new_tokens": request.max_new_tokens}
+    if do_sample:
+        options.update(temperature=request.temperature, top_p=request.top_p, top_k=0)
+    # Greedy decoding gives one answer however often it is asked; generate it once and repeat it.
+    sequences = request.num_samples if do_sample else 1
+    with torch.inference_mode():
+        output = model.generate(
+            input_ids=inputs,
+            attention_mask=torch.ones_like(inputs),
+            num_return_sequences=sequences,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=list(end.ids),
+            **options,
+        )
+    generated = output[:, len(prompt_ids):].tolist()
+    if not do_sample:
+        generated = generated * request.num_samples
+    completions = []
+    for sequence in generated:
+        ids, truncated = end.cut(sequence)
+        completions.append(
+            {
+                "ids": ids,
+                "text": tokenizer.decode(ids, skip_special_tokens=True),
+                "num_tokens": len(ids),
+                "truncated": truncated,
+            }
+        )
+    return completions
+
+
+def _side(label: str, request: TryRequest, completions: list[dict[str, Any]]) -> dict[str, Any]:
+    """One side of the comparison: each completion with its per-rule rewards and weighted total (as the trainer
+    would score it), and the mean total (``None`` when no rule applied to any completion)."""
+    from grpo_core.engine.reward_models import enable_reward_model_scoring
+    from grpo_core.rewards.compose import score_group
+
+    enable_reward_model_scoring()  # a reward_model rule scores here, as the trainer would
+    chat = isinstance(request.prompt, list)
+    texts: list[Any] = [[{"role": "assistant", "content": c["text"]}] if chat else c["text"] for c in completions]
+    scored = None
+    if request.rewards:
+        row = {**request.row, "prompt": request.prompt}
+        scored = score_group(request.rewards, texts, row, [c["ids"] for c in completions])
+    out = []
+    for k, completion in enumerate(completions):
+        out.append(
+            {
+                "text": completion_text(texts[k]),
+                "num_tokens": completion["num_tokens"],
+                "truncated": completion["truncated"],
+                "rewards": {} if scored is None else {n: scored.rewards[i][k] for i, n in enumerate(scored.names)},
+                "total": None if scored is None else scored.total[k],
+            }
+        )
+    totals = [c["total"] for c in out if c["total"] is not None]
+    return {"label": label, "mean_total": sum(totals) / len(totals) if totals else None, "completions": out}
+
+
+def try_model(request: TryRequest, progress: Callable[[str], None] = print) -> dict[str, Any]:
+    """Generate with the base model and the trained weights on the request's prompt and score both (imports torch).
+
+    Returns:
+        ``{"prompt_text": str, "device": str, "seconds": float, "names": [rule names], "weights": [floats],
+        "sides": {"base": side, "trained": side}}`` (``trained`` absent without ``weights``), where ``side`` is
+        ``{"label": str, "mean_total": float | None, "completions": [{"text", "num_tokens", "truncated",
+        "rewards": {name: float | None}, "total": float | None}]}``. Both sides use the same seed.
+
+    Raises:
+        ValueError: a reward rule is invalid, or ``weights`` is not a model or adapter folder.
+        grpo_core.models.source.ModelSourceError: the model cannot be found.
+    """
+    from transformers import AutoModelForCausalLM
+
+    from grpo_core.engine.policy_model import prepare_model
+    from grpo_core.rewards.compose import build_reward_funcs
+    from grpo_core.rewards.template_tags import resolve_for_model
+
+    started = time.monotonic()
+    _, weights, names = build_reward_funcs(request.rewards) if request.rewards else ([], [], [])
+    device = pick_device(request.device)
+    dtype = policy_dtype(device)
+    model_path = prepare_model(request.model, Path(request.model_cache_dir), progress)
+    if request.rewards:  # template_opened_think: auto, as the run resolves it
+        rewards, _ = resolve_for_model(request.rewards, str(model_path), [{"prompt": request.prompt}])
+        request = request.model_copy(update={"rewards": rewards})
+    progress(f"loading {model_path} on {device}")
+    model, tokenizer = load_policy(model_path, device)
+    model = model.to(device).eval()
+    end = end_of_sequence_ids(model, tokenizer)
+
+    prompt_ids = _prompt_ids(tokenizer, request.prompt)
+    sides: dict[str, Any] = {}
+    progress("sampling the base model")
+    base = _generate(model, tokenizer, prompt_ids, request, end, device)
+    sides[BASE] = _side(f"base: {request.model}", request, base)
+    if request.weights:
+        folder = Path(request.weights)
+        progress(f"loading trained weights from {folder}")
+        if (folder / "adapter_config.json").is_file():
+            from peft import PeftModel
+
+            trained = PeftModel.from_pretrained(model, str(folder)).to(device).eval()
+        elif (folder / "config.json").is_file():
+            del model
+            trained = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype,
+                                                           trust_remote_code=False).to(device).eval()
+        else:
+            raise ValueError(f"{folder} holds neither a PEFT adapter nor a model")
+        progress("sampling the trained weights")
+        tuned = _generate(trained, tokenizer, prompt_ids, request, end, device)
+        sides[TRAINED] = _side(f"trained: {folder.name}", request, tuned)
+    return {
+        "prompt_text": tokenizer.decode(prompt_ids, skip_special_tokens=False),
+        "device": device,
+        "seconds": round(time.monotonic() - started, 3),
+        "names": names,
+        "weights": weights,
+        "sides": sides,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m grpo_core.try_model.worker REQUEST.json --out RESULT.json``; exit status 0 on
+    success, 1 when generation failed (the traceback goes to standard error), 2 for an unreadable request."""
+    parser = argparse.ArgumentParser(prog="python -m grpo_core.try_model.worker", description=__doc__.splitlines()[0])
+    parser.add_argument("request", help="JSON file holding a TryRequest")
+    parser.add_argument("--out", required=True, help="where to write the result JSON")
+    args = parser.parse_args(argv)
+    try:
+        request = TryRequest.model_validate_json(Path(args.request).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        print(f"grpo_core.try_model.worker: bad request {args.request}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        result = try_model(request, progress=lambda message: print(f"[try] {message}", flush=True))
+    except Exception:  # noqa: BLE001 - report any failure through the exit status and the log
+        traceback.print_exc()
+        return 1
+    out = Path(args.out)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
