@@ -44,7 +44,7 @@ def test_served_app_requires_the_login(served, tmp_path):
     assert config.status_code == 200
     assert "tab-datasets" in config.text
 
-    # Gradio itself refuses an upload over --max-upload-mb (the importer checks again; tests/unit/test_access.py).
+    # Gradio itself refuses an upload over --max-upload-mb (the importer checks again; tests/unit/access/test_access.py).
     small = user.post("/gradio_api/upload", files={"files": ("p.jsonl", b'{"prompt": "hi"}\n')})
     assert small.status_code == 200, small.text
     big = user.post("/gradio_api/upload", files={"files": ("big.jsonl", b"x" * (1024 * 1024 + 4096))})
