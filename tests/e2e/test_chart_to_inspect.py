@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from grpo_core.run_config import RunConfig
 from storage import CompletionRecord, GroupRecord, RunStatus, Store, sqlite_url
-from tests.e2e.test_dashboard import browser, page, pick, server  # noqa: F401 - fixtures used by name
+from tests.helpers import pick
 from tests.store_helpers import record_metrics
 
 pytestmark = pytest.mark.e2e

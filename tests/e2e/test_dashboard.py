@@ -7,135 +7,14 @@ Chromium comes from Debian's package (``/usr/bin/chromium``), driven by Playwrig
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 from playwright.sync_api import expect
 
+from tests.helpers import pick, set_number, set_text
+
 pytestmark = pytest.mark.e2e
-
-CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-def _chromium() -> str | None:
-    for candidate in CHROMIUM_CANDIDATES:
-        if os.path.exists(candidate):
-            return candidate
-    return shutil.which("chromium")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """The dashboard served by ``python -m app serve`` on a free port, with its own data directory."""
-    data_dir = tmp_path_factory.mktemp("e2e-data")
-    port = _free_port()
-    log_path = data_dir / "server.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--data-dir", str(data_dir), "--port", str(port)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        process.kill()
-        raise AssertionError("the dashboard did not answer:\n" + log_path.read_text()[-3000:])
-    yield {"url": url, "data_dir": data_dir}
-    process.terminate()
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    executable = _chromium()
-    if executable is None:
-        if os.environ.get("GRPO_E2E_REQUIRED"):
-            pytest.fail("Chromium is required for the browser tests (apt-get install chromium)")
-        pytest.skip("Chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
-        yield instance
-        instance.close()
-
-
-@pytest.fixture
-def page(browser, server):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    result = context.new_page()
-    result.set_default_timeout(30_000)
-    result.goto(server["url"])
-    result.get_by_role("tab", name="Datasets").wait_for()
-    yield result
-    context.close()
-
-
-def pick(page, elem_id: str, option: str) -> None:
-    """Choose ``option`` in the Gradio dropdown ``#elem_id``."""
-    page.locator(f"#{elem_id} input").click()
-    page.get_by_role("option", name=option).first.click()
-
-
-def open_rule_details(page, index: int) -> None:
-    """Unfold rule slot ``index``'s parameters, gate and help (folded under the rule by default)."""
-    page.locator(f"#rule-details-{index}").get_by_text("parameters, gate and what the rule does").first.click()
-    page.locator(f"#params-{index} .cm-content").wait_for()
-
-
-def _fill(page, box, value: str) -> None:
-    """Type ``value`` into a Gradio field and leave it, once the field is mounted and holds its own value.
-
-    A field inside an accordion that was just opened mounts and then sets its initial value: text typed before
-    that is overwritten, so wait for it to be visible and settled, and check the value stuck.
-    """
-    box.wait_for(state="visible")
-    page.wait_for_timeout(300)
-    box.fill(value)
-    box.press("Tab")
-    expect(box).to_have_value(value)
-
-
-def set_number(page, elem_id: str, value: str) -> None:
-    _fill(page, page.locator(f"#{elem_id} input"), value)
-
-
-def set_text(page, elem_id: str, value: str) -> None:
-    _fill(page, page.locator(f"#{elem_id} textarea, #{elem_id} input").first, value)
 
 
 def test_upload_launch_watch_and_inspect(page, server, tiny_model_dir, tmp_path):

@@ -9,7 +9,7 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.test_dashboard import browser, page, server, set_text  # noqa: F401 - shared fixtures
+from tests.helpers import set_text
 
 pytestmark = pytest.mark.e2e
 

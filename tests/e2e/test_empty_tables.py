@@ -6,8 +6,6 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.test_dashboard import browser, page, server  # noqa: F401 - fixtures used by name
-
 pytestmark = pytest.mark.e2e
 
 

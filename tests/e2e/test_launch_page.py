@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from grpo_core.submit.quick_starts import quick_start
 from grpo_core.training.gpus import machine_gpus
-from tests.e2e.test_dashboard import browser, page, pick, server, set_number, set_text  # noqa: F401
+from tests.helpers import pick, set_number, set_text
 
 pytestmark = pytest.mark.e2e
 

@@ -1,8 +1,8 @@
 """The Launch tab's reward-design tools in headless Chromium: the preflight on the tiny model, the bench's
 dataset-row picker, and "start from an existing run" filling the whole form from a stored run.
 
-The server, browser and page fixtures and the form helpers come from ``tests/e2e/test_dashboard.py``; this module
-gets a server (and data directory) of its own.
+The server, browser and page fixtures come from ``tests/e2e/conftest.py``, the form helpers from ``tests/helpers.py``;
+this module gets a server (and data directory) of its own.
 """
 
 from __future__ import annotations
@@ -18,13 +18,7 @@ from grpo_core.run_config import RunConfig
 from grpo_core.sandbox.box import sandbox_info
 from grpo_core.submit.queue import submit_run
 from storage import Store, sqlite_url
-from tests.e2e import test_dashboard as dashboard
-from tests.e2e.test_dashboard import open_rule_details, pick, set_number, set_text
-
-# The dashboard's fixtures, re-used here: this module gets its own server (module scope) and browser.
-server = dashboard.server
-browser = dashboard.browser
-page = dashboard.page
+from tests.helpers import open_rule_details, pick, set_number, set_text
 
 pytestmark = pytest.mark.e2e
 

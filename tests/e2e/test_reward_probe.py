@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.test_dashboard import browser, open_rule_details, page, server, set_text  # noqa: F401 - fixtures
+from tests.helpers import open_rule_details, set_text
 
 pytestmark = pytest.mark.e2e
 

@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from storage import RunStatus, Store, sqlite_url
-from tests.e2e.test_dashboard import browser, page, pick, server  # noqa: F401 - fixtures
+from tests.helpers import pick
 
 pytestmark = pytest.mark.e2e
 

@@ -7,7 +7,7 @@ import pytest
 from playwright.sync_api import expect
 
 from storage import RunStatus, Store, sqlite_url
-from tests.e2e.test_dashboard import browser, page, pick, server, set_text  # noqa: F401 - fixtures
+from tests.helpers import pick, set_text
 
 pytestmark = pytest.mark.e2e
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.test_dashboard import browser, page, pick, server  # noqa: F401 - fixtures used by name
+from tests.helpers import pick
 from tests.integration.scripts.runner import run_script
 
 pytestmark = pytest.mark.e2e

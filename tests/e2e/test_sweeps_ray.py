@@ -16,15 +16,12 @@ import time
 import pytest
 
 from storage import Store, sqlite_url
-from tests.e2e import test_dashboard as dashboard
-from tests.e2e.test_sweeps import expect_the_sweep_table_completed, fill_the_launch_form, launch_the_sweep
+from tests.helpers import expect_the_sweep_table_completed, fill_the_launch_form, launch_the_sweep
 from tests.ray_head import ray_address_or_skip
 from tests.servers import serving
 
 ADDRESS = ray_address_or_skip()
 
-browser = dashboard.browser
-page = dashboard.page
 
 pytestmark = pytest.mark.e2e
 

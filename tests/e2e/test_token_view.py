@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from storage import CompletionRecord, GroupRecord, RunStatus, Store, TokenStats, sqlite_url
-from tests.e2e.test_dashboard import browser, page, pick, server  # noqa: F401 - fixtures used by name
+from tests.helpers import pick
 
 pytestmark = pytest.mark.e2e
 

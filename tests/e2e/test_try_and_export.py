@@ -15,8 +15,7 @@ from playwright.sync_api import expect
 
 from grpo_core.submit.queue import submit_run
 from storage import RunStatus, Store, sqlite_url
-from tests.e2e.test_dashboard import browser, page, pick, server  # noqa: F401 - fixtures and helpers
-from tests.integration.test_worker import tiny_config
+from tests.helpers import tiny_config
 
 pytestmark = pytest.mark.e2e
 

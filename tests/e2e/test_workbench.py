@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 
 from grpo_core.bounded_parse import dump_yaml
 from storage import RunStatus, Store, sqlite_url
-from tests.e2e.test_dashboard import browser, page, pick, server, set_text  # noqa: F401 - fixtures used by name
+from tests.helpers import pick, set_text
 from tests.rescore_fixtures import NEW_RULES, seed_run
 
 pytestmark = pytest.mark.e2e

@@ -10,7 +10,7 @@ from grpo_core.datasets.rows import eval_row_indices
 from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus
-from tests.integration.test_worker import tiny_config
+from tests.helpers import tiny_config
 
 
 @pytest.mark.backends("sqlite")

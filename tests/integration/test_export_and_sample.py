@@ -20,7 +20,7 @@ from grpo_core.submit.queue import submit_run
 from grpo_core.training.worker import train_run
 from grpo_core.try_model.job import TryModelError, build_request, try_in_subprocess
 from storage import RunStatus, Store, sqlite_url
-from tests.integration.test_worker import REWARDS, tiny_config
+from tests.helpers import REWARDS, tiny_config
 
 WEIGHTS = [r["weight"] for r in REWARDS]
 NAMES = [r["rule"] for r in REWARDS]

@@ -42,8 +42,8 @@ from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from grpo_core.training.worker import train_run
 from storage import RunStatus
+from tests.helpers import REWARDS, tiny_config, wait_for
 from tests.integration.gates import Gate
-from tests.integration.test_worker import REWARDS, tiny_config, wait_for
 
 
 def _metric_counts(store, run_id: int) -> dict[int, dict[str, int]]:

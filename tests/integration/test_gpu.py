@@ -11,7 +11,7 @@ import pytest
 from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus
-from tests.integration.test_worker import tiny_config
+from tests.helpers import tiny_config
 
 pytestmark = pytest.mark.gpu
 

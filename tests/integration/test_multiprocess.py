@@ -12,7 +12,7 @@ from sqlalchemy import text
 from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus, Store
-from tests.integration.test_worker import tiny_config
+from tests.helpers import tiny_config
 
 
 def test_two_processes_record_the_groups_of_both(store, settings, tiny_model_dir):

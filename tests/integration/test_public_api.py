@@ -18,6 +18,7 @@ import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
+from tests.helpers import FINISHED
 from tests.servers import serving
 
 USER, PASSWORD = "user", "pw"
@@ -28,9 +29,6 @@ REWARDS = [
     {"rule": "numeric_answer", "weight": 1.0},
     {"rule": "format_regex", "weight": 0.5, "params": {"pattern": r"\d"}},
 ]
-FINISHED = {"completed", "failed", "cancelled"}
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """``python -m app serve --auth user:pw`` on a free port, with its own data directory (its URL and log)."""

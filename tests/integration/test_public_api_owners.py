@@ -14,7 +14,7 @@ import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
-from tests.integration.test_public_api import FINISHED
+from tests.helpers import FINISHED
 from tests.servers import serving
 
 USERS = "alice:a-pw\nbob:b-pw\n[admin] carol:c-pw\n"

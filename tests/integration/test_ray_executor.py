@@ -28,8 +28,8 @@ from grpo_core.submit.queue import submit_run
 from grpo_core.training.executors import RayExecutor
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus
+from tests.helpers import REWARDS, tiny_config, wait_for
 from tests.integration.gates import Gate
-from tests.integration.test_worker import REWARDS, tiny_config, wait_for
 from tests.ray_head import ray_address_or_skip
 
 ADDRESS = ray_address_or_skip()

@@ -9,7 +9,7 @@ from grpo_core.runs.provenance import library_versions, provenance_differences
 from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus
-from tests.integration.test_worker import EXAMPLE, tiny_config
+from tests.helpers import EXAMPLE, tiny_config
 
 
 def _train(store, settings, config):

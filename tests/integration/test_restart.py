@@ -23,8 +23,8 @@ from grpo_core.processes import free_port, process_alive
 from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus
+from tests.helpers import REWARDS, tiny_config, wait_for
 from tests.integration.gates import Gate
-from tests.integration.test_worker import REWARDS, tiny_config, wait_for
 
 MAX_STEPS = 4
 

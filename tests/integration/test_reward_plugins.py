@@ -12,7 +12,7 @@ from grpo_core.run_config import ConfigError
 from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus
-from tests.integration.test_worker import tiny_config
+from tests.helpers import tiny_config
 
 TRL_STYLE = '''
 import asyncio

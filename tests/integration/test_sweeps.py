@@ -15,8 +15,8 @@ import yaml
 from grpo_core.submit.sweeps import REWARD_KEY, submit_sweep
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus, Store
+from tests.helpers import REWARDS, tiny_config
 from tests.integration.gates import Gate
-from tests.integration.test_worker import REWARDS, tiny_config
 
 GRID = {"learning_rate": [1e-3, 1e-2], "beta": [0.0, 0.04]}
 POINTS = [(1e-3, 0.0), (1e-3, 0.04), (1e-2, 0.0), (1e-2, 0.04)]

@@ -15,47 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from grpo_core.run_config import RunConfig
 from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus
+from tests.helpers import REWARDS, tiny_config, wait_for
 from tests.integration.gates import Gate
-
-EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "arithmetic.jsonl")
-
-REWARDS = [
-    {"rule": "numeric_answer", "weight": 1.0},
-    {"rule": "format_regex", "weight": 0.5, "params": {"pattern": r"\d"}},
-    {"rule": "length", "weight": 0.25, "params": {"min_tokens": 1, "max_tokens": 6}},
-]
-
-
-def tiny_config(model_dir: Path, **overrides) -> RunConfig:
-    values = {
-        "model": str(model_dir),
-        "dataset_path": EXAMPLE,
-        "rewards": REWARDS,
-        "max_steps": 2,
-        "max_completion_length": 12,
-        "num_generations": 4,
-        "per_device_train_batch_size": 8,
-        "temperature": 1.0,
-        "learning_rate": 1e-3,
-    }
-    values.update(overrides)
-    return RunConfig.model_validate(values)
-
-
-def wait_for(predicate, timeout_s: float, interval_s: float = 0.5, launcher: Launcher | None = None):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if launcher is not None:
-            launcher.tick()
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval_s)
-    raise AssertionError(f"condition not met within {timeout_s} s")
 
 
 @pytest.mark.backends("sqlite", "postgres")

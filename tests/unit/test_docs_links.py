@@ -25,7 +25,7 @@ _LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\
 _CODE = re.compile(r"(`+)(.+?)\1")
 _TOPS = "|".join(re.escape(t) for t in TOP_LEVEL)
 _PATH = re.compile(rf"^(?:{_TOPS})/(?:[\w.*-]+/)*[\w.*-]*$")
-#: ``grpo_core/worker/NAME.py``, ``runs/run-N/``: a name to fill in, not a path.
+#: ``grpo_core/NAME/worker.py``, ``runs/run-N/``: a name to fill in, not a path.
 _PLACEHOLDER = re.compile(r"(?:^|[/_.-])[A-Z]+(?:[/_.-]|$)")
 _MODULE = re.compile(r"python -m ((?:app|grpo_core|storage|benchmarks|tests)(?:\.\w+)+)")
 

@@ -15,7 +15,7 @@ from grpo_core.access.ownership import SINGLE_USER, Actor, NotOwnerError, may_ch
 from grpo_core.runs.actions import annotate_run, authorize_run_action, cancel_run, delete_run, resume_run
 from grpo_core.settings import load_admins
 from storage import RunStatus, StoreError
-from tests.unit.storage.test_store_migrations import _old_store
+from tests.helpers import old_store
 
 AUTH_FILE = "# the team\nalice:a-secret\n[admin] carol:c: with colon \nbob:b\n"
 
@@ -76,7 +76,7 @@ def test_runs_and_datasets_record_their_owner(store):
 def test_a_store_of_the_previous_version_gains_the_owner_columns(tmp_path):
     from storage import Store
 
-    store = Store(_old_store(tmp_path / "old.db"))
+    store = Store(old_store(tmp_path / "old.db"))
     try:
         assert store.get_run(1).owner is None
         run = store.create_run(name="new", config={}, dataset_id=None, max_steps=1, owner="alice")

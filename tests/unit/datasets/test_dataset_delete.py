@@ -30,7 +30,7 @@ from grpo_core.run_config import ConfigError, RunConfig
 from grpo_core.runs.actions import delete_run, resume_run
 from grpo_core.submit.validate import validate_run_config
 from storage import RunStatus, Store, StoreError
-from tests.unit.storage.test_store_migrations import _old_store
+from tests.helpers import old_store
 
 ALICE, BOB, CAROL = Actor("alice"), Actor("bob"), Actor("carol", is_admin=True)
 
@@ -136,7 +136,7 @@ def test_only_files_of_the_datasets_folder_are_removed(store, settings, tmp_path
 
 
 def test_a_store_of_the_previous_version_gains_deleted_at(tmp_path):
-    store = Store(_old_store(tmp_path / "old.db"))
+    store = Store(old_store(tmp_path / "old.db"))
     try:
         assert all(d.deleted_at is None for d in store.list_datasets(include_deleted=True))
         info = store.add_dataset(name="d", source_name="d.jsonl", format="jsonl", num_rows=1, columns=["prompt"],

@@ -19,7 +19,6 @@ from grpo_core.preflight.report import (
     LEVEL_PROBLEM,
     LEVEL_WARNING,
     PreflightReport,
-    RuleStats,
     SampledGroup,
     format_report,
     summarize,
@@ -28,6 +27,7 @@ from grpo_core.preflight.verdict import judge
 from grpo_core.preflight.worker import pick_rows
 from grpo_core.rewards.compose import score_group
 from grpo_core.run_config import ConfigError, RunConfig
+from tests.helpers import preflight_report, rule_stats
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "arithmetic.jsonl"
 RULES = [
@@ -138,95 +138,46 @@ def test_format_report_lists_rules_shares_and_verdict():
 # ------------------------------------------------------------------------------------------------ judge
 
 
-def _stats(
-    name: str,
-    weight: float = 1.0,
-    *,
-    count: int = 16,
-    low: float = 0.0,
-    high: float = 1.0,
-    nonzero: float = 0.5,
-    varies: float = 0.75,
-    rule: str | None = None,
-) -> RuleStats:
-    return RuleStats(
-        name=name,
-        rule=rule or name,
-        weight=weight,
-        count=count,
-        mean=(low + high) / 2,
-        std=0.5,
-        min=low if count else None,
-        max=high if count else None,
-        none_share=0.0 if count else 1.0,
-        nonzero_share=nonzero,
-        varies_share=varies,
-    )
-
-
-def _report(
-    *, zero_std: float = 0.0, truncation: float = 0.0, unscorable: float = 0.0, rules: list[RuleStats] | None = None,
-    num_prompts: int = 4, finish_gain: float | None = None,
-) -> PreflightReport:
-    return PreflightReport(
-        model="m",
-        num_prompts=num_prompts,
-        finish_gain=finish_gain,
-        num_generations=4,
-        max_completion_length=64,
-        temperature=0.9,
-        top_p=1.0,
-        rules=rules or [_stats("numeric_answer"), _stats("length", 0.2)],
-        zero_std_share=zero_std,
-        truncation_rate=truncation,
-        mean_completion_tokens=10.0,
-        unscorable_share=unscorable,
-        mean_total=0.5,
-        std_total=0.4,
-        examples=[],
-    )
-
-
 JUDGE_CASES = [
     # (case, report, level, headline fragment, advice fragments)
-    ("healthy", _report(), LEVEL_OK, "this run can learn", []),
+    ("healthy", preflight_report(), LEVEL_OK, "this run can learn", []),
     (
         "most groups flat",
-        _report(zero_std=0.75, num_prompts=16),
+        preflight_report(zero_std=0.75, num_prompts=16),
         LEVEL_PROBLEM,
         "Most groups give no learning signal",
         ["most groups give no learning signal", "raise temperature or num_generations"],
     ),
     (
         "every group flat",
-        _report(zero_std=1.0),
+        preflight_report(zero_std=1.0),
         LEVEL_PROBLEM,
         "No group gives a learning signal",
         ["loosen the format rule"],
     ),
     # 3 of 4 flat: the share's 95% interval is 30%-95%, it cannot tell (the quick start gets this 1 time in 12)
-    ("3 of 4 groups flat is a note", _report(zero_std=0.75), LEVEL_OK, "can learn", ["75% of groups", "3 of 4"]),
-    ("many groups flat", _report(zero_std=0.625, num_prompts=32), LEVEL_WARNING, "can learn, but", ["62% of groups"]),
+    ("3 of 4 groups flat is a note", preflight_report(zero_std=0.75), LEVEL_OK, "can learn", ["75% of groups", "3 of 4"]),
+    ("many groups flat", preflight_report(zero_std=0.625, num_prompts=32), LEVEL_WARNING, "can learn, but", ["62% of groups"]),
     # 2 of 4 flat was a warning: the quick start's groups are flat about a third of the time, so 2 of 4 is chance
-    ("half of 4 flat is a note", _report(zero_std=0.5), LEVEL_OK, "can learn", ["too few groups to tell"]),
+    ("half of 4 flat is a note", preflight_report(zero_std=0.5), LEVEL_OK, "can learn", ["too few groups to tell"]),
     (
         "cut, nothing finishes, groups flat",
-        _report(truncation=0.95, zero_std=0.5, num_prompts=2),
+        preflight_report(truncation=0.95, zero_std=0.5, num_prompts=2),
         LEVEL_WARNING,
         "can learn",
         ["raise max_completion_length"],
     ),
-    ("cut but the cut texts differ", _report(truncation=0.95), LEVEL_OK, "can learn", ["rewards still differ"]),
+    ("cut but the cut texts differ", preflight_report(truncation=0.95), LEVEL_OK, "can learn", ["rewards still differ"]),
     (
         "nearly all cut and finishing does not pay",
-        _report(truncation=0.94, finish_gain=0.0, zero_std=0.5, num_prompts=2),
+        preflight_report(truncation=0.94, finish_gain=0.0, zero_std=0.5, num_prompts=2),
         LEVEL_WARNING,
         "can learn",
         ["finishing does not pay", "raise max_completion_length"],
     ),
     (
         "nearly all cut but the few finished score more",
-        _report(truncation=0.94, finish_gain=0.5),
+        preflight_report(truncation=0.94, finish_gain=0.5),
         LEVEL_OK,
         "can learn",
         ["finished completions score +0.5 more"],
@@ -234,62 +185,62 @@ JUDGE_CASES = [
     # was a warning: the quick start cuts 75% at first, and finished answers score more, which GRPO learns from
     (
         "cut but finishing pays",
-        _report(truncation=0.75, finish_gain=0.4),
+        preflight_report(truncation=0.75, finish_gain=0.4),
         LEVEL_OK,
         "can learn",
         ["finished completions score +0.4 more than cut ones"],
     ),
-    ("a little truncation is fine", _report(truncation=0.25), LEVEL_OK, "can learn", []),
+    ("a little truncation is fine", preflight_report(truncation=0.25), LEVEL_OK, "can learn", []),
     # a shaping rule absent from a small sample while the main rule varies: a note (was a warning on the quick start)
     (
         "shaping rule never fires",
-        _report(rules=[_stats("numeric_answer"), _stats("format_regex", 0.2, low=0, high=0, nonzero=0, varies=0)]),
+        preflight_report(rules=[rule_stats("numeric_answer"), rule_stats("format_regex", 0.2, low=0, high=0, nonzero=0, varies=0)]),
         LEVEL_OK,
         "can learn",
         ["rule `format_regex` did not fire on any of the 16 sampled completions", "its regex"],
     ),
     (
         "the only rule never fires",
-        _report(rules=[_stats("format_regex", 1.0, low=0, high=0, nonzero=0, varies=0)], zero_std=1.0),
+        preflight_report(rules=[rule_stats("format_regex", 1.0, low=0, high=0, nonzero=0, varies=0)], zero_std=1.0),
         LEVEL_PROBLEM,
         "No group",
         ["rule `format_regex` never fires", "its regex"],
     ),
     (
         "rule never applies",
-        _report(rules=[_stats("numeric_answer"), _stats("exact_match", 0.5, count=0, nonzero=0, varies=0)]),
+        preflight_report(rules=[rule_stats("numeric_answer"), rule_stats("exact_match", 0.5, count=0, nonzero=0, varies=0)]),
         LEVEL_WARNING,
         "can learn",
         ["rule `exact_match` never applies", "column"],
     ),
     (
         "code rule never applies: its tests, not the column",
-        _report(rules=[_stats("code_tests", count=0, nonzero=0, varies=0), _stats("length", 0.2)]),
+        preflight_report(rules=[rule_stats("code_tests", count=0, nonzero=0, varies=0), rule_stats("length", 0.2)]),
         LEVEL_WARNING,
         "can learn",
         ["rule `code_tests` never applies", "`tests` could not be run", "pre-launch check"],
     ),
     (
         "rule constant",
-        _report(rules=[_stats("numeric_answer"), _stats("length", 0.2, low=1, high=1, nonzero=1, varies=0)]),
+        preflight_report(rules=[rule_stats("numeric_answer"), rule_stats("length", 0.2, low=1, high=1, nonzero=1, varies=0)]),
         LEVEL_WARNING,
         "can learn",
         ["`length` gives every completion the same reward (1)"],
     ),
     (
         "signal only from shaping",
-        _report(rules=[_stats("numeric_answer", low=0, high=1, nonzero=0.2, varies=0), _stats("length", 0.2)]),
+        preflight_report(rules=[rule_stats("numeric_answer", low=0, high=1, nonzero=0.2, varies=0), rule_stats("length", 0.2)]),
         LEVEL_WARNING,
         "only through `length`: this run can learn that, not `numeric_answer`",
         ["main rule `numeric_answer`", "comes only from `length`: the policy will optimise that first"],
     ),
     (
         "answer never earned, shaping varies",
-        _report(
+        preflight_report(
             rules=[
-                _stats("numeric_answer", low=0, high=0, nonzero=0, varies=0),
-                _stats("length", 0.2),
-                _stats("format_regex", 0.2),
+                rule_stats("numeric_answer", low=0, high=0, nonzero=0, varies=0),
+                rule_stats("length", 0.2),
+                rule_stats("format_regex", 0.2),
             ]
         ),
         LEVEL_WARNING,
@@ -298,30 +249,30 @@ JUDGE_CASES = [
     ),
     (
         "signal mostly from shaping (the HumanEval preflight of SmolLM2)",
-        _report(
+        preflight_report(
             rules=[
-                _stats("code_tests", 0.7, low=0, high=0.1, nonzero=0.06, varies=0.25),
-                _stats("code_style", 0.1, varies=1.0),
-                _stats("length", 0.1, varies=1.0),
-                _stats("numeric_answer", 0.05, varies=0.25),
+                rule_stats("code_tests", 0.7, low=0, high=0.1, nonzero=0.06, varies=0.25),
+                rule_stats("code_style", 0.1, varies=1.0),
+                rule_stats("length", 0.1, varies=1.0),
+                rule_stats("numeric_answer", 0.05, varies=0.25),
             ]
         ),
         LEVEL_WARNING,
         "this run can learn, but see the advice",
         ["`code_tests` (weight 0.7) differs within only 25% of groups", "only from `code_style`, `length`:"],
     ),
-    ("unscorable completions", _report(unscorable=0.25), LEVEL_WARNING, "can learn", ["no rule applied to 25%"]),
+    ("unscorable completions", preflight_report(unscorable=0.25), LEVEL_WARNING, "can learn", ["no rule applied to 25%"]),
     (
         "weight-0 rule is ignored",
-        _report(rules=[_stats("numeric_answer"), _stats("format_regex", 0.0, low=0, high=0, nonzero=0, varies=0)]),
+        preflight_report(rules=[rule_stats("numeric_answer"), rule_stats("format_regex", 0.0, low=0, high=0, nonzero=0, varies=0)]),
         LEVEL_OK,
         "can learn",
         [],
     ),
     (
         "plugin name shown with its rule",
-        _report(
-            rules=[_stats("numeric_answer"), _stats("mine", 0.3, low=0, high=0, nonzero=0, varies=0, rule="plugin")]
+        preflight_report(
+            rules=[rule_stats("numeric_answer"), rule_stats("mine", 0.3, low=0, high=0, nonzero=0, varies=0, rule="plugin")]
         ),
         LEVEL_OK,
         "can learn",
@@ -345,7 +296,7 @@ def test_judge(case, report, level, headline, advice):
 
 
 def test_judge_lists_the_signal_problem_first():
-    verdict = judge(_report(zero_std=1.0, truncation=0.9))
+    verdict = judge(preflight_report(zero_std=1.0, truncation=0.9))
     assert "learning signal" in verdict.advice[0]
     assert "max_completion_length" in verdict.advice[1]
 

@@ -11,14 +11,13 @@ from app.tabs.datasets import answer_coverage_markdown
 from grpo_core.preflight.report import LEVEL_WARNING, PreflightReport, format_report
 from grpo_core.preflight.verdict import judge
 from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_coverage
-from tests.unit.preflight.test_preflight import _report
-from tests.unit.rewards.test_template_tags import R1_DISTILL
+from tests.helpers import R1_DISTILL, preflight_report
 
 
 def test_answer_coverage_reaches_the_report_its_json_its_text_and_the_verdict() -> None:
     rows = [{"prompt": "q", "answer": a} for a in (1, 2, "see figure", None)]
     coverage = dataset_answer_coverage(rows, ["numeric_answer"], thorough=True)
-    report = _report()
+    report = preflight_report()
     report.answers_not_judged = {c.rule: c.not_judged for c in coverage}
     report.answer_coverage_notes = coverage_lines(coverage)
     report.template_opened_think = True
@@ -34,7 +33,7 @@ def test_answer_coverage_reaches_the_report_its_json_its_text_and_the_verdict() 
 
 
 def test_an_older_report_without_the_new_fields_still_loads() -> None:
-    data = _report().to_dict()
+    data = preflight_report().to_dict()
     for key in ("answers_not_judged", "answer_coverage_notes", "template_opened_think"):
         data.pop(key)
     again = PreflightReport.from_dict(data)

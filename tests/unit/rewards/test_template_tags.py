@@ -16,12 +16,10 @@ from grpo_core.rewards.template_tags import (
     resolve_template_tags,
     template_opens_think,
 )
+from tests.helpers import R1_DISTILL
 
-# The generation prompts of the templates as shipped (shortened to what matters here).
-R1_DISTILL = (
-    "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}{{ '<｜User｜>' + m['content'] }}{% endif %}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<｜Assistant｜><think>\\n' }}{% endif %}"
-)
+# The generation prompts of the templates as shipped (shortened to what matters here; R1_DISTILL is in
+# tests/helpers.py).
 CHATML = (
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"

@@ -41,7 +41,7 @@ from grpo_core.runs.provenance import (
     provenance_differences,
     short_hash,
 )
-from tests.unit.app.views.test_views_charts import _run
+from tests.helpers import run_info
 
 SHA_ABC = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"  # sha256(b"abc"), FIPS 180-2
 DEVICE = {"type": "cpu", "name": "x86_64", "count": 1, "threads": 2}
@@ -335,10 +335,10 @@ def test_status_card_shows_the_reproduce_block():
     assert "trl 1.16.0" in block and "grpo-dashboard 0.1.0" in block
     assert "cpu (&lt;gpu&gt;, 2 threads)" in block
     assert "plugin" not in block
-    assert block in run_status_html(_run(provenance=record))
+    assert block in run_status_html(run_info(provenance=record))
     with_plugin = provenance_html({**record, "plugins": {"/home/a/rules<1>.py": "c" * 64}})
     assert "plugin rules&lt;1&gt;.py <code>cccccccccccc</code>" in with_plugin
-    assert provenance_html(None) == "" and "reproduce" not in run_status_html(_run())
+    assert provenance_html(None) == "" and "reproduce" not in run_status_html(run_info())
 
 
 def test_clone_notes_say_what_changed_since_the_run(store, settings, tmp_path):

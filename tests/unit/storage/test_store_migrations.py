@@ -12,56 +12,11 @@ from sqlalchemy import text
 
 from storage import RunStatus, Store, sqlite_url
 from storage.migrations import rename_columns
-
-OLD_SCHEMA = """
-CREATE TABLE datasets (
-    id INTEGER NOT NULL, name VARCHAR(200) NOT NULL, source_name VARCHAR(300) NOT NULL, format VARCHAR(16) NOT NULL,
-    num_rows INTEGER NOT NULL, columns JSON NOT NULL, prompt_kind VARCHAR(16) NOT NULL, path TEXT NOT NULL,
-    created_at DATETIME NOT NULL, PRIMARY KEY (id), UNIQUE (name)
-);
-CREATE TABLE runs (
-    id INTEGER NOT NULL, name VARCHAR(200) NOT NULL, status VARCHAR(16) NOT NULL, config JSON NOT NULL,
-    dataset_id INTEGER, created_at DATETIME NOT NULL, started_at DATETIME, finished_at DATETIME,
-    heartbeat_at DATETIME, worker_pid INTEGER, output_dir TEXT, log_path TEXT, error TEXT,
-    current_step INTEGER NOT NULL, max_steps INTEGER NOT NULL, phase VARCHAR(200), cancel_requested BOOLEAN NOT NULL,
-    resume_from TEXT, notes TEXT, tags JSON, gpus VARCHAR(200), PRIMARY KEY (id),
-    CONSTRAINT ck_runs_status CHECK (status IN ('queued', 'running', 'completed', 'failed', 'cancelled')),
-    FOREIGN KEY(dataset_id) REFERENCES datasets (id) ON DELETE SET NULL
-);
-CREATE INDEX ix_runs_status ON runs (status);
-CREATE TABLE groups (
-    id INTEGER NOT NULL, run_id INTEGER NOT NULL, step INTEGER NOT NULL, prompt_index INTEGER NOT NULL,
-    prompt TEXT NOT NULL, extra JSON NOT NULL, PRIMARY KEY (id),
-    FOREIGN KEY(run_id) REFERENCES runs (id) ON DELETE CASCADE
-);
-CREATE INDEX ix_groups_run_step ON groups (run_id, step);
-CREATE INDEX ix_groups_run_prompt ON groups (run_id, prompt_index, step);
-CREATE TABLE completions (
-    id INTEGER NOT NULL, group_id INTEGER NOT NULL, "index" INTEGER NOT NULL, text TEXT NOT NULL,
-    rewards JSON NOT NULL, total_reward FLOAT, advantage FLOAT, num_tokens INTEGER, truncated BOOLEAN NOT NULL,
-    PRIMARY KEY (id), FOREIGN KEY(group_id) REFERENCES groups (id) ON DELETE CASCADE
-);
-INSERT INTO runs (id, name, status, config, created_at, output_dir, log_path, current_step, max_steps,
-                  cancel_requested)
-VALUES (1, 'old run', 'completed', '{"max_steps": 2}', '2026-01-01 00:00:00', '/data/runs/run-00001',
-        '/data/runs/run-00001/train.log', 2, 2, 0);
-INSERT INTO groups (id, run_id, step, prompt_index, prompt, extra) VALUES (1, 1, 1, 7, 'What is 3 + 4?', '{}');
-INSERT INTO groups (id, run_id, step, prompt_index, prompt, extra) VALUES (2, 1, 2, 7, 'What is 3 + 4?', '{}');
-INSERT INTO completions (id, group_id, "index", text, rewards, total_reward, advantage, num_tokens, truncated)
-VALUES (1, 1, 0, '7', '{"numeric_answer": 1.0}', 1.0, 0.5, 2, 0);
-"""
-
-
-def _old_store(path) -> str:
-    connection = sqlite3.connect(path)
-    connection.executescript(OLD_SCHEMA)
-    connection.commit()
-    connection.close()
-    return sqlite_url(path)
+from tests.helpers import old_store
 
 
 def test_a_store_of_the_previous_version_is_migrated_with_its_rows(tmp_path):
-    url = _old_store(tmp_path / "old.db")
+    url = old_store(tmp_path / "old.db")
     store = Store(url)
     try:
         inspector = sql_inspect(store.engine)
@@ -93,7 +48,7 @@ def test_a_store_of_the_previous_version_is_migrated_with_its_rows(tmp_path):
 
 
 def test_the_migration_runs_once(tmp_path):
-    url = _old_store(tmp_path / "old.db")
+    url = old_store(tmp_path / "old.db")
     Store(url).close()
     store = Store(url)  # opening the migrated store again changes nothing
     try:
@@ -109,7 +64,7 @@ def test_a_store_without_the_metric_history_gets_it_from_its_metrics_once(tmp_pa
     """A store written before the downsampled metric history: opening it adds the empty tables, and the first chart
     load of a run computes the run's history from its raw points (then keeps it)."""
     path = tmp_path / "old.db"
-    _old_store(path)
+    old_store(path)
     connection = sqlite3.connect(path)
     connection.executescript("""
         CREATE TABLE metrics (

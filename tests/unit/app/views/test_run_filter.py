@@ -10,13 +10,13 @@ import pytest
 from app.views.run_filter import STATUS_FILTER_CHOICES, filter_runs
 from app.views.runs import HEARTBEAT_STALE_S, RUNS_TABLE_HEADERS, heartbeat_silence, run_status_html, runs_table
 from storage import RunStatus
-from tests.unit.app.views.test_views_charts import NOW, _run
+from tests.helpers import NOW, run_info
 
 RUNS = [
-    _run(id=1, name="baseline", status=RunStatus.COMPLETED, tags=["lr-sweep"]),
-    _run(id=2, name="big batch", status=RunStatus.RUNNING, tags=["Sweep B"]),
-    _run(id=3, name="broken", status=RunStatus.FAILED),
-    _run(id=12, name="waiting", status=RunStatus.QUEUED, tags=["baseline"]),
+    run_info(id=1, name="baseline", status=RunStatus.COMPLETED, tags=["lr-sweep"]),
+    run_info(id=2, name="big batch", status=RunStatus.RUNNING, tags=["Sweep B"]),
+    run_info(id=3, name="broken", status=RunStatus.FAILED),
+    run_info(id=12, name="waiting", status=RunStatus.QUEUED, tags=["baseline"]),
 ]
 
 
@@ -45,18 +45,18 @@ def test_status_filter_choices_cover_every_status():
 
 
 def test_a_silent_running_run_is_flagged():
-    fresh = _run(heartbeat_at=NOW - timedelta(seconds=3))
-    silent = _run(heartbeat_at=NOW - timedelta(seconds=95))
+    fresh = run_info(heartbeat_at=NOW - timedelta(seconds=3))
+    silent = run_info(heartbeat_at=NOW - timedelta(seconds=95))
     assert heartbeat_silence(fresh, NOW) is None
     assert heartbeat_silence(silent, NOW) == pytest.approx(95)
-    assert heartbeat_silence(_run(heartbeat_at=NOW - timedelta(seconds=HEARTBEAT_STALE_S - 1)), NOW) is None
-    assert heartbeat_silence(_run(status=RunStatus.COMPLETED, heartbeat_at=NOW - timedelta(hours=2)), NOW) is None
+    assert heartbeat_silence(run_info(heartbeat_at=NOW - timedelta(seconds=HEARTBEAT_STALE_S - 1)), NOW) is None
+    assert heartbeat_silence(run_info(status=RunStatus.COMPLETED, heartbeat_at=NOW - timedelta(hours=2)), NOW) is None
     assert "no heartbeat for 95 s" in run_status_html(silent, now=NOW)
     assert "no heartbeat" not in run_status_html(fresh, now=NOW)
 
 
 def test_status_card_shows_gpus_resume_point_tags_and_notes_escaped():
-    queued = _run(status=RunStatus.QUEUED, resume_from="/data/runs/run-00007/output/checkpoint-40", gpus="0,1",
+    queued = run_info(status=RunStatus.QUEUED, resume_from="/data/runs/run-00007/output/checkpoint-40", gpus="0,1",
                   tags=["<b>x</b>"], notes="try a lower lr <now>")
     page = run_status_html(queued, now=NOW)
     assert "resumes from checkpoint-40" in page
@@ -66,6 +66,6 @@ def test_status_card_shows_gpus_resume_point_tags_and_notes_escaped():
 
 
 def test_runs_table_has_a_tags_column():
-    [row] = runs_table([_run(tags=["a", "b"])], {})
+    [row] = runs_table([run_info(tags=["a", "b"])], {})
     assert len(row) == len(RUNS_TABLE_HEADERS)
     assert row[RUNS_TABLE_HEADERS.index("tags")] == "a, b"

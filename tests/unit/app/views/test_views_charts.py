@@ -4,7 +4,7 @@ the incremental metric series, the training figure's traces and the EMA smoothin
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import pytest
 
@@ -20,9 +20,8 @@ from app.views.charts import (
     training_figure,
 )
 from app.views.runs import duration, groups_html, run_label, run_status_html, runs_table
-from storage import CompletionRecord, GroupRecord, MetricPoint, RunInfo, RunStatus
-
-NOW = datetime(2025, 1, 1, 12, 0, tzinfo=timezone.utc)
+from storage import CompletionRecord, GroupRecord, MetricPoint, RunStatus
+from tests.helpers import NOW, run_info
 
 
 def _completion(index: int, advantage: float | None, total: float | None = 1.0, **kw) -> CompletionRecord:
@@ -33,30 +32,6 @@ def _completion(index: int, advantage: float | None, total: float | None = 1.0, 
 
 def _group(completions, prompt: str = "What is 2 + 2?", extra=None) -> GroupRecord:
     return GroupRecord(step=3, row_index=11, prompt=prompt, completions=completions, extra=extra or {})
-
-
-def _run(**overrides) -> RunInfo:
-    fields = {
-        "id": 7,
-        "name": "demo",
-        "status": RunStatus.RUNNING,
-        "config": {"model": "org/model"},
-        "dataset_id": 1,
-        "created_at": NOW - timedelta(minutes=5),
-        "started_at": NOW - timedelta(seconds=65),
-        "finished_at": None,
-        "heartbeat_at": NOW - timedelta(seconds=3),
-        "worker_pid": 123,
-        "run_dir": None,
-        "log_path": None,
-        "error": None,
-        "current_step": 4,
-        "max_steps": 10,
-        "phase": "training",
-        "cancel_requested": False,
-    }
-    fields.update(overrides)
-    return RunInfo(**fields)
 
 
 def _completion_blocks(html_text: str) -> list[str]:
@@ -139,7 +114,7 @@ def test_groups_html_empty():
 
 
 def test_run_status_html_escapes_the_error():
-    run = _run(status=RunStatus.FAILED, error="Traceback <module>\nValueError: bad <tag> & co", finished_at=NOW)
+    run = run_info(status=RunStatus.FAILED, error="Traceback <module>\nValueError: bad <tag> & co", finished_at=NOW)
     page = run_status_html(run, now=NOW)
     assert 'data-status="failed"' in page
     assert "&lt;module&gt;" in page and "bad &lt;tag&gt; &amp; co" in page
@@ -147,13 +122,13 @@ def test_run_status_html_escapes_the_error():
 
 
 def test_run_status_html_shows_the_log_tail_of_a_failed_run_without_error():
-    run = _run(status=RunStatus.FAILED, finished_at=NOW)
+    run = run_info(status=RunStatus.FAILED, finished_at=NOW)
     page = run_status_html(run, log_tail="last line <x>", now=NOW)
     assert "last line &lt;x&gt;" in page
 
 
 def test_run_status_html_of_a_running_run():
-    run = _run(name="<b>n</b>", phase="generating <x>", cancel_requested=True)
+    run = run_info(name="<b>n</b>", phase="generating <x>", cancel_requested=True)
     page = run_status_html(run, now=NOW)
     assert "&lt;b&gt;n&lt;/b&gt;" in page and "<b>n</b>" not in page
     assert "generating &lt;x&gt;" in page
@@ -164,11 +139,11 @@ def test_run_status_html_of_a_running_run():
 
 
 def test_run_label_duration_and_table():
-    run = _run()
+    run = run_info()
     assert run_label(run) == "#7 demo (running)"
     assert duration(run, now=NOW) == "1 min 5 s"
-    assert duration(_run(started_at=None)) == ""
-    finished = _run(finished_at=NOW - timedelta(seconds=60))
+    assert duration(run_info(started_at=None)) == ""
+    finished = run_info(finished_at=NOW - timedelta(seconds=60))
     assert duration(finished, now=NOW) == "5 s"
     [row] = runs_table([run], {7: 0.25})
     assert row[:6] == [7, "demo", "running", "4/10", "0.250", "org/model"]
