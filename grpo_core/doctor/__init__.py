@@ -30,7 +30,7 @@ corpus ``tests/doctor/corpus/``, measured by ``benchmarks/bench_doctor.py``; ref
 - **reward flat at zero**: ``reward`` exactly 0 for 3 or more logged steps in a row, with example completions and
   the rules that gave them 0.
 - **NaN or inf**: a metric that has numbers at some steps and NaN/inf (the store's NULL) at others.
-- **loss exactly 0**: explained; it is expected in GRPO (see :func:`_loss_zero`).
+- **loss exactly 0**: explained; it is expected in GRPO (see :func:`~grpo_core.doctor.health._loss_zero`).
 - **entropy collapse**: entropy fallen to a quarter of the run's start (a significant fall) while the reward is not
   rising.
 - **completion length drift**: ``completions/mean_length`` trending up to 90% of ``max_completion_length``, or down
@@ -43,7 +43,9 @@ corpus ``tests/doctor/corpus/``, measured by ``benchmarks/bench_doctor.py``; ref
 
 Left out: trends that need a baseline across runs (is the reward rising fast *enough*), and learning-rate
 schedules.
-Layout: :mod:`~grpo_core.doctor.findings` (what a finding is, the series read), :mod:`~grpo_core.doctor.thresholds`
+Each check registers itself with :func:`~grpo_core.doctor.registry.doctor_check` (its order among the checks) in its
+subject's module; :func:`diagnose` runs :func:`~grpo_core.doctor.registry.all_checks`. Layout:
+:mod:`~grpo_core.doctor.findings` (what a finding is, the series read), :mod:`~grpo_core.doctor.thresholds`
 (every threshold with its reason), :mod:`~grpo_core.doctor.trends` (Mann-Kendall, its power, Sen's interval),
 :mod:`~grpo_core.doctor.groups` (reading sampled groups), and the checks: :mod:`~grpo_core.doctor.progress` (the
 reward verdict), :mod:`~grpo_core.doctor.policy` (gradient, policy movement, KL), :mod:`~grpo_core.doctor.drift`
@@ -57,31 +59,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from grpo_core.doctor.drift import _entropy_collapse, _entropy_surge, _rule_errors, _task_rule_falling
+from grpo_core.doctor import drift, health, learning, policy  # noqa: F401  (each registers its checks on import)
 from grpo_core.doctor.findings import _ORDER, Finding, Series, Severity, series_from_points, step_ranges
 from grpo_core.doctor.groups import completion_outcome, reward_weights, rule_variance_shares, task_rule
-from grpo_core.doctor.health import _clipped, _loss_zero, _nan, _reward_zero
-from grpo_core.doctor.learning import (
-    _beta_zero_std,
-    _eval_flat,
-    _length_drift,
-    _reward_trend,
-    _rule_dominates,
-    _zero_std,
-)
-from grpo_core.doctor.policy import _gradient, _kl, _policy_static
+from grpo_core.doctor.registry import DoctorCheck, all_checks, doctor_check
 from grpo_core.doctor.thresholds import RULE_ERRORS_SUFFIX, SERIES_KEYS, TREND_MIN_STEPS
 from grpo_core.doctor.trends import Trend, mann_kendall
 from storage import GroupRecord
 
 __all__ = [
     "TREND_MIN_STEPS",
+    "DoctorCheck",
     "Finding",
     "Series",
     "Severity",
     "Trend",
     "completion_outcome",
     "diagnose",
+    "doctor_check",
     "mann_kendall",
     "reward_weights",
     "rule_variance_shares",
@@ -122,28 +117,12 @@ def diagnose(
         The findings; empty when nothing looks wrong (or nothing was logged yet).
     """
     config = config or {}
-    checks = (
-        _reward_zero,
-        _nan,
-        _gradient,
-        _policy_static,
-        _rule_errors,
-        _reward_trend,
-        _task_rule_falling,
-        _entropy_surge,
-        _zero_std,
-        _rule_dominates,
-        _entropy_collapse,
-        _length_drift,
-        _clipped,
-        _kl,
-        _beta_zero_std,
-        _eval_flat,
-        _loss_zero,
-    )
     findings: dict[str, Finding] = {}
-    for check in checks:
-        found = _nan(series, groups, config, nan_steps) if check is _nan else check(series, groups, config)
+    for check in all_checks():
+        if check.wants_nan_steps:
+            found = check.func(series, groups, config, nan_steps)
+        else:
+            found = check.func(series, groups, config)
         for finding in found:
             findings.setdefault(finding.code, finding)  # one block per code in the panel
     # stable: checks keep their order within a severity

@@ -15,6 +15,7 @@ from grpo_core.doctor import progress
 from grpo_core.doctor.findings import Finding, Series, Severity, _config_value, _number, _points, found, step_ranges
 from grpo_core.doctor.groups import reward_weights, task_rule
 from grpo_core.doctor.progress import reward_falling, reward_rising
+from grpo_core.doctor.registry import doctor_check
 from grpo_core.doctor.thresholds import (
     BETA_ZERO_STD_WINDOW,
     ENTROPY_COLLAPSE_RATIO,
@@ -29,6 +30,7 @@ from grpo_core.doctor.trends import _ends, _trend, _trend_points
 from storage import GroupRecord
 
 
+@doctor_check(80)
 def _entropy_surge(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
     """Entropy rising significantly to :data:`ENTROPY_SURGE_RATIO` times its start while the reward is not rising
     over the same steps: the policy spreads its probability over more and more tokens (going to noise)."""
@@ -57,6 +59,7 @@ def _entropy_surge(series: Series, groups: Sequence[GroupRecord], config: Mappin
     )
 
 
+@doctor_check(110)
 def _entropy_collapse(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
     """Entropy fallen to :data:`ENTROPY_COLLAPSE_RATIO` of where the run started (the first points read) on a
     significant fall, while the reward over the same steps is not rising, or while most groups are flat now (mean
@@ -100,6 +103,7 @@ def _spread_points(series: Series, key: str) -> list[tuple[int, float]]:
     return progress.spread_points([(s, v) for s, v in _points(series, key) if v is not None])
 
 
+@doctor_check(70)
 def _task_rule_falling(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
     """The task rule (:func:`~grpo_core.doctor.groups.task_rule`: the largest weight) falling significantly, by at
     least :data:`RULE_FALL_MIN`, while the total reward does not fall and another rule rises: the policy earns the
@@ -142,6 +146,7 @@ def _task_rule_falling(series: Series, groups: Sequence[GroupRecord], config: Ma
     )
 
 
+@doctor_check(50)
 def _rule_errors(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
     """Reward functions that raised: ``rewards/<fn>/errors`` above 0 at any logged step (the count of completions
     whose call raised, per step; an errored completion scores None, so it adds nothing to the advantages)."""

@@ -24,6 +24,7 @@ from grpo_core.doctor.findings import (
 )
 from grpo_core.doctor.progress import _reward_trend as _reward_verdict
 from grpo_core.doctor.progress import reward_rising
+from grpo_core.doctor.registry import doctor_check
 from grpo_core.doctor.thresholds import (
     CLIPPED_FINISH_GAIN,
     CLIPPED_MIN_FINISHED,
@@ -54,6 +55,7 @@ def _finish_gain(groups: Sequence[GroupRecord]) -> tuple[float, int, int] | None
     return statistics.fmean(finished) - statistics.fmean(cut), len(finished), len(cut)
 
 
+@doctor_check(130)
 def _clipped(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
     """Completions cut at ``max_completion_length``: a warning only while the cuts block the reward, otherwise
     information. They block it when nearly every completion is cut (:data:`CLIPPED_NEARLY_ALL` or more on average
@@ -139,6 +141,7 @@ def _zero_rules(rewards: Mapping[str, float | None]) -> str:
     return "; ".join(parts) or "total 0"
 
 
+@doctor_check(10)
 def _reward_zero(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
     streaks = _streaks(_points(series, "reward"), _is_zero, FLAT_REWARD_MIN_STEPS)
     if not streaks:
@@ -184,6 +187,7 @@ def _all_finite(values: Sequence[Any]) -> bool:
         return False
 
 
+@doctor_check(20, nan_steps=True)
 def _nan(
     series: Series,
     groups: Sequence[GroupRecord],
@@ -236,6 +240,7 @@ def _nan_finding(
     return Finding(code, severity, title + named, advice, tuple(steps))
 
 
+@doctor_check(170)
 def _loss_zero(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
     """Loss exactly 0 is expected in GRPO; say why.
 

@@ -27,6 +27,7 @@ from grpo_core.doctor.groups import (
     rule_variance_shares,
     task_rule,
 )
+from grpo_core.doctor.registry import doctor_check
 from grpo_core.doctor.thresholds import (
     BETA_HIGH,
     BETA_SUGGESTED,
@@ -156,6 +157,7 @@ def _reward_level(series: Series, config: Mapping[str, Any], steps: Sequence[int
     return None
 
 
+@doctor_check(90)
 def _zero_std(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
     streaks = _streaks(_points(series, "frac_reward_zero_std"), lambda v: v > ZERO_STD_FRACTION, ZERO_STD_MIN_STEPS)
     if not streaks:
@@ -215,6 +217,7 @@ def _zero_std(series: Series, groups: Sequence[GroupRecord], config: Mapping[str
     )
 
 
+@doctor_check(60)
 def _reward_trend(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
     """The reward verdict (:func:`grpo_core.doctor.progress._reward_trend`), its "not improving" advice from the
     config (:func:`_learning_advice`); nothing while the gradient is 0 (the grad_zero error says why, and a higher
@@ -230,6 +233,7 @@ def _gradient_is_zero(series: Series) -> bool:
     return len(latest) == GRAD_MIN_STEPS and all(v is not None and v <= GRAD_ZERO for v in latest)
 
 
+@doctor_check(100)
 def _rule_dominates(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
     """One rule explains most of the within-group reward variance while it is not the task rule: the advantages,
     and so the policy, follow that rule only (a reward-hacking risk)."""
@@ -262,6 +266,7 @@ def _rule_dominates(series: Series, groups: Sequence[GroupRecord], config: Mappi
     )
 
 
+@doctor_check(160)
 def _eval_flat(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
     """Train reward rising while the eval split's reward stays flat: the policy improves on the training prompts
     only. Compares the train ``reward`` between the first and last of at least :data:`EVAL_MIN_POINTS` evaluations
@@ -305,6 +310,7 @@ def _length_rule(config: Mapping[str, Any]) -> str:
     return f" The {', '.join(lengths)} rule pays for length; check its bounds and weight." if lengths else ""
 
 
+@doctor_check(120)
 def _length_drift(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
     """Mean completion length trending to ``max_completion_length``, or down to very short. Growth to the limit is
     left to the clipped finding while ``clipped_ratio`` is above :data:`CLIPPED_RATIO_MAX` at the latest step: it
@@ -347,6 +353,7 @@ def _length_drift(series: Series, groups: Sequence[GroupRecord], config: Mapping
     return []
 
 
+@doctor_check(150)
 def _beta_zero_std(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
     """``beta > 0`` while most groups have zero std now: those groups add only the KL term to the loss."""
     beta = _number(config.get("beta"))

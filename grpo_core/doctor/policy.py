@@ -12,6 +12,7 @@ from typing import Any
 
 from grpo_core.doctor.findings import Finding, Series, Severity, _config_value, _number, _points, _streaks, found
 from grpo_core.doctor.progress import reward_falling, reward_rising
+from grpo_core.doctor.registry import doctor_check
 from grpo_core.doctor.thresholds import (
     GRAD_MIN_STEPS,
     GRAD_VANISH_RATIO,
@@ -53,6 +54,7 @@ def _frozen_causes(config: Mapping[str, Any]) -> str:
     )
 
 
+@doctor_check(30)
 def _gradient(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
     """``grad_norm`` exactly 0 (:data:`GRAD_ZERO`) for :data:`GRAD_MIN_STEPS` logged steps in a row, or vanished
     to :data:`GRAD_VANISH_RATIO` of its start, while the groups' rewards differ (``reward_std`` above
@@ -92,6 +94,7 @@ def _gradient(series: Series, groups: Sequence[GroupRecord], config: Mapping[str
     )
 
 
+@doctor_check(40)
 def _policy_static(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
     """KL never above :data:`KL_STATIC` after :data:`TREND_MIN_STEPS` logged steps, or the logged ``learning_rate``
     0 at every step (also without a KL, at beta 0), with learning signal (and a non-zero gradient: that is
@@ -136,6 +139,7 @@ def _policy_static(series: Series, groups: Sequence[GroupRecord], config: Mappin
     )
 
 
+@doctor_check(140)
 def _kl(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
     """KL judged against the run: the penalty ``beta * kl`` reaching :data:`KL_PENALTY_SHARE` (KL above
     :data:`KL_MAX_NATS` without a beta); a spike of :data:`KL_SPIKE_FACTOR` over the run's own recent median; or a
