@@ -177,7 +177,7 @@ def create_public_api(ctx: AppContext) -> None:
         ``add_dataset``). Returns {"run": the queued run, "warnings": [text, ...]}."""
         try:
             boundary = boundary_of(ctx, request)
-            run_config = boundary.check_config(parse_run_config_text(config or "", source="config"))
+            run_config = parse_run_config_text(config or "", source="config")
             check_webhooks(ctx, request, [run_config.webhook_url])
             submitted = submit_run(ctx.store, run_config, model_cache_dir=ctx.settings.model_cache_dir,
                                    owner=actor_of(ctx, request).user, boundary=boundary)

@@ -23,7 +23,7 @@ from grpo_core.datasets.rows import resolve_dataset_path
 from grpo_core.models.source import describe_model
 from grpo_core.rewards.compose import RewardSpec
 from grpo_core.run_config import RunConfig
-from grpo_core.submit.validate import validate_run_config
+from grpo_core.submit.validate import validate_checked_config
 from storage import RunInfo, Store
 
 
@@ -109,8 +109,8 @@ def submit_run(
     Raises:
         ConfigError: as :func:`grpo_core.submit.validate.validate_run_config` (a ``BoundaryError`` first).
     """
-    config = boundary.check_config(config)
-    warnings = validate_run_config(store, config, model_cache_dir=model_cache_dir, boundary=boundary)
+    config = boundary.check_config(config)  # the one check of a launch: every path to a queued run passes here
+    warnings = validate_checked_config(store, config, model_cache_dir=model_cache_dir)
     config = stored_run_config(config)
     run = store.create_run(
         name=config.name, config=config.model_dump(mode="json"), dataset_id=config.dataset_id,

@@ -43,7 +43,7 @@ from grpo_core.access.boundary import OPEN, Boundary
 from grpo_core.bounded_parse import load_yaml
 from grpo_core.run_config import ConfigError, RunConfig, parse_run_config
 from grpo_core.submit.queue import stored_run_config
-from grpo_core.submit.validate import validate_run_config
+from grpo_core.submit.validate import validate_checked_config
 from storage import RunInfo, RunStatus, Store, SweepInfo
 
 MAX_SWEEP_POINTS = 64
@@ -343,7 +343,7 @@ def submit_sweep(
         if key in validated:
             continue
         try:
-            found = validate_run_config(store, config, model_cache_dir=model_cache_dir, boundary=boundary)
+            found = validate_checked_config(store, config, model_cache_dir=model_cache_dir)  # checked above
         except ConfigError as exc:
             label = point_label(point, plan.varied) if len(plan.points) > 1 else "its only point"
             raise ConfigError(f"sweep point {label}: {exc}; nothing was launched") from None

@@ -2,9 +2,10 @@
 dataset, reward rules, the columns the rules read, prompt lengths, plugins), without loading a model. Imports no
 torch.
 
-:func:`validate_run_config` is called once per launch, by :func:`grpo_core.submit.queue.submit_run` (which returns its
-warnings), once per distinct point of a sweep (:mod:`grpo_core.submit.sweeps`), and alone where a config is only
-checked (the Launch tab's preflight).
+:func:`validate_run_config` checks the login's boundary, then validates; :func:`validate_checked_config` validates a
+config the boundary has already checked. A launch is checked and validated once, by
+:func:`grpo_core.submit.queue.submit_run` (which returns the warnings); a sweep once per point (the boundary) and once
+per distinct point (the rest, :mod:`grpo_core.submit.sweeps`); the Launch tab's preflight once, alone.
 """
 
 from __future__ import annotations
@@ -101,7 +102,14 @@ def validate_run_config(
             (the message names the rows), every rule is a ``reward_model``, or a plugin does not import, does not fit
             TRL's call or does not return one number (or None) per completion.
     """
-    config = boundary.check_config(config)
+    return validate_checked_config(store, boundary.check_config(config), model_cache_dir=model_cache_dir)
+
+
+def validate_checked_config(store: Store, config: RunConfig, *, model_cache_dir: Path | None = None) -> list[str]:
+    """:func:`validate_run_config` of a config the login's boundary has already checked (what
+    :meth:`~grpo_core.access.boundary.Boundary.check_config` returned): the launch's one check is in
+    :func:`grpo_core.submit.queue.submit_run`, a sweep's in :mod:`grpo_core.submit.sweeps`. Same warnings and errors,
+    less the boundary's."""
     if config.use_vllm and importlib.util.find_spec("vllm") is None:
         raise ConfigError(
             "use_vllm: vLLM is not installed in this environment; install it (pip install vllm, on a CUDA machine) "

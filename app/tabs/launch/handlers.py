@@ -46,7 +46,7 @@ from grpo_core.rewards.regex_budget import time_budget
 from grpo_core.run_config import ConfigError, RunConfig, parse_run_config
 from grpo_core.submit.queue import submit_run
 from grpo_core.submit.quick_starts import quick_start
-from grpo_core.submit.validate import validate_run_config
+from grpo_core.submit.validate import validate_checked_config
 
 # The try-out bench and the probe score in the web process: one group at a time, of a bounded size, and the users'
 # regular expressions (format_regex, a JSON schema's patterns) of one scoring take this long at most together.
@@ -65,12 +65,12 @@ def preview(values: Values) -> str:
 
 
 def submit(ctx: AppContext, request: Any, config: RunConfig, boundary: Boundary) -> tuple[str, int]:
-    """Queue ``config`` (already checked against the login's ``boundary``) as a run owned by the login; the status
-    line and the new run's id.
-    :func:`grpo_core.runs.actions.submit_run` validates it once and returns the run with the validation's warnings.
+    """Queue ``config`` as a run owned by the login; the status line and the new run's id.
+    :func:`grpo_core.submit.queue.submit_run` checks it against the login's ``boundary`` and validates it, once, and
+    returns the run with the validation's warnings.
 
     Raises:
-        ConfigError: as :func:`grpo_core.runs.actions.submit_run`.
+        ConfigError: as :func:`grpo_core.submit.queue.submit_run`.
     """
     submitted = submit_run(ctx.store, config, model_cache_dir=ctx.settings.model_cache_dir,
                            owner=getattr(request, "username", None), boundary=boundary)
@@ -84,9 +84,9 @@ def launch(ctx: AppContext, request: Any, values: Values) -> tuple[str, int | No
     """Inputs: the form. Outputs: the launch status (Markdown), the new run's id (``None`` when not launched)."""
     try:
         boundary = boundary_of(ctx, request)
-        config = boundary.check_config(form_to_config(values))
+        config = form_to_config(values)
         check_webhooks(ctx, request, [config.webhook_url])
-        return submit(ctx, request, config, boundary)
+        return submit(ctx, request, config, boundary)  # the boundary is checked there, once
     except (ConfigError, ValueError) as exc:
         return f"❌ **Not launched.** {exc}", None
 
@@ -212,7 +212,7 @@ def preflight(ctx: AppContext, request: Any, values: Values) -> Iterator[tuple[A
     try:
         boundary = boundary_of(ctx, request)
         config = boundary.check_config(form_to_config(values))  # the worker gets the real paths checked
-        validate_run_config(ctx.store, config, model_cache_dir=ctx.settings.model_cache_dir, boundary=boundary)
+        validate_checked_config(ctx.store, config, model_cache_dir=ctx.settings.model_cache_dir)
     except (ConfigError, ValueError) as exc:
         yield f"❌ **Preflight not started.** {exc}", gr.skip()
         return

@@ -103,7 +103,6 @@ def launch(ctx: AppContext, form: Mapping[str, Any], request: Any = None) -> str
         boundary = boundary_of(ctx, request)
         config = launch_config(run.config or {}, parse_rules_text(form.get("rules") or ""),
                                name=(form.get("launch_name") or "").strip() or None)
-        config = boundary.check_config(config)
         check_webhooks(ctx, request, [config.webhook_url])
         submitted = submit_run(ctx.store, config, model_cache_dir=ctx.settings.model_cache_dir,
                                owner=actor_of(ctx, request).user, boundary=boundary)

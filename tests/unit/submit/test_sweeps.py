@@ -165,8 +165,8 @@ def test_the_form_shows_the_number_of_runs_or_why_the_grid_is_refused():
 
 def test_a_sweep_queues_one_run_per_point_with_its_id_tag_and_values(store, monkeypatch):
     calls = []
-    real = sweeps.validate_run_config
-    monkeypatch.setattr(sweeps, "validate_run_config", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+    real = sweeps.validate_checked_config  # the boundary is checked per point before, once each
+    monkeypatch.setattr(sweeps, "validate_checked_config", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
     launched = submit_sweep(store, _base(name="grid"), parse_grid_text("learning_rate: 1e-5, 1e-4\nbeta: 0.0, 0.04"),
                             owner="alice")
     sweep, runs = launched.sweep, launched.runs

@@ -95,6 +95,7 @@ def test_launch_queues_the_form_validating_once(ctx, monkeypatch):
         raise AssertionError("the Launch handler validated the config itself")
 
     monkeypatch.setattr(handlers, "validate_run_config", no_second_validation, raising=False)
+    monkeypatch.setattr(handlers, "validate_checked_config", no_second_validation, raising=False)
     ticks = []
     monkeypatch.setattr(ctx.launcher, "tick", lambda: ticks.append(1))  # queued, no worker started here
     dataset = ctx.store.find_dataset(QUICK_START_EXAMPLE)
