@@ -220,7 +220,7 @@ def _train(args: argparse.Namespace) -> int:
     from grpo_core.settings import load_settings
     from grpo_core.submit.queue import submit_run
     from grpo_core.training.headless import HeadlessRefusal, headless_gpus, train_headless
-    from grpo_core.training.worker import apply_resource_limits
+    from grpo_core.training.limits import apply_resource_limits
     from storage import RunStatus, Store
 
     try:  # the same limits as a worker the dashboard starts (GRPO_WORKER_MAX_MEMORY_MB, GRPO_WORKER_MAX_FILE_MB)

@@ -36,10 +36,9 @@ from grpo_core.runs.failures import failure_text
 from grpo_core.runs.files import CONFIG_FILE_NAME, adapter_dir, output_dir, run_dir
 from grpo_core.runs.provenance import collect_provenance, plugin_files
 from grpo_core.settings import Settings, load_settings
+from grpo_core.training.limits import apply_resource_limits
 from storage import RunStatus, Store
 
-ENV_MAX_MEMORY_MB = "GRPO_WORKER_MAX_MEMORY_MB"
-ENV_MAX_FILE_MB = "GRPO_WORKER_MAX_FILE_MB"
 #: Seconds the crash path waits for the recorder's queued writes to reach the store.
 FLUSH_TIMEOUT_S = 60.0
 
@@ -47,36 +46,6 @@ FLUSH_TIMEOUT_S = 60.0
 def process_rank() -> tuple[int, int]:
     """``(rank, world size)`` of this process: torchrun's ``RANK``/``WORLD_SIZE`` under accelerate, else ``(0, 1)``."""
     return int(os.environ.get("RANK", "0") or 0), int(os.environ.get("WORLD_SIZE", "1") or 1)
-
-
-def apply_resource_limits(env: dict[str, str] | None = None) -> list[str]:
-    """Apply the ``GRPO_WORKER_MAX_MEMORY_MB`` / ``GRPO_WORKER_MAX_FILE_MB`` limits to this process.
-
-    A file limit turns a write beyond it into an ``OSError`` (EFBIG) rather than the default SIGXFSZ kill, so the run
-    fails with a message. Returns a description of each limit applied.
-
-    Raises:
-        ValueError: a limit is not a whole number of megabytes.
-    """
-    import resource
-
-    env = os.environ if env is None else env
-    applied = []
-    for name, limit, label in ((ENV_MAX_MEMORY_MB, resource.RLIMIT_AS, "address space"),
-                               (ENV_MAX_FILE_MB, resource.RLIMIT_FSIZE, "file size")):
-        raw = (env.get(name) or "").strip()
-        if not raw:
-            continue
-        try:
-            megabytes = int(raw)
-        except ValueError:
-            raise ValueError(f"{name}={raw!r} is not a whole number of megabytes") from None
-        size = megabytes * 1024 * 1024
-        resource.setrlimit(limit, (size, resource.getrlimit(limit)[1]))
-        if limit == resource.RLIMIT_FSIZE:
-            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        applied.append(f"{label} {megabytes} MB")
-    return applied
 
 
 def _say(message: str) -> None:

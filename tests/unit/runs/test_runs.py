@@ -13,7 +13,7 @@ from sqlalchemy import text
 from grpo_core.runs.actions import RunActionError, delete_run, parse_tags, resume_run
 from grpo_core.runs.failures import DISK_FULL, OUT_OF_MEMORY, failure_kind, failure_text
 from grpo_core.runs.files import last_checkpoint, list_checkpoints
-from grpo_core.training.worker import apply_resource_limits
+from grpo_core.training.limits import apply_resource_limits
 from storage import CompletionRecord, GroupRecord, RunStatus, Store, StoreError
 from storage.migrations import add_missing_columns, missing_columns
 from tests.store_helpers import count_groups, record_metrics
