@@ -102,3 +102,26 @@ def test_torch_transformers_trl_and_peft_only_where_the_path_says(path):
     offenders = [f"line {line}: {module}" for line, module in heavy_imports(path.read_text(encoding="utf-8"))]
     assert offenders == [], (f"{path.relative_to(REPO)} imports {offenders}: move that code to grpo_core/engine/ or "
                              "the child job's worker.py")
+
+
+def _grpo_core_imports(source: str) -> list[tuple[int, str]]:
+    """``(line, module)`` of every absolute import of a ``grpo_core`` module in ``source``, at any depth."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, a.name) for a in node.names if a.name.startswith("grpo_core."))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("grpo_core."):
+            found.append((node.lineno, node.module))
+    return found
+
+
+def test_the_app_never_imports_the_engine_and_only_the_cli_preflight_a_worker():
+    """docs/architecture.md: app/ imports grpo_core (never grpo_core.engine); the one child-side module it reaches is
+    the preflight's worker, which ``grpo-dashboard preflight`` runs in the CLI's own process (never the web's)."""
+    reached = {}
+    for path in sorted((REPO / "app").rglob("*.py")):
+        for line, module in _grpo_core_imports(path.read_text(encoding="utf-8")):
+            if module == "grpo_core.engine" or module.startswith("grpo_core.engine.") or module.endswith(".worker"):
+                reached[f"{path.relative_to(REPO).as_posix()}:{line}"] = module
+    assert sorted(reached.values()) == ["grpo_core.preflight.worker"], reached
+    assert all(place.startswith("app/cli/main.py:") for place in reached)
