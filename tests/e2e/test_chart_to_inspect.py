@@ -37,7 +37,7 @@ def _group(step: int, row: int) -> GroupRecord:
 
 
 @pytest.fixture(scope="module")
-def chart_run(server):  # noqa: F811 - the imported fixture
+def chart_run(server):
     store = Store(sqlite_url(server["data_dir"] / "grpo.db"))
     try:
         config = RunConfig.model_validate({"name": "chart-demo", "model": "/nonexistent/model",
@@ -55,7 +55,7 @@ def chart_run(server):  # noqa: F811 - the imported fixture
         store.close()
 
 
-def test_clicking_a_chart_point_opens_that_steps_groups(page, chart_run):  # noqa: F811
+def test_clicking_a_chart_point_opens_that_steps_groups(page, chart_run):
     page.get_by_role("tab", name="Runs").click()
     expect(page.locator("#runs-table")).to_contain_text("chart-demo")
     pick(page, "runs-select", "chart-demo")

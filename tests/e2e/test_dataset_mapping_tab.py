@@ -16,7 +16,7 @@ pytestmark = pytest.mark.e2e
 SYSTEM = "Solve the problem. End with '#### <number>'."
 
 
-def test_gsm8k_layout_mapped_checked_and_added(page, tiny_model_dir, tmp_path):  # noqa: F811
+def test_gsm8k_layout_mapped_checked_and_added(page, tiny_model_dir, tmp_path):
     upload = tmp_path / "gsm8k-mini.jsonl"
     rows = [{"question": f"Tom has {a} apples and buys {a} more. How many?", "answer": f"#### {2 * a}"}
             for a in range(1, 6)]

@@ -9,13 +9,13 @@ from playwright.sync_api import expect
 pytestmark = pytest.mark.e2e
 
 
-def _headers(page, elem_id: str) -> list[str]:  # noqa: F811
+def _headers(page, elem_id: str) -> list[str]:
     table = page.locator(f"#{elem_id}")
     table.locator("thead th").first.wait_for(state="attached")
     return [text.strip() for text in table.locator("thead th").all_inner_texts() if text.strip()]
 
 
-def test_empty_tables_name_their_columns(page):  # noqa: F811
+def test_empty_tables_name_their_columns(page):
     page.get_by_role("tab", name="Datasets").click()
     expect(page.locator("#dataset-preview")).to_be_visible()
     assert _headers(page, "dataset-preview") == ["prompt"]

@@ -63,7 +63,7 @@ def _config(name: str, **overrides) -> dict:
 
 
 @pytest.fixture(scope="module")
-def demo_runs(server):  # noqa: F811 - the imported fixture
+def demo_runs(server):
     """Two finished runs in the served store: ``doctor-demo`` (groups, zero-std stretch) and ``baseline-demo``."""
     store = Store(sqlite_url(server["data_dir"] / "grpo.db"))
     try:
@@ -109,12 +109,12 @@ def demo_runs(server):  # noqa: F811 - the imported fixture
         store.close()
 
 
-def _open(page, panel_id: str, label: str) -> None:  # noqa: F811
+def _open(page, panel_id: str, label: str) -> None:
     """Open the closed accordion ``#panel_id`` by its label."""
     page.locator(f"#{panel_id}").get_by_text(label, exact=True).first.click()
 
 
-def test_doctor_flags_the_zero_std_stretch(page, demo_runs):  # noqa: F811
+def test_doctor_flags_the_zero_std_stretch(page, demo_runs):
     page.get_by_role("tab", name="Runs").click()
     expect(page.locator("#runs-table")).to_contain_text("doctor-demo")
     pick(page, "runs-select", "doctor-demo")
@@ -132,7 +132,7 @@ def test_doctor_flags_the_zero_std_stretch(page, demo_runs):  # noqa: F811
     expect(page.locator("#run-doctor")).to_contain_text("No problem found")
 
 
-def test_compare_by_wall_time_with_config_differences(page, demo_runs):  # noqa: F811
+def test_compare_by_wall_time_with_config_differences(page, demo_runs):
     page.get_by_role("tab", name="Runs").click()
     _open(page, "compare-panel", "Compare runs")
     pick(page, "compare-runs", "doctor-demo")
@@ -149,7 +149,7 @@ def test_compare_by_wall_time_with_config_differences(page, demo_runs):  # noqa:
     assert "max_completion_length" not in table.inner_text()  # equal fields are left out
 
 
-def test_inspect_filters_search_history_and_diff(page, demo_runs):  # noqa: F811
+def test_inspect_filters_search_history_and_diff(page, demo_runs):
     page.get_by_role("tab", name="Inspect").click()
     pick(page, "inspect-run", "doctor-demo")
     groups = page.locator("#inspect-groups .grpo-group")

@@ -34,7 +34,7 @@ def _slot(browser_page, index: int):
     return browser_page.locator(f"#rule-group-{index}").first
 
 
-def test_the_form_shows_what_applies_and_cuts_no_label(page):  # noqa: F811
+def test_the_form_shows_what_applies_and_cuts_no_label(page):
     _launch(page)
     for index in (1, 2):
         expect(_slot(page, index)).to_be_visible()
@@ -56,7 +56,7 @@ def test_the_form_shows_what_applies_and_cuts_no_label(page):  # noqa: F811
     assert height < 2400, height
 
 
-def test_the_preview_is_filled_on_load(page):  # noqa: F811
+def test_the_preview_is_filled_on_load(page):
     _launch(page)
     page.get_by_text("Run config preview").click()
     preview = page.locator("#config-preview")
@@ -64,7 +64,7 @@ def test_the_preview_is_filled_on_load(page):  # noqa: F811
     expect(preview).to_contain_text("max_steps: 60")
 
 
-def test_add_and_remove_a_rule(page):  # noqa: F811
+def test_add_and_remove_a_rule(page):
     _launch(page)
     page.locator("#rule-add").click()
     expect(_slot(page, 3)).to_be_visible()
@@ -84,7 +84,7 @@ def test_add_and_remove_a_rule(page):  # noqa: F811
     expect(page.locator("#rule-1 input")).to_have_value("(none)")
 
 
-def test_launch_lands_on_the_new_run(page, tiny_model_dir):  # noqa: F811
+def test_launch_lands_on_the_new_run(page, tiny_model_dir):
     _launch(page)
     set_text(page, "launch-model", str(tiny_model_dir))
     set_text(page, "launch-name", "landing-run")
@@ -98,7 +98,7 @@ def test_launch_lands_on_the_new_run(page, tiny_model_dir):  # noqa: F811
     expect(page.locator("#run-status")).to_contain_text(f"#{run_id} landing-run")
 
 
-def test_the_code_quick_start_fills_the_form_and_the_arithmetic_one_puts_it_back(page):  # noqa: F811
+def test_the_code_quick_start_fills_the_form_and_the_arithmetic_one_puts_it_back(page):
     recipe = quick_start("code").recipe()
     _launch(page)
     page.locator("#quick-start-code").click()

@@ -12,7 +12,7 @@ from tests.helpers import open_rule_details, set_text
 pytestmark = pytest.mark.e2e
 
 
-def test_bench_probe_flags_only_winning_degenerate_completions(page):  # noqa: F811
+def test_bench_probe_flags_only_winning_degenerate_completions(page):
     page.get_by_role("tab", name="Launch").click()
     page.get_by_text("Try the rules on sample completions").click()
     page.locator("#probe-button").click()

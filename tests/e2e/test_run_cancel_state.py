@@ -17,14 +17,14 @@ from tests.helpers import pick
 pytestmark = pytest.mark.e2e
 
 
-def test_the_empty_runs_card_has_no_markdown_marks(page):  # noqa: F811
+def test_the_empty_runs_card_has_no_markdown_marks(page):
     page.get_by_role("tab", name="Runs").click()
     card = page.locator("#runs-status")
     expect(card).to_contain_text("No runs yet", timeout=10_000)
     assert "**" not in card.inner_text()
 
 
-def test_cancel_is_off_for_a_completed_run(page, server):  # noqa: F811
+def test_cancel_is_off_for_a_completed_run(page, server):
     store = Store(sqlite_url(server["data_dir"] / "grpo.db"))
     try:
         done = store.create_run(name="done-run", config={}, dataset_id=None, max_steps=1)

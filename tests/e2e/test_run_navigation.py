@@ -39,7 +39,7 @@ def _group(name: str, step: int) -> GroupRecord:
 
 
 @pytest.fixture(scope="module")
-def two_runs(server):  # noqa: F811 - the imported fixture
+def two_runs(server):
     store = Store(sqlite_url(server["data_dir"] / "grpo.db"))
     ids = {}
     try:
@@ -77,7 +77,7 @@ def _chart_of(tab_page, run_name: str):
     )
 
 
-def test_row_click_selects_the_run_everywhere(page, two_runs):  # noqa: F811
+def test_row_click_selects_the_run_everywhere(page, two_runs):
     page.get_by_role("tab", name="Runs").click()
     table = page.locator("#runs-table")
     expect(table).to_contain_text("nav-a")
@@ -98,7 +98,7 @@ def test_row_click_selects_the_run_everywhere(page, two_runs):  # noqa: F811
     expect(page).to_have_url(re.compile(rf"[?&]run={two_runs['nav-b']}(&|$)"))
 
 
-def test_overlay_and_smoothing_change_every_panel(page, two_runs):  # noqa: F811
+def test_overlay_and_smoothing_change_every_panel(page, two_runs):
     page.get_by_role("tab", name="Runs").click()
     expect(page.locator("#runs-table")).to_contain_text("nav-a")
     _click_row(page, "nav-a")
@@ -134,7 +134,7 @@ def test_overlay_and_smoothing_change_every_panel(page, two_runs):  # noqa: F811
                != min(pairs[(t["group"], t["axis"])]))
 
 
-def test_a_link_opens_the_run_and_step(page, server, two_runs):  # noqa: F811
+def test_a_link_opens_the_run_and_step(page, server, two_runs):
     run = two_runs["nav-a"]
     page.goto(f"{server['url']}?run={run}&step=3&tab=inspect")
     expect(page.get_by_role("tab", name="Inspect")).to_have_attribute("aria-selected", "true")
@@ -154,7 +154,7 @@ def test_a_link_opens_the_run_and_step(page, server, two_runs):  # noqa: F811
 
 @pytest.mark.parametrize("query", ["?run=99999&tab=runs", "?run=<b>x</b>&step=-4&tab=admin",
                                    "?run=1e9&step=1%27%3B--&tab=inspect%00"])
-def test_a_bad_link_is_ignored(page, server, two_runs, query):  # noqa: F811
+def test_a_bad_link_is_ignored(page, server, two_runs, query):
     page.goto(server["url"] + query)
     page.get_by_role("tab", name="Runs").click()
     expect(page.locator("#runs-table")).to_contain_text("nav-b")

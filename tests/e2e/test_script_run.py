@@ -14,7 +14,7 @@ from tests.integration.scripts.runner import run_script
 pytestmark = pytest.mark.e2e
 
 
-def test_a_script_records_with_a_token_made_in_the_dashboard(page, server, tiny_model_dir, tmp_path):  # noqa: F811
+def test_a_script_records_with_a_token_made_in_the_dashboard(page, server, tiny_model_dir, tmp_path):
     page.get_by_role("tab", name="API tokens").click()
     page.locator("#token-create").click()
     shown = page.locator("#token-value")

@@ -24,7 +24,7 @@ STATS = TokenStats(
 
 
 @pytest.fixture(scope="module")
-def token_run(server):  # noqa: F811 - the imported fixture
+def token_run(server):
     """Run "token-demo": one group at step 4; completion #0 has per-token values, #1 has none."""
     store = Store(sqlite_url(server["data_dir"] / "grpo.db"))
     try:
@@ -43,7 +43,7 @@ def token_run(server):  # noqa: F811 - the imported fixture
         store.close()
 
 
-def test_a_completion_opens_as_a_token_heatmap(page, token_run):  # noqa: F811
+def test_a_completion_opens_as_a_token_heatmap(page, token_run):
     page.get_by_role("tab", name="Inspect").click()
     pick(page, "inspect-run", "token-demo")
     expect(page.locator("#inspect-summary")).to_contain_text("step 4")
@@ -77,7 +77,7 @@ def test_a_completion_opens_as_a_token_heatmap(page, token_run):  # noqa: F811
     expect(page.locator("#inspect-tokens")).to_contain_text("No per-token values were recorded")
 
 
-def test_clicking_a_completion_opens_its_tokens_readably(page, token_run):  # noqa: F811
+def test_clicking_a_completion_opens_its_tokens_readably(page, token_run):
     page.get_by_role("tab", name="Inspect").click()
     pick(page, "inspect-run", "token-demo")
     expect(page.locator("#inspect-summary")).to_contain_text("step 4")

@@ -23,7 +23,7 @@ RUN_NAME = "try-export-run"
 
 
 @pytest.fixture(scope="module")
-def trained_run(server, tiny_model_dir):  # noqa: F811 - the imported fixture
+def trained_run(server, tiny_model_dir):
     """A run of the tiny model (1 step, checkpoint at step 1) queued in the server's store and trained by its
     launcher; returns its id once completed."""
     store = Store(sqlite_url(server["data_dir"] / "grpo.db"))
@@ -41,7 +41,7 @@ def trained_run(server, tiny_model_dir):  # noqa: F811 - the imported fixture
         store.close()
 
 
-def test_export_panel_offers_every_file_for_download(page, trained_run):  # noqa: F811
+def test_export_panel_offers_every_file_for_download(page, trained_run):
     page.get_by_role("tab", name="Runs").click()
     expect(page.locator("#runs-select input")).to_have_value(f"#{trained_run} {RUN_NAME} (completed)",
                                                              timeout=15_000)
@@ -74,7 +74,7 @@ def test_export_panel_offers_every_file_for_download(page, trained_run):  # noqa
     assert cut == [], cut
 
 
-def test_merging_twice_reuses_the_merged_folder(page, trained_run, server):  # noqa: F811
+def test_merging_twice_reuses_the_merged_folder(page, trained_run, server):
     page.get_by_role("tab", name="Runs").click()
     expect(page.locator("#runs-select input")).to_have_value(f"#{trained_run} {RUN_NAME} (completed)",
                                                              timeout=15_000)
@@ -88,7 +88,7 @@ def test_merging_twice_reuses_the_merged_folder(page, trained_run, server):  # n
     assert len(merged) == 1, merged
 
 
-def test_try_the_model_samples_base_and_trained_side_by_side(page, trained_run):  # noqa: F811
+def test_try_the_model_samples_base_and_trained_side_by_side(page, trained_run):
     page.get_by_role("tab", name="Try the model").click()
     page.locator("#try-run input").click()
     page.get_by_role("option", name=RUN_NAME).first.click()

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def tiny_run(server, tiny_model_dir):  # noqa: F811 - the imported fixture
+def tiny_run(server, tiny_model_dir):
     store = Store(sqlite_url(server["data_dir"] / "grpo.db"))
     folder = server["data_dir"] / "workbench-data"
     folder.mkdir()
@@ -29,7 +29,7 @@ def tiny_run(server, tiny_model_dir):  # noqa: F811 - the imported fixture
     yield run_id
 
 
-def _set_code(page, elem_id: str, text: str) -> None:  # noqa: F811
+def _set_code(page, elem_id: str, text: str) -> None:
     editor = page.locator(f"#{elem_id} .cm-content")
     editor.click()
     page.keyboard.press("Control+A")
@@ -38,7 +38,7 @@ def _set_code(page, elem_id: str, text: str) -> None:  # noqa: F811
     expect(editor).to_contain_text("numeric_answer")
 
 
-def test_rescore_compare_open_in_inspect_save_and_launch(page, server, tiny_run):  # noqa: F811
+def test_rescore_compare_open_in_inspect_save_and_launch(page, server, tiny_run):
     page.get_by_role("tab", name="Reward workbench").click()
     pick(page, "workbench-run", "workbench-demo")
     expect(page.locator("#workbench-rules")).to_contain_text("format_regex")  # the run's own rules, to edit
