@@ -18,7 +18,7 @@ def _finished_run(store: Store, name: str, status: RunStatus) -> int:
     return run.id
 
 
-def test_filter_tag_and_delete_with_confirmation(page, server):  # noqa: F811 - fixtures
+def test_filter_tag_and_delete_with_confirmation(page, server):
     store = Store(sqlite_url(server["data_dir"] / "grpo.db"))
     try:
         doomed = _finished_run(store, "doomed-run", RunStatus.FAILED)
