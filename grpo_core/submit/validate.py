@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_core.access.boundary import OPEN, Boundary
+from grpo_core.datasets.leaks import leak_lines
 from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.datasets.rows import column_mapping, load_rows
 from grpo_core.jobs.reward_check import check_plugins, has_plugins
@@ -161,6 +162,7 @@ def validate_run_config(
         warnings.append("max_completion_length below 16 tokens truncates most completions")
     # rows whose answer an answer rule cannot read give it None on every completion: no learning signal
     warnings += coverage_lines(dataset_answer_coverage(rows, rules))
+    warnings += leak_lines(rows)  # a final assistant message or the answer inside the prompt: copying is paid
     folder = model_text_folder(config.model, model_cache_dir)
     if folder is None:
         if describe_model(config.model).kind != "folder":
