@@ -72,9 +72,9 @@ def build_blocks(ctx: AppContext) -> gr.Blocks:
             with gr.Tab("API tokens", id="tokens", elem_id="tab-tokens") as tokens_tab:  # scripts over HTTP
                 create_api_tokens_tab(ctx, tokens_tab)
             with gr.Tab("Reward workbench", id="workbench", elem_id="tab-workbench"):  # re-score a run's groups
-                create_workbench_tab(ctx, sync, inspect=inspect, tabs=tabs)
+                workbench = create_workbench_tab(ctx, sync, inspect=inspect, tabs=tabs)
         # --- navigation: the Runs tab's selection followed by the other tabs, the view in the URL ---
-        follow_selection(runs_tab["selected"], try_tab["run"])
+        follow_selection(runs_tab["selected"], try_tab["run"], workbench["run"])  # a link's run=, a Runs pick
         land_on_new_run(ctx, launch_tab["launched_run"], runs_tab["selected"])  # a launch lands on its new run
         connect_url(blocks, tabs, url_view, runs_tab["selected"], inspect["step"])
         # --- end navigation ---

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 #: The tabs a link may open (the ids :func:`app.server.build_blocks` gives them).
-TABS = ("datasets", "launch", "runs", "inspect", "try")
+TABS = ("datasets", "launch", "runs", "inspect", "try", "tokens", "workbench")
 #: Run ids and steps are decimal integers of at most this many digits (a 64-bit id has 19).
 MAX_DIGITS = 12
 _INTEGER = re.compile(rf"[0-9]{{1,{MAX_DIGITS}}}")

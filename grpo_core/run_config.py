@@ -262,11 +262,18 @@ class RunConfig(BaseModel):
     def _batch_divisible(self) -> RunConfig:
         total = self.per_device_train_batch_size * self.num_processes * self.gradient_accumulation_steps
         if total % self.num_generations:
-            raise ValueError(
-                f"per_device_train_batch_size × num_processes × gradient_accumulation_steps = {total} completions "
-                f"per step must be a multiple of num_generations = {self.num_generations}"
+            raise ValueError(  # the Launch form's words first ("completions per step"), then the fields
+                f"{total} completions per step (per_device_train_batch_size {self.per_device_train_batch_size} × "
+                f"num_processes {self.num_processes} × gradient_accumulation_steps "
+                f"{self.gradient_accumulation_steps}) must be a multiple of num_generations = {self.num_generations}: "
+                f"each prompt gets num_generations completions; try {self._nearest_multiple(total)} completions "
+                "per step"
             )
         return self
+
+    def _nearest_multiple(self, total: int) -> int:
+        """The multiple of ``num_generations`` nearest ``total`` completions (at least one group)."""
+        return max(self.num_generations, round(total / self.num_generations) * self.num_generations)
 
     @property
     def prompts_per_step(self) -> int:

@@ -60,7 +60,9 @@ class Settings:
         host, port: where the web server listens.
         max_concurrent_runs: runs training at once; further runs wait as ``queued``.
         poll_interval_s: how often the launcher looks for queued, finished and dead runs (seconds).
-        cancel_grace_s: seconds a cancelled run gets to stop at a step boundary before its process group is killed.
+        cancel_grace_s: least seconds a cancelled run gets to stop at a step boundary before its process group is
+            killed; a run whose steps take longer gets 3 times its longest recent step plus this
+            (:mod:`grpo_core.training.cancel_grace`).
         auth: ``((user, password), ...)`` that Gradio's login accepts; empty: no login (left out of ``repr``).
         max_upload_mb: largest dataset upload accepted, in binary megabytes (Gradio's limit and the importer's).
         webhook_url: where run alerts go when a run sets none (:mod:`grpo_core.alerts.webhooks`); empty: no alerts.

@@ -20,7 +20,10 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from sqlalchemy import text
+
 from grpo_core.preflight.report import PreflightReport, RuleStats
+from grpo_core.processes import process_alive
 from grpo_core.run_config import RunConfig
 from grpo_core.training.launcher import Launcher
 from storage import RunInfo, RunStatus, Store, SweepInfo, sqlite_url
@@ -277,3 +280,35 @@ def expect_the_sweep_table_completed(page, store: Store, sweep: SweepInfo) -> li
     table = page.locator("#sweep-table").inner_text()
     assert "0.001" in table and "0.01" in table and "0.04" in table
     return runs
+
+
+# What the fault tests share: every step recorded exactly once, and the worker gone before a resume.
+
+
+def metric_counts(store, run_id: int) -> dict[int, dict[str, int]]:
+    """``{step: {key: rows}}`` straight from the table (the unique constraint aside, duplicates would show here)."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT step, key, COUNT(*) FROM metrics WHERE run_id = :r GROUP BY step, key"), {"r": run_id}
+        ).all()
+    counts: dict[int, dict[str, int]] = {}
+    for step, key, n in rows:
+        counts.setdefault(step, {})[key] = n
+    return counts
+
+
+def assert_steps_recorded_once(store, run_id: int, steps: int, groups_per_step: int = 2) -> None:
+    counts = metric_counts(store, run_id)
+    assert sorted(counts) == list(range(1, steps + 1))
+    for step, keys in counts.items():
+        assert "reward" in keys and "loss" in keys, f"step {step} lacks metrics: {sorted(keys)}"
+        assert set(keys.values()) == {1}, f"step {step} has duplicated metric rows"
+    assert store.group_steps(run_id) == list(range(1, steps + 1))
+    for step in range(1, steps + 1):
+        assert len(store.groups_at(run_id, step)) == groups_per_step, f"step {step}"
+
+
+def wait_until_worker_gone(store, launcher: Launcher, run_id: int) -> None:
+    """Resume refuses while the previous worker is still exiting (its interpreter shutting down)."""
+    pid = store.get_run(run_id).worker_pid
+    wait_for(lambda: not process_alive(pid), 60, interval_s=0.2, launcher=launcher)

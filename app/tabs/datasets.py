@@ -16,6 +16,7 @@ from app.views.tables import cell_text, empty_frame
 from grpo_core.access.boundary import BoundaryError
 from grpo_core.access.ownership import NotOwnerError, check_may_change
 from grpo_core.datasets.formats import SUPPORTED_EXTENSIONS, read_normalized
+from grpo_core.datasets.leaks import leak_lines
 from grpo_core.datasets.library import (
     DatasetInUseError,
     delete_dataset,
@@ -80,10 +81,11 @@ def model_view_text(ctx: AppContext, rows: list[dict[str, Any]], model: str | No
 
 
 def answer_coverage_markdown(rows: list[dict[str, Any]]) -> str:
-    """Markdown lines (each starting with a blank line) naming the answer rules that cannot judge some rows'
-    ``answer`` (missing, prose, not one number); ``""`` when every answer rule can judge every row or there is no
-    ``answer`` column."""
-    return "".join(f"\n\n⚠️ {line}" for line in coverage_lines(dataset_answer_coverage(rows)))
+    """Markdown lines (each starting with a blank line): prompts that give their answer away
+    (:func:`grpo_core.datasets.leaks.leak_lines`: a final assistant message, the answer inside), then the answer
+    rules that cannot judge some rows' ``answer`` (missing, prose, not one number); ``""`` when there is none."""
+    lines = [*leak_lines(rows), *coverage_lines(dataset_answer_coverage(rows))]
+    return "".join(f"\n\n⚠️ {line}" for line in lines)
 
 
 def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[str, gr.components.Component]:

@@ -16,6 +16,17 @@ from storage.records import RescoringInfo
 TEXT_CUT = 400
 """Characters of a completion shown in a changed group."""
 
+CHANGED_CSS = """
+.rescore-changed { max-width: 100%; overflow-x: auto; }
+.rescore-group table { width: 100%; table-layout: fixed; border-collapse: collapse; }
+.rescore-group th:first-child, .rescore-group td:first-child { width: 2.5em; }
+.rescore-group td { vertical-align: top; overflow-wrap: anywhere; word-break: break-word; padding: 2px 6px; }
+.rescore-group pre { white-space: pre-wrap; word-break: break-word; overflow-wrap: anywhere; margin: 0;
+  max-height: 220px; overflow: auto; }
+"""
+"""The changed groups' layout: every column inside the panel at any width (a fixed table layout whose cells wrap
+long rule names and completions), the panel itself scrolling sideways if a cell still cannot fit."""
+
 
 def _num(value: Any, digits: int = 3) -> str:
     return "–" if value is None else f"{float(value):.{digits}f}"
@@ -72,15 +83,24 @@ def steps_html(result: Mapping[str, Any]) -> str:
 
 
 def steps_frame(result: Mapping[str, Any]) -> pd.DataFrame:
-    """Long format for a line plot: ``step``, ``value``, ``series`` (reward and frac_reward_zero_std, run and new)."""
+    """Long format for a line plot: ``step``, ``value``, ``series`` (reward and frac_reward_zero_std, run and new).
+
+    ``step`` is the step number as text: a plot reads a text column as categories, one tick per recorded step, where
+    a number column got fractional ticks ("1.5") between steps that only exist as whole numbers; :func:`step_order`
+    gives the ticks' order."""
     records = []
     for step in result["steps"]:
         for key, series in (("reward_before", "reward (run)"), ("reward_after", "reward (new rules)"),
                             ("frac_reward_zero_std_before", "frac_reward_zero_std (run)"),
                             ("frac_reward_zero_std_after", "frac_reward_zero_std (new rules)")):
             if step[key] is not None:
-                records.append({"step": step["step"], "value": float(step[key]), "series": series})
+                records.append({"step": str(int(step["step"])), "value": float(step[key]), "series": series})
     return pd.DataFrame.from_records(records, columns=["step", "value", "series"])
+
+
+def step_order(result: Mapping[str, Any]) -> list[str]:
+    """The steps of :func:`steps_frame`, ascending as numbers (``"2"`` before ``"10"``), for the plot's ``sort``."""
+    return [str(s) for s in sorted({int(step["step"]) for step in result["steps"]})]
 
 
 def group_choices(result: Mapping[str, Any]) -> list[tuple[str, int]]:
@@ -94,7 +114,7 @@ def changed_groups_html(result: Mapping[str, Any]) -> str:
     groups = result.get("changed_groups") or []
     if not groups:
         return "<p class='rescore-nochange'>No group's advantages change under the new rules.</p>"
-    return "".join(group_html(g) for g in groups)
+    return f"<style>{CHANGED_CSS}</style><div class='rescore-changed'>{''.join(group_html(g) for g in groups)}</div>"
 
 
 def group_html(group: Mapping[str, Any]) -> str:

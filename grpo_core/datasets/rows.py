@@ -17,6 +17,7 @@ recorded with each sampled group; the trainer hands it to TRL as the dataset col
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from collections.abc import Mapping
@@ -33,6 +34,24 @@ from grpo_core.run_config import ConfigError, RunConfig
 ROW_INDEX_COLUMN = "_row_index"
 """Dataset column the trainer adds to every row: the row's 0-based ``row_index`` in the run's rows. TRL passes it
 to the reward functions (and so to the recorder's tap) with the other columns; it is never shown or exported."""
+
+PROMPT_KEY_BASE = 2**30
+"""The least ``row_index`` that is a prompt key (:func:`prompt_key`), not a dataset row: a run recorded from a user's
+own script has no row index, and its groups are keyed by their prompt text instead."""
+
+
+def prompt_key(text: str) -> int:
+    """A stable ``row_index`` for a prompt without a dataset row (a script run's): the first 30 bits of the BLAKE2b
+    digest of its text, plus :data:`PROMPT_KEY_BASE`, so in ``[2**30, 2**31)`` (the store's 32-bit column) and never a
+    real row's index. The same prompt text gets the same key at every step and in every process; two different
+    prompts share one with probability about n^2 / 2^31 for n distinct prompts (1 in 2,000 for 1,000 prompts)."""
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=4).digest()
+    return PROMPT_KEY_BASE + (int.from_bytes(digest, "big") & (PROMPT_KEY_BASE - 1))
+
+
+def is_prompt_key(row_index: int) -> bool:
+    """Whether ``row_index`` is a :func:`prompt_key` rather than a dataset row's index."""
+    return row_index >= PROMPT_KEY_BASE
 
 
 def _dataset_fields(config: RunConfig | Mapping[str, Any]) -> tuple[int | None, str | None]:

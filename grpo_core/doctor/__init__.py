@@ -8,7 +8,7 @@ The checks and their thresholds (module constants in :mod:`~grpo_core.doctor.thr
 corpus ``tests/doctor/corpus/``, measured by ``benchmarks/bench_doctor.py``; reference in ``docs/doctor.md``):
 
 - **learning** (information): the reward rises, by a one-sided Mann-Kendall test (p < 0.05) with Sen's slope's 95%
-  interval above 0, over the latest 50 logged steps or over the whole run read: "reward up from X to Y", the test
+  interval above 0 and the last 10 logged rewards above the first 10 on average, over the latest 50 logged steps or over the whole run read: "reward up from X to Y", the test
   and its numbers. **too early to tell**: no trend yet, and the test could not have seen a meaningful rise (half the
   mean within-group ``reward_std``, at least 0.05) with 80% power (:func:`~grpo_core.doctor.trends.detectable_rise`).
   **reward not improving** (warning) only when it could; **falling** when it falls significantly by that much;

@@ -62,10 +62,11 @@ def _entropy_surge(series: Series, groups: Sequence[GroupRecord], config: Mappin
 @doctor_check(110)
 def _entropy_collapse(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
     """Entropy fallen to :data:`ENTROPY_COLLAPSE_RATIO` of where the run started (the first points read) on a
-    significant fall, while the reward over the same steps is not rising, or while most groups are flat now (mean
-    ``frac_reward_zero_std`` of the latest :data:`BETA_ZERO_STD_WINDOW` steps above :data:`ZERO_STD_FRACTION`: a
-    policy that writes one completion for every prompt, e.g. "5555..." after a learning rate of 1e-2, whatever
-    reward that earns). A long run is tested on at most
+    significant fall, while the reward is not rising, neither over the same steps nor now
+    (:func:`~grpo_core.doctor.progress.rising_now`): entropy falling while the reward rises is what learning a short
+    answer looks like. The title adds "most groups are flat" when the mean ``frac_reward_zero_std`` of the latest
+    :data:`BETA_ZERO_STD_WINDOW` steps is above :data:`ZERO_STD_FRACTION` (a policy that writes one completion for
+    every prompt, e.g. "5555..." after a learning rate of 1e-2). A long run is tested on at most
     :data:`TREND_WINDOW` points spread evenly over the steps read (:func:`_spread_points`), so a collapse that
     finished long ago is still seen."""
     window = _spread_points(series, "entropy")
@@ -77,12 +78,12 @@ def _entropy_collapse(series: Series, groups: Sequence[GroupRecord], config: Map
         return []
     first = window[0][0]
     reward = [(s, v) for s, v in _spread_points(series, "reward") if s >= first]
+    if progress.rising_now(series) or (len(reward) >= TREND_MIN_STEPS and progress.rises(reward)):
+        return []  # sharpening on a rising reward is what learning looks like, flat (all-right) groups included
     flat_groups = [v for _, v in _points(series, "frac_reward_zero_std") if v is not None][-BETA_ZERO_STD_WINDOW:]
     degenerate = bool(flat_groups) and statistics.fmean(flat_groups) > ZERO_STD_FRACTION
-    if len(reward) >= TREND_MIN_STEPS and progress.rises(reward) and not degenerate:
-        return []  # sharpening on a rising reward is what learning looks like, while groups still differ
     beta = _number(config.get("beta"))
-    state = "and most groups are flat" if degenerate else "while the reward is flat"
+    state = "while the reward is not rising" + (" and most groups are flat" if degenerate else "")
     return found(
         "entropy_collapse", Severity.WARNING,
         title=f"Entropy is collapsing {state}: {start:.3g} → {end:.3g} nats per token",

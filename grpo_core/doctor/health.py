@@ -99,7 +99,7 @@ def _clipped(series: Series, groups: Sequence[GroupRecord], config: Mapping[str,
             "falling, and the reward is not improving (the trend test could have seen a rise): the cuts block it"
         )
     elif not still:
-        why = ", not at the latest step"
+        why = f", below {CLIPPED_RATIO_MAX:.0%} again: the policy has learned to finish"
     elif not judged:
         why = f"; too early to tell whether they block the reward (fewer than {TREND_MIN_STEPS} logged steps)"
     elif shrinking or rising:

@@ -53,6 +53,7 @@ from grpo_core.doctor.thresholds import (
     TREND_P_VALUE,
     ZERO_STD_FRACTION,
     ZERO_STD_MIN_STEPS,
+    ZERO_STD_WARN_STEPS,
 )
 from grpo_core.doctor.trends import _ends, _trend, _trend_points
 from storage import GroupRecord
@@ -159,8 +160,14 @@ def _reward_level(series: Series, config: Mapping[str, Any], steps: Sequence[int
 
 @doctor_check(90)
 def _zero_std(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
+    """``frac_reward_zero_std`` above :data:`ZERO_STD_FRACTION` for :data:`ZERO_STD_MIN_STEPS` or more logged steps in
+    a row, with the cause read from the sampled groups or the reward level: a warning from
+    :data:`ZERO_STD_WARN_STEPS` steps in a row or with the reward at 0 or at the most the rules give
+    (:func:`_reward_level`), information otherwise. Silent while the reward rises significantly
+    (:func:`~grpo_core.doctor.progress.rising_now`): groups turning flat because the policy now solves them is what
+    learning looks like, and the remaining groups carry the signal that moves the reward."""
     streaks = _streaks(_points(series, "frac_reward_zero_std"), lambda v: v > ZERO_STD_FRACTION, ZERO_STD_MIN_STEPS)
-    if not streaks:
+    if not streaks or progress.rising_now(series):
         return []
     steps = tuple(s for streak in streaks for s in streak)
     longest = max(len(s) for s in streaks)
@@ -200,15 +207,23 @@ def _zero_std(series: Series, groups: Sequence[GroupRecord], config: Mapping[str
             "prompts the model solves sometimes, not never and not always."
         )
     rates = _pass_rates(groups, rule)
+    # flat at the floor (reward 0) or the ceiling of the rules is no chance streak
+    flagged = set(steps)
+    at_zero = [v for s, v in _points(series, "reward") if s in flagged]
+    pinned = _reward_level(series, config, steps) is not None or (bool(at_zero) and all(v == 0 for v in at_zero))
+    lasting = longest >= ZERO_STD_WARN_STEPS or pinned
     return found(
-        "zero_std", Severity.WARNING,
+        "zero_std", Severity.WARNING if lasting else Severity.INFO,
         title=(
             f"Most groups give no learning signal: frac_reward_zero_std > {ZERO_STD_FRACTION} for "
             f"{longest} steps in a row{split}"
         ),
         advice=(
             "In these groups every completion got the same reward, so every advantage is 0 and the group "
-            f"teaches nothing. {cause} Raising temperature or num_generations"
+            "teaches nothing."
+            + ("" if lasting else f" It has lasted fewer than {ZERO_STD_WARN_STEPS} steps in a row, which happens by "
+               "chance with few prompts per step; the other groups still carry the signal. If it lasts:")
+            + f" {cause} Raising temperature or num_generations"
             f"{_config_value(config, 'num_generations')} gives more varied completions."
             + (f" Pass rate by {rule} in the sampled groups: {rates}." if rates else "")
         ),
@@ -355,10 +370,11 @@ def _length_drift(series: Series, groups: Sequence[GroupRecord], config: Mapping
 
 @doctor_check(150)
 def _beta_zero_std(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
-    """``beta > 0`` while most groups have zero std now: those groups add only the KL term to the loss."""
+    """``beta > 0`` while most groups have zero std now: those groups add only the KL term to the loss. Silent while
+    the reward rises significantly; it points at the zero-std finding only when that finding is shown."""
     beta = _number(config.get("beta"))
-    if beta is None or beta <= 0:
-        return []
+    if beta is None or beta <= 0 or progress.rising_now(series):
+        return []  # while the reward rises, the groups that differ carry the signal (see _zero_std)
     window = [(s, v) for s, v in _points(series, "frac_reward_zero_std") if v is not None][-BETA_ZERO_STD_WINDOW:]
     if len(window) < ZERO_STD_MIN_STEPS:
         return []
@@ -374,7 +390,9 @@ def _beta_zero_std(series: Series, groups: Sequence[GroupRecord], config: Mappin
         advice=(
             "A group with zero std has every advantage 0, so its only gradient is the KL term: it pulls the "
             "policy back towards the reference model and teaches nothing else. Set beta to 0 (DAPO and Dr. "
-            "GRPO train without it), or first give the groups signal (see the zero-std finding)."
+            "GRPO train without it), or first give the groups signal"
+            + (" (see the zero-std finding)." if _zero_std(series, groups, config) else ": harder or easier prompts, "
+               "a denser reward, a higher temperature or num_generations.")
         ),
         steps=(s for s, v in window if v > ZERO_STD_FRACTION),
     )

@@ -74,6 +74,29 @@ def reward_falling(series: Series, since: int | None = None) -> bool:
     return trend.p_falling < TREND_P_VALUE and drop >= meaningful_rise(series, points[0][0])
 
 
+def rising_now(series: Series) -> bool:
+    """Whether the reward verdict is "learning" and not "levelled off" (:func:`_reward_trend`): the reward rises
+    significantly over the latest :data:`TREND_WINDOW` logged steps, or over the whole run read with the latest steps
+    still trending up. The checks about flat groups and collapsing entropy stay silent while it holds: a policy that
+    sharpens and solves more prompts on a rising reward is learning, and saying otherwise beside "Learning: reward
+    up" contradicts the verdict (the quick start: entropy falls and groups turn all-right as it learns "a + b = c")."""
+    codes = {f.code for f in _reward_trend(series, (), {})}
+    return "learning" in codes and "reward_plateau" not in codes
+
+
+def _ends_k(points: Sequence[tuple[int, float]]) -> int:
+    """How many points at each end the learning title averages: :data:`LEARNING_ENDS`, at most a third."""
+    return max(1, min(LEARNING_ENDS, len(points) // 3))
+
+
+def _up(points: Sequence[tuple[int, float]]) -> bool:
+    """Whether the mean of the last :func:`_ends_k` points is above that of the first: what "reward up from X to Y"
+    says. A trend test alone can call a flat noisy reward rising (1 time in 20), and the title would then read "up
+    from 0.382 to 0.373"."""
+    k = _ends_k(points)
+    return statistics.fmean(v for _, v in points[-k:]) > statistics.fmean(v for _, v in points[:k])
+
+
 def spread_points(points: Sequence[tuple[int, float]], count: int = TREND_WINDOW) -> list[tuple[int, float]]:
     """At most ``count`` of ``points`` spread evenly over them, the first and the latest included (a trend test over
     a whole long run at the cost of one over the window)."""
@@ -85,7 +108,7 @@ def spread_points(points: Sequence[tuple[int, float]], count: int = TREND_WINDOW
 
 def _learning(window: list[tuple[int, float]], all_points: list[tuple[int, float]]) -> Finding:
     trend = _trend(window)
-    k = max(1, min(LEARNING_ENDS, len(all_points) // 3))
+    k = _ends_k(all_points)
     first = statistics.fmean(v for _, v in all_points[:k])
     last = statistics.fmean(v for _, v in all_points[-k:])
     low, high = sen_slope_interval([s for s, _ in window], [v for _, v in window])
@@ -119,7 +142,7 @@ def _reward_trend(series: Series, groups: Sequence[GroupRecord], config: Mapping
     window = points[-TREND_WINDOW:]
     trend = _trend(window)
     whole = spread_points(points)
-    learned = rises(whole)
+    learned = rises(whole) and _up(points)
     start, end = _ends(window)
     numbers = (
         f"{start:.3g} → {end:.3g} over the last {len(window)} logged steps, Sen's slope {trend.slope:+.2g}/step, "
@@ -140,7 +163,7 @@ def _reward_trend(series: Series, groups: Sequence[GroupRecord], config: Mapping
             ),
             steps=steps,
         )
-    if rises(window):
+    if rises(window) and _up(points):
         return [_learning(window, points)]
     if learned and len(points) > len(window):
         findings = [_learning(whole, points)]
@@ -163,8 +186,9 @@ def _reward_trend(series: Series, groups: Sequence[GroupRecord], config: Mapping
             "reward_slow", Severity.INFO,
             title=f"Reward may be rising: {numbers}{trend.p_rising:.2g} for a rise",
             advice=(
-                "A one-sided trend test says rising, but the 95% interval of Sen's slope still reaches below 0: "
-                "not yet enough to call it learning. Let it run longer."
+                "A one-sided trend test says rising, but the 95% interval of Sen's slope still reaches below 0, or "
+                "the latest steps do not yet average more than the first: not yet enough to call it learning. Let "
+                "it run longer."
             ),
             steps=steps,
         )

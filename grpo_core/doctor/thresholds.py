@@ -2,6 +2,11 @@
 
 ZERO_STD_FRACTION = 0.5
 ZERO_STD_MIN_STEPS = 3
+#: Flat groups are a warning only from this many logged steps in a row: the quick start samples 2 prompts per step and,
+#: while it starts (most completions cut, all 0) and once it solves sums (all right), both of its groups are flat at
+#: about 1 step in 3 by chance, so 3 in a row happen in a healthy run (about 4% at any step), 5 far more rarely
+#: (< 0.5%); a shorter streak is information.
+ZERO_STD_WARN_STEPS = 5
 CLIPPED_RATIO_MAX = 0.3
 #: The cuts "block" the reward only when nearly all completions are cut (this share or more on average over the latest
 #: :data:`ZERO_STD_MIN_STEPS` logged steps): with fewer, the finished ones teach the policy to finish.

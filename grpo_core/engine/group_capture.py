@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from grpo_core.datasets.rows import ROW_INDEX_COLUMN, prompt_text
+from grpo_core.datasets.rows import ROW_INDEX_COLUMN, prompt_key, prompt_text
 from grpo_core.engine.policy_model import EndOfSequence
 from grpo_core.rewards.compose import REWARD_ERRORS_KEY, REWARD_ERRORS_PREFIX
 from grpo_core.rewards.registry import completion_text
@@ -118,7 +118,9 @@ def groups_from_trl_logs(
     The total reward is TRL's ``nansum(reward_i * weight_i)``; NaN where every function returned ``None``.
 
     Returns:
-        One :class:`GroupRecord` per prompt; ``extra`` holds the dataset row's other columns (from ``rows``, else
+        One :class:`GroupRecord` per prompt, its ``row_index`` the dataset row's, or where the batch has no row index
+        (a user's own script) the prompt text's :func:`~grpo_core.datasets.rows.prompt_key`, so that one prompt's
+        groups across steps share one key; ``extra`` holds the dataset row's other columns (from ``rows``, else
         the columns the :class:`RolloutTap` kept, as its first completion's row has them).
     """
     prompts = list(logs["prompt"])
@@ -149,7 +151,8 @@ def groups_from_trl_logs(
                     truncated=bool(truncated[i]) if i < len(truncated) else False,
                 )
             )
-        row_index = row_ids[start] if start < len(row_ids) and row_ids[start] is not None else -1
+        text = prompt_text(prompts[start])
+        row_index = row_ids[start] if start < len(row_ids) and row_ids[start] is not None else prompt_key(text)
         row_extra: dict[str, Any] = {}
         if rows is not None and 0 <= row_index < len(rows):
             row_extra = {k: v for k, v in rows[row_index].items() if k not in ("prompt", ROW_INDEX_COLUMN)}
@@ -164,7 +167,7 @@ def groups_from_trl_logs(
             GroupRecord(
                 step=step,
                 row_index=int(row_index),
-                prompt=prompt_text(prompts[start]),
+                prompt=text,
                 completions=members,
                 extra=row_extra,
                 split=split,

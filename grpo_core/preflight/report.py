@@ -144,6 +144,8 @@ class PreflightReport:
         answers_not_judged: answer rule -> rows of the whole dataset whose ``answer`` it cannot read (it gives them
             ``None``); only rules that miss rows (:mod:`grpo_core.rewards.answer_coverage`).
         answer_coverage_notes: one line per such rule, with example rows.
+        prompt_leak_notes: prompts that give their answer away (:func:`grpo_core.datasets.leaks.leak_lines`), one
+            line per kind with example rows.
         template_opened_think: whether the model's chat template opens ``<think>`` in the prompts (format rules
             with ``template_opened_think: auto`` read completions as starting inside it).
         finish_gain: mean total reward of the finished completions minus that of the cut ones; ``None`` when the
@@ -169,6 +171,7 @@ class PreflightReport:
     probes: list[ProbeResult] = field(default_factory=list)
     answers_not_judged: dict[str, int] = field(default_factory=dict)
     answer_coverage_notes: list[str] = field(default_factory=list)
+    prompt_leak_notes: list[str] = field(default_factory=list)
     template_opened_think: bool = False
     finish_gain: float | None = None
 
@@ -339,6 +342,7 @@ def format_report(report: PreflightReport) -> str:
         f"mean completion length: {report.mean_completion_tokens:.1f} tokens",
         f"chat template opens <think> in the prompt: {'yes' if report.template_opened_think else 'no'}",
         *(f"answer rows not judged: {note}" for note in report.answer_coverage_notes),
+        *(f"prompts giving the answer away: {note}" for note in report.prompt_leak_notes),
         "",
         "Examples (best and worst of a group):",
     ]

@@ -230,6 +230,11 @@ def _answer_coverage_advice(report: PreflightReport) -> list[tuple[str, str]]:
     return [(LEVEL_WARNING, f"{note}; fix or drop those rows.") for note in report.answer_coverage_notes]
 
 
+def _prompt_leak_advice(report: PreflightReport) -> list[tuple[str, str]]:
+    """A warning per kind of prompt that gives its answer away: GRPO would pay for copying, not solving."""
+    return [(LEVEL_WARNING, f"{note}.") for note in report.prompt_leak_notes]
+
+
 def _probe_advice(report: PreflightReport) -> list[tuple[str, str]]:
     """A warning per flagged reward-hacking probe: GRPO would push the policy towards that degenerate output."""
     return [
@@ -246,6 +251,7 @@ ADVICE_CHECKS: tuple[Callable[[PreflightReport], list[tuple[str, str]]], ...] = 
     _main_rule_advice,
     _unscorable_advice,
     _answer_coverage_advice,
+    _prompt_leak_advice,
 )
 """The checks :func:`judge` runs, in the order their advice is listed."""
 

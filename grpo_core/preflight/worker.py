@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from grpo_core.datasets.leaks import leak_lines
 from grpo_core.datasets.rows import load_rows, prompt_text
 from grpo_core.engine.policy_model import end_of_sequence_ids, load_policy, pick_device, prepare_model
 from grpo_core.engine.reward_models import enable_reward_model_scoring
@@ -189,6 +190,7 @@ def run_preflight(
     coverage = dataset_answer_coverage(rows, [spec.rule for spec in config.rewards])
     report.answers_not_judged = {c.rule: c.not_judged for c in coverage if c.not_judged}
     report.answer_coverage_notes = coverage_lines(coverage)
+    report.prompt_leak_notes = leak_lines(rows)
     report.verdict = judge(report)
     return report
 

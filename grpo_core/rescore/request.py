@@ -68,8 +68,9 @@ class RescoreRequest(pydantic.BaseModel):
                                  "model (it runs in the training worker, on its GPU)")
         try:
             build_reward_funcs(self.rewards)  # unknown rule, bad parameter, bad gate: refused here, by position
-        except ValueError as exc:
-            raise ValueError(str(exc)) from None
+        except ValueError as exc:  # a factory may raise without a message: say which composition step refused
+            raise ValueError(str(exc) or f"the reward composition was refused ({type(exc).__name__} without a "
+                             "message): check each rule's parameters and gate") from None
         return self
 
 
@@ -78,8 +79,20 @@ def parse_request(values: Mapping[str, Any]) -> RescoreRequest:
     try:
         return RescoreRequest.model_validate(dict(values))
     except pydantic.ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'request'}: {e['msg']}" for e in exc.errors())
-        raise RescoreError(f"rescoring request: {problems}") from None
+        raise RescoreError(f"rescoring request: {'; '.join(_problem(e) for e in exc.errors())}") from None
+
+
+def _problem(error: Mapping[str, Any]) -> str:
+    """One pydantic error in plain words: ``"<field>: <what is wrong>"``, or only what is wrong for a check of the
+    whole request (no field: never "request: Value error, ..."), pydantic's "Value error, " prefix dropped."""
+    message = str(error.get("msg", "")).strip()
+    for prefix in ("Value error,", "Assertion failed,"):
+        if message.startswith(prefix):
+            message = message[len(prefix):].strip()
+    if not message or message in ("Value error", "Assertion failed"):
+        message = f"refused without a reason ({error.get('type', 'value_error')}): check each rule's parameters"
+    where = ".".join(map(str, error.get("loc", ())))
+    return f"{where}: {message}" if where else message
 
 
 def parse_rules_text(text: str, *, source: str = "rules") -> list[dict[str, Any]]:

@@ -16,6 +16,11 @@ does), and why (docs/rewards.md, "math_equivalence and math-verify"):
 * A final answer that is an expression copied from the prompt ("6 + 9" for "What is 6 + 9?", ``\\sqrt{8}`` for
   "Simplify $\\sqrt{8}$") scores 0 unless it is the reference itself: math-verify evaluates it and would pay the
   question back (TRL passes the ``prompts``).
+* An answer written as a plain expression (``2*pi``, ``exp(1)``, ``3*sqrt(2)``, ``2 + 3*I``), gold or prediction, is
+  read whole by sympy's ``parse_expr`` as math-verify reads its own expressions, its tokens checked first
+  (:mod:`grpo_core.rewards.plain_math`): math-verify's expression extraction reads digits and operators only
+  (``2*pi`` as 2), and as LaTeX ``pi`` is a product ``p i``. ``i`` is the imaginary unit on both sides when one side
+  writes it as ``I``.
 * Equal-looking numbers are checked exactly: ``verify`` rounds to 6 decimal places, so ``\frac{1}{2^{98}}`` equalled
   ``\frac{1}{2^{99}}``. After ``verify`` says yes, two numeric answers must be exactly equal when both are exact
   (rationals, radicals) or within a relative 1e-6 when one is a decimal; math-verify's percent reading (28% and 28)
@@ -39,6 +44,7 @@ from grpo_core.rewards.number_reading import (
     read_numbers,
     reference_value,
 )
+from grpo_core.rewards.plain_math import looks_plain, parse_plain_expression, same_imaginary_unit
 from grpo_core.rewards.prose import has_words, is_prose_answer
 
 # math_verify's parsing cost grows with the text; the final answer is at the end, so only the tail is parsed.
@@ -99,6 +105,9 @@ def too_costly(value: Any) -> bool:
         elif isinstance(node, sympy.Pow):
             base = _magnitude(node.base)
             if _magnitude(node.exp) > MAX_EVALUATED_MAGNITUDE and base not in (0.0, 1.0):
+                return True
+        elif isinstance(node, sympy.exp):  # exp(x) is e^x: a power whose exponent is its argument
+            if _magnitude(node.args[0]) > MAX_EVALUATED_MAGNITUDE:
                 return True
         elif isinstance(node, sympy.Function) and type(node).__name__ in _COSTLY_FUNCTIONS:
             if any(_magnitude(arg) > MAX_EVALUATED_MAGNITUDE for arg in node.args):
@@ -162,6 +171,9 @@ class MathChecker:
         return self._gold_cache[reference]
 
     def _parse_gold(self, reference: str) -> list[Any]:
+        plain = self._plain(reference)
+        if plain:
+            return plain
         if has_words(reference):
             number = _number_with_words(reference)
             if number is not None:  # "18 dollars": math-verify would read dollars as d*o*l*l*a*r*s
@@ -181,6 +193,9 @@ class MathChecker:
             return []
         if answer.source != "text" and _is_number_hedge(answer.region, gold):
             return []
+        plain = self._plain(_tex_e_notation(_MARKDOWN_BOLD_RE.sub(r"\2", answer.region)))
+        if plain:  # "2*pi", "exp(1)", "2 + 3*I": math-verify's own extraction reads 2, or a product of letters
+            return plain
         number = _number_with_words(answer.region) if answer.source != "text" else None
         if number is not None:  # "The answer is 18 dollars."
             return self.safe_parse(f"${number}$")
@@ -205,9 +220,24 @@ class MathChecker:
             prediction = self.safe_parse(f"${region}$") if region and len(region) <= _BARE_ANSWER_CHARS else []
         return prediction
 
+    def _plain(self, region: str) -> list[Any]:
+        """``[expression, text]`` (math-verify's parse result shape) of a plain-expression answer
+        (:func:`grpo_core.rewards.plain_math.parse_plain_expression`), ``[]`` for anything else or one too costly to
+        evaluate."""
+        region = region.strip().strip("*").strip()
+        if not looks_plain(region):
+            return []
+        expression = parse_plain_expression(region)
+        if expression is None or too_costly(expression):
+            return []
+        return [expression, region]
+
     def equivalent(self, gold: list[Any], prediction: list[Any]) -> bool:
-        """``math_verify.verify(gold, prediction)``, then the exact check of numbers; ``False`` on any failure."""
+        """``math_verify.verify(gold, prediction)``, then the exact check of numbers; ``False`` on any failure. The
+        symbol ``i`` is the imaginary unit on both sides when one side has it as sympy's ``I``
+        (:func:`~grpo_core.rewards.plain_math.same_imaginary_unit`)."""
         try:
+            gold, prediction = same_imaginary_unit(gold, prediction)
             if not self._verify(gold, prediction, timeout_seconds=self.verify_timeout):
                 return False
             return not _numbers_differ(gold, prediction)

@@ -155,6 +155,11 @@ class MissingColumn:
     column: str
 
 
+#: Columns a rule reads under another name where its own is absent: ``code_tests`` reads open-r1's
+#: ``verification_info`` when a dataset has no ``tests`` column.
+COLUMN_ALIASES: dict[str, tuple[str, ...]] = {"tests": ("verification_info",)}
+
+
 def first_missing_column(rules: Iterable[str], columns: Collection[str]) -> MissingColumn | None:
     """The first of ``rules`` (rule names, in the run's order) that reads a column not in ``columns`` (a dataset's,
     an eval dataset's or one row's column names), or ``None`` when every rule finds its columns. The one check of
@@ -164,7 +169,8 @@ def first_missing_column(rules: Iterable[str], columns: Collection[str]) -> Miss
         ValueError: a name is not a registered rule (:func:`get_rule`).
     """
     for position, name in enumerate(rules, start=1):
-        missing = [column for column in get_rule(name).columns if column not in columns]
+        missing = [column for column in get_rule(name).columns
+                   if column not in columns and not any(alias in columns for alias in COLUMN_ALIASES.get(column, ()))]
         if missing:
             return MissingColumn(position=position, rule=name, column=missing[0])
     return None

@@ -97,6 +97,29 @@ def resume_point(settings: Settings, run: RunInfo) -> Checkpoint | None:
     return last_checkpoint(run_dir(settings, run))
 
 
+def resume_state(settings: Settings, run: RunInfo | None) -> tuple[bool, str]:
+    """Whether the Runs tab offers Resume for ``run``, and the line that says why or why not.
+
+    Offered only for a cancelled or failed run of the dashboard's own (not a script's) with a complete checkpoint to
+    continue from: ``(True, "Resume continues from checkpoint-4 (steps 1-4 trained).")``. A run stopped before its
+    first checkpoint has nothing to resume; ``(False, ...)`` says so, and that launching it again starts over.
+    """
+    if run is None:
+        return False, "Choose a run first."
+    if run.status not in (RunStatus.CANCELLED, RunStatus.FAILED):
+        return False, f"Run #{run.id} is {run.status.value}: only a cancelled or failed run can be resumed."
+    if is_script_run(run):
+        return False, f"Run #{run.id} was {describe_origin(run)}; resume it there (resume_from_checkpoint)."
+    try:
+        checkpoint = resume_point(settings, run)
+    except (OSError, ValueError):
+        checkpoint = None
+    if checkpoint is None:
+        return False, (f"Run #{run.id} has no checkpoint to resume from (it stopped before saving one); launch it "
+                       "again to train from the start.")
+    return True, f"Resume continues from {checkpoint.path.name} (steps 1-{checkpoint.step} trained)."
+
+
 def resume_run(store: Store, settings: Settings, run_id: int, actor: Actor = SINGLE_USER) -> RunInfo:
     """Queue a cancelled or failed run again to continue from its last checkpoint (or from step 0 without one).
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_core.access.boundary import OPEN, Boundary
+from grpo_core.datasets.leaks import leak_lines
 from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.datasets.rows import column_mapping, load_rows
 from grpo_core.models.prompt_lengths import model_text_folder, require_prompts_fit
@@ -169,6 +170,7 @@ def validate_checked_config(store: Store, config: RunConfig, *, model_cache_dir:
         warnings.append("max_completion_length below 16 tokens truncates most completions")
     # rows whose answer an answer rule cannot read give it None on every completion: no learning signal
     warnings += coverage_lines(dataset_answer_coverage(rows, rules))
+    warnings += leak_lines(rows)  # a final assistant message or the answer inside the prompt: copying is paid
     folder = model_text_folder(config.model, model_cache_dir)
     if folder is None:
         if describe_model(config.model).kind != "folder":

@@ -1,7 +1,8 @@
 """Starts queued runs as workers and watches them, from an APScheduler job in the web process.
 
 Every ``poll_interval_s`` the launcher (1) marks ``failed`` the running runs whose worker is gone, with the tail of
-their log, (2) stops by force a cancelled run that did not stop within ``cancel_grace_s``, and (3) starts queued
+their log, (2) stops by force a cancelled run that did not stop within ``cancel_grace_s`` nor within a few of its own measured
+steps (:mod:`grpo_core.training.cancel_grace`), saying what it kept, and (3) starts queued
 runs, oldest first, while fewer than ``max_concurrent_runs`` train, giving each its GPUs (``CUDA_VISIBLE_DEVICES``,
 see :mod:`grpo_core.training.gpus`; on a Ray cluster Ray picks them); a run waiting for GPUs lets later runs that fit start
 first.
@@ -26,13 +27,13 @@ from grpo_core.runs.files import log_path as run_log_path
 from grpo_core.runs.files import run_dir
 from grpo_core.runs.script_runs import is_script_run
 from grpo_core.settings import ENV_DB_URL, ENV_SHARED_DIR, Settings
+from grpo_core.training.cancel_grace import FORCED_STOP, cancel_deadline, forced_stop_message  # noqa: F401 (FORCED_STOP: re-exported)
 from grpo_core.training.executors import Executor, LocalExecutor, RayExecutor, WorkerLaunch, WorkerState, make_executor
 from grpo_core.training.gpus import GpuAllocationError, allocate_gpus, gpus_needed, machine_gpus, parse_gpu_list
 from storage import RunInfo, RunStatus, Store
 
 log = logging.getLogger(__name__)
 
-FORCED_STOP = "stopped by force after the cancel grace period"
 
 def worker_command(settings: Settings, run: RunInfo, main_process_port: int | None = None) -> list[str]:
     """The argv that trains ``run``: the worker module, or ``accelerate launch`` of it for several processes.
@@ -230,7 +231,8 @@ class Launcher:
             if state != WorkerState.GONE:
                 continue
             if run.cancel_requested:  # e.g. killed by Ray after the grace period that its stop_job started
-                if self.store.finish_run(run.id, RunStatus.CANCELLED, error=FORCED_STOP):
+                if self.store.finish_run(run.id, RunStatus.CANCELLED,
+                                         error=forced_stop_message(self.settings, run, mid_step=False)):
                     log.warning("run %s: worker gone after a cancel; marked cancelled", run.id)
                 continue
             if fail_vanished_worker(self.store, run, executor.log_tail(run, max_lines=20)):
@@ -247,7 +249,7 @@ class Launcher:
         return self._cancel_seen[run.id]
 
     def _enforce_cancels(self) -> None:
-        now = time.monotonic()
+        now = time.time()  # seconds since the epoch, as the store's metric wall times (cancel_grace.py)
         stopping = [r for r in self.store.list_runs([RunStatus.RUNNING]) if r.cancel_requested]
         for run_id in set(self._cancel_seen) - {r.id for r in stopping}:
             del self._cancel_seen[run_id]  # stopped; a resumed run's next cancel gets a fresh grace period
@@ -258,7 +260,11 @@ class Launcher:
                 continue
             if executor is self._local and not run.worker_pid:
                 continue
-            log.warning("run %s did not stop within %.0f s; stopping it by force", run.id, now - first)
+            deadline = cancel_deadline(self.store, run, self.settings.cancel_grace_s, first)
+            if now < deadline.at:
+                continue  # the step in progress is not yet overdue by the run's own step time
+            log.warning("run %s did not stop within %.0f s (%s); stopping it by force", run.id, now - first,
+                        deadline.describe())
             self.stop_now(run)
 
     def stop_now(self, run: RunInfo) -> bool:
@@ -272,7 +278,7 @@ class Launcher:
         executor = self.executor_for(run)
         if executor is None or not executor.force_stop(run):
             return False
-        self.store.finish_run(run.id, RunStatus.CANCELLED, error=FORCED_STOP)
+        self.store.finish_run(run.id, RunStatus.CANCELLED, error=forced_stop_message(self.settings, run))
         self._cancel_seen.pop(run.id, None)
         return True
 

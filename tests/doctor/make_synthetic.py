@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import statistics
 from collections.abc import Callable
 
 from tests.doctor.corpus import CORPUS_DIR
@@ -80,6 +81,74 @@ def _run(name: str, description: str, reports: list[str], config: dict, series: 
         "config": {"use_lora": True, "num_generations": 4, "max_completion_length": 24, **config},
         "series": series, "expect": expect,
     }
+
+
+#: The quick start's completions, as the 135M model writes them (``tests/doctor/corpus/quick_start_seed0.json``'s
+#: groups): (numeric_answer, format_regex, cut); weighted total = numeric_answer + 0.5 * format_regex.
+_OUTCOMES = {"cut": (0.0, 0.0, True), "right": (1.0, 0.0, False), "short_right": (1.0, 1.0, False),
+             "wrong": (0.0, 0.0, False)}
+_TEXTS = {"cut": "To find the sum we add the two numbers together, so first we take", "right": "3 + 4 = 7.",
+          "short_right": "7", "wrong": "3 + 4 = 8."}
+
+
+def _quick_start_mix(progress: float) -> dict[str, float]:
+    """The share of each outcome at ``progress`` (0 at the start, 1 learned): mostly cut explanations at first
+    (mean reward about 0.25 with the all-cut groups), "a + b = c" at the end (about 0.75)."""
+    start = {"cut": 0.5, "right": 0.42, "short_right": 0.03, "wrong": 0.05}
+    end = {"cut": 0.28, "right": 0.62, "short_right": 0.03, "wrong": 0.07}
+    return {k: start[k] + (end[k] - start[k]) * progress for k in start}
+
+
+def quick_start_final(n: int = 60, seed: int = 15) -> tuple[dict, list[dict]]:
+    """A quick start's whole series and groups, computed from its sampled completions as TRL logs them: 2 prompts
+    per step, 4 completions each; a group is flat (all 4 alike) with probability 0.55 at first (all cut, scoring 0)
+    and 0.6 at the end (all right 7 times in 10), so both groups of a step are often flat; entropy falls from 2.0 to about 0.35
+    nats per token (below a quarter) as the policy learns to answer "a + b = c"."""
+    rng = random.Random(seed)
+    series: dict[str, list[list[float]]] = {}
+    groups: list[dict] = []
+
+    def add(key: str, step: int, value: float) -> None:
+        series.setdefault(key, []).append([step, round(value, 6)])
+
+    for t in range(1, n + 1):
+        progress = _sigmoid(t, 24, 7)
+        mix = _quick_start_mix(progress)
+        kinds, weights = list(mix), list(mix.values())
+        step_groups = []
+        for row in range(2):
+            flat = rng.random() < 0.55 + 0.05 * progress
+            if flat:
+                kind = "right" if rng.random() < 0.7 * progress else "cut"
+                picked = [kind] * 4
+            else:
+                picked = rng.choices(kinds, weights, k=4)
+                while len(set(picked)) == 1:
+                    picked = rng.choices(kinds, weights, k=4)
+            step_groups.append(picked)
+            groups.append({
+                "step": t, "row_index": (2 * t + row) % 40, "prompt": "What is 3 + 4?",
+                "completions": [
+                    {"text": _TEXTS[k], "total_reward": _OUTCOMES[k][0] + 0.5 * _OUTCOMES[k][1],
+                     "rewards": {"numeric_answer": _OUTCOMES[k][0], "format_regex": _OUTCOMES[k][1]},
+                     "truncated": _OUTCOMES[k][2]}
+                    for k in picked
+                ],
+            })
+        every = [k for picked in step_groups for k in picked]
+        totals = [[_OUTCOMES[k][0] + 0.5 * _OUTCOMES[k][1] for k in picked] for picked in step_groups]
+        add("reward", t, sum(sum(g) for g in totals) / len(every))
+        add("reward_std", t, sum(statistics.pstdev(g) for g in totals) / len(totals))
+        add("frac_reward_zero_std", t, sum(max(g) == min(g) for g in totals) / len(totals))
+        add("rewards/numeric_answer/mean", t, sum(_OUTCOMES[k][0] for k in every) / len(every))
+        add("rewards/format_regex/mean", t, sum(_OUTCOMES[k][1] for k in every) / len(every))
+        add("completions/clipped_ratio", t, sum(_OUTCOMES[k][2] for k in every) / len(every))
+        add("entropy", t, max(0.05, (2.0 - 1.65 * _sigmoid(t, 30, 7)) * (1 + rng.gauss(0, 0.08))))
+        add("kl", t, max(0.0, (0.002 * t if t < 15 else 0.03 + 0.07 * (t - 15) / 45) * (1 + rng.gauss(0, 0.1))))
+        add("grad_norm", t, max(0.0, 0.5 * (1 + rng.gauss(0, 0.2))))
+        add("learning_rate", t, 1e-4)
+        add("loss", t, rng.gauss(0, 0.05))
+    return series, groups
 
 
 def synthetic_runs() -> list[dict]:
@@ -260,6 +329,24 @@ def synthetic_runs() -> list[dict]:
             ),
             {"healthy": True, "must": {"learning": {"from_step": 35, "severity": "info"}}, "must_not": []},
         ),
+        {
+            **_run(
+                "synthetic_quick_start_final",
+                "The healthy quick start's own final series as a new user sees it: reward from about 0.25 over the "
+                "first 10 steps to 0.75 over the last 10 (60 steps), entropy falling from 2.0 to about 0.35 nats per "
+                "token as the model learns a short 'a + b = c', both groups of a step often flat (all cut and 0 at "
+                "first, all right at the end), KL drifting 0.03 -> 0.10 at beta 0.02. The doctor once called this "
+                "'entropy collapsing and most groups flat ... without getting better' above 'Learning: reward up'.",
+                [*HEALTHY_REPORTS,
+                 "https://arxiv.org/abs/2505.22617 (Cui et al. 2025: entropy falls as performance rises in RL for "
+                 "reasoning; a collapse is harmful only when the reward stops improving)"],
+                {**base, "beta": 0.02, "max_steps": 60},
+                quick_start_final()[0],
+                {"healthy": True, "must": {"learning": {"from_step": 40, "severity": "info"}}, "must_not": [],
+                 "say_never": ["without getting better", "not at the latest step", "is collapsing"]},
+            ),
+            "groups": quick_start_final()[1],
+        },
         _run(
             "synthetic_reward_flat",
             "A LoRA run at learning_rate 2e-5 whose reward stays at 0.3 for 60 steps while its groups differ "

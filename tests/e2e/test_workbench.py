@@ -60,6 +60,10 @@ def test_rescore_compare_open_in_inspect_save_and_launch(page, server, tiny_run)
     expect(first).to_contain_text("new rules: total / advantage")
     expect(first).to_contain_text("format_regex 0.00")  # the wrong-but-tagged answer loses its format reward
     expect(page.locator("#workbench-probe")).to_contain_text("Hacking probe")
+    page.set_viewport_size({"width": 1440, "height": 900})  # the "new rules" column inside the panel, not cut
+    panel = page.locator("#workbench-changed").bounding_box()
+    last_column = first.locator("th").last.bounding_box()
+    assert last_column["x"] + last_column["width"] <= panel["x"] + panel["width"] + 1, (last_column, panel)
 
     page.locator("#workbench-open-inspect").click()
     expect(page.locator("#inspect-run input")).to_have_value(f"#{tiny_run} workbench-demo (completed)")
@@ -88,3 +92,11 @@ def test_rescore_compare_open_in_inspect_save_and_launch(page, server, tiny_run)
         assert store.group_steps(launched.id)  # it recorded groups under the new rules
     finally:
         store.close()
+
+
+def test_a_workbench_link_reloads_to_the_workbench_on_its_run(page, server, tiny_run):  # noqa: F811
+    page.goto(f"{server['url']}?tab=workbench&run={tiny_run}")
+    expect(page.get_by_role("tab", name="Reward workbench")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#workbench-run input")).to_have_value(f"#{tiny_run} workbench-demo (completed)")
+    page.reload()  # what the address bar says is what a reload opens
+    expect(page.get_by_role("tab", name="Reward workbench")).to_have_attribute("aria-selected", "true")

@@ -35,38 +35,21 @@ from sqlalchemy import text
 
 from grpo_core.datasets.library import import_dataset
 from grpo_core.datasets.prompt_dataset import DatasetError
-from grpo_core.processes import process_alive
 from grpo_core.runs.actions import resume_run
 from grpo_core.runs.files import last_checkpoint
 from grpo_core.submit.queue import submit_run
 from grpo_core.training.launcher import Launcher
 from grpo_core.training.worker import train_run
 from storage import RunStatus
-from tests.helpers import REWARDS, tiny_config, wait_for
+from tests.helpers import (
+    REWARDS,
+    assert_steps_recorded_once,
+    metric_counts,
+    tiny_config,
+    wait_for,
+    wait_until_worker_gone,
+)
 from tests.integration.gates import Gate
-
-
-def _metric_counts(store, run_id: int) -> dict[int, dict[str, int]]:
-    """``{step: {key: rows}}`` straight from the table (the unique constraint aside, duplicates would show here)."""
-    with store.engine.connect() as conn:
-        rows = conn.execute(
-            text("SELECT step, key, COUNT(*) FROM metrics WHERE run_id = :r GROUP BY step, key"), {"r": run_id}
-        ).all()
-    counts: dict[int, dict[str, int]] = {}
-    for step, key, n in rows:
-        counts.setdefault(step, {})[key] = n
-    return counts
-
-
-def _assert_steps_recorded_once(store, run_id: int, steps: int, groups_per_step: int = 2) -> None:
-    counts = _metric_counts(store, run_id)
-    assert sorted(counts) == list(range(1, steps + 1))
-    for step, keys in counts.items():
-        assert "reward" in keys and "loss" in keys, f"step {step} lacks metrics: {sorted(keys)}"
-        assert set(keys.values()) == {1}, f"step {step} has duplicated metric rows"
-    assert store.group_steps(run_id) == list(range(1, steps + 1))
-    for step in range(1, steps + 1):
-        assert len(store.groups_at(run_id, step)) == groups_per_step, f"step {step}"
 
 
 def _step_times(store, run_id: int) -> str:
@@ -81,12 +64,6 @@ def _reward_wall_times(store, run_id: int) -> dict[int, float]:
         return dict(conn.execute(
             text("SELECT step, wall_time FROM metrics WHERE run_id = :r AND key = 'reward'"), {"r": run_id}
         ).all())
-
-
-def _wait_until_worker_gone(store, launcher: Launcher, run_id: int) -> None:
-    """Resume refuses while the previous worker is still exiting (its interpreter shutting down)."""
-    pid = store.get_run(run_id).worker_pid
-    wait_for(lambda: not process_alive(pid), 60, interval_s=0.2, launcher=launcher)
 
 
 def _plugin(tmp_path: Path, name: str, body: str) -> dict:
@@ -118,7 +95,7 @@ def test_out_of_memory_fails_the_run_with_a_clear_error_and_keeps_earlier_steps(
     assert final.status == RunStatus.FAILED
     assert final.error.startswith("out of memory:"), final.error
     assert "MemoryError" in final.error
-    _assert_steps_recorded_once(store, run.id, steps=1)
+    assert_steps_recorded_once(store, run.id, steps=1)
     assert "worker limits: address space 3072 MB" in Path(final.log_path).read_text()
 
 
@@ -139,7 +116,7 @@ def test_two_runs_at_once_share_one_sqlite_file(store, settings, tiny_model_dir)
         log = Path(run.log_path).read_text(errors="replace")
         assert run.status == RunStatus.COMPLETED, (run.error, log[-2000:])
         assert "database is locked" not in log
-        _assert_steps_recorded_once(store, run.id, steps=3)
+        assert_steps_recorded_once(store, run.id, steps=3)
     assert a.started_at < b.finished_at and b.started_at < a.finished_at  # they really overlapped
 
 
@@ -169,7 +146,7 @@ def test_cancel_during_generation_stops_within_one_step_and_saves_a_checkpoint(
     # writer thread while the step scores: when it reads the flag first, step 2's transaction sees the request and
     # step 2 stops; when the request wins that race (a loaded machine), step 1 stops (recorder.py: cancel).
     assert final.current_step in (1, 2)
-    _assert_steps_recorded_once(store, run.id, steps=final.current_step)
+    assert_steps_recorded_once(store, run.id, steps=final.current_step)
     checkpoint = last_checkpoint(final.run_dir)
     assert checkpoint is not None and checkpoint.step == final.current_step  # saved on the way out, for Resume
 
@@ -194,7 +171,7 @@ def test_resume_after_cancel_continues_with_every_step_once(store, settings, tin
     assert stopped in (3, 4)
     assert last_checkpoint(cancelled.run_dir).step == stopped
 
-    _wait_until_worker_gone(store, launcher, run.id)
+    wait_until_worker_gone(store, launcher, run.id)
     queued = resume_run(store, settings, run.id)
     assert queued.status == RunStatus.QUEUED and queued.id == run.id
     assert Path(queued.resume_from).name == f"checkpoint-{stopped}"
@@ -205,7 +182,7 @@ def test_resume_after_cancel_continues_with_every_step_once(store, settings, tin
     assert final.status == RunStatus.COMPLETED, (final.error, log[-2000:])
     assert final.current_step == 5
     assert f"resuming from checkpoint-{stopped}" in log
-    _assert_steps_recorded_once(store, run.id, steps=5)
+    assert_steps_recorded_once(store, run.id, steps=5)
     assert (Path(final.run_dir) / "adapter" / "adapter_config.json").is_file()
 
 
@@ -222,18 +199,18 @@ def test_resume_after_a_killed_worker_drops_the_steps_after_its_checkpoint(store
     assert store.get_run(run.id).status == RunStatus.FAILED
     checkpoint = last_checkpoint(store.get_run(run.id).run_dir)
     assert checkpoint is not None and checkpoint.step == 2
-    assert sorted(_metric_counts(store, run.id)) == [1, 2, 3]
+    assert sorted(metric_counts(store, run.id)) == [1, 2, 3]
 
-    _wait_until_worker_gone(store, launcher, run.id)
+    wait_until_worker_gone(store, launcher, run.id)
     gate.release()  # the resumed worker passes through
     resume_run(store, settings, run.id)
-    assert max(_metric_counts(store, run.id)) == 2  # step 3 dropped, to be trained again
+    assert max(metric_counts(store, run.id)) == 2  # step 3 dropped, to be trained again
     assert store.group_steps(run.id)[-1] == 2
     assert launcher.wait_idle(timeout_s=240)
 
     final = store.get_run(run.id)
     assert final.status == RunStatus.COMPLETED, final.error
-    _assert_steps_recorded_once(store, run.id, steps=5)
+    assert_steps_recorded_once(store, run.id, steps=5)
     times = _reward_wall_times(store, run.id)
     assert all(times[step] > killed_at for step in range(3, 6))  # recorded by the resumed worker
 
@@ -253,17 +230,17 @@ def test_a_worker_killed_after_a_checkpoint_keeps_every_step_before_it_once_and_
     killed = store.get_run(run.id)
     assert killed.status == RunStatus.FAILED
     assert killed.current_step == 3
-    _assert_steps_recorded_once(store, run.id, steps=3)
+    assert_steps_recorded_once(store, run.id, steps=3)
     assert last_checkpoint(killed.run_dir).step == 3  # not ahead of the store
 
-    _wait_until_worker_gone(store, launcher, run.id)
+    wait_until_worker_gone(store, launcher, run.id)
     gate.release()
     assert Path(resume_run(store, settings, run.id).resume_from).name == "checkpoint-3"
-    assert sorted(_metric_counts(store, run.id)) == [1, 2, 3]  # nothing to drop
+    assert sorted(metric_counts(store, run.id)) == [1, 2, 3]  # nothing to drop
     assert launcher.wait_idle(timeout_s=240)
     final = store.get_run(run.id)
     assert final.status == RunStatus.COMPLETED, final.error
-    _assert_steps_recorded_once(store, run.id, steps=5)
+    assert_steps_recorded_once(store, run.id, steps=5)
     times = _reward_wall_times(store, run.id)
     assert all(times[step] < killed_at for step in (1, 2, 3))  # kept from the killed worker, not written again
     assert all(times[step] > killed_at for step in (4, 5))
@@ -289,8 +266,8 @@ def test_a_store_write_failing_on_the_writer_thread_fails_the_run_without_hangin
     # groups and heartbeat, so step 2 is stored not at all and step 1 whole.
     assert final.current_step == 1
     assert store.group_steps(run.id) == [1]
-    assert "reward" in _metric_counts(store, run.id)[1]
-    assert 2 not in _metric_counts(store, run.id)
+    assert "reward" in metric_counts(store, run.id)[1]
+    assert 2 not in metric_counts(store, run.id)
 
 
 # --------------------------------------------------------------------------------------------------- disk full
@@ -312,7 +289,7 @@ def test_disk_full_in_the_run_folder_fails_the_run_and_keeps_the_store_consisten
         final = store.get_run(run.id)
         assert final.status == RunStatus.FAILED
         assert final.error.startswith("disk full:"), final.error
-        recorded = sorted(_metric_counts(store, run.id))
+        recorded = sorted(metric_counts(store, run.id))
         assert recorded == list(range(1, final.current_step + 1))  # the steps before the failed save, whole
         assert recorded and recorded[-1] <= 1
         assert store.group_steps(run.id) == recorded

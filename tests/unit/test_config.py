@@ -76,7 +76,7 @@ def test_yaml_of_defaults_round_trips(tmp_path):
         ({"loss_type": "ppo"}, r"loss_type: "),
         ({"num_generations": 1}, r"num_generations: "),
         ({"num_generations": 3}, r"multiple of num_generations = 3"),
-        ({"per_device_train_batch_size": 6, "num_generations": 4}, r"= 6 completions"),
+        ({"per_device_train_batch_size": 6, "num_generations": 4}, r"6 completions per step \(per_device_train_batch_size 6"),
         ({"rewards": []}, r"rewards: .*at least one reward rule"),
         ({"rewards": [{"rule": "numeric_answer", "wieght": 1}]}, r"rewards\.0\.wieght"),
     ],

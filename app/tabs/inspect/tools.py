@@ -14,6 +14,7 @@ from app.views.inspect import (
     prompt_history_html,
     search_results_html,
 )
+from grpo_core.datasets.rows import PROMPT_KEY_BASE, is_prompt_key
 from storage import GroupRecord, PromptPage
 
 SEARCH_PAGE_SIZE = 10
@@ -25,6 +26,12 @@ PROMPT_ROW_GROUPS = 20_000
 its length); the page of a chosen row counts all of its groups."""
 
 
+def _row_label(row_index: int) -> str:
+    """``"row 12"`` for a dataset row; ``"prompt #3f2a1b07"`` for a script run's prompt key
+    (:func:`grpo_core.datasets.rows.prompt_key`: the prompt text's digest, not a row)."""
+    return f"prompt #{row_index - PROMPT_KEY_BASE:08x}" if is_prompt_key(row_index) else f"row {row_index}"
+
+
 def prompt_row_choices(ctx: AppContext, run_id: int | None) -> list[tuple[str, int]]:
     """(label, row_index) of the dataset rows the run sampled in its latest :data:`PROMPT_ROW_GROUPS` groups, the
     most often sampled first (at most 500)."""
@@ -32,7 +39,7 @@ def prompt_row_choices(ctx: AppContext, run_id: int | None) -> list[tuple[str, i
         return []
     return [
         (
-            f"row {r.row_index} · {r.num_groups} group{'s' if r.num_groups != 1 else ''}, "
+            f"{_row_label(r.row_index)} · {r.num_groups} group{'s' if r.num_groups != 1 else ''}, "
             f"steps {r.first_step}–{r.last_step}",
             r.row_index,
         )

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 import gradio as gr
+import psutil
 
 from app.catalog_sync import dataset_choices, run_choices
 from app.context import AppContext
@@ -44,17 +45,39 @@ from grpo_core.training.gpus import machine_gpus
 
 Components = dict[str, gr.components.Component]
 
-def quick_start_note() -> str:
+def machine_load() -> tuple[float, int] | None:
+    """``(1-minute load average, logical CPUs)`` of this machine (psutil), or ``None`` where it cannot be read."""
+    try:
+        return float(psutil.getloadavg()[0]), int(psutil.cpu_count() or 1)
+    except (OSError, AttributeError):
+        return None
+
+
+def busy_sentence(load: tuple[float, int] | None) -> str:
+    """What a busy machine does to the times above: always that they are for quiet cores (the quick start measured
+    34 s a step on a loaded 2-core machine against 8 s quiet, README), and, with ``load`` above one runnable process
+    per CPU, the load now and how many times longer to expect (load / CPUs, the share of a core each process gets)."""
+    text = ("Times are for quiet cores: on a busy machine a step takes several times longer (the quick start: 34 s a "
+            "step on a loaded 2-core machine, 8 s on quiet ones).")
+    if load is not None and load[0] > load[1]:
+        text += (f" This machine is busy now (load {load[0]:.1f} on {load[1]} CPU{'s' if load[1] != 1 else ''}): "
+                 f"expect about {load[0] / load[1]:.1f}× those times.")
+    return text
+
+
+def quick_start_note(load: tuple[float, int] | None = None) -> str:
     """Markdown above the quick start buttons: per quick start, what Launch then trains, for how many steps and
     about how long on two quiet CPU cores (:meth:`QuickStart.minutes`), and what to expect; the untouched form is
-    the first (the README's Quick start)."""
+    the first (the README's Quick start); then what a busy machine does to those times (:func:`busy_sentence`, with
+    ``load``, default this machine's now)."""
     parts = []
     for index, chosen in enumerate(QUICK_STARTS):
         recipe = chosen.recipe()
         lora = " (LoRA)" if recipe.use_lora else ""
-        opens, where = (" (as the form opens)", " on two CPU cores") if index == 0 else ("", "")
+        opens, where = (" (as the form opens)", " on two quiet CPU cores") if index == 0 else ("", "")
         parts.append(f"**{chosen.label}**{opens}: {recipe.model}{lora} on {chosen.trains}, {recipe.max_steps} "
                      f"steps, about {chosen.minutes():.0f} min{where}; {chosen.expect}.")
+    parts.append(busy_sentence(load if load is not None else machine_load()))
     return " ".join(parts)  # one paragraph: the page stays as short as with one quick start
 
 
@@ -220,7 +243,7 @@ def build_launch_layout(ctx: AppContext) -> Components:
     bench's and the preflight's parts (see :func:`_bench`, :func:`_preflight`).
     """
     parts: Components = {}
-    gr.Markdown(quick_start_note(), elem_id="launch-quick-start")
+    gr.Markdown(quick_start_note, elem_id="launch-quick-start")  # a function: the machine's load at each page load
     with gr.Row():  # the form's starting points: a quick start's recipe, or a run's stored config
         for chosen in QUICK_STARTS:
             parts[f"quick_start_{chosen.key}"] = gr.Button(chosen.label, elem_id=f"quick-start-{chosen.key}",

@@ -12,6 +12,7 @@ from app.context import AppContext, boundary_of
 from app.tabs.launch.form import form_to_config, read_form
 from grpo_core.datasets.formats import read_normalized
 from grpo_core.models.memory_estimate import (
+    ESTIMATE_ERROR,
     MemoryEstimateError,
     estimate_peak_memory,
     fit_verdict,
@@ -46,6 +47,7 @@ def fit_markdown(ctx: AppContext, config: RunConfig) -> str:
     lines = [f"**{fit_verdict(estimate, free_memory(device))}** ({device}, {shape.num_params:,} parameters, "
              f"prompts up to ~{prompt_tokens} tokens, per process)", ""]
     lines += [f"- {label}: {format_bytes(value)}" for label, value in estimate.parts() if value]
+    lines += ["", f"The estimate {ESTIMATE_ERROR}."]
     return "\n".join(lines)
 
 

@@ -26,6 +26,7 @@ from grpo_core.runs.actions import (
     cancel_run,
     delete_run,
     resume_run,
+    resume_state,
 )
 from storage import RunStatus, StoreError
 
@@ -58,6 +59,13 @@ def cancel_button(ctx: AppContext, run_id: int | None) -> dict:
     enabled, _ = cancel_state(run)
     stopping = run is not None and not run.status.is_final and run.cancel_requested
     return gr.update(interactive=enabled, value="Cancelling…" if stopping else "Cancel run")
+
+
+def resume_button(ctx: AppContext, run_id: int | None) -> dict:
+    """The Resume button's update for the run ``run_id``: enabled only when there is a checkpoint to resume from
+    (:func:`grpo_core.runs.actions.resume_state`); a click on a run without one says why."""
+    enabled, _ = resume_state(ctx.settings, _run_or_none(ctx, run_id))
+    return gr.update(interactive=enabled)
 
 
 def _run_or_none(ctx: AppContext, run_id: int | None):
@@ -118,7 +126,7 @@ def create_run_controls(
     ``keep``, ``pending``, ``tags``, ``notes``, ``save``.
     """
     with gr.Row():
-        resume = gr.Button("Resume run", scale=1, elem_id="runs-resume")
+        resume = gr.Button("Resume run", scale=1, elem_id="runs-resume", interactive=False)
         delete = gr.Button("Delete run…", scale=1, elem_id="runs-delete")
     with gr.Row(visible=False, elem_id="runs-delete-confirm-row") as confirm_row:
         confirm_text = gr.Markdown(elem_id="runs-delete-question")
@@ -135,6 +143,10 @@ def create_run_controls(
     def on_resume(run_id: int | None, request: gr.Request):
         """Inputs: run. Outputs: status."""
         if run_id is None:
+            return gr.skip()
+        offered, why = resume_state(ctx.settings, _run_or_none(ctx, run_id))
+        if not offered:
+            gr.Warning(why)
             return gr.skip()
         try:
             run = resume_run(ctx.store, ctx.settings, int(run_id), actor_of(ctx, request))
@@ -195,6 +207,8 @@ def create_run_controls(
 
     filter_inputs = [filters["status"], filters["text"]]
     resumed = controls["resume"].click(on_resume, inputs=selected, outputs=status)
+    for changed in (selected.change, status.change):  # Resume only where there is a checkpoint to resume from
+        changed(lambda run_id: resume_button(ctx, run_id), inputs=selected, outputs=resume, show_progress="hidden")
     controls["delete"].click(
         on_delete_ask, inputs=selected, outputs=[controls["confirm_row"], controls["confirm_text"], controls["pending"]]
     )

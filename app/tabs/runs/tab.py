@@ -35,7 +35,7 @@ from app.tabs.runs.sidebar import (
 from app.tabs.runs.sweeps import create_sweeps_panel
 from app.views.charts import CHART_KEYS, GPU_KEY_PATTERN, MetricSeries, training_figure
 from app.views.run_filter import filter_runs
-from app.views.runs import NO_RUNS_HTML, RUNS_TABLE_HEADERS, run_status_html, runs_table
+from app.views.runs import NO_RUNS_HTML, RECENT_REWARD_STEPS, RUNS_TABLE_HEADERS, run_status_html, runs_table
 from storage import StoreError
 
 REFRESH_SECONDS = 2.0
@@ -81,13 +81,16 @@ def parse_chart_click(value: str | None) -> float | None:
 
 def runs_frame(ctx: AppContext, status: str | None = None, text: str | None = None,
                sweep: object = None) -> pd.DataFrame:
-    """The runs table with each run's latest reward, only the runs that pass the filters (see ``filter_runs``, and
+    """The runs table with each run's recent reward (the mean of its latest :data:`RECENT_REWARD_STEPS` logged
+    ``reward`` values, NaN left out), only the runs that pass the filters (see ``filter_runs``, and
     :func:`app.tabs.runs.sidebar.in_sweep` for ``sweep``)."""
     runs = in_sweep(filter_runs(ctx.store.list_runs(), status, text), sweep)
     rewards = {}
     for run in runs:
-        points = ctx.store.metrics_since(run.id, max(-1, run.current_step - 1), keys=["reward"])
-        rewards[run.id] = points[-1].value if points else None
+        after = max(-1, run.current_step - RECENT_REWARD_STEPS)
+        values = [p.value for p in ctx.store.metrics_since(run.id, after, keys=["reward"])][-RECENT_REWARD_STEPS:]
+        finite = [v for v in values if v is not None]
+        rewards[run.id] = sum(finite) / len(finite) if finite else None
     return pd.DataFrame(runs_table(runs, rewards), columns=RUNS_TABLE_HEADERS)
 
 

@@ -15,6 +15,7 @@ from app.views.rescore import (
     group_choices,
     probe_html,
     progress_html,
+    step_order,
     steps_frame,
     steps_html,
     summary_html,
@@ -44,7 +45,8 @@ def create_workbench_tab(ctx: AppContext, sync=None, *, inspect: dict | None = N
         if info.status != "completed" or info.result is None:
             return info.id, progress_html(info), *(gr.skip(),) * 6
         r = info.result
-        return (info.id, progress_html(info), summary_html(r), steps_frame(r), steps_html(r), probe_html(r),
+        plot = gr.LinePlot(value=steps_frame(r), sort=step_order(r))  # whole steps as ticks, in step order
+        return (info.id, progress_html(info), summary_html(r), plot, steps_html(r), probe_html(r),
                 gr.update(choices=group_choices(r), value=0 if r.get("changed_groups") else None),
                 changed_groups_html(r))
 

@@ -19,7 +19,7 @@ TIMEOUT_REWARD = -0.1
 class CodeTestsReward:
     """Share of the row's tests that the completion's code passes, run in the sandbox.
 
-    Call: ``(completions, tests=[...], entry_point=[...] (optional), prompts=[...] (optional: TRL passes them; their
+    Call: ``(completions, tests=[...] (or open-r1's verification_info=[...]), entry_point=[...] (optional), prompts=[...] (optional: TRL passes them; their
     header, :func:`~grpo_core.rewards.code.extract.prompt_header`, is kept for the tests), **ignored) -> list[float | None]``; see
     :func:`~grpo_core.rewards.code.units.split_tests` for the test shapes. Per completion: passed tests / credited tests in [0, 1] (a test that
     runs none of the completion's code earns no credit; none credited: 0.0); ``TIMEOUT_REWARD`` (-0.1) when the run
@@ -38,7 +38,10 @@ class CodeTestsReward:
 
     def __call__(self, completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
         n = len(completions)
-        tests = column_values(self.__name__, "tests", kwargs, n, required=True)
+        # open-r1's code sets carry their tests as ``verification_info``; a ``tests`` column wins where both exist
+        column = "verification_info" if kwargs.get("tests") is None and kwargs.get("verification_info") is not None \
+            else "tests"
+        tests = column_values(self.__name__, column, kwargs, n, required=True)
         entry_points = column_values(self.__name__, "entry_point", kwargs, n, required=False)
         rewards: list[float | None] = [None] * n
         todo = [(i, split_tests(t, e)) for i, (t, e) in enumerate(zip(tests, entry_points, strict=True))]

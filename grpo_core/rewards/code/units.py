@@ -99,6 +99,7 @@ def _io_units(value: Any) -> list[tuple[str, str]] | None:
     """Units of stdin/stdout tests, or ``None`` when ``value`` is not of that shape.
 
     * a list of ``{"input": ..., "output": ...}`` objects (CodeContests, open-r1's code sets): one ``stdio`` unit each;
+    * open-r1's ``verification_info`` (:func:`_verification_info_units`);
     * APPS's ``input_output``: ``{"inputs": [...], "outputs": [...]}``; with ``"fn_name"``, call-based: one test unit
       ``<fn_name>(*inputs[i])`` equal to ``outputs[i]`` (or to its only item, tuples read as lists, as APPS's
       checker does; a ``class Solution`` method of that name also serves), else ``stdio`` units.
@@ -106,6 +107,8 @@ def _io_units(value: Any) -> list[tuple[str, str]] | None:
     Raises:
         ValueError: the shape is recognised but malformed (message says what is wrong).
     """
+    if isinstance(value, dict) and "test_cases" in value:
+        return _verification_info_units(value)
     if isinstance(value, dict) and ("inputs" in value or "outputs" in value):
         inputs, outputs = value.get("inputs"), value.get("outputs")
         if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs):
@@ -143,6 +146,28 @@ def _io_units(value: Any) -> list[tuple[str, str]] | None:
             raise ValueError(f"test {index}: input and output must be text (or lists of lines)")
         units.append(("stdio", json.dumps([given_text, want_text])))
     return units
+
+
+def _verification_info_units(value: dict[str, Any]) -> list[tuple[str, str]]:
+    """open-r1's ``verification_info`` (``open-r1/verifiable-coding-problems-python``, read by its ``code_reward``):
+    ``{"language": "python", "test_cases": [{"input": ..., "output": ..., "type": "stdin_stdout"}, ...]}``; one
+    ``stdio`` unit per test case.
+
+    Raises:
+        ValueError: another language than Python, ``test_cases`` not a list of objects with ``input`` and ``output``,
+            or a test case of another ``type`` than ``stdin_stdout``.
+    """
+    language = value.get("language", "python")
+    if not isinstance(language, str) or language.strip().lower() not in ("python", "python3", "py"):
+        raise ValueError(f"verification_info language {language!r}: code_tests runs Python only")
+    cases = value.get("test_cases")
+    if not isinstance(cases, list) or not all(isinstance(case, dict) for case in cases):
+        raise ValueError("verification_info 'test_cases' must be a list of objects with 'input' and 'output'")
+    for index, case in enumerate(cases):
+        kind = case.get("type", "stdin_stdout")
+        if kind != "stdin_stdout":
+            raise ValueError(f"verification_info test case {index}: type {kind!r}, only 'stdin_stdout' is run")
+    return _io_units(cases) or []
 
 
 def _humaneval_units(tests: str, entry_point: str) -> list[tuple[str, str]]:
@@ -185,8 +210,9 @@ def split_tests(tests: Any, entry_point: str | None = None) -> list[tuple[str, s
       A string holding a JSON list of strings is read as that list.
     * a list/tuple of strings: each is split as above (an item that does not parse is one test, which fails).
     * ``unittest.TestCase`` classes (each ``test*`` method one test) and pytest-style ``def test_*()`` functions.
-    * stdin/stdout tests, as objects or their JSON text (see :func:`_io_units`): ``[{"input", "output"}, ...]``
-      and APPS's ``{"inputs": [...], "outputs": [...], "fn_name"?: ...}``.
+    * stdin/stdout tests, as objects or their JSON text (see :func:`_io_units`): ``[{"input", "output"}, ...]``,
+      APPS's ``{"inputs": [...], "outputs": [...], "fn_name"?: ...}`` and open-r1's ``verification_info``
+      ``{"language": "python", "test_cases": [{"input", "output", "type": "stdin_stdout"}, ...]}``.
 
     Returns an empty list for ``None``, an empty string or list, malformed stdin/stdout tests, or tests without any
     assert (:func:`why_tests_unreadable` says why).

@@ -136,7 +136,7 @@ def test_clipped_is_a_warning_only_while_it_blocks_the_reward():
     assert early.severity == Severity.INFO and "too early to tell" in early.title
     [before] = diagnose(_series(completions__clipped_ratio=[0.5, 0.1]))
     assert before.severity == Severity.INFO
-    assert "not at the latest step" in before.title
+    assert "10% at the latest step, below 30% again" in before.title
 
 
 def test_clipped_reads_whether_finished_completions_score_more():

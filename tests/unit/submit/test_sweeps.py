@@ -116,9 +116,9 @@ def test_the_grid_expands_to_every_combination_first_field_slowest_with_typed_va
         ("name: a, b", "sweep: name cannot be varied"),
         ("beta: 0, 0.0", "sweep: beta lists 0 twice"),
         # fields that only fail together: the point is named by its values
-        ("num_generations: 4, 3", "sweep point num_generations=3: config: Value error, "
-                                  "per_device_train_batch_size × num_processes × gradient_accumulation_steps = 8 "
-                                  "completions per step must be a multiple of num_generations = 3"),
+        ("num_generations: 4, 3", "sweep point num_generations=3: config: Value error, 8 completions per step "
+                                  "(per_device_train_batch_size 8 × num_processes 1 × gradient_accumulation_steps 1) "
+                                  "must be a multiple of num_generations = 3"),
     ],
 )
 def test_every_field_and_value_is_checked_and_named(grid_text, message):
@@ -275,7 +275,7 @@ def test_an_older_store_gets_the_sweep_column_and_table(settings):
 
 
 def test_headless_sweep_queues_every_point_or_refuses_the_whole_file(settings, tmp_path, capsys):
-    from app.cli.main import main
+    from app.cli.main.main import main
 
     path = tmp_path / "sweep.yaml"
     common = ["--data-dir", str(settings.data_dir), "--db", settings.db_url]

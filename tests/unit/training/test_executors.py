@@ -208,7 +208,8 @@ def test_cancel_stops_a_single_process_ray_job_at_once_and_waits_out_the_grace_f
     launcher.tick()
     for run_id in ids:
         final = store.get_run(run_id)
-        assert final.status == RunStatus.CANCELLED and final.error == FORCED_STOP
+        assert final.status == RunStatus.CANCELLED and final.error.startswith(FORCED_STOP)
+        assert "no checkpoint was saved, so there is nothing to resume from" in final.error
 
 
 def test_a_local_launcher_leaves_a_ray_job_alone(store, settings):

@@ -1,0 +1,40 @@
+"""The Launch and Runs tabs' words: the quick start's time hint says what a busy machine does to it, the batch error
+speaks of "completions per step" as the form does, and the Runs table's reward is a recent mean that says so."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.tabs.launch.layout import busy_sentence, quick_start_note
+from app.tabs.runs.tab import runs_frame
+from app.views.runs import RECENT_REWARD_STEPS, RUNS_TABLE_HEADERS
+from grpo_core.run_config import ConfigError, parse_run_config
+from tests.store_helpers import record_metrics
+
+
+def test_the_time_hint_speaks_of_a_busy_machine():
+    quiet = quick_start_note(load=(0.5, 2))
+    assert "on two quiet CPU cores" in quiet and "on a busy machine a step takes several times longer" in quiet
+    assert "busy now" not in quiet
+    busy = busy_sentence((8.2, 2))
+    assert "This machine is busy now (load 8.2 on 2 CPUs): expect about 4.1× those times." in busy
+
+
+def test_the_batch_error_uses_the_forms_words():
+    with pytest.raises(ConfigError) as caught:
+        parse_run_config({"num_generations": 3, "per_device_train_batch_size": 8})
+    message = str(caught.value)
+    assert "8 completions per step (per_device_train_batch_size 8" in message
+    assert "must be a multiple of num_generations = 3" in message and "try 9 completions per step" in message
+
+
+def test_the_runs_table_reward_is_a_recent_mean_and_says_so(ctx):
+    header = RUNS_TABLE_HEADERS[4]
+    assert header == f"reward (mean of last {RECENT_REWARD_STEPS} steps)"
+    run = ctx.store.create_run(name="r", config={}, dataset_id=None, max_steps=30)
+    ctx.store.claim_run(run.id, worker_pid=1)
+    for step in range(1, 21):
+        record_metrics(ctx.store, run.id, step, {"reward": 1.0 if step == 20 else 0.0 if step > 10 else 5.0}, 0.0)
+    ctx.store.heartbeat(run.id, step=20)
+    frame = runs_frame(ctx)
+    assert float(frame[header].iloc[0]) == pytest.approx(0.1)  # steps 11-20: nine 0.0 and one 1.0, not the last 1.0
