@@ -18,6 +18,7 @@ from grpo_core.datasets.rows import ROW_INDEX_COLUMN, eval_row_indices
 from grpo_core.rewards.compose import build_reward_funcs, guard_reward_funcs
 from grpo_core.rewards.template_tags import resolve_for_model
 from grpo_core.run_config import RunConfig
+from grpo_core.tools.library import library_tools
 from grpo_core.worker.group_capture import RolloutTap
 from grpo_core.worker.heartbeat import Heartbeat
 from grpo_core.worker.policy_model import (
@@ -160,6 +161,7 @@ def build_trainer(
         reward_processing_classes=processing,
         peft_config=to_lora_config(config),
         callbacks=[recorder],
+        **({"tools": library_tools(config.tools)} if config.tools else {}),
     )
     recorder.attach(trainer)
     token_capture.install(trainer)
