@@ -41,6 +41,11 @@ corpus ``tests/doctor/corpus/``, measured by ``benchmarks/bench_doctor.py``; ref
 - **train up, eval flat**: the training ``reward`` rises between the first and last of 3 or more evaluations while
   ``eval_reward`` (TRL's eval split metric) gains less than a quarter of that.
 
+- **tool calling** (:mod:`~grpo_core.doctor.tools`): the policy **stopped calling tools**
+  (``tools/call_frequency`` from 0.2 or more to below 0.02 for the last 3 logged steps), **most calls fail**
+  (``tools/failure_frequency`` at 0.5 or more for 3 logged steps), rollouts **end at the tool-calling limit** (a
+  quarter of the sampled completions end on a call without a result).
+
 Left out: trends that need a baseline across runs (is the reward rising fast *enough*), and learning-rate
 schedules.
 Layout: :mod:`~grpo_core.doctor.findings` (what a finding is, the series read), :mod:`~grpo_core.doctor.thresholds`
@@ -71,6 +76,7 @@ from grpo_core.doctor.learning import (
 )
 from grpo_core.doctor.policy import _gradient, _kl, _policy_static
 from grpo_core.doctor.thresholds import RULE_ERRORS_SUFFIX, SERIES_KEYS, TREND_MIN_STEPS
+from grpo_core.doctor.tools import TOOL_CHECKS
 from grpo_core.doctor.trends import Trend, mann_kendall
 from storage import GroupRecord
 
@@ -140,6 +146,7 @@ def diagnose(
         _beta_zero_std,
         _eval_flat,
         _loss_zero,
+        *TOOL_CHECKS,
     )
     findings: dict[str, Finding] = {}
     for check in checks:

@@ -18,11 +18,11 @@ def _check_trajectories(store, run_id: int) -> None:
     for c in called:
         kinds = [t["kind"] for t in c.turns]
         call = next(t for t in c.turns if t["kind"] == "tool_call")
-        assert call["name"] == "lookup" and call["parsed"] is True and '"key"' in call["arguments"]
+        assert call["name"] == "calculator" and call["parsed"] is True and '"expression"' in call["arguments"]
         if "tool_result" in kinds:
             result = c.turns[kinds.index("tool_result")]
             assert kinds.index("tool_result") > kinds.index("tool_call")
-            assert result["name"] == "lookup" and (result["text"] == "42" or result["error"])
+            assert result["name"] == "calculator" and (result["text"] == "42" or result["error"])
             # the tool's output is its own turn, not the model's text: the text is the final assistant turn
             finals = [t for t in c.turns[kinds.index("tool_result"):] if t["kind"] == "assistant"]
             assert c.text == (finals[-1]["text"] if finals else "")
@@ -30,8 +30,8 @@ def _check_trajectories(store, run_id: int) -> None:
             assert c.tool_mask and any(trained == 0 for trained, _ in c.tool_mask)
             flags = trained_flags(c.tool_mask, sum(n for _, n in c.tool_mask))
             assert not all(flags) and flags[0]
-        assert kinds[-1] == "reward" and c.turns[-1]["name"] == "SecretEnv"
-        assert c.turns[-1]["value"] == c.rewards["SecretEnv"]
+        assert kinds[-1] == "reward" and c.turns[-1]["name"] == "CalculatorEnv"
+        assert c.turns[-1]["value"] == c.rewards["CalculatorEnv"]
         assert trajectory_summary(c.turns)["calls"] >= 1
 
 
@@ -47,7 +47,7 @@ def test_an_environment_factory_script_records_each_completion_as_its_turns(sett
     assert run.status == RunStatus.COMPLETED, run.error
     _check_trajectories(store, run.id)
     keys = {p.key for p in store.metrics_since(run.id)}
-    assert {"tools/call_frequency", "tools/failure_frequency", "rewards/SecretEnv/mean"} <= keys
+    assert {"tools/call_frequency", "tools/failure_frequency", "rewards/CalculatorEnv/mean"} <= keys
     # the named API returns the turns
     from app.public_api import group_dict
 

@@ -12,32 +12,36 @@ model of tests/tiny_model.py.
 from __future__ import annotations
 
 import argparse
+import re
 
 from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
-QUESTION = "What is the secret number?"
+QUESTION = "What is 6 * 7?"
 
 
-class SecretEnv:
-    """One rollout's environment: the model may look values up; the rollout is rewarded when it did."""
+class CalculatorEnv:
+    """One rollout's environment: the model may compute with it; the rollout is rewarded when it did, without a
+    failed call."""
 
     def reset(self, **kwargs) -> None:
         self.calls = 0
         self.failures = 0
 
-    def lookup(self, key: str) -> str:
-        """Look a value up.
+    def calculator(self, expression: str) -> str:
+        """Evaluate an arithmetic expression.
 
         Args:
-            key: the name of the value.
+            expression: numbers with + - * / // % ** and parentheses, e.g. "(12 + 30) * 2".
         """
         self.calls += 1
-        if key != "secret":
+        match = re.fullmatch(r"\s*(\d{1,6})\s*([-+*])\s*(\d{1,6})\s*", str(expression))
+        if match is None:
             self.failures += 1
-            raise KeyError(f"no value named {key}")
-        return "42"
+            raise ValueError(f"cannot evaluate {expression!r}")
+        left, op, right = int(match.group(1)), match.group(2), int(match.group(3))
+        return str({"+": left + right, "-": left - right, "*": left * right}[op])
 
     def get_reward(self) -> float:
         return 1.0 if self.calls and not self.failures else 0.0
@@ -59,7 +63,7 @@ def make_trainer(model_dir: str, output_dir: str, *, steps: int, callbacks=None)
         save_strategy="no", max_tool_calling_iterations=2, temperature=0.7, seed=0, disable_tqdm=True,
     )
     return GRPOTrainer(model=model, reward_funcs=[final_answer_reward], args=config, train_dataset=dataset,
-                       processing_class=tokenizer, environment_factory=SecretEnv, callbacks=callbacks)
+                       processing_class=tokenizer, environment_factory=CalculatorEnv, callbacks=callbacks)
 
 
 def main() -> None:
