@@ -139,6 +139,15 @@ class RunConfig(BaseModel):
         description="Library tools the policy may call in its rollouts (calculator, python: runs in the sandbox); "
         "the model's chat template must render tool calls.",
     )
+    tool_plugins: list[str] = Field(
+        default_factory=list,
+        description="Your own tool functions, 'file.py:function' or 'module:function' (plugins, as reward plugins).",
+    )
+    environment: str = Field(
+        "",
+        description="Your own environment class, 'file.py:Class' or 'module:Class' (TRL's environment_factory: "
+        "public methods are tools, reset() per rollout, optional get_reward()); '' = none.",
+    )
     max_tool_calling_iterations: int | None = Field(
         None, ge=1, le=100, description="Most tool-calling rounds per rollout; empty = TRL's default (no limit)."
     )

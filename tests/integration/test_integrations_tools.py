@@ -54,3 +54,33 @@ def test_an_environment_factory_script_records_each_completion_as_its_turns(sett
     plain = group_dict(store.groups_at(run.id, 1)[0])
     assert any(c["turns"] for c in plain["completions"])
     assert all(c["tool_mask"] is None or c["turns"] for c in plain["completions"])
+
+
+def test_the_same_script_records_its_turns_over_http(tmp_path, tiny_tool_model_dir):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from storage import Store
+    from tests.integration.scripts.runner import REPO, script_env
+    from tests.servers import serving
+
+    data = tmp_path / "data"
+    data.mkdir()
+    store = Store(f"sqlite:///{data}/grpo.db")
+    token = store.create_api_token("alice", "agents")[1]
+    script = Path(REPO) / "tests" / "integration" / "scripts" / "trl_tool_script.py"
+    try:
+        with serving(data) as served:
+            log = tmp_path / "log.txt"
+            with open(log, "w") as handle:
+                code = subprocess.run(
+                    [sys.executable, str(script), "--model", str(tiny_tool_model_dir), "--output-dir",
+                     str(tmp_path / "out"), "--target", served.url, "--token", token, "--steps", "1"],
+                    cwd=REPO, env=script_env(), stdout=handle, stderr=subprocess.STDOUT, timeout=600).returncode
+            assert code == 0, log.read_text()[-3000:]
+            [run] = store.list_runs()
+            assert run.status == RunStatus.COMPLETED and run.owner == "alice", run.error
+            _check_trajectories(store, run.id)
+    finally:
+        store.close()
