@@ -44,7 +44,8 @@ corpus ``tests/doctor/corpus/``, measured by ``benchmarks/bench_doctor.py``; ref
 - **tool calling** (:mod:`~grpo_core.doctor.tools`): the policy **stopped calling tools**
   (``tools/call_frequency`` from 0.2 or more to below 0.02 for the last 3 logged steps), **most calls fail**
   (``tools/failure_frequency`` at 0.5 or more for 3 logged steps), rollouts **end at the tool-calling limit** (a
-  quarter of the sampled completions end on a call without a result).
+  quarter of the sampled completions end on a call without a result), the task rule **pays as well without the
+  tool** (information).
 
 Left out: trends that need a baseline across runs (is the reward rising fast *enough*), and learning-rate
 schedules.

@@ -140,3 +140,7 @@ TOOL_FAILURES_HIGH = 0.5
 #: A quarter of the sampled completions ending on a call that got no result (``max_tool_calling_iterations`` or the
 #: completion length reached mid-call): those rollouts never answer.
 ITERATION_LIMIT_SHARE = 0.25
+#: "Paid whether or not the tool was used": at least this many sampled completions with a tool call and as many
+#: without, in a run that gives its policy tools, and those without a call score the task rule right at least as often
+#: as those with one: the reward does not tell the policy to use its tools.
+TOOL_UNUSED_MIN_EACH = 4

@@ -1,5 +1,6 @@
 """The run doctor's checks on tool calling (a run with TRL's ``tools`` or ``environment_factory``): the policy
-stopped calling its tools, most calls fail, rollouts end at the tool-calling limit. They read TRL's
+stopped calling its tools, most calls fail, rollouts end at the tool-calling limit, the task rule pays as well
+without the tool. They read TRL's
 ``tools/call_frequency`` and ``tools/failure_frequency`` and the sampled groups' turns (:mod:`grpo_core.tools.turns`);
 a run without tools has neither and gets none of these findings. Thresholds in :mod:`~grpo_core.doctor.thresholds`."""
 
@@ -9,9 +10,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from grpo_core.doctor.findings import Finding, Series, Severity, _points, _streaks, found, step_ranges
+from grpo_core.doctor.groups import completion_outcome, task_rule
 from grpo_core.doctor.thresholds import (
     ITERATION_LIMIT_SHARE,
     TOOL_FAILURES_HIGH,
+    TOOL_UNUSED_MIN_EACH,
     TOOLS_STOPPED_CALLS,
     TOOLS_STREAK,
     TOOLS_USED_CALLS,
@@ -84,4 +87,35 @@ def _iteration_limit(series: Series, groups: Sequence[GroupRecord], config: Mapp
     )
 
 
-TOOL_CHECKS = (_tools_stopped, _tool_failures, _iteration_limit)
+def _reward_without_tool(series: Series, groups: Sequence[GroupRecord], config: Mapping[str, Any]) -> list[Finding]:
+    """The task rule (:func:`~grpo_core.doctor.groups.task_rule`) pays the sampled completions that made no tool
+    call at least as often as those that made one, with :data:`TOOL_UNUSED_MIN_EACH` of each, in a run whose
+    completions call tools (some have turns)."""
+    rule = task_rule(config, groups)
+    if rule is None:
+        return []
+    with_call, without = [], []
+    for group in groups:
+        for completion in group.completions:
+            outcome = completion_outcome(completion, rule)
+            if outcome is None:
+                continue
+            calls = trajectory_summary(clean_turns(completion.turns) or [])["calls"]
+            (with_call if calls else without).append(outcome == "right")
+    if len(with_call) < TOOL_UNUSED_MIN_EACH or len(without) < TOOL_UNUSED_MIN_EACH:
+        return []
+    rate_with, rate_without = sum(with_call) / len(with_call), sum(without) / len(without)
+    if not rate_without or rate_without < rate_with:
+        return []
+    return found(
+        "reward_without_tool", Severity.INFO,
+        title=f"{rule} pays as well without the tool: {rate_without:.0%} right of {len(without)} sampled completions "
+              f"without a call, {rate_with:.0%} of {len(with_call)} with one",
+        advice=("The reward does not ask for the tool, so the policy may learn to skip it (and the doctor will say "
+                "when it stops calling). If using the tool matters, add tool_called with a weight, or gate the "
+                "answer rule on it (gate: tool_called >= 1)."),
+        steps=sorted({g.step for g in groups}),
+    )
+
+
+TOOL_CHECKS = (_tools_stopped, _tool_failures, _iteration_limit, _reward_without_tool)

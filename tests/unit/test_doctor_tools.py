@@ -60,3 +60,22 @@ def test_rollouts_ending_at_the_tool_calling_limit():
 def test_a_run_without_tools_gets_no_tool_finding():
     codes = _codes(_series(reward=[0.1, 0.2, 0.3, 0.4]), [_group(None, None)])
     assert not codes & {"tools_stopped", "tool_failures", "iteration_limit"}
+
+
+def _scored(turns, right: bool, index: int):
+    return CompletionRecord(index=index, text="", rewards={"numeric_answer": 1.0 if right else 0.0},
+                            total_reward=None, advantage=None, turns=turns)
+
+
+@pytest.mark.parametrize("with_call, without, expected", [
+    ([True, True, False, False], [True, True, True, False], True),    # 50% with the tool, 75% without
+    ([True, True, True, True], [True, False, False, False], False),   # the tool helps
+    ([True, True, True], [True, True, True, True], False),            # too few with a call to tell
+    ([True, True, False, False], [False, False, False, False], False),
+])
+def test_a_reward_paid_whether_or_not_the_tool_was_used(with_call, without, expected):
+    completions = [_scored([CALL, RESULT, ANSWER], right, i) for i, right in enumerate(with_call)]
+    completions += [_scored(None, right, len(completions) + i) for i, right in enumerate(without)]
+    groups = [GroupRecord(step=3, row_index=0, prompt="q", completions=completions)]
+    config = {"rewards": [{"rule": "numeric_answer", "weight": 1.0}]}
+    assert ("reward_without_tool" in _codes({}, groups, config)) is expected
