@@ -139,3 +139,17 @@ def test_the_iteration_limit_reaches_trl_s_config(tmp_path):
     args = to_grpo_config(RunConfig(tools=["calculator"], max_tool_calling_iterations=2), tmp_path, use_cpu=True)
     assert args.max_tool_calling_iterations == 2
     assert to_grpo_config(RunConfig(), tmp_path, use_cpu=True).max_tool_calling_iterations is None
+
+
+def test_the_launch_form_offers_the_library_tools_and_the_iteration_limit():
+    from app.tabs.launch.form import config_to_form, field_choices, field_kind, form_omissions, form_to_config
+
+    assert field_kind("tools") == "multiselect" and set(field_choices("tools")) == set(LIBRARY)
+    config = RunConfig(dataset_id=1, tools=["python", "calculator"], max_tool_calling_iterations=3)
+    form = config_to_form(config)
+    again = form_to_config(form)
+    assert (again.tools, again.max_tool_calling_iterations) == (["python", "calculator"], 3)
+    assert form_to_config({**form, "max_tool_calling_iterations": 0}).max_tool_calling_iterations is None
+    # the plugin fields are set in the config text: a form launch of such a run says what it leaves out
+    with_plugin = RunConfig(dataset_id=1, environment="/srv/plugins/env.py:Shop")
+    assert any("environment=" in note for note in form_omissions(with_plugin))
