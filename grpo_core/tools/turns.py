@@ -325,3 +325,43 @@ def trajectory_summary(turns: Sequence[dict[str, Any]] | None) -> dict[str, Any]
     return {"calls": len(calls), "failures": sum(1 for t in results if t.get("error")) + unparsed,
             "unparsed": unparsed, "ended_on_call": last_kind == "tool_call" and any(t.get("parsed") for t in calls),
             "tools": [str(t.get("name", "")) for t in calls]}
+
+
+def messages_from_turns(turns: Any) -> list[dict[str, Any]]:
+    """A recorded trajectory back as the messages TRL hands reward functions (the shape of the module docstring), so
+    that its turns can be scored again (the reward workbench): assistant texts with their parsed calls as
+    ``tool_calls``, a call that did not parse written back into the assistant's text as ``<tool_call>...</tool_call>``
+    (so it still counts as unparsed), each result as a tool message (an error as TRL writes it,
+    ``str({"error": ...})``). Reward and ``omitted`` turns are left out. ``turns`` is cleaned first (hostile)."""
+    messages: list[dict[str, Any]] = []
+
+    def assistant() -> dict[str, Any]:
+        if not messages or messages[-1]["role"] != "assistant":
+            messages.append({"role": "assistant", "content": ""})
+        return messages[-1]
+
+    for turn in clean_turns(turns) or []:
+        kind = turn["kind"]
+        if kind == "assistant":
+            last = assistant()
+            if last.get("tool_calls") or last["content"]:  # a new assistant turn after a call or text
+                messages.append({"role": "assistant", "content": turn["text"]})
+            else:
+                last["content"] = turn["text"]
+        elif kind == "tool_call":
+            last = assistant()
+            arguments: Any = None
+            if turn["parsed"]:
+                try:
+                    arguments = json.loads(turn["arguments"])
+                except (ValueError, RecursionError):
+                    arguments = None
+            if isinstance(arguments, dict):
+                last.setdefault("tool_calls", []).append(
+                    {"type": "function", "function": {"name": turn["name"], "arguments": arguments}})
+            else:
+                last["content"] += f"<tool_call>{turn['arguments']}</tool_call>"
+        elif kind == "tool_result":
+            content = str({"error": turn["text"]}) if turn["error"] else turn["text"]
+            messages.append({"role": "tool", "name": turn["name"], "content": content})
+    return messages

@@ -146,3 +146,33 @@ def test_the_tool_mask_is_kept_as_spans():
 ])
 def test_mask_spans_read_back_are_checked(spans, ok):
     assert (clean_spans(spans) is not None) is ok
+
+
+def test_recorded_turns_become_trl_s_messages_again_for_rescoring():
+    from grpo_core.tools.turns import messages_from_turns
+
+    failed = [{"role": "assistant", "content": "", "tool_calls": [CALL]},
+              {"role": "tool", "name": "lookup", "content": str({"error": "boom"})},
+              {"role": "assistant", "content": 'again <tool_call>{"name": "lookup", "argu</tool_call>'}]
+    for rollout in (ROLLOUT, failed):
+        turns = turns_of_completion(rollout, {"Env": 1.0})
+        again = messages_from_turns(turns)
+        assert turns_of_completion(again, {"Env": 1.0}) == turns
+        assert final_assistant_text(again) == final_assistant_text(rollout)
+    assert messages_from_turns(None) == [] and messages_from_turns([{"kind": "bogus"}]) == []
+
+
+def test_the_workbench_rescores_trajectories_from_their_turns():
+    from grpo_core.jobs.rescore import _scored_form
+    from grpo_core.worker.rescore import score_batch
+
+    turns = turns_of_completion([{"role": "assistant", "content": "", "tool_calls": [CALL]},
+                                 {"role": "tool", "name": "lookup", "content": "42"},
+                                 {"role": "assistant", "content": "It is 7."}])
+    recorded = [{"text": "It is 7.", "turns": turns}, {"text": "42", "turns": None}]
+    request = {"specs": [{"rule": "numeric_answer"}, {"rule": "tool_called", "params": {"tool": "lookup"}}],
+               "chat": True, "rows": {"0": {"prompt": "q", "answer": "42"}},
+               "groups": [{"id": 1, "row_index": 0, "prompt": "q",
+                           "completions": [_scored_form(c) for c in recorded]}]}
+    [group] = score_batch(request)["groups"]
+    assert group["rewards"] == [[0.0, 1.0], [1.0, 0.0]]  # the answer read from the final turn; the call seen
