@@ -23,6 +23,10 @@ DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 NUMBER_ONLY_PATTERN = r"^\s*-?\d+(\.\d+)?\s*\.?\s*$"
 
 
+#: The shipped tools a run may give its policy (:data:`grpo_core.tools.library.LIBRARY`, kept equal by a test).
+ToolName = Literal["calculator", "python"]
+
+
 class ConfigError(ValueError):
     """A run config that cannot be used; the message names the field (and the file, for YAML)."""
 
@@ -129,6 +133,25 @@ class RunConfig(BaseModel):
     )
     eval_steps: int = Field(10, ge=1, description="Score the eval rows with the run's rules every N steps.")
 
+    # tool calling (TRL's GRPOTrainer tools= and GRPOConfig.max_tool_calling_iterations)
+    tools: list[ToolName] = Field(
+        default_factory=list,
+        description="Library tools the policy may call in its rollouts (calculator, python: runs in the sandbox); "
+        "the model's chat template must render tool calls.",
+    )
+    tool_plugins: list[str] = Field(
+        default_factory=list,
+        description="Your own tool functions, 'file.py:function' or 'module:function' (plugins, as reward plugins).",
+    )
+    environment: str = Field(
+        "",
+        description="Your own environment class, 'file.py:Class' or 'module:Class' (TRL's environment_factory: "
+        "public methods are tools, reset() per rollout, optional get_reward()); '' = none.",
+    )
+    max_tool_calling_iterations: int | None = Field(
+        None, ge=1, le=100, description="Most tool-calling rounds per rollout; empty = TRL's default (no limit)."
+    )
+
     # pass-through to TRL
     report_to: list[Literal["trackio", "tensorboard", "wandb"]] = Field(
         default_factory=list,
@@ -204,6 +227,13 @@ class RunConfig(BaseModel):
             data[name] = value
         data["trl_args"] = extra
         return data
+
+    @field_validator("tools")
+    @classmethod
+    def _tools_once(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("a tool is listed twice")
+        return value
 
     @field_validator("trl_args")
     @classmethod

@@ -61,7 +61,8 @@ def _group_values(run_id: int, step: int, group: GroupRecord, split: str) -> dic
 def _completion_values(group_id: int, c: CompletionRecord) -> dict[str, Any]:
     return {"group_id": group_id, "index": c.index, "text": c.text,
             "rewards": {k: finite(v) for k, v in c.rewards.items()}, "total_reward": finite(c.total_reward),
-            "advantage": finite(c.advantage), "num_tokens": c.num_tokens, "truncated": bool(c.truncated)}
+            "advantage": finite(c.advantage), "num_tokens": c.num_tokens, "truncated": bool(c.truncated),
+            "turns": c.turns, "tool_mask": c.tool_mask}
 
 
 class GroupStore(StoreBase):

@@ -192,6 +192,12 @@ class CompletionRecord:
     ``total_reward`` is the weighted sum TRL used; ``advantage`` is the advantage TRL computed. ``token_stats``, when
     given to :meth:`Store.record_groups`, is stored with the completion; records read back leave it ``None`` (read
     it with :meth:`Store.token_stats`).
+
+    A multi-turn completion (a rollout with tool calls) also has ``turns``: its assistant texts, tool calls, tool
+    results and environment rewards in order, and ``tool_mask``: which of its tokens TRL trained on, as run-length
+    spans ``[[1|0, length], ...]`` (0: a tool result's tokens); both are plain bounded JSON, shaped and limited by
+    :mod:`grpo_core.tools.turns`, and ``None`` for a single-turn completion. Its ``text`` is then the final
+    assistant turn's text (what an answer rule judges).
     """
 
     index: int
@@ -202,6 +208,8 @@ class CompletionRecord:
     num_tokens: int | None = None
     truncated: bool = False
     token_stats: TokenStats | None = None
+    turns: list[dict[str, Any]] | None = None
+    tool_mask: list[list[int]] | None = None
 
 
 @dataclass(frozen=True)

@@ -311,6 +311,10 @@ class CompletionRow(Base):
     advantage: Mapped[float | None] = mapped_column(Float, nullable=True)
     num_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
     truncated: Mapped[bool] = mapped_column(Boolean, default=False)
+    # A multi-turn completion (a rollout with tool calls): its turns and TRL's tool mask as run-length spans
+    # (grpo_core.tools.turns); None for a single-turn completion and for rows written before they were recorded.
+    turns: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+    tool_mask: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
 
     group: Mapped[GroupRow] = relationship(back_populates="completions")
 
@@ -325,6 +329,8 @@ class CompletionRow(Base):
             advantage=self.advantage,
             num_tokens=self.num_tokens,
             truncated=bool(self.truncated),
+            turns=self.turns if isinstance(self.turns, list) else None,
+            tool_mask=self.tool_mask if isinstance(self.tool_mask, list) else None,
         )
 
 

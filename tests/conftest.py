@@ -89,3 +89,12 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     from tests.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="session")
+def tiny_tool_model_dir(tmp_path_factory) -> Path:
+    """The tiny Llama taught to call a tool (a few hundred supervised steps on the conversation TRL renders with a
+    tool in the prompt; see tests/tiny_model.py), built once per session."""
+    from tests.tiny_model import build_tiny_tool_model
+
+    return build_tiny_tool_model(tmp_path_factory.mktemp("tiny-tool-llama"))

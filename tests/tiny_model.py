@@ -21,8 +21,10 @@ _CORPUS = [
 ] * 20
 
 
-def build_tiny_model(folder: Path, *, hidden_size: int = 32, layers: int = 2, seed: int = 0) -> Path:
-    """Write a random-weight ``LlamaForCausalLM`` (~30k parameters) and its tokenizer to ``folder``."""
+def build_tiny_model(folder: Path, *, hidden_size: int = 32, layers: int = 2, seed: int = 0,
+                     extra_corpus: tuple[str, ...] = (), vocab_size: int = 320) -> Path:
+    """Write a random-weight ``LlamaForCausalLM`` (~30k parameters) and its tokenizer to ``folder``; the tokenizer's
+    byte-level BPE is trained on a small corpus (plus ``extra_corpus``) up to ``vocab_size`` entries."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -34,9 +36,9 @@ def build_tiny_model(folder: Path, *, hidden_size: int = 32, layers: int = 2, se
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=320, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        vocab_size=vocab_size, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
     )
-    backend.train_from_iterator(_CORPUS, trainer=trainer)
+    backend.train_from_iterator(_CORPUS + list(extra_corpus) * 20, trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend,
         bos_token="<|im_start|>",
@@ -77,4 +79,63 @@ def build_tiny_reward_model(folder: Path, *, seed: int = 1) -> Path:
     torch.manual_seed(seed)
     LlamaForSequenceClassification(config).save_pretrained(folder)
     AutoTokenizer.from_pretrained(base).save_pretrained(folder)
+    return folder
+
+
+#: The question the tool-calling tiny model learned to answer with the library's calculator
+#: (:func:`grpo_core.tools.library.calculator`), its system prompt, the call and its final answer.
+TOOL_QUESTION = "What is 6 * 7?"
+TOOL_SYSTEM = "Use the tools."
+TOOL_EXPRESSION = "6 * 7"
+TOOL_ANSWER = "The answer is 42."
+
+
+def build_tiny_tool_model(folder: Path, *, steps: int = 400, seed: int = 0) -> Path:
+    """The tiny Llama of :func:`build_tiny_model` with TRL's Qwen2.5 chat template (it renders tools and tool calls;
+    TRL's ``supports_tool_calling`` accepts it and ``add_response_schema`` parses its calls), trained for ``steps``
+    supervised steps on the two turns TRL renders for a one-tool conversation: the user's question with the
+    library's ``calculator`` tool in the prompt -> the assistant's ``<tool_call>`` for
+    ``calculator(expression="6 * 7")``; then, with the tool's result "42" appended, -> :data:`TOOL_ANSWER`. Sampled at temperature 1 it calls the tool most of the time and
+    answers after the result (a few seconds on a CPU)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl.chat_template_utils import qwen2_5_chat_template
+
+    from grpo_core.tools.library import calculator
+
+    folder = Path(folder)
+    call = {"type": "function", "function": {"name": "calculator", "arguments": {"expression": TOOL_EXPRESSION}}}
+    user = [{"role": "system", "content": TOOL_SYSTEM}, {"role": "user", "content": TOOL_QUESTION}]
+    with_call = user + [{"role": "assistant", "content": "", "tool_calls": [call]}]
+    with_result = with_call + [{"role": "tool", "name": "calculator", "content": "42"}]
+    final = with_result + [{"role": "assistant", "content": TOOL_ANSWER}]
+    # The tokenizer learns the rendered conversation's pieces, so that a prompt with the tool's schema is short.
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    from transformers.utils import get_json_schema
+
+    render = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).from_string(qwen2_5_chat_template)
+    rendered = render.render(messages=final, tools=[get_json_schema(calculator)], add_generation_prompt=False)
+    build_tiny_model(folder, hidden_size=64, seed=seed, extra_corpus=(rendered,), vocab_size=800)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.chat_template = qwen2_5_chat_template
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    examples = []
+    for context, full in ((user, with_call), (with_result, final)):
+        prefix = tokenizer.apply_chat_template(context, tools=[calculator], add_generation_prompt=True, tokenize=False)
+        text = tokenizer.apply_chat_template(full, tools=[calculator], tokenize=False).rstrip("\n")
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        start = len(tokenizer(prefix, add_special_tokens=False)["input_ids"])
+        labels = [-100] * start + ids[start:]
+        examples.append((torch.tensor([ids]), torch.tensor([labels])))
+    torch.manual_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    model.train()
+    for step in range(steps):
+        ids, labels = examples[step % len(examples)]
+        loss = model(input_ids=ids, labels=labels).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
     return folder

@@ -69,6 +69,7 @@ from grpo_core.runs.actions import RunActionError, cancel_run, delete_run, resum
 from grpo_core.runs.export import export_run
 from grpo_core.submit.queue import submit_run
 from grpo_core.submit.sweeps import parse_sweep_config_text, submit_sweep
+from grpo_core.tools.turns import clean_spans, clean_turns
 from storage import DatasetInfo, GroupRecord, MetricPoint, RunInfo, RunStatus, StoreError
 
 LOG = logging.getLogger(__name__)
@@ -141,8 +142,15 @@ def metric_dict(point: MetricPoint) -> dict[str, Any]:
 def group_dict(group: GroupRecord) -> dict[str, Any]:
     """A group as plain JSON: ``step``, ``row_index``, ``prompt``, ``extra``, ``id`` and ``completions``, each
     with ``index``, ``text``, ``rewards`` (rule -> reward), ``total_reward``, ``advantage``, ``num_tokens``,
-    ``truncated``."""
-    return _plain(dataclasses.asdict(group))
+    ``truncated``, and for a multi-turn completion (a rollout with tool calls) ``turns`` (assistant text, tool
+    calls with their arguments, tool results or errors, environment rewards, in order; see
+    :mod:`grpo_core.tools.turns`) and ``tool_mask`` (which tokens TRL trained on, as ``[[1|0, length], ...]``),
+    both ``None`` for a single-turn one; ``text`` is then the final assistant turn."""
+    plain = _plain(dataclasses.asdict(group))
+    for completion in plain.get("completions", []):  # values the store gives back are bounded again
+        completion["turns"] = clean_turns(completion.get("turns"))
+        completion["tool_mask"] = clean_spans(completion.get("tool_mask"))
+    return plain
 
 
 def create_public_api(ctx: AppContext) -> None:

@@ -48,6 +48,13 @@ GPU_PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 #: The SQL LIKE pattern of the GPU metric keys (a chart's first load reads them with the charted keys).
 GPU_KEY_PATTERN = "gpu/%"
+#: The panel added when the run called tools (TRL logs ``tools/call_frequency``: calls per completion, and
+#: ``tools/failure_frequency``: failed calls per call, for a run with ``tools`` or ``environment_factory``).
+TOOL_PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("tools (calls per completion, failure share)", ("tools/call_frequency", "tools/failure_frequency")),
+)
+#: The SQL LIKE pattern of TRL's tool metrics.
+TOOL_KEY_PATTERN = "tools/%"
 COLUMNS = 2
 #: Every metric key the training chart draws (besides ``rewards/<fn>/mean``).
 CHART_KEYS: tuple[str, ...] = tuple(key for _title, keys in PANELS for key in keys)
@@ -158,6 +165,10 @@ class MetricSeries:
     def has_gpu_metrics(self) -> bool:
         """Whether the run recorded GPU metrics (``gpu/...``: a CUDA run)."""
         return any(key.startswith("gpu/") for key in self.data)
+
+    def has_tool_metrics(self) -> bool:
+        """Whether the run recorded TRL's tool metrics (``tools/...``: a run that calls tools)."""
+        return any(key.startswith("tools/") for key in self.data)
 
     def reward_rule_keys(self) -> list[str]:
         """``rewards/<fn>/mean`` keys, sorted."""
@@ -274,7 +285,8 @@ def training_figure(series: MetricSeries, title: str = "", beta: float | None = 
         runs = [(title or "selected run", series, run_colour(0))]
         runs += [(label, other, run_colour(i + 1)) for i, (label, other) in enumerate(overlays)]
     has_gpu = any(s.has_gpu_metrics() for _, s, _ in runs)
-    panels = select_panels(PANELS + (GPU_PANELS if has_gpu else ()), options)
+    has_tools = any(s.has_tool_metrics() for _, s, _ in runs)
+    panels = select_panels(PANELS + (TOOL_PANELS if has_tools else ()) + (GPU_PANELS if has_gpu else ()), options)
     columns = 1 if options.expanded and len(panels) == 1 else COLUMNS
     rows = max(1, math.ceil(len(panels) / columns))
     figure = make_subplots(

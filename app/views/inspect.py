@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 
 from app.views.runs import GROUP_CSS, groups_html
+from app.views.trajectories import TRAJECTORY_FILTER_KEYS, TRAJECTORY_FILTERS, filter_trajectories
 from storage import CompletionRecord, GroupRecord, PromptPage, SearchPage, Store, StoreError
 
 #: The group filters: (label shown in the dropdown, key).
@@ -20,6 +21,7 @@ GROUP_FILTERS: tuple[tuple[str, str], ...] = (
     ("bottom N by advantage spread", "bottom_spread"),
     ("top N by mean total reward", "top_reward"),
     ("bottom N by mean total reward", "bottom_reward"),
+    *TRAJECTORY_FILTERS,
 )
 _FILTER_KEYS = {key for _, key in GROUP_FILTERS}
 
@@ -50,7 +52,9 @@ def mean_total(group: GroupRecord) -> float | None:
 def filter_groups(groups: Sequence[GroupRecord], mode: str, n: int = 3) -> list[GroupRecord]:
     """The groups of a step that ``mode`` keeps (a key of :data:`GROUP_FILTERS`).
 
-    ``all``, ``no_signal`` and ``truncated`` keep the sampling order; ``top_*``/``bottom_*`` return the ``n`` groups
+    ``all``, ``no_signal``, ``truncated`` and the trajectory filters (a group with a completion that called a tool,
+    had a failed call, made no call, or stopped at the tool-calling limit:
+    :data:`app.views.trajectories.TRAJECTORY_FILTERS`) keep the sampling order; ``top_*``/``bottom_*`` return the ``n`` groups
     with the largest / smallest advantage spread or mean total reward, best first for ``top``, worst first for
     ``bottom`` (groups without any reward sort last in both).
 
@@ -66,6 +70,8 @@ def filter_groups(groups: Sequence[GroupRecord], mode: str, n: int = 3) -> list[
         return [g for g in groups if not has_signal(g)]
     if mode == "truncated":
         return [g for g in groups if any(c.truncated for c in g.completions)]
+    if mode in TRAJECTORY_FILTER_KEYS:
+        return filter_trajectories(groups, mode)
     n = max(0, int(n))
     if mode.endswith("_spread"):
         ordered = sorted(groups, key=advantage_spread, reverse=mode.startswith("top"))

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from app.views.trajectories import TURN_CSS, turns_html
 from grpo_core.rewards.compose import REWARD_ERRORS_KEY
 from grpo_core.runs.provenance import short_hash
 from grpo_core.runs.script_runs import describe_origin
@@ -253,12 +254,12 @@ def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, ma
     """The groups of a step: each prompt with its G completions side by side, coloured by the advantage's sign.
 
     Each completion shows its rank, advantage, total reward, every rule's reward, token count and a truncation
-    badge; text beyond :data:`FOLD_CHARS` characters folds (:func:`fold_html`), text beyond ``max_chars`` is cut
+    badge; a multi-turn completion its turns as distinct blocks (:func:`app.views.trajectories.turns_html`); text beyond :data:`FOLD_CHARS` characters folds (:func:`fold_html`), text beyond ``max_chars`` is cut
     with a note.
     """
     if not groups:
         return '<div class="grpo-empty">No groups recorded for this step yet.</div>'
-    out = [f"<style>{GROUP_CSS}</style>"]
+    out = [f"<style>{GROUP_CSS}{TURN_CSS}</style>"]
     for number, group in enumerate(groups, start=1):
         totals = [c.total_reward for c in group.completions if c.total_reward is not None]
         spread = (max(totals) - min(totals)) if totals else 0.0
@@ -301,7 +302,7 @@ def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, ma
                 f"{ref}>"
                 f'<div><span class="grpo-adv">advantage {_fmt(c.advantage)}</span> · total {_fmt(c.total_reward)}'
                 f"{badge}</div>"
-                f"{fold_html(c.text, max_chars=max_chars)}"
+                f"{turns_html(c.turns, max_chars=max_chars) or fold_html(c.text, max_chars=max_chars)}"
                 f"<table>{rules}<tr><td>tokens</td><td style='text-align:right'>{c.num_tokens or '–'}</td></tr>"
                 f"<tr><td>completion</td><td style='text-align:right'>#{c.index}</td></tr></table></div>"
             )

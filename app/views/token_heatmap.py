@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import math
 
+from grpo_core.tools.turns import clean_spans, trained_flags
 from storage import CompletionRecord, TokenStats
 
 #: The measures a heatmap can show: (label in the selector, key).
@@ -37,6 +38,7 @@ HEATMAP_CSS = """
   word-break: break-word; line-height: 1.7; padding: 6px; border: 1px solid #e5e7eb; border-radius: 6px;
   color: #111827; background: #fff; }
 .token-heatmap .tok { border-radius: 2px; }
+.token-heatmap .tok.untrained { outline: 1px dashed #6b7280; opacity: 0.6; }
 .token-legend { display: flex; align-items: center; gap: 6px; font-size: 12px; color: #374151; margin: 4px 0; }
 .token-legend .token-scale { width: 160px; height: 10px; border: 1px solid #d1d5db; border-radius: 2px; }
 """
@@ -116,6 +118,10 @@ def token_heatmap_html(
     its background from :func:`heat_colour`; a legend gives the scale (the completion's min and max). ``completion``
     supplies the advantage, total reward and token count shown beside it; ``label`` names it.
 
+    In a multi-turn completion the tokens of a tool's result, which TRL does not train on (its tool mask,
+    :attr:`storage.CompletionRecord.tool_mask`), get the class ``untrained`` (dashed, faded) and say so in their
+    tooltip.
+
     Returns a note instead when ``stats`` is ``None`` (nothing recorded) or the measure was not recorded (KL with
     ``beta`` = 0).
 
@@ -131,13 +137,16 @@ def token_heatmap_html(
                 "reference log-probabilities.</div>")
     finite = [v for v in values if math.isfinite(v)]
     low, high = (min(finite), max(finite)) if finite else (0.0, 0.0)
+    mask = clean_spans(completion.tool_mask) if completion is not None else None
+    trained = trained_flags(mask, len(values))
     spans = []
-    for piece, value in zip(stats.pieces, values, strict=True):
+    for piece, value, learns in zip(stats.pieces, values, trained, strict=True):
         colour = heat_colour(intensity(value, low, high, measure))
         shown = piece if piece else "\u200b"  # a zero-width space keeps an empty piece's span in the page
+        kind, note = ("tok", "") if learns else ("tok untrained", " (a tool's result: not trained on)")
         spans.append(
-            f'<span class="tok" style="background:{colour};color:{text_colour(colour)}" data-value="{value:.4g}" '
-            f'title="{html.escape(repr(piece))}: {value:.4g}">{html.escape(shown)}</span>'
+            f'<span class="{kind}" style="background:{colour};color:{text_colour(colour)}" data-value="{value:.4g}" '
+            f'title="{html.escape(repr(piece))}: {value:.4g}{note}">{html.escape(shown)}</span>'
         )
     name = _MEASURE_NAMES[measure]
     remarkable = "low" if not _HIGH_IS_REMARKABLE[measure] else "high"

@@ -102,6 +102,10 @@ class Boundary:
         if not self.enforced:
             return config
         updates: dict[str, Any] = {"rewards": self.check_rewards(config.rewards)}
+        updates["tool_plugins"] = [self.plugin_target(t, f"tool plugin {i}") for i, t in
+                                   enumerate(config.tool_plugins, start=1)]  # tools and environments: plugin code
+        if config.environment:
+            updates["environment"] = self.plugin_target(config.environment, "environment")
         if config.dataset_path:
             updates["dataset_path"] = str(self.dataset_file(config.dataset_path, "dataset_path"))
         updates["model"] = self.model(config.model, "model")
@@ -128,6 +132,10 @@ class Boundary:
                     self.plugin_target(str(params.get("target", "")), f"reward rule {index} (plugin)")
                 elif rule == "reward_model":
                     self.model(str(params.get("model", "")), f"reward rule {index} (reward_model) model")
+            for index, target in enumerate(config.get("tool_plugins") or [], start=1):
+                self.plugin_target(str(target), f"tool plugin {index}")
+            if config.get("environment"):
+                self.plugin_target(str(config["environment"]), "environment")
             trl_args = config.get("trl_args")
             self.check_trl_args(trl_args if isinstance(trl_args, Mapping) else {})
         except BoundaryError as exc:

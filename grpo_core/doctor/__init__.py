@@ -41,6 +41,12 @@ corpus ``tests/doctor/corpus/``, measured by ``benchmarks/bench_doctor.py``; ref
 - **train up, eval flat**: the training ``reward`` rises between the first and last of 3 or more evaluations while
   ``eval_reward`` (TRL's eval split metric) gains less than a quarter of that.
 
+- **tool calling** (:mod:`~grpo_core.doctor.tools`): the policy **stopped calling tools**
+  (``tools/call_frequency`` from 0.2 or more to below 0.02 for the last 3 logged steps), **most calls fail**
+  (``tools/failure_frequency`` at 0.5 or more for 3 logged steps), rollouts **end at the tool-calling limit** (a
+  quarter of the sampled completions end on a call without a result), the task rule **pays as well without the
+  tool** (information).
+
 Left out: trends that need a baseline across runs (is the reward rising fast *enough*), and learning-rate
 schedules.
 Each check registers itself with :func:`~grpo_core.doctor.registry.doctor_check` (its order among the checks) in its
@@ -59,7 +65,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from grpo_core.doctor import drift, health, learning, policy  # noqa: F401  (each registers its checks on import)
+from grpo_core.doctor import drift, health, learning, policy, tools  # noqa: F401  (each registers its checks on import)
 from grpo_core.doctor.findings import _ORDER, Finding, Series, Severity, series_from_points, step_ranges
 from grpo_core.doctor.groups import completion_outcome, reward_weights, rule_variance_shares, task_rule
 from grpo_core.doctor.registry import DoctorCheck, all_checks, doctor_check

@@ -53,7 +53,7 @@ RULE_ERRORS_SUFFIX = "/errors"
 #: The metrics whose values the checks read; of the others (``rewards/<fn>/mean``, ...) only where they were NaN
 #: matters (``diagnose``'s ``nan_steps``), so a reader of a long run may read the values of these alone.
 SERIES_KEYS = (*CORE_KEYS, "frac_reward_zero_std", "completions/clipped_ratio", "completions/mean_length",
-               "eval_reward", "learning_rate")
+               "eval_reward", "learning_rate", "tools/call_frequency", "tools/failure_frequency")
 
 # Trend tests (reward, entropy, completion length).
 #: Fewest logged points a trend is judged on: Mann-Kendall's normal approximation is fair from about 10 points
@@ -131,3 +131,21 @@ SCORE_TOLERANCE = 1e-6
 #: its findings are about what the run does now, and a run of 200,000 steps is diagnosed as fast as one of 1,000.
 #: Twenty times the trend window, so streaks and trends have room.
 RECENT_STEPS = 1000
+
+# Tool calling (TRL's tools/call_frequency: calls per completion; tools/failure_frequency: failed calls per call).
+#: The policy "used tools" at a logged step with at least this many calls per completion, and "stopped" below
+#: ``TOOLS_STOPPED_CALLS`` for ``TOOLS_STREAK`` logged steps in a row after that: a policy that learns to skip its tools
+#: answers from memory, and a tool rule or environment reward that paid for calls no longer reaches it.
+TOOLS_USED_CALLS = 0.2
+TOOLS_STOPPED_CALLS = 0.02
+TOOLS_STREAK = 3
+#: Half the calls failing (an error, an unknown tool, unparsed arguments) for ``TOOLS_STREAK`` logged steps: the
+#: rollouts mostly train on error messages.
+TOOL_FAILURES_HIGH = 0.5
+#: A quarter of the sampled completions ending on a call that got no result (``max_tool_calling_iterations`` or the
+#: completion length reached mid-call): those rollouts never answer.
+ITERATION_LIMIT_SHARE = 0.25
+#: "Paid whether or not the tool was used": at least this many sampled completions with a tool call and as many
+#: without, in a run that gives its policy tools, and those without a call score the task rule right at least as often
+#: as those with one: the reward does not tell the policy to use its tools.
+TOOL_UNUSED_MIN_EACH = 4

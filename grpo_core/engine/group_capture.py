@@ -22,10 +22,13 @@ from grpo_core.datasets.rows import ROW_INDEX_COLUMN, prompt_key, prompt_text
 from grpo_core.engine.policy_model import EndOfSequence
 from grpo_core.rewards.compose import REWARD_ERRORS_KEY, REWARD_ERRORS_PREFIX
 from grpo_core.rewards.registry import completion_text
+from grpo_core.tools.turns import final_assistant_text, mask_spans, turns_of_completion
 from storage import CompletionRecord, GroupRecord
 
 _EXTRA_TOKENS = "_num_tokens"
 _EXTRA_TRUNCATED = "_truncated"
+#: The ``log_extra`` column of each completion's tool mask, as run-length spans (:func:`grpo_core.tools.turns.mask_spans`).
+_EXTRA_TOOL_MASK = "_tool_mask"
 #: Prefix of the ``log_extra`` columns holding a kept dataset column (``keep_columns``), one value per completion.
 _EXTRA_COLUMN_PREFIX = "_column/"
 
@@ -53,6 +56,9 @@ class RolloutTap:
         self.eval_completions = 0
         self.in_eval: Callable[[], bool] = lambda: False
         self.before_scoring: Callable[[], None] = lambda: None
+        #: TRL's ``tool_mask`` of the batch being scored (one list of 0/1 per completion of this process), set by
+        #: :func:`tap_tool_mask` when the trainer generated it; ``None``: a single-turn batch.
+        self.tool_mask: list[list[int]] | None = None
 
     def __call__(self, completions, **kwargs) -> list[float | None]:
         self.before_scoring()
@@ -66,6 +72,9 @@ class RolloutTap:
                 _EXTRA_TRUNCATED,
                 [self.end.is_truncated(i) for i in ids],
             )
+            mask, self.tool_mask = self.tool_mask, None
+            if mask is not None and len(mask) == len(completions):
+                log_extra(_EXTRA_TOOL_MASK, [mask_spans(m) for m in mask])
             for column in self.keep_columns:
                 values = kwargs.get(column)
                 if isinstance(values, list) and len(values) == len(completions):
@@ -77,6 +86,37 @@ class RolloutTap:
         else:
             self.calls += 1
         return self.func(completions, **kwargs)
+
+
+def tap_tool_mask(trainer, tap: RolloutTap) -> None:
+    """Have ``tap`` see TRL's tool mask: wrap the trainer's ``_generate`` (TRL 1.16 returns ``(prompt_ids,
+    completion_ids, tool_mask, completions, ...)``; ``tool_mask`` is ``None`` without tools, else one list per
+    completion, 1 for a token the model wrote and 0 for a tool result's, as ``rollout_func``'s ``env_mask``), whose
+    result the scoring of the same batch reads next. A trainer without ``_generate`` is left as it is."""
+    generate = getattr(trainer, "_generate", None)
+    if generate is None or getattr(generate, "_grpo_dashboard_tap", None) is tap:
+        return
+
+    def _generate(prompts):
+        result = generate(prompts)
+        try:
+            mask = result[2]
+        except (TypeError, IndexError, KeyError):
+            mask = None
+        tap.tool_mask = [list(m) for m in mask] if isinstance(mask, list) else None
+        return result
+
+    _generate._grpo_dashboard_tap = tap
+    trainer._generate = _generate
+
+
+def environment_reward_names(trainer) -> list[str]:
+    """The reward functions TRL added for the environments that own their reward (``get_reward``): TRL names each
+    after its environment's class (``GRPOTrainer.__init__``, ``environment_factory``)."""
+    pool = getattr(trainer, "_environment_pool", None) or {}
+    names = {type(instances[0]).__name__ for instances in pool.values() if instances
+             and callable(getattr(instances[0], "get_reward", None))}
+    return [name for name in getattr(trainer, "reward_func_names", []) if name in names]
 
 
 def _jsonable(value: Any) -> Any:
@@ -108,6 +148,7 @@ def groups_from_trl_logs(
     reward_weights: Sequence[float],
     rows: Sequence[dict[str, Any]] | None = None,
     split: str = "train",
+    environment_rewards: Sequence[str] = (),
 ) -> list[GroupRecord]:
     """Cut TRL's latest-generation buffers (``GRPOTrainer._logs``) into groups of ``num_generations``, each marked
     with ``split``.
@@ -116,6 +157,10 @@ def groups_from_trl_logs(
     per completion of the gathered generation batch, groups contiguous (TRL's ``RepeatSampler`` repeats each prompt
     ``num_generations`` times in a row and rewards are normalised over ``view(-1, num_generations)``).
     The total reward is TRL's ``nansum(reward_i * weight_i)``; NaN where every function returned ``None``.
+
+    A completion with tool calls (TRL's ``tools``/``environment_factory``: a list of assistant and tool messages) is
+    recorded as its turns (:func:`grpo_core.tools.turns.turns_of_completion`, each of ``environment_rewards`` as a
+    reward turn) with its tool mask, and its ``text`` is its final assistant turn; a single-turn one as before.
 
     Returns:
         One :class:`GroupRecord` per prompt, its ``row_index`` the dataset row's, or where the batch has no row index
@@ -131,6 +176,7 @@ def groups_from_trl_logs(
     row_ids = list(extra.get(ROW_INDEX_COLUMN, []))
     tokens = list(extra.get(_EXTRA_TOKENS, []))
     truncated = list(extra.get(_EXTRA_TRUNCATED, []))
+    masks = list(extra.get(_EXTRA_TOOL_MASK, []))
     count = min(len(prompts), len(completions), len(advantages))
     groups: list[GroupRecord] = []
     for start in range(0, count - count % num_generations, num_generations):
@@ -140,10 +186,13 @@ def groups_from_trl_logs(
             per_rule = {name: _nan_to_none(values[i]) if i < len(values) else None for name, values in rewards.items()}
             scored = [(v, w) for v, w in zip(per_rule.values(), reward_weights, strict=False) if v is not None]
             total = sum(v * w for v, w in scored) if scored else None
+            turns = turns_of_completion(completions[i], {name: per_rule.get(name) for name in environment_rewards})
             members.append(
                 CompletionRecord(
                     index=offset,
-                    text=completion_text(completions[i]),
+                    text=completion_text(completions[i]) if turns is None else final_assistant_text(completions[i]),
+                    turns=turns,
+                    tool_mask=masks[i] if turns is not None and i < len(masks) and isinstance(masks[i], list) else None,
                     rewards=per_rule,
                     total_reward=total,
                     advantage=_nan_to_none(advantages[i]),

@@ -60,7 +60,14 @@ from typing import TYPE_CHECKING, Any
 
 from transformers import TrainerCallback
 
-from grpo_core.engine.group_capture import RolloutTap, groups_from_trl_logs, snapshot_of_trl_logs, tail_of_trl_logs
+from grpo_core.engine.group_capture import (
+    RolloutTap,
+    environment_reward_names,
+    groups_from_trl_logs,
+    snapshot_of_trl_logs,
+    tail_of_trl_logs,
+    tap_tool_mask,
+)
 from grpo_core.engine.heartbeat import Heartbeat
 from grpo_core.engine.store_writer import StoreWrite, StoreWriter
 from storage import GroupRecord, StepCache, Store
@@ -158,12 +165,16 @@ class RunRecorder(TrainerCallback):
         self.step_cache = StepCache()  # the writer thread's: each metric's last history bucket, the last group steps
         self._cancel_check: int | None = None
         self._main_process = True  # on_train_begin says; before it (a test driving the callbacks): the main one
+        self.environment_rewards: list[str] = []  # reward functions TRL named after an environment (get_reward)
 
     def attach(self, trainer) -> None:
         """Give the recorder the trainer whose ``_logs`` buffers hold the latest groups (and tell the tap when the
-        trainer evaluates: TRL's own test, ``not model.training``; and to wait for the store before scoring)."""
+        trainer evaluates: TRL's own test, ``not model.training``; and to wait for the store before scoring; and
+        TRL's tool mask of each multi-turn batch)."""
         self.trainer = trainer
+        self.environment_rewards = environment_reward_names(trainer)
         if self.tap is not None:
+            tap_tool_mask(trainer, self.tap)
             self.tap.in_eval = lambda: not trainer.model.training
             self.tap.before_scoring = self.before_scoring
 
@@ -313,10 +324,11 @@ class RunRecorder(TrainerCallback):
         capture = self.token_capture
         captured = capture.snapshot() if capture is not None else None  # now: the next generation resets it
         names, weights, size, rows = self.reward_names, self.reward_weights, self.num_generations, self.rows
+        environments = tuple(self.environment_rewards)
 
         def build() -> list[GroupRecord]:
             groups = groups_from_trl_logs(logs, step=step, num_generations=size, reward_names=names,
-                                          reward_weights=weights, rows=rows)
+                                          reward_weights=weights, rows=rows, environment_rewards=environments)
             return groups if capture is None else capture.attach(groups, captured)
 
         return build
@@ -340,11 +352,12 @@ class RunRecorder(TrainerCallback):
         if not batches:
             return None
         names, weights, size, rows = self.reward_names, self.reward_weights, self.num_generations, self.eval_rows
+        environments = tuple(self.environment_rewards)
 
         def build() -> list[GroupRecord]:
             return [group for step, logs in batches for group in groups_from_trl_logs(
                 logs, step=step, num_generations=size, reward_names=names, reward_weights=weights, rows=rows,
-                split="eval")]
+                split="eval", environment_rewards=environments)]
 
         return build
 

@@ -29,8 +29,10 @@ from grpo_core.engine.reward_models import reward_funcs_for_trl
 from grpo_core.engine.token_stats import TokenCapture
 from grpo_core.engine.trl_args import to_grpo_config, to_lora_config
 from grpo_core.rewards.compose import build_reward_funcs, guard_reward_funcs
+from grpo_core.rewards.plugin import load_plugin_function
 from grpo_core.rewards.template_tags import resolve_for_model
 from grpo_core.run_config import RunConfig
+from grpo_core.tools.library import library_tools
 from storage import Store
 
 
@@ -160,7 +162,25 @@ def build_trainer(
         reward_processing_classes=processing,
         peft_config=to_lora_config(config),
         callbacks=[recorder],
+        **tool_arguments(config),
     )
     recorder.attach(trainer)
     token_capture.install(trainer)
     return BuiltTrainer(trainer=trainer, recorder=recorder, device=device, token_capture=token_capture)
+
+
+def tool_arguments(config: RunConfig) -> dict[str, Any]:
+    """``GRPOTrainer``'s ``tools`` (the library's, then the run's tool plugins) and ``environment_factory`` (the
+    run's environment class) for ``config``; empty for a run without tools. The plugin targets were checked against
+    the login boundary at launch (:meth:`grpo_core.access.boundary.Boundary.check_config`), as reward plugins are.
+
+    Raises:
+        ValueError: a plugin cannot be loaded or is not callable (the message names it).
+    """
+    arguments: dict[str, Any] = {}
+    tools = library_tools(config.tools) + [load_plugin_function(target) for target in config.tool_plugins]
+    if tools:
+        arguments["tools"] = tools
+    if config.environment:
+        arguments["environment_factory"] = load_plugin_function(config.environment)
+    return arguments

@@ -92,6 +92,7 @@ def to_grpo_config(
         eval_strategy="steps" if evaluate else "no",
         eval_steps=config.eval_steps,
         per_device_eval_batch_size=eval_batch,
+        max_tool_calling_iterations=config.max_tool_calling_iterations,
     )
     # trl_args never name a field set above that the dashboard owns (grpo_core.trl_fields.OWNED_FIELDS) nor a run
     # config field; they may replace the worker's other choices (log_completions, per_device_eval_batch_size, ...).

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from grpo_core.tools.turns import MAX_MASK_SPANS, MAX_TURNS, clean_spans, clean_turns
 from storage import CompletionRecord, GroupRecord, TokenStats
 
 #: Largest request body, in bytes.
@@ -65,6 +66,21 @@ class WireCompletion(_Strict):
     num_tokens: int | None = Field(None, ge=0, le=10_000_000)
     truncated: bool = False
     token_stats: WireTokenStats | None = None
+    # A multi-turn completion's turns and tool-mask spans (grpo_core.tools.turns); reduced to their bounded shape.
+    turns: list[dict[str, Any]] | None = Field(None, max_length=MAX_TURNS)
+    tool_mask: list[list[int]] | None = Field(None, max_length=MAX_MASK_SPANS)
+
+    @field_validator("turns")
+    @classmethod
+    def _bounded_turns(cls, value: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        return clean_turns(value)
+
+    @field_validator("tool_mask")
+    @classmethod
+    def _bounded_mask(cls, value: list[list[int]] | None) -> list[list[int]] | None:
+        if value is not None and clean_spans(value) is None:
+            raise ValueError("tool_mask must be spans [[0 or 1, length >= 1], ...]")
+        return value
 
 
 class WireGroup(_Strict):
@@ -180,7 +196,7 @@ def step_record(seq: int, step: int, *, metrics: dict[str, Any] | None, wall_tim
                 "rewards": {name: _finite_or_none(v) for name, v in c.rewards.items()},
                 "total_reward": _finite_or_none(c.total_reward), "advantage": _finite_or_none(c.advantage),
                 "num_tokens": c.num_tokens, "truncated": bool(c.truncated),
-                "token_stats": _stats_to_wire(c.token_stats),
+                "token_stats": _stats_to_wire(c.token_stats), "turns": c.turns, "tool_mask": c.tool_mask,
             } for c in g.completions]} for g in records]} for split, records in groups],
     }
 
@@ -207,7 +223,7 @@ def groups_from_wire(record: StepRecord) -> list[tuple[str, list[GroupRecord]]]:
                 completions.append(CompletionRecord(index=c.index, text=c.text, rewards=dict(c.rewards),
                                                     total_reward=c.total_reward, advantage=c.advantage,
                                                     num_tokens=c.num_tokens, truncated=c.truncated,
-                                                    token_stats=stats))
+                                                    token_stats=stats, turns=c.turns, tool_mask=c.tool_mask))
             groups.append(GroupRecord(step=record.step, row_index=group.row_index, prompt=group.prompt,
                                       completions=completions, extra=dict(group.extra), split=part.split))
         if groups:

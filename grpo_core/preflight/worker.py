@@ -180,6 +180,14 @@ def run_preflight(
     model_path = prepare_model(config.model, model_cache_dir, progress)
     if (Path(model_path) / "tokenizer.json").is_file():  # the run would refuse these prompts: so does the preflight
         require_prompts_fit(rows, model_path, config.max_completion_length)
+    if config.tools or config.tool_plugins or config.environment:  # TRL would refuse the run at its start: say so now
+        from transformers import AutoTokenizer
+
+        from grpo_core.engine.tool_template import tool_calling_problem
+
+        problem = tool_calling_problem(AutoTokenizer.from_pretrained(model_path))
+        if problem:
+            raise ConfigError(f"tools: {problem}")
     rewards, opens_think = resolve_for_model(config.rewards, str(model_path), rows)
     config = config.model_copy(update={"rewards": rewards})  # as the run will resolve template_opened_think: auto
     groups = sample_groups(config, rows, model_path, num_prompts=num_prompts, progress=progress)

@@ -37,6 +37,7 @@ from grpo_core.rescore.request import (
     sample_groups,
     select_steps,
 )
+from grpo_core.tools.turns import messages_from_turns
 from storage import GroupRecord, Store, StoreError
 from storage.records import RescoringInfo
 
@@ -77,7 +78,8 @@ def group_as_dict(group: GroupRecord) -> dict[str, Any]:
     """A recorded group as :func:`grpo_core.rescore.compare.compare_scorings` reads it."""
     return {"id": group.id, "step": group.step, "row_index": group.row_index, "prompt": group.prompt,
             "completions": [{"index": c.index, "text": c.text, "rewards": dict(c.rewards),
-                             "total_reward": c.total_reward, "advantage": c.advantage} for c in group.completions]}
+                             "total_reward": c.total_reward, "advantage": c.advantage, "turns": c.turns}
+                            for c in group.completions]}
 
 
 def prepare_rescoring(store: Store, request: RescoreRequest, *, boundary: Boundary = OPEN) -> PreparedRescoring:
@@ -134,7 +136,15 @@ def _child_request(prepared: PreparedRescoring, workers: int | None) -> dict[str
             "workers": workers or os.cpu_count() or 1,
             "rows": {str(k): v for k, v in prepared.rows.items()},
             "groups": [{"id": g["id"], "row_index": g["row_index"], "prompt": g["prompt"],
-                        "completions": [c["text"] for c in g["completions"]]} for g in prepared.groups]}
+                        "completions": [_scored_form(c) for c in g["completions"]]} for g in prepared.groups]}
+
+
+def _scored_form(completion: Mapping[str, Any]) -> str | list[dict[str, Any]]:
+    """What a recorded completion is scored as: its text, or for a multi-turn completion its turns as TRL's
+    messages (:func:`grpo_core.tools.turns.messages_from_turns`), so tool rules and answer rules read them as in
+    training."""
+    messages = messages_from_turns(completion.get("turns"))
+    return messages if messages else completion["text"]
 
 
 def execute_rescoring(store: Store, rescoring_id: int, prepared: PreparedRescoring, *, workdir: Path,

@@ -3,6 +3,7 @@ reward composition, away from the web process (:mod:`grpo_core.rescore.job` star
 its process group to cancel).
 
 The request (JSON): ``{"specs": [...], "groups": [{"id", "row_index", "completions": [text, ...]}, ...],
+(a multi-turn completion is its list of messages instead of a text, as TRL hands it to reward functions)
 "rows": {row_index: row}, "chat": bool, "workers": n, "probe_rows": n}``. Each group is scored as TRL's
 ``GRPOTrainer`` calls reward functions (:func:`score_batch`: ``prompts``, ``completions``, ``completion_ids=None``,
 the row's columns repeated, ``trainer_state=None``); a rule that raises gives ``None`` for its group's completions and
@@ -30,7 +31,7 @@ from typing import Any
 from grpo_core.child_jobs.answer_file import answer_request
 from grpo_core.rewards.compose import _ignore_log_extra, _ignore_log_metric, build_reward_funcs
 from grpo_core.rewards.hacking_probe import flagged, probe_row
-from grpo_core.rewards.registry import get_rule
+from grpo_core.rewards.registry import completion_text, get_rule
 
 PARALLEL_CATEGORIES = ("code", "plugin")
 """Rule categories whose scoring is spread over processes (slow per completion)."""
@@ -43,9 +44,10 @@ def _build(specs: Sequence[Mapping[str, Any]]) -> None:
     _FUNCS = build_reward_funcs(specs)
 
 
-def as_completions(texts: Sequence[str], chat: bool) -> list[Any]:
-    """Recorded completion texts as TRL hands them to reward functions: text, or one assistant message each."""
-    return [[{"role": "assistant", "content": t}] for t in texts] if chat else list(texts)
+def as_completions(texts: Sequence[Any], chat: bool) -> list[Any]:
+    """Recorded completions as TRL hands them to reward functions: text, or one assistant message each; a
+    multi-turn completion (already a list of messages) as it is."""
+    return [t if isinstance(t, list) else [{"role": "assistant", "content": t}] if chat else t for t in texts]
 
 
 def score_group_rewards(funcs: Sequence[Any], names: Sequence[str], texts: Sequence[str], row: Mapping[str, Any],
@@ -150,7 +152,7 @@ def _probe(specs: Sequence[Mapping[str, Any]], items: Sequence[tuple[Any, list[s
     for _, texts, row in items:
         key = json.dumps(row, sort_keys=True, default=str)[:2000]
         if key not in seen and len(seen) < limit and texts:
-            seen[key] = (row, texts)
+            seen[key] = (row, [completion_text(t) for t in texts])  # the probe degrades text
     results = []
     for index, (row, texts) in enumerate(seen.values()):
         try:

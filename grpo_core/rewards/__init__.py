@@ -9,12 +9,12 @@ Public API::
 
 Importing this package registers the built-in rules: it imports the rule modules (:mod:`~grpo_core.rewards.answer`,
 :mod:`~grpo_core.rewards.text`, :mod:`~grpo_core.rewards.code`, :mod:`~grpo_core.rewards.plugin`,
-:mod:`~grpo_core.rewards.reward_model`), each of which
+:mod:`~grpo_core.rewards.reward_model`, :mod:`~grpo_core.rewards.tools`), each of which
 calls :func:`~grpo_core.rewards.registry.register`; the registry imports none of them. It does not import torch,
 transformers, trl or sympy.
 """
 
-from grpo_core.rewards import answer, code, plugin, reward_model, text  # noqa: F401  (each registers its rules on import)
+from grpo_core.rewards import answer, code, plugin, reward_model, text, tools  # noqa: F401  (each registers its rules on import)
 from grpo_core.rewards.compose import GroupScore, RewardGate, RewardSpec, build_reward_funcs, score_group
 from grpo_core.rewards.registry import RewardRule, RuleParam, all_rules, completion_text, get_rule
 

@@ -19,6 +19,8 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from grpo_core.tools.turns import final_assistant_text, is_multi_turn
+
 ParamType = Literal["float", "int", "str", "bool", "choice", "text"]
 RewardFunc = Callable[..., list[float | None]]
 
@@ -84,7 +86,7 @@ class RewardRule:
         factory: ``factory(**params) -> reward function`` (a picklable callable).
         params: the factory's parameters.
         columns: dataset columns the rule reads (e.g. ``("answer",)``); the UI warns when a dataset lacks them.
-        category: grouping in the UI (``answer``, ``format``, ``code``, ``length``, ``plugin``).
+        category: grouping in the UI (``answer``, ``format``, ``code``, ``length``, ``tools``, ``plugin``).
     """
 
     name: str
@@ -182,9 +184,13 @@ def all_rules() -> list[RewardRule]:
 
 
 def completion_text(completion: str | Sequence[dict] | Any) -> str:
-    """The text of one completion, standard (``str``) or conversational (``[{"role": ..., "content": ...}]``).
+    """The text of one completion that a rule judges, standard (``str``) or conversational
+    (``[{"role": ..., "content": ...}]``).
 
-    For conversational completions the ``content`` of every message is joined with newlines. ``None`` gives ``""``.
+    For conversational completions the ``content`` of every message is joined with newlines, except in a multi-turn
+    rollout (TRL's ``tools`` / ``environment_factory``: a tool call, parsed or not, or a tool message): there it is
+    the model's **final assistant turn** (:func:`grpo_core.tools.turns.final_assistant_text`), so that neither a
+    tool's output nor a call's arguments can pay a rule. ``None`` gives ``""``.
     """
     if completion is None:
         return ""
@@ -192,6 +198,8 @@ def completion_text(completion: str | Sequence[dict] | Any) -> str:
         return completion
     if isinstance(completion, dict):
         return str(completion.get("content", ""))
+    if is_multi_turn(completion):
+        return final_assistant_text(completion)
     parts = []
     for message in completion:
         if isinstance(message, dict):

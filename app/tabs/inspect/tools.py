@@ -14,6 +14,7 @@ from app.views.inspect import (
     prompt_history_html,
     search_results_html,
 )
+from app.views.trajectories import trajectory_text
 from grpo_core.datasets.rows import PROMPT_KEY_BASE, is_prompt_key
 from storage import GroupRecord, PromptPage
 
@@ -201,7 +202,7 @@ def create_inspect_tools(
             if found is None:
                 return f"Completion {ref!r} no longer exists."
             group, completion = found
-            sides.append((completion_label(group, completion), completion.text))
+            sides.append((completion_label(group, completion), trajectory_text(completion)))
         return completion_diff_html(sides[0], sides[1])
 
     run.change(on_run, inputs=run, outputs=[prompt_row, history, history_state, results, offset_state])

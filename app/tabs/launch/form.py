@@ -79,13 +79,15 @@ ADVANCED_FIELDS: list[tuple[str, str, dict[str, Any]]] = [
     ("eval_fraction", "eval_fraction", {"minimum": 0, "maximum": 0.9}),
     ("eval_dataset_id", "eval dataset", {}),
     ("eval_steps", "eval_steps", {"minimum": 1}),
+    ("tools", "tools the policy may call", {}),
+    ("max_tool_calling_iterations", "max_tool_calling_iterations (0 = no limit)", {"minimum": 0}),
     ("report_to", "also report to", {}),
     ("trl_args", "other GRPOConfig fields (YAML or JSON mapping)", {}),
 ]
 #: Every config field the form shows, in the form's order.
 CONFIG_FIELDS = HYPERPARAMETERS + GPU_FIELDS + VLLM_FIELDS + ADVANCED_FIELDS
 #: Advanced number fields whose default is ``None`` (off): an empty box reaches the server as 0, which means the same.
-ZERO_MEANS_UNSET = ("epsilon_high", "steps_per_generation", "min_p")
+ZERO_MEANS_UNSET = ("epsilon_high", "steps_per_generation", "min_p", "max_tool_calling_iterations")
 #: Fields whose component is not the one their type suggests: a GPU list, a stored dataset, a YAML mapping.
 SPECIAL_KINDS = {"gpus": "gpus", "dataset_id": "dataset", "eval_dataset_id": "dataset", "trl_args": "mapping"}
 

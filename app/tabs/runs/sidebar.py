@@ -17,7 +17,7 @@ import pandas as pd
 
 from app.context import AppContext
 from app.views.chart_options import MAX_SMOOTHING, X_AXES, ChartOptions, run_colour
-from app.views.charts import GPU_PANELS, PANELS
+from app.views.charts import GPU_PANELS, PANELS, TOOL_PANELS
 from storage import RunInfo, StoreError
 
 #: The sweep filter's choice that keeps every run.
@@ -96,7 +96,7 @@ def create_chart_controls() -> dict[str, gr.components.Component]:
     """Lay out the chart controls inside the current ``gr.Blocks``: ``smoothing`` (EMA slider), ``x_axis``
     (step / relative / wall time), ``log_y``, ``panel_filter`` (text), ``expand`` (one panel drawn large). The Runs
     tab connects their changes; :func:`chart_options` reads them."""
-    titles = [title for title, _ in PANELS + GPU_PANELS]
+    titles = [title for title, _ in PANELS + TOOL_PANELS + GPU_PANELS]
     with gr.Row(elem_id="runs-chart-controls"):
         smoothing = gr.Slider(label="smoothing (EMA)", minimum=0, maximum=MAX_SMOOTHING, value=0.0, step=0.01,
                               scale=2, elem_id="runs-smoothing")

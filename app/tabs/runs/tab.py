@@ -33,14 +33,14 @@ from app.tabs.runs.sidebar import (
     sweep_filter_choices,
 )
 from app.tabs.runs.sweeps import create_sweeps_panel
-from app.views.charts import CHART_KEYS, GPU_KEY_PATTERN, MetricSeries, training_figure
+from app.views.charts import CHART_KEYS, GPU_KEY_PATTERN, TOOL_KEY_PATTERN, MetricSeries, training_figure
 from app.views.run_filter import filter_runs
 from app.views.runs import NO_RUNS_HTML, RECENT_REWARD_STEPS, RUNS_TABLE_HEADERS, run_status_html, runs_table
 from storage import StoreError
 
 REFRESH_SECONDS = 2.0
 #: Keys the chart draws beside :data:`CHART_KEYS`, as SQL LIKE patterns: the per-rule means and the eval split's reward.
-FIRST_LOAD_PATTERNS = ("rewards/%/mean", "eval_reward", "eval_rewards/%/mean", GPU_KEY_PATTERN)
+FIRST_LOAD_PATTERNS = ("rewards/%/mean", "eval_reward", "eval_rewards/%/mean", GPU_KEY_PATTERN, TOOL_KEY_PATTERN)
 COMPARE_METRICS = list(CHART_KEYS)
 
 #: Browser code run after each chart update: a click on a point of the chart writes ``"<step>@<time>"`` into the hidden

@@ -11,7 +11,9 @@ from grpo_core.doctor.registry import all_checks, doctor_check
 # The checks as they ran from the tuple in diagnose before the registry, in that order.
 EXPECTED = ["_reward_zero", "_nan", "_gradient", "_policy_static", "_rule_errors", "_reward_trend",
             "_task_rule_falling", "_entropy_surge", "_zero_std", "_rule_dominates", "_entropy_collapse",
-            "_length_drift", "_clipped", "_kl", "_beta_zero_std", "_eval_flat", "_loss_zero"]
+            "_length_drift", "_clipped", "_kl", "_beta_zero_std", "_eval_flat", "_loss_zero",
+            # the tool-use checks, registered after the tuple's
+            "_tools_stopped", "_tool_failures", "_iteration_limit", "_reward_without_tool"]
 
 
 def test_every_check_is_registered_in_its_order():
@@ -19,7 +21,7 @@ def test_every_check_is_registered_in_its_order():
     assert [c.name for c in checks] == EXPECTED
     assert [c.name for c in checks if c.wants_nan_steps] == ["_nan"]
     assert {c.func.__module__ for c in checks} == {f"grpo_core.doctor.{m}" for m in ("health", "learning", "policy",
-                                                                                     "drift")}
+                                                                                     "drift", "tools")}
 
 
 @pytest.fixture

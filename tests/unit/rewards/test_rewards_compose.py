@@ -87,7 +87,9 @@ def test_registry_import_does_not_load_heavy_modules() -> None:
     [
         ("plain", "plain"),
         (None, ""),
-        ([{"role": "assistant", "content": "a"}, {"role": "tool", "content": "b"}], "a\nb"),
+        # a multi-turn rollout: the model's final assistant turn, never the tool's output (issue: agentic GRPO)
+        ([{"role": "assistant", "content": "a"}, {"role": "tool", "content": "b"}], "a"),
+        ([{"role": "assistant", "content": "a"}, {"role": "assistant", "content": "c"}], "a\nc"),
         ([{"role": "assistant", "content": [{"type": "text", "text": "x"}, {"type": "image"}]}], "x"),
         ({"role": "assistant", "content": "d"}, "d"),
     ],

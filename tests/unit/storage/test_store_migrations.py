@@ -93,3 +93,14 @@ def test_a_store_without_the_metric_history_gets_it_from_its_metrics_once(tmp_pa
         assert store.metric_summary(1, keys=["reward"]) == [reward]
     finally:
         store.close()
+
+
+def test_a_store_without_the_turn_columns_gets_them_and_keeps_its_completions(tmp_path):
+    # the completions of a store written before multi-turn rollouts were recorded: no turns, no tool_mask
+    store = Store(old_store(tmp_path / "old.db"))
+    try:
+        [group] = store.groups_at(1, 1)
+        assert group.completions[0].text == "7" and group.completions[0].turns is None
+        assert {"turns", "tool_mask"} <= {c["name"] for c in sql_inspect(store.engine).get_columns("completions")}
+    finally:
+        store.close()

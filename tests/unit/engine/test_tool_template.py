@@ -1,0 +1,29 @@
+"""Preflight's tool-calling check (grpo_core.engine.tool_template): a chat template TRL can train with tools passes;
+one that cannot render a tool call is named, with what to use instead."""
+
+from __future__ import annotations
+
+from transformers import AutoTokenizer
+
+from grpo_core.engine.tool_template import tool_calling_problem
+
+
+def test_a_template_that_renders_tool_calls_passes_and_one_that_does_not_is_named(tiny_model_dir):
+    from trl.chat_template_utils import qwen2_5_chat_template
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)  # a plain ChatML template: no tools, no tool calls
+    problem = tool_calling_problem(tokenizer)
+    assert problem and "supports_tool_calling" in problem and "trl/chat_templates" in problem
+    tokenizer.chat_template = qwen2_5_chat_template
+    assert tool_calling_problem(tokenizer) is None
+    tokenizer.chat_template = None
+    assert "no chat template" in tool_calling_problem(tokenizer)
+
+
+def test_a_template_trl_has_a_training_template_for_is_pointed_to_it(tiny_model_dir):
+    from trl.chat_template_utils import llama3_chat_template
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    tokenizer.chat_template = llama3_chat_template  # TRL: the basic Llama 3 template drops tool calls
+    problem = tool_calling_problem(tokenizer)
+    assert problem is not None and "supports_tool_calling" in problem
