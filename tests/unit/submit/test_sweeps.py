@@ -275,7 +275,7 @@ def test_an_older_store_gets_the_sweep_column_and_table(settings):
 
 
 def test_headless_sweep_queues_every_point_or_refuses_the_whole_file(settings, tmp_path, capsys):
-    from app.cli.main.main import main
+    from app.cli.main import main
 
     path = tmp_path / "sweep.yaml"
     common = ["--data-dir", str(settings.data_dir), "--db", settings.db_url]
