@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from grpo_core.access.auth_file import LoginRegistry
 from grpo_core.access.boundary import Boundary, boundary_for
 from grpo_core.access.ownership import Actor
 from grpo_core.alerts.targets import WebhookPolicy, check_launch_webhooks
@@ -26,12 +27,14 @@ class AppContext:
     settings: Settings
     launcher: Launcher
     notifier: Notifier | None = None
+    logins: LoginRegistry | None = None  # who may log in now (the auth file, read again when it changes)
 
 
 def actor_of(ctx: AppContext, request: object | None) -> Actor:
     """Who a handler serves: the login Gradio gives it (``gr.Request.username``; ``None`` without a login) and
-    whether the auth file marks it admin."""
-    return Actor.from_login(getattr(request, "username", None), ctx.settings.admins)
+    whether the auth file marks it admin (as the file reads now)."""
+    admins = ctx.logins.admins() if ctx.logins is not None else ctx.settings.admins
+    return Actor.from_login(getattr(request, "username", None), admins)
 
 
 def check_webhooks(ctx: AppContext, request: object | None, urls: list) -> None:
@@ -48,4 +51,7 @@ def check_webhooks(ctx: AppContext, request: object | None, urls: list) -> None:
 def boundary_of(ctx: AppContext, request: object | None) -> Boundary:
     """What the login a handler serves may make the server run or read (:mod:`grpo_core.access.boundary`); open without
     a login."""
-    return boundary_for(ctx.settings, actor_of(ctx, request))
+    settings = ctx.settings
+    if ctx.logins is not None:  # [run-code] marks as the auth file reads now
+        settings = settings.with_overrides(code_runners=ctx.logins.code_runners())
+    return boundary_for(settings, actor_of(ctx, request))
