@@ -126,6 +126,9 @@ def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, 
     # otherwise triggers, each ~100 ms at that heap size (benchmarks/bench_store_scale.py).
     gc.collect()
     gc.freeze()
+    if ctx.logins is not None:  # a login removed from the auth file: its open sessions end now (launch blocks)
+        ctx.logins.on_removed(lambda users: _end_sessions(getattr(blocks, "server_app", None), users))
+        ctx.logins.watch()
     blocks.launch(
         server_name=settings.host,
         server_port=settings.port,
@@ -138,9 +141,6 @@ def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, 
         allowed_paths=[str(exports_dir(settings))],  # the Export panel's downloads
         app_kwargs={"routes": ingest_routes(ctx.store, logins=ctx.logins, max_runs=settings.ingest_max_runs)},
     )
-    if ctx.logins is not None:  # a login removed from the auth file: its open sessions end now
-        ctx.logins.on_removed(lambda users: _end_sessions(blocks.server_app, users))
-        ctx.logins.watch()
     if not block:
         return blocks, ctx
     ctx.launcher.shutdown()
