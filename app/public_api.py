@@ -52,7 +52,7 @@ from typing import Any
 
 import gradio as gr
 
-from app.context import MODEL_JOBS, AppContext, actor_of, boundary_of, check_webhooks
+from app.context import MODEL_JOBS, AppContext, actor_of, boundary_of, check_webhooks, fair_share
 from app.rescore_api import create_rescore_api
 from grpo_core.access.ownership import NotOwnerError
 from grpo_core.datasets.library import (
@@ -64,6 +64,7 @@ from grpo_core.datasets.library import (
 )
 from grpo_core.datasets.prompt_dataset import ColumnMapping, DatasetError
 from grpo_core.jobs.merge import MergeError, merge_run, zip_merged_folder
+from grpo_core.jobs.slots import MODEL_SLOTS
 from grpo_core.run_config import ConfigError, parse_run_config_text
 from grpo_core.runs.actions import RunActionError, cancel_run, delete_run, resume_run
 from grpo_core.runs.export import export_run
@@ -382,8 +383,8 @@ def create_public_api(ctx: AppContext) -> None:
     gr.api(resume_run_endpoint, api_name="resume_run", api_description=resume_run_endpoint.__doc__)
     gr.on([], export, inputs=export_id, outputs=[export_out, export_zip], api_name="export_run")
     gr.api(delete_run_endpoint, api_name="delete_run", api_description=delete_run_endpoint.__doc__)
-    gr.on([], merge, inputs=[merge_id, merge_download], outputs=[merge_out, merge_zip], api_name="merge_run",
-          **MODEL_JOBS)
+    gr.on([], fair_share(MODEL_SLOTS, merge), inputs=[merge_id, merge_download], outputs=[merge_out, merge_zip],
+          api_name="merge_run", **MODEL_JOBS)
     gr.api(list_datasets, api_name="list_datasets")
     gr.api(rename_dataset_endpoint, api_name="rename_dataset", api_description=rename_dataset_endpoint.__doc__)
     gr.api(delete_dataset_endpoint, api_name="delete_dataset", api_description=delete_dataset_endpoint.__doc__)
