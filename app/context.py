@@ -58,8 +58,10 @@ def boundary_of(ctx: AppContext, request: object | None) -> Boundary:
     """What the login a handler serves may make the server run or read (:mod:`grpo_core.access.boundary`); open without
     a login."""
     settings = ctx.settings
-    if ctx.logins is not None:  # [run-code] marks as the auth file reads now
-        settings = settings.with_overrides(code_runners=ctx.logins.code_runners())
+    if ctx.logins is not None:  # the logins and [run-code] marks as the auth file reads now (a second login added
+        logins = ctx.logins.logins()  # to a single-user file makes the boundary enforced from then on)
+        settings = settings.with_overrides(auth=tuple((user, "") for user in logins),
+                                           code_runners=ctx.logins.code_runners())
     return boundary_for(settings, actor_of(ctx, request))
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from gradio_client import Client
+from gradio_client.exceptions import AppError
 
 from grpo_core.integrations.sender import DashboardClient, DashboardError, url_binding
 from grpo_core.integrations.spool import META_FILE, Spool
@@ -24,6 +26,7 @@ from grpo_core.integrations.wire import step_record
 from grpo_core.runs.script_runs import run_config_from_trainer
 from tests.receivers import RecordingServer
 from tests.security.conftest import LOGINS
+from tests.servers import serving
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = run_config_from_trainer({"num_generations": 2, "per_device_train_batch_size": 2, "beta": 0.0},
@@ -183,3 +186,20 @@ def test_sync_sends_the_token_only_to_the_given_or_bound_url_and_never_across_or
         evil.close()
         for redirect in redirects:
             redirect.close()
+
+
+def test_a_login_added_to_a_single_login_dashboard_is_bounded_at_once(tmp_path, tiny_model_dir):
+    """One login is the single user (open boundary); a second one added while serving makes it a shared dashboard
+    at once: the newcomer may not name arbitrary code."""
+    auth = tmp_path / "users.txt"
+    auth.write_text("owner:owner-pw\n", encoding="utf-8")
+    with serving(tmp_path / "data", "--auth-file", str(auth), log_path=tmp_path / "serve.log") as app:
+        assert _cli("auth", "add", "eve", "--auth-file", str(auth), stdin="eve-pw\n").returncode == 0
+        assert _eventually(lambda: _login(app.url, "eve", "eve-pw"))
+        eve = Client(app.url, auth=("eve", "eve-pw"), verbose=False, analytics_enabled=False)
+        config = {"name": "attack", "model": str(tiny_model_dir), "max_steps": 1, "num_generations": 2,
+                  "per_device_train_batch_size": 2, "max_completion_length": 8, "device": "cpu",
+                  "rewards": [{"rule": "plugin", "params": {"target": "os:getcwd"}}]}
+        with pytest.raises(AppError) as caught:
+            eve.predict(config=json.dumps(config), api_name="/launch_run")
+        assert "plugin folder" in str(caught.value) or "allowed package" in str(caught.value), str(caught.value)
