@@ -191,15 +191,16 @@ def test_a_login_holds_one_model_job_and_another_login_is_served(shared_dashboar
     deadline = time.monotonic() + 60
     while first.started is None and time.monotonic() < deadline:
         time.sleep(0.1)
-    second = Event(d, "alice", "preflight-button", form)
+    second = Event(d, "alice", "preflight-button", form).wait(60)  # refused at once: alice holds her one slot
+    assert second.success is False and "one login may run at once" in str(second.output), second.output
+    assert second.ended < (first.ended or float("inf")), "alice's second preflight ran beside her first"
     other = Event(d, "bob", "preflight-button", form)
     slowest = _pings(d, 1.5)
     listed = time.monotonic()
     d.client("bob").predict(api_name="/list_runs")
     listed = time.monotonic() - listed
-    second.wait(60)
     assert listed < 1.0
     assert other.wait(600).start_delay < 1.0, f"bob's preflight waited {other.start_delay:.1f} s for alice's"
-    assert second.success is False and "one login may run at once" in str(second.output)
+    assert first.ended is None or other.started < first.ended, "bob's preflight started after alice's ended"
     assert slowest < 1.0
     assert first.wait(600).success and other.success
