@@ -24,6 +24,7 @@ from app.tabs.navigation import connect_url, create_url_view, follow_selection, 
 from app.tabs.runs.tab import create_chart_warmup, create_runs_tab
 from app.tabs.try_model import create_try_model_tab
 from app.tabs.workbench.tab import create_workbench_tab
+from grpo_core.access.auth_file import LoginRegistry
 from grpo_core.access.logins import exposure_warnings, max_upload_bytes
 from grpo_core.alerts.webhooks import Notifier
 from grpo_core.datasets.library import register_examples
@@ -46,7 +47,7 @@ def create_context(settings: Settings, *, worker_env: dict[str, str] | None = No
     except Exception:  # noqa: BLE001 - a broken example must not keep the dashboard from starting
         log.exception("could not register the example datasets")
     return AppContext(store=store, settings=settings, launcher=Launcher(store, settings, env=worker_env),
-                      notifier=Notifier(store, settings))
+                      notifier=Notifier(store, settings), logins=LoginRegistry.from_settings(settings))
 
 
 def build_blocks(ctx: AppContext) -> gr.Blocks:
@@ -84,6 +85,25 @@ def build_blocks(ctx: AppContext) -> gr.Blocks:
     return blocks
 
 
+def _login_check(logins: LoginRegistry):
+    """Gradio's ``auth`` callable: the password checked against the hash the auth file holds now, on a worker
+    thread (scrypt takes about 50 ms; the event loop serves others meanwhile)."""
+    import anyio.to_thread
+
+    async def check(user: str, password: str) -> bool:
+        return await anyio.to_thread.run_sync(logins.verify, user, password)
+
+    return check
+
+
+def _end_sessions(app, users: frozenset[str]) -> None:
+    """Forget Gradio's session cookies of ``users`` (logins removed from the auth file)."""
+    tokens = getattr(app, "tokens", None) or {}
+    for cookie, user in list(tokens.items()):
+        if user in users:
+            tokens.pop(cookie, None)
+
+
 def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, block: bool = True):
     """Start the launcher and serve the dashboard on ``settings.host:settings.port``.
 
@@ -96,7 +116,7 @@ def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, 
     credentials = [tuple(pair) for pair in (settings.auth if auth is None else auth)]
     for message in exposure_warnings(settings.host, settings.port, has_auth=bool(credentials)):
         print(f"WARNING: {message}", file=sys.stderr, flush=True)
-    ctx = create_context(settings)
+    ctx = create_context(settings if auth is None else settings.with_overrides(auth=tuple(credentials)))
     ctx.launcher.start()
     ctx.notifier.start()  # webhook alerts: an APScheduler job of its own, deliveries on a background thread
     blocks = build_blocks(ctx)
@@ -106,17 +126,20 @@ def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, 
     # otherwise triggers, each ~100 ms at that heap size (benchmarks/bench_store_scale.py).
     gc.collect()
     gc.freeze()
+    if ctx.logins is not None:  # a login removed from the auth file: its open sessions end now (launch blocks)
+        ctx.logins.on_removed(lambda users: _end_sessions(getattr(blocks, "server_app", None), users))
+        ctx.logins.watch()
     blocks.launch(
         server_name=settings.host,
         server_port=settings.port,
-        auth=credentials or None,
+        auth=_login_check(ctx.logins) if ctx.logins is not None else None,
         max_file_size=max_upload_bytes(settings.max_upload_mb),
         prevent_thread_lock=not block,
         show_error=True,
         quiet=False,
         footer_links=["api", "settings"],
         allowed_paths=[str(exports_dir(settings))],  # the Export panel's downloads
-        app_kwargs={"routes": ingest_routes(ctx.store)},  # /api/v1: runs recorded from scripts, by API token
+        app_kwargs={"routes": ingest_routes(ctx.store, logins=ctx.logins, max_runs=settings.ingest_max_runs)},
     )
     if not block:
         return blocks, ctx

@@ -86,6 +86,9 @@ class Settings:
         allow_remote_code: logins may set ``trust_remote_code`` (``--allow-remote-code``).
         code_runners: logins the auth file marks ``[run-code]``: they may name any plugin and set
             ``trust_remote_code``.
+        auth_file: the auth file ``auth`` was read from (``--auth-file``), read again while serving when it changes
+            (:class:`grpo_core.access.auth_file.LoginRegistry`); ``None``: none.
+        ingest_max_runs: runs a login may create through the ingest API (its API tokens together); 0: no limit.
     """
 
     data_dir: Path
@@ -110,6 +113,8 @@ class Settings:
     model_roots: tuple[Path, ...] = ()
     allow_remote_code: bool = False
     code_runners: frozenset[str] = frozenset()
+    auth_file: Path | None = None
+    ingest_max_runs: int = 100
 
     @property
     def worker_files_dir(self) -> Path:
@@ -357,3 +362,29 @@ def load_code_runners(auth_file: str | Path | None = None) -> frozenset[str]:
     """
     path = auth_file or os.environ.get(ENV_AUTH_FILE) or None
     return read_auth_code_runners(path) if path else frozenset()
+
+
+ENV_INGEST_MAX_RUNS = "GRPO_INGEST_MAX_RUNS"
+
+
+def load_ingest_max_runs(value: int | None = None) -> int:
+    """Runs a login may create through the ingest API: ``value`` (``--ingest-max-runs``), else
+    ``GRPO_INGEST_MAX_RUNS``, else 100; 0 means no limit.
+
+    Raises:
+        ValueError: a negative or non-integer value.
+    """
+    raw = value if value is not None else os.environ.get(ENV_INGEST_MAX_RUNS, "100")
+    try:
+        number = int(raw)
+    except ValueError:
+        raise ValueError(f"{ENV_INGEST_MAX_RUNS}: {raw!r} is not a whole number") from None
+    if number < 0:
+        raise ValueError(f"--ingest-max-runs / {ENV_INGEST_MAX_RUNS}: {number} is negative")
+    return number
+
+
+def auth_file_path(auth_file: str | Path | None = None) -> Path | None:
+    """The auth file: ``auth_file`` (``--auth-file``), else ``GRPO_AUTH_FILE``; ``None`` without one."""
+    path = auth_file or os.environ.get(ENV_AUTH_FILE) or None
+    return Path(path) if path else None

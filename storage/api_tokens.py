@@ -2,7 +2,10 @@
 
 A login creates API tokens (in the dashboard or with ``grpo-dashboard token create``) for
 :class:`grpo_core.integrations.DashboardCallback` to record runs over HTTP. Only the token's sha256 is stored; the
-plain token is returned once, by :meth:`ApiTokenQueries.create_api_token`. A revoked token authenticates nothing.
+plain token is returned once, by :meth:`ApiTokenQueries.create_api_token`. A revoked token, or one past its
+``expires_at``, authenticates nothing; each use is remembered (``last_used_at``, to the minute). Whether the token's
+login may still log in is the caller's question (the served dashboard asks its auth file:
+:meth:`grpo_core.access.auth_file.LoginRegistry.is_live`).
 
 A run recorded from a script is created ``running`` at once (:meth:`ApiTokenQueries.create_script_run`): it is
 never queued, so the launcher never starts a worker for it. A run recorded over HTTP also has an ingest cursor
@@ -15,14 +18,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from storage.records import RunInfo, StoreError
@@ -36,6 +40,31 @@ MAX_NAME_CHARS = 200
 
 #: Seconds between two writes of a token's ``last_used_at``.
 LAST_USED_RESOLUTION_S = 60.0
+#: The longest expiry a token may be given: ten years, in seconds.
+MAX_EXPIRY_S = 10 * 365 * 86400
+_DURATION = re.compile(r"\s*(\d{1,9}(?:\.\d+)?)\s*([smhdw]?)\s*")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+class IngestQuotaError(StoreError):
+    """A login has created as many runs through the ingest API as it may."""
+
+
+def parse_expiry(text: str | float | None) -> float | None:
+    """A token's lifetime in seconds from ``"90d"``, ``"12h"``, ``"30m"``, ``"2w"``, ``"3600"`` (seconds); empty,
+    ``None``, ``"never"``: no expiry.
+
+    Raises:
+        StoreError: not a duration, zero, or over :data:`MAX_EXPIRY_S` (the message quotes the text).
+    """
+    if text is None or str(text).strip().lower() in ("", "never", "none"):
+        return None
+    match = _DURATION.fullmatch(str(text).lower())
+    seconds = float(match.group(1)) * _UNITS[match.group(2)] if match else 0.0
+    if not 0 < seconds <= MAX_EXPIRY_S:
+        raise StoreError(f"expires in {str(text)[:40]!r}: give a duration such as 30d, 12h, 90m or 3600 (seconds), "
+                         "at most ten years, or 'never'")
+    return seconds
 
 
 def _aware(moment: datetime) -> datetime:
@@ -58,10 +87,24 @@ class ApiTokenInfo:
     created_at: datetime
     revoked_at: datetime | None
     last_used_at: datetime | None
+    expires_at: datetime | None = None
+
+    @property
+    def expired(self) -> bool:
+        return self.expires_at is not None and _aware(self.expires_at) <= datetime.now(timezone.utc)
 
     @property
     def active(self) -> bool:
-        return self.revoked_at is None
+        return self.revoked_at is None and not self.expired
+
+    @property
+    def state(self) -> str:
+        """``active`` (``, expires 2026-01-31 12:00``), ``revoked ...`` or ``expired ...``, for a list."""
+        if self.revoked_at is not None:
+            return f"revoked {_aware(self.revoked_at):%Y-%m-%d %H:%M}"
+        if self.expires_at is None:
+            return "active"
+        return f"{'expired' if self.expired else 'active, expires'} {_aware(self.expires_at):%Y-%m-%d %H:%M}"
 
 
 @dataclass(frozen=True)
@@ -75,8 +118,10 @@ class IngestCursor:
 
 
 def _token_info(row: ApiTokenRow) -> ApiTokenInfo:
-    return ApiTokenInfo(id=row.id, login=row.login, name=row.name, created_at=row.created_at,
-                        revoked_at=row.revoked_at, last_used_at=row.last_used_at)
+    return ApiTokenInfo(id=row.id, login=row.login, name=row.name, created_at=_aware(row.created_at),
+                        revoked_at=row.revoked_at and _aware(row.revoked_at),
+                        last_used_at=row.last_used_at and _aware(row.last_used_at),
+                        expires_at=row.expires_at and _aware(row.expires_at))
 
 
 def _check_name(value: str, what: str) -> str:
@@ -92,16 +137,20 @@ class ApiTokenQueries:
     """The ``Store``'s API token and script run queries (a mixin: it uses the facade's ``_session`` and ``get_run``)."""
 
     # ------------------------------------------------------------------------------------------------ tokens
-    def create_api_token(self, login: str, name: str) -> tuple[ApiTokenInfo, str]:
-        """Create a token for ``login``; returns it and its plain value (shown once, never stored).
+    def create_api_token(self, login: str, name: str, *, expires_in_s: float | None = None
+                         ) -> tuple[ApiTokenInfo, str]:
+        """Create a token for ``login``, valid ``expires_in_s`` seconds (``None``: until revoked); returns it and
+        its plain value (shown once, never stored).
 
         Raises:
-            StoreError: an empty or over-long login or name.
+            StoreError: an empty or over-long login or name; an expiry not in (0, :data:`MAX_EXPIRY_S`].
         """
         login, name = _check_name(login, "the login"), _check_name(name, "the token name")
+        expires_in_s = parse_expiry(expires_in_s)
         plain = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        expires_at = None if expires_in_s is None else utcnow() + timedelta(seconds=expires_in_s)
         with self._session() as session:
-            row = ApiTokenRow(login=login, name=name, token_hash=token_hash(plain))
+            row = ApiTokenRow(login=login, name=name, token_hash=token_hash(plain), expires_at=expires_at)
             session.add(row)
             session.commit()
             return _token_info(row), plain
@@ -130,7 +179,8 @@ class ApiTokenQueries:
             return _token_info(row)
 
     def authenticate_api_token(self, plain: str) -> ApiTokenInfo | None:
-        """The active token whose plain value is ``plain`` (its ``last_used_at`` set now), else ``None``."""
+        """The active token whose plain value is ``plain`` (its ``last_used_at`` set now), else ``None`` (unknown,
+        revoked or expired)."""
         if not isinstance(plain, str) or not plain.startswith(TOKEN_PREFIX) or len(plain) > 200:
             return None
         digest = token_hash(plain)
@@ -140,6 +190,8 @@ class ApiTokenQueries:
             if row is None or row.revoked_at is not None or not hmac.compare_digest(row.token_hash, digest):
                 return None
             now = utcnow()
+            if row.expires_at is not None and _aware(row.expires_at) <= now:
+                return None
             if row.last_used_at is None or (now - _aware(row.last_used_at)).total_seconds() > LAST_USED_RESOLUTION_S:
                 row.last_used_at = now  # once a minute at most: a sender's requests need not each write
                 session.commit()
@@ -177,24 +229,42 @@ class ApiTokenQueries:
                 session.commit()
             return row.id
 
-    def open_ingest_run(self, token_id: int, client_key: str, **fields: Any) -> tuple[RunInfo, int]:
+    def count_ingest_runs(self, login: str) -> int:
+        """How many runs of the store were created through the ingest API by ``login``'s tokens (deleted runs
+        are not counted)."""
+        with self._session() as session:
+            return int(session.scalar(
+                select(func.count()).select_from(IngestCursorRow)
+                .join(ApiTokenRow, ApiTokenRow.id == IngestCursorRow.token_id)
+                .join(RunRow, RunRow.id == IngestCursorRow.run_id)
+                .where(ApiTokenRow.login == login)) or 0)
+
+    def open_ingest_run(self, token_id: int, client_key: str, *, max_runs: int = 0, login: str | None = None,
+                        **fields: Any) -> tuple[RunInfo, int]:
         """The run token ``token_id`` records under the sender's ``client_key``, created by
         :meth:`create_script_run` with ``fields`` the first time; returns it and the last batch applied (0: none).
 
         A create sent twice (the answer was lost) finds the run made the first time: one run per key and token.
+        With ``max_runs`` (> 0) and ``login``, a new run is refused once ``login``'s tokens created that many.
+
+        Raises:
+            IngestQuotaError: the login's quota is reached (nothing is stored).
         """
         key = _check_name(client_key, "the client key")[:64]
         with self._session() as session:
             cursor = session.scalar(select(IngestCursorRow).where(IngestCursorRow.token_id == token_id,
                                                                   IngestCursorRow.client_key == key))
             if cursor is None:
+                if max_runs > 0 and login is not None and self.count_ingest_runs(login) >= max_runs:
+                    raise IngestQuotaError(f"{login} has created {max_runs} runs through the ingest API, the most a "
+                                           "login may keep; delete some in the dashboard first")
                 run_id = self._insert_script_run(session, commit=False, **fields)
                 session.add(IngestCursorRow(run_id=run_id, token_id=token_id, client_key=key, last_seq=0))
                 try:
                     session.commit()
                 except IntegrityError:  # the same create, at the same moment, from a retry: take that one
                     session.rollback()
-                    return self.open_ingest_run(token_id, client_key, **fields)
+                    return self.open_ingest_run(token_id, client_key, max_runs=max_runs, login=login, **fields)
                 return self.get_run(run_id), 0
             return self.get_run(cursor.run_id), cursor.last_seq
 

@@ -15,12 +15,14 @@ class RecordingServer:
 
     def __init__(self, status: int = 204, headers: tuple[tuple[str, str], ...] | list = ()) -> None:
         self.requests: list[tuple[str, str, str]] = []
+        self.authorizations: list[str | None] = []  # the Authorization header of each request (a token sent)
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def _answer(self):
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 server.requests.append((self.command, self.path, self.headers["Host"]))
+                server.authorizations.append(self.headers.get("Authorization"))
                 self.send_response(status)
                 for name, value in headers:
                     self.send_header(name, value)

@@ -15,7 +15,10 @@ Routes (JSON; :mod:`grpo_core.integrations.wire` for the bodies), each authentic
 What a token holder can do is bounded: bodies over :data:`~grpo_core.integrations.wire.MAX_BODY_BYTES` are refused
 while being read (413), every field is validated (422 names it), a run's config must be a valid run config, and a
 token writes only the runs it created (any other run id answers 404, as an unknown one does). A missing, unknown or
-revoked token answers 401. The routes run on the dashboard's own FastAPI app (:func:`ingest_routes`), beside
+revoked token answers 401, and so does an expired one, or one whose login is no longer in the auth file
+(:class:`grpo_core.access.auth_file.LoginRegistry`, read again when it changes). A login creates at most
+``max_runs`` runs through the API, all its tokens together (403 beyond; ``--ingest-max-runs``). The routes run
+on the dashboard's own FastAPI app (:func:`ingest_routes`), beside
 Gradio's; they never load torch.
 """
 
@@ -33,7 +36,7 @@ from grpo_core.integrations.wire import MAX_BODY_BYTES, Batch, CreateRun, Finish
 from grpo_core.run_config import ConfigError, parse_run_config
 from grpo_core.runs.script_runs import RECORDED_FROM, SCRIPT_KIND
 from storage import RunStatus, Store, StoreError
-from storage.api_tokens import ApiTokenInfo
+from storage.api_tokens import ApiTokenInfo, IngestQuotaError
 
 
 def _bearer(request: Request) -> str:
@@ -75,10 +78,13 @@ class IngestApi:
     """The handlers, around the dashboard's store; one lock per run so that two requests for a run (a retry racing
     its first try) apply its records one after the other."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, logins=None, max_runs: int = 0) -> None:
         self.store = store
+        self.logins = logins  # LoginRegistry | None (no logins: tokens of the login "local")
+        self.max_runs = max_runs
         self._locks: dict[int, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        self._create_lock = threading.Lock()  # a login's quota is counted and used by one create at a time
 
     def _lock(self, run_id: int) -> threading.Lock:
         with self._locks_guard:
@@ -89,7 +95,11 @@ class IngestApi:
     def authenticate(self, request: Request) -> ApiTokenInfo:
         token = self.store.authenticate_api_token(_bearer(request))
         if token is None:
-            raise HTTPException(401, "the API token is unknown or revoked", headers={"WWW-Authenticate": "Bearer"})
+            raise HTTPException(401, "the API token is unknown, revoked or expired",
+                                headers={"WWW-Authenticate": "Bearer"})
+        if self.logins is not None and not self.logins.is_live(token.login):
+            raise HTTPException(401, "the API token's login may no longer log in to this dashboard",
+                                headers={"WWW-Authenticate": "Bearer"})
         return token
 
     def _own_run(self, token: ApiTokenInfo, run_id: int):
@@ -108,9 +118,14 @@ class IngestApi:
         provenance = dict(create.provenance)
         origin = provenance.get(RECORDED_FROM) if isinstance(provenance.get(RECORDED_FROM), dict) else {}
         provenance[RECORDED_FROM] = {**origin, "kind": SCRIPT_KIND, "via": "http", "token": token.name}
-        run, last_seq = self.store.open_ingest_run(
-            token.id, create.client_key, name=create.name or "script run", config=config,
-            max_steps=create.max_steps, owner=token.login, tags=create.tags, provenance=provenance, run_dir=None)
+        try:
+            with self._create_lock:
+                run, last_seq = self.store.open_ingest_run(
+                    token.id, create.client_key, max_runs=self.max_runs, login=token.login,
+                    name=create.name or "script run", config=config, max_steps=create.max_steps, owner=token.login,
+                    tags=create.tags, provenance=provenance, run_dir=None)
+        except IngestQuotaError as exc:
+            raise HTTPException(403, str(exc)) from exc
         return {"run_id": run.id, "last_seq": last_seq}
 
     def batches(self, token: ApiTokenInfo, run_id: int, body: Any) -> dict[str, Any]:
@@ -158,9 +173,11 @@ class IngestApi:
         return {"cancel_requested": bool(run.cancel_requested), "status": run.status.value}
 
 
-def ingest_routes(store: Store) -> list:
-    """The API's routes, to give Gradio's FastAPI app (``launch(app_kwargs={"routes": ...})``) ahead of its own."""
-    api = IngestApi(store)
+def ingest_routes(store: Store, *, logins=None, max_runs: int = 0) -> list:
+    """The API's routes, to give Gradio's FastAPI app (``launch(app_kwargs={"routes": ...})``) ahead of its own;
+    ``logins`` (a :class:`grpo_core.access.auth_file.LoginRegistry`) says which tokens' logins are still live,
+    ``max_runs`` how many runs a login may create (0: no limit)."""
+    api = IngestApi(store, logins=logins, max_runs=max_runs)
     router = APIRouter(prefix="/api/v1")
 
     async def authenticated(request: Request) -> ApiTokenInfo:

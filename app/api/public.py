@@ -53,8 +53,9 @@ from typing import Any
 import gradio as gr
 
 from app.api.rescore import create_rescore_api
-from app.context import MODEL_JOBS, AppContext, actor_of, boundary_of, check_webhooks
+from app.context import MODEL_JOBS, AppContext, actor_of, boundary_of, check_webhooks, fair_share
 from grpo_core.access.ownership import NotOwnerError
+from grpo_core.child_jobs.slots import MODEL_SLOTS
 from grpo_core.datasets.library import (
     DatasetInUseError,
     delete_dataset,
@@ -390,8 +391,8 @@ def create_public_api(ctx: AppContext) -> None:
     gr.api(resume_run_endpoint, api_name="resume_run", api_description=resume_run_endpoint.__doc__)
     gr.on([], export, inputs=export_id, outputs=[export_out, export_zip], api_name="export_run")
     gr.api(delete_run_endpoint, api_name="delete_run", api_description=delete_run_endpoint.__doc__)
-    gr.on([], merge, inputs=[merge_id, merge_download], outputs=[merge_out, merge_zip], api_name="merge_run",
-          **MODEL_JOBS)
+    gr.on([], fair_share(MODEL_SLOTS, merge), inputs=[merge_id, merge_download], outputs=[merge_out, merge_zip],
+          api_name="merge_run", **MODEL_JOBS)
     gr.api(list_datasets, api_name="list_datasets")
     gr.api(rename_dataset_endpoint, api_name="rename_dataset", api_description=rename_dataset_endpoint.__doc__)
     gr.api(delete_dataset_endpoint, api_name="delete_dataset", api_description=delete_dataset_endpoint.__doc__)

@@ -10,13 +10,16 @@ import logging
 import gradio as gr
 
 from app.context import AppContext, actor_of, boundary_of
+from grpo_core.child_jobs.slots import RESCORE_SLOTS
 from grpo_core.rescore.job import rescore_run
 from grpo_core.rescore.request import RescoreError, parse_request, parse_rules_text
 
 LOG = logging.getLogger(__name__)
 
-#: Rescorings the API runs at once (each a child using every core for code rules); more callers queue.
-RESCORE_JOBS = {"concurrency_id": "rescore-jobs", "concurrency_limit": 1}
+#: Rescorings the API runs at once (each a child using every core for code rules); more callers queue. As many as
+#: :data:`~grpo_core.child_jobs.slots.RESCORE_SLOTS` holds, one a login (a login's second is refused at once, never queued
+#: in front of others).
+RESCORE_JOBS = {"concurrency_id": "rescore-jobs", "concurrency_limit": RESCORE_SLOTS.total}
 
 
 def create_rescore_api(ctx: AppContext) -> None:

@@ -11,6 +11,7 @@ import logging
 import sys
 from pathlib import Path
 
+from app.cli.auth import add_auth_command, run_auth_command
 from app.cli.integrations import add_integration_commands, run_integration_command
 from app.cli.rescore import add_rescore_parser, run_rescore
 from grpo_core.preflight.job import add_preflight_arguments
@@ -73,6 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--auth-file", metavar="FILE", help="require a login listed in FILE, one user:password a line (env GRPO_AUTH_FILE)"
     )
     serve.add_argument(
+        "--ingest-max-runs", type=int, metavar="N",
+        help="runs one login may create through the ingest API, all its API tokens together (env "
+        "GRPO_INGEST_MAX_RUNS; default 100; 0: no limit)",
+    )
+    serve.add_argument(
         "--webhook-url", metavar="URL",
         help="POST a JSON message here when a run completes, fails or is cancelled, or the run doctor warns "
         "(env GRPO_WEBHOOK_URL; a run's own webhook_url wins)",
@@ -133,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         "grpo_core/preflight/worker.py).",
     )
     add_preflight_arguments(preflight)
+    add_auth_command(sub)  # auth add / remove: hashed entries of the auth file
     add_integration_commands(sub, _add_common)  # token, sync: runs recorded from scripts (docs/integrations.md)
     add_rescore_parser(sub, _add_common)  # the reward workbench, headless (app/cli/rescore.py)
     return parser
@@ -146,10 +153,20 @@ def main(argv: list[str] | None = None) -> int:
     from grpo_core.settings import load_settings
 
     if args.command == "serve":
+        from grpo_core.access.auth_file import migrate_auth_file
         from grpo_core.access.logins import redact_url
-        from grpo_core.settings import load_admins, load_auth, load_code_runners
+        from grpo_core.settings import (
+            auth_file_path,
+            load_admins,
+            load_auth,
+            load_code_runners,
+            load_ingest_max_runs,
+        )
 
         try:
+            auth_file = auth_file_path(args.auth_file)
+            for warning in migrate_auth_file(auth_file) if auth_file else ():  # no plain-text password stays on disk
+                print(f"WARNING: {warning}", file=sys.stderr, flush=True)
             settings = load_settings(
                 data_dir=args.data_dir,
                 db_url=args.db,
@@ -169,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
                 model_roots=args.model_root,
                 allow_remote_code=args.allow_remote_code,
             ).with_overrides(auth=load_auth(args.auth, args.auth_file), admins=load_admins(args.auth_file),
-                             code_runners=load_code_runners(args.auth_file))
+                             code_runners=load_code_runners(args.auth_file), auth_file=auth_file,
+                             ingest_max_runs=load_ingest_max_runs(args.ingest_max_runs))
         except ValueError as exc:
             print(f"grpo-dashboard serve: {exc}", file=sys.stderr)
             return 2
@@ -178,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"grpo-dashboard: data in {settings.data_dir}, store {redact_url(settings.db_url)}", flush=True)
         serve(settings)
         return 0
+    if args.command == "auth":
+        return run_auth_command(args)
     integration = run_integration_command(args)  # token, sync
     if integration is not None:
         return integration

@@ -16,8 +16,9 @@ from typing import Any
 import gradio as gr
 
 from app.catalog_sync import CatalogSync, run_choices
-from app.context import MODEL_JOBS, AppContext, boundary_of
+from app.context import MODEL_JOBS, AppContext, boundary_of, fair_share
 from grpo_core.bounded_parse import ParseError, load_json
+from grpo_core.child_jobs.slots import MODEL_SLOTS
 from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.datasets.rows import dataset_file, editable_prompt_text, load_rows, prompt_from_text
 from grpo_core.run_config import ConfigError
@@ -231,7 +232,7 @@ def create_try_model_tab(ctx: AppContext, sync: CatalogSync | None = None) -> di
     reload.click(on_reload, inputs=[run, weights], outputs=weights)
     load_row.click(on_load_row, inputs=[run, row_index], outputs=[prompt, columns, chat, status])
     button.click(
-        on_sample,
+        fair_share(MODEL_SLOTS, on_sample),
         inputs=[run, weights, prompt, columns, chat, num_samples, max_tokens, temperature, seed],
         outputs=[status, base_box, trained_box],
         **MODEL_JOBS,

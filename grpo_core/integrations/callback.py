@@ -201,14 +201,15 @@ class DashboardCallback(TrainerCallback):
         return store, str(folder)
 
     def _open_remote(self, args, name: str, facts, provenance: dict[str, Any]):
-        from grpo_core.integrations.sender import DashboardClient, RemoteStore, SpoolSender
+        from grpo_core.integrations.sender import DashboardClient, RemoteStore, SpoolSender, url_binding
         from grpo_core.integrations.spool import Spool
 
         client_key = uuid.uuid4().hex
         folder = Path(self.spool_dir or Path(args.output_dir) / "dashboard-spool") / client_key
         create = {"name": name, "config": facts.config, "max_steps": facts.max_steps, "tags": self.tags,
                   "provenance": provenance}
-        spool = Spool.create(folder, url=self.target, client_key=client_key, create=create)
+        spool = Spool.create(folder, url=self.target, client_key=client_key, create=create,
+                             url_binding=url_binding(self.target, self.token))
         self.sender = SpoolSender(spool, DashboardClient(self.target, self.token)).start()
         self.run_id = 0  # the dashboard's id comes with its first answer; the spool does not need it
         print(f"[grpo-dashboard] recording into {self.target}; spool {folder}", file=sys.stderr)

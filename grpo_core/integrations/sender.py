@@ -1,7 +1,9 @@
 """Sends a spool to a served dashboard over HTTP, and stands in for the store in a script that records remotely.
 
 * :class:`DashboardClient`: the three requests (create the run, post a batch of records, report progress and read
-  the cancel flag) with the API token as ``Authorization: Bearer``, over the standard library's ``urllib``.
+  the cancel flag) with the API token as ``Authorization: Bearer``, over the standard library's ``urllib``, to an
+  ``http(s)`` URL only. A redirect is followed only within the same origin (scheme, host and port): one to another
+  origin is refused before anything is sent there (``urllib`` would carry the ``Authorization`` header along).
 * :class:`SpoolSender`: a daemon thread that sends the spool's unacknowledged records in order, in batches, and
   reports progress; when the dashboard does not answer it retries with a growing pause (at most
   ``max_backoff_s``), never blocking the thread that appends. The dashboard applies each record once (by its
@@ -15,11 +17,14 @@ Imports neither torch nor TRL (``grpo-dashboard sync`` uses the client and the s
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from typing import Any
@@ -40,24 +45,73 @@ class DashboardError(RuntimeError):
 
     @property
     def permanent(self) -> bool:
-        """A refusal that a retry will not change (a bad or revoked token, a record refused as invalid)."""
-        return self.status in (400, 401, 403, 404, 413, 422)
+        """A refusal that a retry will not change (a bad or revoked token, a record refused as invalid, a redirect
+        to another origin)."""
+        return self.status in (400, 401, 403, 404, 413, 422) or 300 <= self.status < 400
+
+
+def origin_of(url: str) -> tuple[str, str, int | None]:
+    """``(scheme, host, port)`` of ``url``, lower-cased, the port made explicit (80 for http, 443 for https).
+
+    Raises:
+        ValueError: not an ``http`` or ``https`` URL with a host.
+    """
+    parts = urllib.parse.urlsplit(str(url).strip())
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{str(url)[:200]!r} is not an http(s) URL of a dashboard")
+    return scheme, parts.hostname.lower(), parts.port or (443 if scheme == "https" else 80)
+
+
+def same_origin(first: str, second: str) -> bool:
+    """Whether two URLs have the same scheme, host and port (False when either is not an http(s) URL)."""
+    try:
+        return origin_of(first) == origin_of(second)
+    except ValueError:
+        return False
+
+
+def url_binding(url: str, token: str) -> str:
+    """An HMAC-SHA256 of the dashboard's URL keyed by the token, written in a spool's ``meta.json`` when the
+    callback makes it: ``grpo-dashboard sync`` sends the token to that URL only if the binding matches, so a
+    ``meta.json`` edited to name another server (without the token) is refused."""
+    return hmac.new(token.encode("utf-8"), url.rstrip("/").encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only to the origin of the request (the token never leaves it)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        target = urllib.parse.urljoin(req.full_url, newurl)
+        if not same_origin(req.full_url, target):
+            raise DashboardError(code, f"the dashboard redirected to another origin ({target[:200]}); the token is "
+                                       "not sent there: give the dashboard's own URL")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
 class DashboardClient:
-    """The HTTP requests of a script to a served dashboard at ``url`` with API ``token``."""
+    """The HTTP requests of a script to a served dashboard at ``url`` with API ``token``.
+
+    Raises:
+        DashboardError: (status 0) ``url`` is not an http(s) URL.
+    """
 
     def __init__(self, url: str, token: str, *, timeout_s: float = 30.0) -> None:
         self.url = url.rstrip("/")
+        try:
+            origin_of(self.url)
+        except ValueError as exc:
+            raise DashboardError(0, str(exc)) from None
         self.token = token
         self.timeout_s = timeout_s
+        self._opener = urllib.request.build_opener(_SameOriginRedirects)
 
     def _request(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode("utf-8")
         request = urllib.request.Request(self.url + API_PREFIX + path, data=data, method=method, headers={
             "Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310 - http(s) only
+            with self._opener.open(request, timeout=self.timeout_s) as response:  # http(s) only (checked)
                 return json.loads(response.read() or b"{}")
         except urllib.error.HTTPError as exc:
             try:

@@ -9,7 +9,9 @@ the dashboard is down leaves a spool that ``grpo-dashboard sync DIR`` sends late
 A spool folder holds:
 
 * ``meta.json``: the dashboard's address, the sender's ``client_key`` for the run and the create request (name,
-  config, tags, provenance); after the first answer, the run's id. Never the token.
+  config, tags, provenance); after the first answer, the run's id. Never the token, only ``url_binding``: an HMAC
+  of the address keyed by the token (:func:`grpo_core.integrations.sender.url_binding`), by which ``sync`` knows
+  the address was written by a holder of the token.
 * ``records.jsonl``: one JSON record per line, ``seq`` = 1, 2, 3, ... (:mod:`grpo_core.integrations.wire`).
 * ``acked``: ``"<seq> <byte offset>"``: the last record the dashboard applied and where the next one starts.
 
@@ -51,7 +53,8 @@ class Spool:
         self._acked, self._acked_offset = self._read_acked()
 
     @classmethod
-    def create(cls, folder: str | Path, *, url: str, client_key: str, create: dict[str, Any]) -> Spool:
+    def create(cls, folder: str | Path, *, url: str, client_key: str, create: dict[str, Any],
+               url_binding: str | None = None) -> Spool:
         """Make a new spool in ``folder`` (created; it must hold no spool yet).
 
         Raises:
@@ -62,7 +65,7 @@ class Spool:
         if (folder / META_FILE).exists():
             raise SpoolError(f"{folder} holds a spool already")
         _write_atomic(folder / META_FILE, json.dumps({"url": url, "client_key": client_key, "create": create,
-                                                      "run_id": None}))
+                                                      "run_id": None, "url_binding": url_binding}))
         (folder / RECORDS_FILE).touch()
         return cls(folder)
 
@@ -85,6 +88,11 @@ class Spool:
     @property
     def url(self) -> str:
         return str(self._meta["url"])
+
+    @property
+    def url_binding(self) -> str:
+        """The HMAC of :attr:`url` under the token that made the spool (empty: none recorded)."""
+        return str(self._meta.get("url_binding") or "")
 
     @property
     def client_key(self) -> str:

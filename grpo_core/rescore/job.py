@@ -8,7 +8,9 @@ its composition is checked against the caller's boundary (plugin targets, reward
 :meth:`grpo_core.access.boundary.Boundary.check_rewards`) before anything is imported, a ``dataset_path`` run's file
 against its dataset roots, and its size against :mod:`grpo_core.rescore.request`'s bounds. The child runs plugins
 (as the plugin check does) and code rules (in the sandbox, as in training); it is killed with its process group on
-cancel or past :data:`RESCORE_TIMEOUT_S`.
+cancel or past :data:`RESCORE_TIMEOUT_S`. Users' regular expressions are bounded per group in the child
+(:data:`grpo_core.rescore.worker.GROUP_REGEX_BUDGET_S`). Rescorings share :data:`grpo_core.child_jobs.slots.RESCORE_SLOTS`:
+a few at once, one a login, so one login's rescoring never holds every slot.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_core.access.boundary import OPEN, Boundary, BoundaryError
+from grpo_core.child_jobs.slots import RESCORE_SLOTS, JobSlots, SlotsBusy
 from grpo_core.datasets.rows import ROW_INDEX_COLUMN, load_rows
 from grpo_core.processes import start_process, stop_process, tail_text
 from grpo_core.rescore.compare import compare_scorings
@@ -209,21 +212,39 @@ def _read_done(path: Path) -> int:
 
 def start_rescoring(store: Store, request: RescoreRequest, *, workdir: Path, boundary: Boundary = OPEN,
                     owner: str | None = None, workers: int | None = None, wait: bool = False,
-                    on_progress: Callable[[int, int], None] | None = None) -> RescoringInfo:
-    """Check ``request``, store a ``running`` rescoring and score it in a child: on a background thread (poll
-    :meth:`storage.Store.get_rescoring`; cancel with :meth:`storage.Store.request_rescoring_cancel`), or here when
-    ``wait`` (then the finished rescoring is returned).
+                    on_progress: Callable[[int, int], None] | None = None, slots: JobSlots = RESCORE_SLOTS,
+                    timeout_s: float = RESCORE_TIMEOUT_S) -> RescoringInfo:
+    """Check ``request``, take one of ``slots`` for ``owner``, store a ``running`` rescoring and score it in a
+    child: on a background thread (poll :meth:`storage.Store.get_rescoring`; cancel with
+    :meth:`storage.Store.request_rescoring_cancel`), or here when ``wait`` (then the finished rescoring is returned).
+    The slot is given back when the child ends (at the latest after ``timeout_s``).
 
     Raises:
-        RescoreError: see :func:`prepare_rescoring`; nothing is stored then.
+        RescoreError: see :func:`prepare_rescoring`, or ``owner`` runs as many rescorings as one login may (or the
+            pool is full; :class:`grpo_core.child_jobs.slots.SlotsBusy`'s message); nothing is stored then.
     """
     prepared = prepare_rescoring(store, request, boundary=boundary)
-    info = store.create_rescoring(request.run_id, request.model_dump(mode="json"), total=prepared.num_completions,
-                                  owner=owner)
+    try:
+        slots.acquire(owner)
+    except SlotsBusy as exc:
+        raise RescoreError(str(exc)) from None
+    try:
+        info = store.create_rescoring(request.run_id, request.model_dump(mode="json"),
+                                      total=prepared.num_completions, owner=owner)
+    except BaseException:
+        slots.release(owner)
+        raise
+
+    def run() -> RescoringInfo:
+        try:
+            return execute_rescoring(store, info.id, prepared, workdir=workdir, workers=workers,
+                                     timeout_s=timeout_s, on_progress=on_progress if wait else None)
+        finally:
+            slots.release(owner)
+
     if wait:
-        return execute_rescoring(store, info.id, prepared, workdir=workdir, workers=workers, on_progress=on_progress)
-    threading.Thread(target=execute_rescoring, args=(store, info.id, prepared), name=f"rescoring-{info.id}",
-                     kwargs={"workdir": workdir, "workers": workers}, daemon=True).start()
+        return run()
+    threading.Thread(target=run, name=f"rescoring-{info.id}", daemon=True).start()
     return info
 
 

@@ -31,12 +31,18 @@ from typing import Any
 from grpo_core.child_jobs.answer_file import answer_request
 from grpo_core.rewards.compose import _ignore_log_extra, _ignore_log_metric, build_reward_funcs
 from grpo_core.rewards.hacking_probe import flagged, probe_row
+from grpo_core.rewards.regex_budget import time_budget
 from grpo_core.rewards.registry import completion_text, get_rule
 
 PARALLEL_CATEGORIES = ("code", "plugin")
 """Rule categories whose scoring is spread over processes (slow per completion)."""
 
 _FUNCS: tuple[list[Any], list[float], list[str]] | None = None
+
+GROUP_REGEX_BUDGET_S = 2.0
+"""Seconds users' regular expressions (``format_regex``, a JSON schema's patterns) may take over one group, all
+its completions together (:func:`grpo_core.rewards.regex_budget.time_budget`): a catastrophic pattern scores 0
+after that, instead of a second a completion for every completion of the rescoring."""
 
 
 def _build(specs: Sequence[Mapping[str, Any]]) -> None:
@@ -61,9 +67,10 @@ def score_group_rewards(funcs: Sequence[Any], names: Sequence[str], texts: Seque
     errors: dict[str, str] = {}
     for func, name in zip(funcs, names, strict=True):
         try:
-            output = list(func(prompts=[row.get("prompt")] * size, completions=completions, completion_ids=None,
-                               trainer_state=None, log_extra=_ignore_log_extra, log_metric=_ignore_log_metric,
-                               **columns))
+            with time_budget(GROUP_REGEX_BUDGET_S):
+                output = list(func(prompts=[row.get("prompt")] * size, completions=completions, completion_ids=None,
+                                   trainer_state=None, log_extra=_ignore_log_extra,
+                                   log_metric=_ignore_log_metric, **columns))
             if len(output) != size:
                 raise ValueError(f"returned {len(output)} rewards for {size} completions")
             rewards.append([None if r is None else float(r) for r in output])
@@ -156,7 +163,8 @@ def _probe(specs: Sequence[Mapping[str, Any]], items: Sequence[tuple[Any, list[s
     results = []
     for index, (row, texts) in enumerate(seen.values()):
         try:
-            results += probe_row(specs, row, texts, row_index=int(row.get("_row_index", index)))
+            with time_budget(GROUP_REGEX_BUDGET_S):
+                results += probe_row(specs, row, texts, row_index=int(row.get("_row_index", index)))
         except Exception as exc:  # noqa: BLE001 - the probe is advice; a rule failing on a probe is not fatal
             print(f"hacking probe on a row failed: {type(exc).__name__}: {exc}", file=sys.stderr)
     return [dataclasses.asdict(r) for r in flagged(results)]

@@ -115,8 +115,12 @@ def test_sync_sends_the_spool_of_a_script_that_ended_while_the_dashboard_was_dow
         revoked = Store(f"sqlite:///{data}/grpo.db")
         wrong = revoked.create_api_token("mallory", "other")
         revoked.revoke_api_token(wrong[0].id)
-        refused = subprocess.run([*command, "--token", wrong[1]], cwd=REPO, env=script_env(), capture_output=True,
+        # another token is not bound to the spool's URL: sync refuses it without sending (named here, it is sent)
+        unbound = subprocess.run([*command, "--token", wrong[1]], cwd=REPO, env=script_env(), capture_output=True,
                                  text=True, timeout=120)
+        assert unbound.returncode == 1 and "not recorded with this token" in unbound.stderr
+        refused = subprocess.run([*command, "--token", wrong[1], "--url", f"http://127.0.0.1:{port}"], cwd=REPO,
+                                 env=script_env(), capture_output=True, text=True, timeout=120)
         assert refused.returncode == 1 and "401" in refused.stderr
         assert revoked.list_runs() == []
         for _ in range(2):  # the second sync finds everything sent

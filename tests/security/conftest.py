@@ -15,6 +15,8 @@ Fixtures:
   inputs the page's defaults except ``values`` (``{elem_id: value}``); it returns the handler's outputs;
   ``while_pinging(action)`` runs ``action()`` while another client reads ``/config`` every 0.1 s and returns
   ``(action's result, the slowest answer in seconds)``.
+* ``credentials_dashboard`` (module scope): the same with its own data directory, a fourth plain login ``carol``
+  (``carol:carol-pw``, for the tests that remove a login), ``--ingest-max-runs 2``, and ``auth_file`` set.
 * ``alice_dataset``: the id of a small dataset (columns ``prompt``, ``answer``, ``cmd``) alice added through
   ``add_dataset``.
 """
@@ -36,7 +38,7 @@ from gradio_client import Client, handle_file
 
 from tests.servers import serving
 
-LOGINS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
+LOGINS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
 AUTH_FILE = "[admin] admin:admin-pw\nalice:alice-pw\nbob:bob-pw\n"
 GOOD_PLUGIN = '''
 import os  # a name the file only imports: 'good_reward.py:os.system' must not reach it
@@ -60,6 +62,7 @@ class SharedDashboard:
     model_dir: Path
     log_path: Path
     downloads: Path
+    auth_file: Path | None = None
     _clients: dict[str, Client] = field(default_factory=dict)
 
     def client(self, user: str) -> Client:
@@ -164,3 +167,21 @@ def alice_dataset(shared_dashboard, tmp_path_factory) -> int:
     info = shared_dashboard.client("alice").predict(file=handle_file(str(path)), name="alice sums",
                                                     api_name="/add_dataset")
     return int(info["id"])
+
+
+@pytest.fixture(scope="module")
+def credentials_dashboard(tmp_path_factory, tiny_model_dir) -> SharedDashboard:
+    root = tmp_path_factory.mktemp("credentials")
+    auth = root / "users.txt"
+    auth.write_text(AUTH_FILE + "carol:carol-pw\n", encoding="utf-8")
+    plugins = root / "plugins"
+    plugins.mkdir()
+    (plugins / "good_reward.py").write_text(GOOD_PLUGIN, encoding="utf-8")
+    outside = root / "outside"
+    outside.mkdir()
+    data_dir = root / "data"
+    with serving(data_dir, "--auth-file", str(auth), "--plugin-dir", str(plugins), "--model-root",
+                 str(tiny_model_dir), "--ingest-max-runs", "2", log_path=root / "serve.log") as app:
+        yield SharedDashboard(url=app.url, data_dir=data_dir, plugin_dir=plugins, outside=outside,
+                              model_dir=tiny_model_dir, log_path=app.log_path, downloads=root / "downloads",
+                              auth_file=auth)

@@ -22,13 +22,14 @@ from typing import Any
 import gradio as gr
 
 from app.catalog_sync import CatalogSync
-from app.context import MODEL_JOBS, AppContext
+from app.context import MODEL_JOBS, AppContext, fair_share
 from app.tabs.launch import handlers
 from app.tabs.launch.form import FORM_FIELDS, RULE_SLOTS, SLOT_FIELDS, read_form, slot_field, trl_args_help
 from app.tabs.launch.layout import build_launch_layout, uses_code_rule
 from app.tabs.launch.memory import create_memory_panel
 from app.tabs.launch.sweep import create_sweep_panel
 from app.tabs.launch.tools import template_think_markdown
+from grpo_core.child_jobs.slots import MODEL_SLOTS, PREVIEW_SLOTS
 from grpo_core.submit.quick_starts import QUICK_STARTS
 
 BENCH_FIELDS = ["bench_row", "bench_completions", "model", "dataset_id", *SLOT_FIELDS]
@@ -144,13 +145,13 @@ def create_launch_tab(
         create_memory_panel(ctx, form)
         sweep = create_sweep_panel(ctx, form, sync)
     bench_outputs = [parts["bench_table"], parts["bench_status"]]
-    parts["bench_button"].click(on_bench, inputs=inputs(BENCH_FIELDS), outputs=bench_outputs)
+    parts["bench_button"].click(fair_share(PREVIEW_SLOTS, on_bench), inputs=inputs(BENCH_FIELDS), outputs=bench_outputs)
     parts["model"].change(lambda name: template_think_markdown(ctx, name), inputs=parts["model"],
                           outputs=parts["template_line"], show_progress="hidden")
-    parts["probe_button"].click(on_probe, inputs=inputs(PROBE_FIELDS), outputs=bench_outputs)
+    parts["probe_button"].click(fair_share(PREVIEW_SLOTS, on_probe), inputs=inputs(PROBE_FIELDS), outputs=bench_outputs)
     parts["bench_row_pick"].click(on_pick_row, inputs=inputs(PICK_ROW_FIELDS),
                                   outputs=[parts["bench_row"], parts["bench_prompt"], parts["bench_status"]])
-    parts["preflight_button"].click(on_preflight, inputs=inputs(["preflight_prompts", *FORM_FIELDS]),
+    parts["preflight_button"].click(fair_share(MODEL_SLOTS, on_preflight), inputs=inputs(["preflight_prompts", *FORM_FIELDS]),
                                     outputs=[parts["preflight_verdict"], parts["preflight_table"]], **MODEL_JOBS)
     help_boxes = [parts[slot_field("help", index)] for index in range(1, RULE_SLOTS + 1)]
     parts["clone"].input(on_clone, inputs=[parts["clone"], parts["rule_shown"]],

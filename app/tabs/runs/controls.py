@@ -144,6 +144,11 @@ def create_run_controls(
         """Inputs: run. Outputs: status."""
         if run_id is None:
             return gr.skip()
+        try:  # the owner first: another login learns nothing of the run's checkpoints
+            authorize_run_action(ctx.store, actor_of(ctx, request), int(run_id), "resume")
+        except (NotOwnerError, StoreError) as exc:
+            gr.Warning(f"Not resumed: {exc}")
+            return gr.skip()
         offered, why = resume_state(ctx.settings, _run_or_none(ctx, run_id))
         if not offered:
             gr.Warning(why)

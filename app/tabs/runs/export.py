@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app.context import MODEL_JOBS, AppContext, boundary_of
+from app.context import MODEL_JOBS, AppContext, boundary_of, fair_share
+from grpo_core.child_jobs.slots import MODEL_SLOTS
 from grpo_core.merge.job import REUSED, MergeError, merge_run
 from grpo_core.run_config import ConfigError
 from grpo_core.runs.export import export_run
@@ -86,7 +87,7 @@ def create_export_panel(ctx: AppContext, run_selector: gr.Dropdown) -> dict[str,
         yield (f"{done} `{steps[-1]}` (safetensors, tokenizer, generation config): load it with "
                "`AutoModelForCausalLM.from_pretrained(folder)` or serve it with `vllm serve folder`.")
 
-    merge.click(on_merge, inputs=run_selector, outputs=merge_status, **MODEL_JOBS)
+    merge.click(fair_share(MODEL_SLOTS, on_merge), inputs=run_selector, outputs=merge_status, **MODEL_JOBS)
     button.click(
         on_export, inputs=run_selector, outputs=[status, config, metrics, groups, adapter, bundle]
     )

@@ -9,7 +9,7 @@ from typing import Any
 
 from app.context import AppContext, actor_of, boundary_of, check_webhooks
 from grpo_core.bounded_parse import dump_yaml
-from grpo_core.rescore.composition import launch_config, list_presets, load_preset, save_preset
+from grpo_core.rescore.composition import delete_preset, launch_config, list_presets, load_preset, save_preset
 from grpo_core.rescore.job import start_rescoring
 from grpo_core.rescore.request import RescoreError, parse_request, parse_rules_text
 from grpo_core.run_config import ConfigError
@@ -113,18 +113,41 @@ def launch(ctx: AppContext, form: Mapping[str, Any], request: Any = None) -> str
     return f"Launched run #{submitted.run.id} {submitted.run.name} with these rules.{warnings}"
 
 
-def save(ctx: AppContext, form: Mapping[str, Any]) -> tuple[str, list[str]]:
-    """Save the form's composition as a preset. Inputs: rules, preset_name. Outputs: a line, the preset choices."""
+def preset_choices(ctx: AppContext, request: Any = None) -> list[str]:
+    """The presets the login may load: its own, then the shared ones (``shared/<name>``)."""
+    return list_presets(ctx.settings.data_dir, actor_of(ctx, request).user)
+
+
+def save(ctx: AppContext, form: Mapping[str, Any], request: Any = None) -> tuple[str, list[str]]:
+    """Save the form's composition as the login's preset, or (``preset_shared``, admins only) a shared one.
+    Inputs: rules, preset_name, preset_shared. Outputs: a line, the preset choices."""
+    actor = actor_of(ctx, request)
+    shared = bool(form.get("preset_shared"))
     try:
+        if shared and actor.user is not None and not actor.is_admin:
+            raise RescoreError("only an admin may publish a shared preset; untick 'publish as shared'")
         path = save_preset(ctx.settings.data_dir, form.get("preset_name") or "",
-                           parse_rules_text(form.get("rules") or ""))
+                           parse_rules_text(form.get("rules") or ""), owner=actor.user, shared=shared)
     except ValueError as exc:
-        return f"Not saved: {exc}", list_presets(ctx.settings.data_dir)
-    return f"Saved preset {path.stem}.", list_presets(ctx.settings.data_dir)
+        return f"Not saved: {exc}", preset_choices(ctx, request)
+    return f"Saved {'shared ' if shared else ''}preset {path.stem}.", preset_choices(ctx, request)
 
 
-def load(ctx: AppContext, name: str | None) -> str | None:
-    """The preset's composition as YAML (``None``: keep the rules shown). Raises RescoreError."""
+def load(ctx: AppContext, name: str | None, request: Any = None) -> str | None:
+    """The preset's composition as YAML (``None``: keep the rules shown); the login's own or a shared one.
+    Raises RescoreError."""
     if not name:
         return None
-    return dump_yaml(load_preset(ctx.settings.data_dir, name))
+    return dump_yaml(load_preset(ctx.settings.data_dir, name, actor_of(ctx, request).user))
+
+
+def delete(ctx: AppContext, name: str | None, request: Any = None) -> tuple[str, list[str]]:
+    """Delete the login's preset ``name`` (a shared one: admins only). Outputs: a line, the preset choices."""
+    actor = actor_of(ctx, request)
+    if not name:
+        return "Choose a preset to delete.", preset_choices(ctx, request)
+    try:
+        delete_preset(ctx.settings.data_dir, name, actor.user, is_admin=actor.is_admin)
+    except RescoreError as exc:
+        return f"Not deleted: {exc}", preset_choices(ctx, request)
+    return f"Deleted preset {name}.", preset_choices(ctx, request)

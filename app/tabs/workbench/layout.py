@@ -6,7 +6,7 @@ import gradio as gr
 
 from app.catalog_sync import run_choices
 from app.context import AppContext
-from grpo_core.rescore.composition import list_presets
+from grpo_core.rescore.composition import SHARED, list_presets
 from grpo_core.rescore.request import MAX_GROUPS
 
 
@@ -18,9 +18,12 @@ def layout_workbench(ctx: AppContext) -> dict[str, gr.components.Component]:
     c: dict[str, gr.components.Component] = {}
     with gr.Row():
         c["run"] = gr.Dropdown(label="run", choices=run_choices(ctx), scale=3, elem_id="workbench-run")
-        c["preset"] = gr.Dropdown(label="preset", choices=list_presets(ctx.settings.data_dir), scale=2,
-                                  elem_id="workbench-preset")
+        # the shared presets only: a login's own are filled in for it when it opens the list (presets have owners)
+        shared = [n for n in list_presets(ctx.settings.data_dir, "") if n.startswith(f"{SHARED}/")]
+        c["preset"] = gr.Dropdown(label="preset", choices=shared, scale=2, elem_id="workbench-preset",
+                                  allow_custom_value=True)  # the check is the handlers' (owner or shared)
         c["load_preset"] = gr.Button("Load preset", scale=0, elem_id="workbench-load-preset")
+        c["delete_preset"] = gr.Button("Delete preset", scale=0, elem_id="workbench-delete-preset")
     c["recorded"] = gr.Markdown(elem_id="workbench-recorded")
     c["rules"] = gr.Code(label="reward rules (YAML: rule, weight, params, name, gate — as in a run config's "
                                "rewards)", language="yaml", lines=10, interactive=True, elem_id="workbench-rules")
@@ -50,6 +53,8 @@ def layout_workbench(ctx: AppContext) -> dict[str, gr.components.Component]:
                                       elem_id="workbench-launch-name")
         c["launch"] = gr.Button("Launch with these rules", scale=1, elem_id="workbench-launch")
         c["preset_name"] = gr.Textbox(label="preset name", scale=2, elem_id="workbench-preset-name")
+        c["preset_shared"] = gr.Checkbox(label="publish as shared (admins)", value=False, scale=1,
+                                         elem_id="workbench-preset-shared")
         c["save_preset"] = gr.Button("Save as preset", scale=1, elem_id="workbench-save-preset")
     c["launched"] = gr.Markdown(elem_id="workbench-launched")
     return c

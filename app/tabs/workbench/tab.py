@@ -23,7 +23,8 @@ from app.views.rescore import (
 from grpo_core.rescore.request import RescoreError
 from storage import StoreError
 
-FORM = ("run", "rules", "first_step", "last_step", "sample", "scale_rewards", "launch_name", "preset_name")
+FORM = ("run", "rules", "first_step", "last_step", "sample", "scale_rewards", "launch_name", "preset_name",
+        "preset_shared")
 
 
 def create_workbench_tab(ctx: AppContext, sync=None, *, inspect: dict | None = None, tabs: gr.Tabs | None = None
@@ -68,9 +69,9 @@ def create_workbench_tab(ctx: AppContext, sync=None, *, inspect: dict | None = N
     c["run"].change(lambda run_id: handlers.rules_for_run(ctx, run_id), inputs=c["run"],
                     outputs=[c["rules"], c["recorded"]])
 
-    def on_load(name):
+    def on_load(name, request: gr.Request):
         try:
-            return handlers.load(ctx, name) or gr.skip()
+            return handlers.load(ctx, name, request) or gr.skip()
         except RescoreError as exc:
             gr.Warning(str(exc))
             return gr.skip()
@@ -81,11 +82,23 @@ def create_workbench_tab(ctx: AppContext, sync=None, *, inspect: dict | None = N
 
     c["launch"].click(on_launch, inputs=form_inputs, outputs=c["launched"])
 
-    def on_save(values: dict):
-        message, choices = handlers.save(ctx, by_name(values))
+    def on_save(values: dict, request: gr.Request):
+        message, choices = handlers.save(ctx, by_name(values), request)
         return message, gr.update(choices=choices)
 
     c["save_preset"].click(on_save, inputs=form_inputs, outputs=[c["launched"], c["preset"]])
+
+    def on_delete(name, request: gr.Request):
+        message, choices = handlers.delete(ctx, name, request)
+        return message, gr.update(choices=choices, value=None)
+
+    c["delete_preset"].click(on_delete, inputs=c["preset"], outputs=[c["launched"], c["preset"]])
+
+    def on_open_presets(request: gr.Request):
+        """Outputs: the preset list of the login (its own and the shared ones)."""
+        return gr.update(choices=handlers.preset_choices(ctx, request))
+
+    c["preset"].focus(on_open_presets, outputs=c["preset"], show_progress="hidden")
     if inspect is not None and tabs is not None:
         _connect_inspect(ctx, c, inspect, tabs)
     return c
