@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -176,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         from app.server import serve
 
         print(f"grpo-dashboard: data in {settings.data_dir}, store {redact_url(settings.db_url)}", flush=True)
-        serve(settings)
+        serve(settings, private_files=[args.auth_file or os.environ.get("GRPO_AUTH_FILE")])
         return 0
     integration = run_integration_command(args)  # token, sync
     if integration is not None:

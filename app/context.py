@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from grpo_core.access.boundary import Boundary, boundary_for
 from grpo_core.access.ownership import Actor
@@ -26,6 +28,15 @@ class AppContext:
     settings: Settings
     launcher: Launcher
     notifier: Notifier | None = None
+    #: the folder Gradio may serve from (:class:`app.served_files.ServedFiles`); ``None``: blocks built in a test
+    served: Any = None
+
+    def offer(self, path: str | Path | None) -> str | None:
+        """A path of ``path``'s content that Gradio may serve (:meth:`app.served_files.ServedFiles.offer`); the path
+        itself when the dashboard is not served (blocks built in a test)."""
+        if path is None or self.served is None:
+            return None if path is None else str(path)
+        return self.served.offer(path)
 
 
 def actor_of(ctx: AppContext, request: object | None) -> Actor:

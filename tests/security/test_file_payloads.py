@@ -218,9 +218,13 @@ def _walk_page(dash: SharedDashboard, user: str, made: dict[str, int]) -> list:
     return outputs
 
 
-def test_no_planted_file_shape_ever_yields_a_server_file(shared_dashboard, alice_dataset, secrets, tmp_path):
-    dash = shared_dashboard
-    made = _plant(dash, list(secrets), tmp_path)
+@pytest.fixture(scope="module")
+def planted(shared_dashboard, secrets, tmp_path_factory) -> dict[str, int]:
+    return _plant(shared_dashboard, list(secrets), tmp_path_factory.mktemp("planted"))
+
+
+def test_no_planted_file_shape_ever_yields_a_server_file(shared_dashboard, secrets, planted):
+    dash, made = shared_dashboard, planted
     outputs = _walk_named_api(dash, "bob", made) + _walk_named_api(dash, "alice", made)
     outputs += _walk_page(dash, "bob", made)
     urls: set[str] = set()
@@ -241,3 +245,16 @@ def test_no_planted_file_shape_ever_yields_a_server_file(shared_dashboard, alice
     assert any(str(secrets and list(secrets)[0]) in json.dumps(o, default=str) for o in outputs)
     # and the server still answers every login
     assert len(dash.client("admin").predict(api_name="/list_runs")) >= 2
+
+
+def test_exports_are_offered_under_random_names_and_server_folders_are_never_served(shared_dashboard, secrets,
+                                                                                     planted):
+    dash = shared_dashboard
+    summary, bundle = dash.client("alice").predict(run_id=planted["launched_run"], api_name="/export_run")
+    assert Path(bundle).read_bytes()[:2] == b"PK"  # the caller gets the zip
+    bob = dash.http("bob")
+    # where the export lies on the server (its answer says so, and the names are a run id and a time): not served
+    for path in [*summary["files"], *secrets]:
+        assert bob.get(f"/gradio_api/file={path}").status_code in (403, 404), path
+    offered = dash.http("alice").get("/config").json()  # the page still answers
+    assert offered["components"]

@@ -1,0 +1,104 @@
+"""What Gradio may serve: only the dashboard's own downloads, never the server's folders.
+
+Gradio serves (``/gradio_api/file=``) what lies in its upload folder and its ``allowed_paths``, and copies into that
+folder, to serve, any file an output names in the working directory or the temp folder (``tempfile.gettempdir()``),
+which its ``_check_allowed`` always allows. :func:`confine_gradio` (called once by :func:`app.server.serve`, before
+the page is built) leaves it only a private folder of this server:
+
+* a fresh folder ``<temp>/grpo-dashboard-XXXX`` (mode 0700) holds Gradio's upload folder (``GRADIO_TEMP_DIR``,
+  unless the admin set one) and the process's temp folder (``tempfile.tempdir``), so "the temp folder" Gradio allows
+  is empty but for what the dashboard itself writes there;
+* ``blocked_paths`` (checked by Gradio before anything else, on the way out and on ``/file=``) hold the working
+  directory, the data directory, the shared directory, the store file and the auth file;
+* no ``allowed_paths``: an export is offered by :meth:`ServedFiles.offer`, a link (or copy) of the file under a
+  folder of 128 random bits in the upload folder, handed only to the login that asked; Gradio then serves it,
+  to logged-in callers, under its own keyed content hash.
+
+The default data directory (``./grpo_data``) lies in the working directory: blocked with it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import secrets
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from grpo_core.settings import Settings
+
+OFFERED_DIR_NAME = "offered"
+
+
+@dataclass(frozen=True)
+class ServedFiles:
+    """The folders :func:`confine_gradio` chose: ``root`` (private, removed at exit), ``uploads`` (Gradio's upload
+    folder), ``blocked`` (what Gradio may never read)."""
+
+    root: Path
+    uploads: Path
+    blocked: tuple[Path, ...]
+
+    def offer(self, path: str | Path | None) -> str | None:
+        """A path Gradio may serve holding ``path``'s content: a hard link (a copy across file systems) in a fresh
+        folder of 128 random bits under the upload folder, named as ``path`` is. ``None`` stays ``None``.
+
+        Raises:
+            OSError: the file cannot be read or linked.
+        """
+        if path is None:
+            return None
+        source = Path(path)
+        folder = self.uploads / OFFERED_DIR_NAME / secrets.token_hex(16)
+        folder.mkdir(parents=True, mode=0o700)
+        dest = folder / source.name
+        try:
+            os.link(source, dest)
+        except OSError:
+            shutil.copyfile(source, dest)
+        return str(dest)
+
+    def offer_all(self, paths: Iterable[str | Path]) -> list[str]:
+        """:meth:`offer` for each path."""
+        return [offered for path in paths if (offered := self.offer(path)) is not None]
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def confine_gradio(settings: Settings, private_files: Iterable[str | Path | None] = ()) -> ServedFiles:
+    """Give Gradio a private upload and temp folder and block the server's own folders (see the module docstring).
+    Call before any component is built (a component reads ``GRADIO_TEMP_DIR`` when made).
+
+    ``private_files``: more files Gradio may never read (the auth file).
+
+    A folder that holds the private one (a server started in the temp folder or at ``/``) cannot be blocked: it is
+    left out with a warning on standard error.
+    """
+    root = Path(os.path.realpath(tempfile.mkdtemp(prefix="grpo-dashboard-")))
+    atexit.register(shutil.rmtree, root, True)
+    uploads = Path(os.path.realpath(os.environ.get("GRADIO_TEMP_DIR") or root / "gradio"))
+    uploads.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.environ["GRADIO_TEMP_DIR"] = str(uploads)
+    private_tmp = root / "tmp"
+    private_tmp.mkdir(mode=0o700)
+    tempfile.tempdir = str(private_tmp)
+    candidates = [Path.cwd(), settings.data_dir, settings.worker_files_dir, settings.store_file,
+                  *(Path(p) for p in private_files if p)]
+    blocked: list[Path] = []
+    for candidate in candidates:
+        if candidate is None:
+            continue
+        real = Path(os.path.realpath(candidate))
+        if _inside(uploads, real) or _inside(private_tmp, real):
+            print(f"WARNING: {real} holds Gradio's upload folder {uploads}, so it cannot be kept from Gradio: "
+                  "serve from another folder", file=sys.stderr, flush=True)
+            continue
+        if real not in blocked:
+            blocked.append(real)
+    return ServedFiles(root=root, uploads=uploads, blocked=tuple(blocked))
