@@ -15,7 +15,7 @@ from pathlib import Path
 import gradio as gr
 
 from app.catalog_sync import CatalogSync
-from app.context import AppContext
+from app.context import AppContext, boundary_of
 from app.inert_outputs import install as install_inert_outputs
 from app.ingest_api import ingest_routes  # scripts recording over HTTP (grpo_core.integrations)
 from app.public_api import create_public_api, hide_internal_endpoints
@@ -89,6 +89,13 @@ def build_blocks(ctx: AppContext) -> gr.Blocks:
     return blocks
 
 
+class _Login:
+    """A login as :func:`app.context.boundary_of` reads one (``username``), for the ingest API's tokens."""
+
+    def __init__(self, username: str) -> None:
+        self.username = username
+
+
 def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, block: bool = True,
           private_files: Sequence[str | Path | None] = ()):
     """Start the launcher and serve the dashboard on ``settings.host:settings.port``.
@@ -127,7 +134,8 @@ def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, 
         footer_links=["api", "settings"],
         allowed_paths=[],  # downloads are offered from the private upload folder (ServedFiles.offer)
         blocked_paths=[str(path) for path in served.blocked],
-        app_kwargs={"routes": ingest_routes(ctx.store)},  # /api/v1: runs recorded from scripts, by API token
+        # /api/v1: runs recorded from scripts, by API token, their configs held to the token's login's boundary
+        app_kwargs={"routes": ingest_routes(ctx.store, lambda login: boundary_of(ctx, _Login(login)))},
     )
     if not block:
         return blocks, ctx
