@@ -16,7 +16,6 @@ import time
 import httpx
 import pytest
 
-from grpo_core.models.bounded_template import TemplateError, render_chat_prompts
 from grpo_core.runs.script_runs import run_config_from_trainer
 from tests.security.conftest import SharedDashboard
 from tests.security.page import Page
@@ -59,6 +58,8 @@ def test_a_template_that_folds_at_compile_time_stalls_no_login(shared_dashboard:
 
 
 def test_the_bounded_renderer_renders_and_stops_what_runs_away():
+    from grpo_core.models.bounded_template import TemplateError, render_chat_prompts
+
     assert render_chat_prompts(OPENS_THINK, [MESSAGES])[0].endswith("<|assistant|><think>\n")
     started = time.monotonic()
     loops = "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}"
