@@ -5,9 +5,10 @@ folder, to serve, any file an output names in the working directory or the temp 
 which its ``_check_allowed`` always allows. :func:`confine_gradio` (called once by :func:`app.server.serve`, before
 the page is built) leaves it only a private folder of this server:
 
-* a fresh folder ``<temp>/grpo-dashboard-XXXX`` (mode 0700) holds Gradio's upload folder (``GRADIO_TEMP_DIR``,
-  unless the admin set one) and the process's temp folder (``tempfile.tempdir``), so "the temp folder" Gradio allows
-  is empty but for what the dashboard itself writes there;
+* a fresh folder ``<temp>/grpo-dashboard-XXXX`` (mode 0711) holds Gradio's upload folder (``GRADIO_TEMP_DIR``,
+  mode 0700, unless the admin set one) and the process's temp folder (``tempfile.tempdir``, mode 1777 as the system's,
+  for the code sandbox's uids), so "the temp folder" Gradio allows is empty but for what the dashboard itself
+  writes there;
 * ``blocked_paths`` (checked by Gradio before anything else, on the way out and on ``/file=``) hold the working
   directory, the data directory, the shared directory, the store file and the auth file;
 * no ``allowed_paths``: an export is offered by :meth:`ServedFiles.offer`, a link (or copy) of the file under a
@@ -85,8 +86,12 @@ def confine_gradio(settings: Settings, private_files: Iterable[str | Path | None
     uploads = Path(os.path.realpath(os.environ.get("GRADIO_TEMP_DIR") or root / "gradio"))
     uploads.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.environ["GRADIO_TEMP_DIR"] = str(uploads)
+    # the process's temp folder, as the system's is: other accounts may write there (the code sandbox runs its
+    # scripts as a uid of its own, in a folder it gets from tempfile); the upload folder stays the server's own
     private_tmp = root / "tmp"
-    private_tmp.mkdir(mode=0o700)
+    private_tmp.mkdir()
+    private_tmp.chmod(0o1777)
+    root.chmod(0o711)
     tempfile.tempdir = str(private_tmp)
     candidates = [Path.cwd(), settings.data_dir, settings.worker_files_dir, settings.store_file,
                   *(Path(p) for p in private_files if p)]
