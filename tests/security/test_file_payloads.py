@@ -182,7 +182,10 @@ def planted(shared_dashboard, secrets, tmp_path_factory) -> dict[str, int]:
 def test_no_planted_file_shape_ever_yields_a_server_file(shared_dashboard, secrets, planted):
     dash, made = shared_dashboard, planted
     outputs = _walk_named_api(dash, "bob", made) + _walk_named_api(dash, "alice", made)
-    outputs += _walk_page(dash, "bob", made)
+    page_outputs = _walk_page(dash, "bob", made)
+    answered = [o for o in page_outputs if isinstance(o, dict) and "data" in o]
+    assert len(answered) >= 40, f"only {len(answered)} of {len(page_outputs)} page handlers answered"
+    outputs += page_outputs
     urls: set[str] = set()
     _file_urls(outputs, urls)
     bob = dash.http("bob")
