@@ -112,8 +112,9 @@ def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, 
     credentials = [tuple(pair) for pair in (settings.auth if auth is None else auth)]
     for message in exposure_warnings(settings.host, settings.port, has_auth=bool(credentials)):
         print(f"WARNING: {message}", file=sys.stderr, flush=True)
+    ctx = create_context(settings)
     served = confine_gradio(settings, private_files)  # before any component is made: they read GRADIO_TEMP_DIR
-    ctx = dataclasses.replace(create_context(settings), served=served)
+    ctx = dataclasses.replace(ctx, served=served)
     ctx.launcher.start()
     ctx.notifier.start()  # webhook alerts: an APScheduler job of its own, deliveries on a background thread
     blocks = build_blocks(ctx)
