@@ -74,7 +74,7 @@ def _plant(dash: SharedDashboard, paths: list[str], tmp_path: Path) -> dict[str,
     # a script run over the ingest API: name, tags, config (a trl_args mapping), provenance, groups' extra columns
     api = httpx.Client(base_url=dash.url.rstrip("/"), timeout=60,
                        headers={"Authorization": f"Bearer {_token(dash, 'alice')}"})
-    config = {"model": "tiny", "max_steps": 3, "trl_args": {"generation_kwargs": {"a": shapes[0]}},
+    config = {"model": "org/tiny-model", "max_steps": 3, "trl_args": {"generation_kwargs": {"a": shapes[0]}},
               "rewards": [{"rule": "numeric_answer"}]}
     body = {"client_key": "planted-0001", "name": text, "config": config, "max_steps": 3, "tags": [json.dumps({"path": paths[0]})[:64]],
             "provenance": {"planted": shapes, "recorded_from": {"host": shapes[0], "command": text}, **shapes[0]}}
