@@ -31,12 +31,13 @@ class AppContext:
     #: the folder Gradio may serve from (:class:`app.served_files.ServedFiles`); ``None``: blocks built in a test
     served: Any = None
 
-    def offer(self, path: str | Path | None) -> str | None:
-        """A path of ``path``'s content that Gradio may serve (:meth:`app.served_files.ServedFiles.offer`); the path
-        itself when the dashboard is not served (blocks built in a test)."""
+    def offer(self, path: str | Path | None, request: object | None = None) -> str | None:
+        """A path of ``path``'s content that Gradio serves to the login of ``request`` only
+        (:meth:`app.served_files.ServedFiles.offer`); the path itself when the dashboard is not served (blocks built
+        in a test)."""
         if path is None or self.served is None:
             return None if path is None else str(path)
-        return self.served.offer(path)
+        return self.served.offer(path, getattr(request, "username", None))
 
 
 def actor_of(ctx: AppContext, request: object | None) -> Actor:

@@ -294,7 +294,7 @@ def create_public_api(ctx: AppContext) -> None:
             "warnings": result.warnings(),
         }
         try:
-            return summary, ctx.offer(result.bundle)
+            return summary, ctx.offer(result.bundle, request)
         except OSError as exc:
             raise refused(f"export_run: {exc}") from None
 
@@ -317,7 +317,7 @@ def create_public_api(ctx: AppContext) -> None:
         summary = {"run_id": run.id, "folder": str(folder),
                    "files": sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())}
         try:
-            return summary, ctx.offer(bundle)
+            return summary, ctx.offer(bundle, request)
         except OSError as exc:
             raise refused(f"merge_run: {exc}") from None
 

@@ -12,8 +12,8 @@ the page is built) leaves it only a private folder of this server:
 * ``blocked_paths`` (checked by Gradio before anything else, on the way out and on ``/file=``) hold the working
   directory, the data directory, the shared directory, the store file and the auth file;
 * no ``allowed_paths``: an export is offered by :meth:`ServedFiles.offer`, a link (or copy) of the file under a
-  folder of 128 random bits in the upload folder, handed only to the login that asked; Gradio then serves it,
-  to logged-in callers, under its own keyed content hash.
+  folder of 128 random bits in the upload folder, handed only to the login that asked; Gradio serves it under its
+  own keyed content hash, and :class:`OfferedFilesGuard` answers 404 to any other login asking for either.
 
 The default data directory (``./grpo_data``) lies in the working directory: blocked with it.
 """
@@ -27,8 +27,13 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
 
 from grpo_core.settings import Settings
 
@@ -38,15 +43,18 @@ OFFERED_DIR_NAME = "offered"
 @dataclass(frozen=True)
 class ServedFiles:
     """The folders :func:`confine_gradio` chose: ``root`` (private, removed at exit), ``uploads`` (Gradio's upload
-    folder), ``blocked`` (what Gradio may never read)."""
+    folder), ``blocked`` (what Gradio may never read); ``owners``: each offered file, and the copy Gradio makes of it
+    in its cache, with the logins it was offered to (read by :class:`OfferedFilesGuard`)."""
 
     root: Path
     uploads: Path
     blocked: tuple[Path, ...]
+    owners: dict[str, set[str | None]] = field(default_factory=dict)
 
-    def offer(self, path: str | Path | None) -> str | None:
-        """A path Gradio may serve holding ``path``'s content: a hard link (a copy across file systems) in a fresh
-        folder of 128 random bits under the upload folder, named as ``path`` is. ``None`` stays ``None``.
+    def offer(self, path: str | Path | None, login: str | None = None) -> str | None:
+        """A path Gradio may serve holding ``path``'s content, for ``login`` only: a hard link (a copy across file
+        systems) in a fresh folder of 128 random bits under the upload folder, named as ``path`` is. ``None`` stays
+        ``None``.
 
         Raises:
             OSError: the file cannot be read or linked.
@@ -61,11 +69,43 @@ class ServedFiles:
             os.link(source, dest)
         except OSError:
             shutil.copyfile(source, dest)
+        from gradio.processing_utils import hash_file  # where Gradio will copy it to serve it (save_file_to_cache)
+        from gradio_client.utils import strip_invalid_filename_characters
+
+        cached = self.uploads / hash_file(dest) / strip_invalid_filename_characters(dest.name)
+        for served in (dest, cached):
+            self.owners.setdefault(os.path.realpath(served), set()).add(login)
         return str(dest)
 
-    def offer_all(self, paths: Iterable[str | Path]) -> list[str]:
-        """:meth:`offer` for each path."""
-        return [offered for path in paths if (offered := self.offer(path)) is not None]
+
+class OfferedFilesGuard:
+    """ASGI middleware: a request for an offered file, or Gradio's cached copy of it (``/gradio_api/file=PATH``,
+    ``/file=PATH``, ``/file/PATH``), from a login it was not offered to answers 404, as a file that is not there."""
+
+    def __init__(self, app: Any, served: ServedFiles) -> None:
+        self.app = app
+        self.served = served
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http":
+            path = unquote(scope.get("path", ""))
+            for marker in ("/file=", "/file/"):
+                if marker in path:
+                    owners = self.served.owners.get(os.path.realpath(path.split(marker, 1)[1]))
+                    if owners is not None and _login(scope) not in owners:
+                        await PlainTextResponse("Not Found", status_code=404)(scope, receive, send)
+                        return
+                    break
+        await self.app(scope, receive, send)
+
+
+def _login(scope: dict) -> str | None:
+    """The login of a request, as Gradio's own ``get_current_user`` reads it (its session cookie)."""
+    app = scope.get("app")
+    cookie_id = getattr(app, "cookie_id", None)
+    cookies = Request(scope).cookies
+    token = cookies.get(f"access-token-{cookie_id}") or cookies.get(f"access-token-unsecure-{cookie_id}")
+    return getattr(app, "tokens", {}).get(token)
 
 
 def _inside(path: Path, folder: Path) -> bool:

@@ -13,13 +13,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 from app.catalog_sync import CatalogSync
 from app.context import AppContext, boundary_of
 from app.inert_outputs import install as install_inert_outputs
 from app.ingest_api import ingest_routes  # scripts recording over HTTP (grpo_core.integrations)
 from app.public_api import create_public_api, hide_internal_endpoints
-from app.served_files import confine_gradio
+from app.served_files import OfferedFilesGuard, confine_gradio
 from app.tabs.api_tokens import create_api_tokens_tab
 from app.tabs.datasets import create_datasets_tab
 from app.tabs.inspect.tab import create_inspect_tab
@@ -136,7 +137,9 @@ def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, 
         allowed_paths=[],  # downloads are offered from the private upload folder (ServedFiles.offer)
         blocked_paths=[str(path) for path in served.blocked],
         # /api/v1: runs recorded from scripts, by API token, their configs held to the token's login's boundary
-        app_kwargs={"routes": ingest_routes(ctx.store, lambda login: boundary_of(ctx, _Login(login)))},
+        app_kwargs={"routes": ingest_routes(ctx.store, lambda login: boundary_of(ctx, _Login(login))),
+                    # an offered download answers only the login it was offered to
+                    "middleware": [Middleware(OfferedFilesGuard, served=served)]},
     )
     if not block:
         return blocks, ctx

@@ -215,5 +215,13 @@ def test_exports_are_offered_under_random_names_and_server_folders_are_never_ser
     # where the export lies on the server (its answer says so, and the names are a run id and a time): not served
     for path in [*summary["files"], *secrets]:
         assert bob.get(f"/gradio_api/file={path}").status_code in (403, 404), path
-    offered = dash.http("alice").get("/config").json()  # the page still answers
-    assert offered["components"]
+    # the page's own Export button: each download answers the login that exported, and no other
+    answer = Page(dash, "alice").call("export-button", {"runs-select": planted["launched_run"]})
+    urls: set[str] = set()
+    _file_urls(answer["data"], urls)
+    assert len(urls) >= 4, answer
+    alice = dash.http("alice")
+    for url in sorted(urls):
+        path = "/" + url.split("/gradio_api/", 1)[-1] if "/gradio_api/" in url else url
+        assert alice.get("/gradio_api/" + path.lstrip("/")).status_code == 200, url
+        assert bob.get("/gradio_api/" + path.lstrip("/")).status_code == 404, url

@@ -61,8 +61,9 @@ def create_export_panel(ctx: AppContext, run_selector: gr.Dropdown) -> dict[str,
         text = f"Exported run #{result.run_id} to `{result.folder}`.{note}"
         text += "".join(f"\n\n⚠️ {warning}" for warning in result.warnings())
         try:  # each file offered under a random folder Gradio may serve (app.served_files), never the data directory
-            config_files = [ctx.offer(p) for p in (result.config, result.dataset, *result.plugins) if p is not None]
-            offered = [ctx.offer(p) for p in (result.metrics, result.groups, result.adapter, result.bundle)]
+            config_files = [ctx.offer(p, request) for p in (result.config, result.dataset, *result.plugins)
+                            if p is not None]
+            offered = [ctx.offer(p, request) for p in (result.metrics, result.groups, result.adapter, result.bundle)]
         except OSError as exc:
             return f"Not exported: {exc}", None, None, None, None, None
         return (text, config_files, *offered)
