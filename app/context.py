@@ -7,6 +7,8 @@ import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from grpo_core.access.auth_file import LoginRegistry
 from grpo_core.access.boundary import Boundary, boundary_for
@@ -34,6 +36,16 @@ class AppContext:
     launcher: Launcher
     notifier: Notifier | None = None
     logins: LoginRegistry | None = None  # who may log in now (the auth file, read again when it changes)
+    #: the folder Gradio may serve from (:class:`app.served_files.ServedFiles`); ``None``: blocks built in a test
+    served: Any = None
+
+    def offer(self, path: str | Path | None, request: object | None = None) -> str | None:
+        """A path of ``path``'s content that Gradio serves to the login of ``request`` only
+        (:meth:`app.served_files.ServedFiles.offer`); the path itself when the dashboard is not served (blocks built
+        in a test)."""
+        if path is None or self.served is None:
+            return None if path is None else str(path)
+        return self.served.offer(path, getattr(request, "username", None))
 
 
 def actor_of(ctx: AppContext, request: object | None) -> Actor:

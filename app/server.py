@@ -5,17 +5,22 @@ The web process never imports torch or transformers: training happens in worker 
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 from app.api.ingest import ingest_routes  # scripts recording over HTTP (grpo_core.integrations)
 from app.api.public import create_public_api, hide_internal_endpoints
 from app.catalog_sync import CatalogSync
-from app.context import AppContext
+from app.context import AppContext, boundary_of
+from app.inert_outputs import install as install_inert_outputs
+from app.served_files import OfferedFilesGuard, confine_gradio
 from app.tabs.api_tokens import create_api_tokens_tab
 from app.tabs.datasets import create_datasets_tab
 from app.tabs.inspect.tab import create_inspect_tab
@@ -28,7 +33,6 @@ from grpo_core.access.auth_file import LoginRegistry
 from grpo_core.access.logins import exposure_warnings, max_upload_bytes
 from grpo_core.alerts.webhooks import Notifier
 from grpo_core.datasets.library import register_examples
-from grpo_core.runs.export import exports_dir
 from grpo_core.settings import Settings
 from grpo_core.training.launcher import Launcher
 from storage import Store
@@ -53,7 +57,9 @@ def create_context(settings: Settings, *, worker_env: dict[str, str] | None = No
 def build_blocks(ctx: AppContext) -> gr.Blocks:
     """The dashboard's ``gr.Blocks``: Datasets, Launch, Runs, Inspect and Try the model tabs, whose dataset and run
     lists follow the store (:class:`app.catalog_sync.CatalogSync`), and the public API
-    (:mod:`app.api.public`): only its named endpoints are listed and callable by name."""
+    (:mod:`app.api.public`): only its named endpoints are listed and callable by name. No value becomes a file to
+    Gradio but a file component's own (:mod:`app.inert_outputs`)."""
+    install_inert_outputs()
     with gr.Blocks(title=TITLE) as blocks:
         sync = CatalogSync(ctx)
         gr.Markdown(f"## {TITLE}\nLaunch, watch and inspect GRPO fine-tuning runs (TRL engine).")
@@ -85,6 +91,13 @@ def build_blocks(ctx: AppContext) -> gr.Blocks:
     return blocks
 
 
+class _Login:
+    """A login as :func:`app.context.boundary_of` reads one (``username``), for the ingest API's tokens."""
+
+    def __init__(self, username: str) -> None:
+        self.username = username
+
+
 def _login_check(logins: LoginRegistry):
     """Gradio's ``auth`` callable: the password checked against the hash the auth file holds now, on a worker
     thread (scrypt takes about 50 ms; the event loop serves others meanwhile)."""
@@ -104,12 +117,16 @@ def _end_sessions(app, users: frozenset[str]) -> None:
             tokens.pop(cookie, None)
 
 
-def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, block: bool = True):
+def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, block: bool = True,
+          private_files: Sequence[str | Path | None] = ()):
     """Start the launcher and serve the dashboard on ``settings.host:settings.port``.
 
     ``auth`` (default ``settings.auth``) turns on Gradio's login: every page, API call and upload then needs one of
     the ``(user, password)`` pairs. Uploads over ``settings.max_upload_mb`` are refused by Gradio itself. On an
     address other than loopback a warning goes to standard error (no login, or a login over plain HTTP).
+
+    Gradio may serve only the dashboard's own downloads (:func:`app.served_files.confine_gradio`): never the working
+    directory, the data directory, the store, the auth file and ``private_files``, nor the system's temp folder.
 
     Returns the ``(blocks, context)`` pair when ``block`` is False (tests), else returns when the server stops.
     """
@@ -117,6 +134,8 @@ def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, 
     for message in exposure_warnings(settings.host, settings.port, has_auth=bool(credentials)):
         print(f"WARNING: {message}", file=sys.stderr, flush=True)
     ctx = create_context(settings if auth is None else settings.with_overrides(auth=tuple(credentials)))
+    served = confine_gradio(settings, private_files)  # before any component is made: they read GRADIO_TEMP_DIR
+    ctx = dataclasses.replace(ctx, served=served)
     ctx.launcher.start()
     ctx.notifier.start()  # webhook alerts: an APScheduler job of its own, deliveries on a background thread
     blocks = build_blocks(ctx)
@@ -138,8 +157,13 @@ def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, 
         show_error=True,
         quiet=False,
         footer_links=["api", "settings"],
-        allowed_paths=[str(exports_dir(settings))],  # the Export panel's downloads
-        app_kwargs={"routes": ingest_routes(ctx.store, logins=ctx.logins, max_runs=settings.ingest_max_runs)},
+        allowed_paths=[],  # downloads are offered from the private upload folder (ServedFiles.offer)
+        blocked_paths=[str(path) for path in served.blocked],
+        # /api/v1: runs recorded from scripts, by API token, their configs held to the token's login's boundary
+        app_kwargs={"routes": ingest_routes(ctx.store, lambda login: boundary_of(ctx, _Login(login)),
+                                            logins=ctx.logins, max_runs=settings.ingest_max_runs),
+                    # an offered download answers only the login it was offered to
+                    "middleware": [Middleware(OfferedFilesGuard, served=served)]},
     )
     if not block:
         return blocks, ctx

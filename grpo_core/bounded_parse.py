@@ -248,6 +248,27 @@ class _DuplicateKey(ValueError):
     pass
 
 
+def check_shape(value: Any, source: str, limits: ParseLimits = DEFAULT_LIMITS,
+                error: type[Exception] = ParseError) -> None:
+    """Refuse a value already built (a JSON body's part: an ingest run's config, provenance, a group's extra columns)
+    with more than ``limits.max_nodes`` values or nested deeper than ``limits.max_depth``, and, when
+    ``limits.max_bytes`` is set, whose compact JSON is longer than that many characters. Counted without recursion,
+    before anything walks the value recursively.
+
+    Raises:
+        ParseError (or ``error``): the message starts with ``source`` and says which limit.
+    """
+    _check_shape(value, source, limits, error)
+    if limits.max_bytes is None:
+        return
+    try:
+        size = len(json.dumps(value, allow_nan=True, separators=(",", ":")))
+    except (TypeError, ValueError) as exc:
+        raise error(f"{source}: not JSON ({exc})") from None
+    if size > limits.max_bytes:
+        raise error(f"{source}: {size:,} characters of JSON is over the limit of {limits.max_bytes:,}")
+
+
 def _check_shape(value: Any, source: str, limits: ParseLimits, error: type[Exception]) -> None:
     """Count the nodes and the depth of a parsed JSON value without recursion."""
     nodes = 0

@@ -9,6 +9,7 @@ Each table family is a mixin on :class:`StoreBase` (:mod:`storage.datasets`, :mo
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -51,9 +52,16 @@ def get_row(session: Session, table: type[Base], row_id: int, what: str, **optio
     """The row of ``table`` with primary key ``row_id`` (``options``: :meth:`Session.get`'s, e.g. eager loads).
 
     Raises:
-        StoreError: there is none (``"no <what> with id <row_id>"``).
+        StoreError: there is none (``"no <what> with id <row_id>"``), also for an id no row can have (not a whole
+            number, below 1 or beyond a 64-bit integer: SQLite would raise ``OverflowError``).
     """
-    row = session.get(table, row_id, **options)
+    try:
+        number = operator.index(row_id)
+    except TypeError:
+        number = 0
+    if isinstance(row_id, bool) or not 1 <= number <= 2**63 - 1:
+        raise StoreError(f"no {what} with id {str(row_id)[:40]}")
+    row = session.get(table, number, **options)
     if row is None:
         raise StoreError(f"no {what} with id {row_id}")
     return row

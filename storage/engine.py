@@ -17,6 +17,7 @@ from sqlalchemy.exc import DBAPIError
 
 from storage.migrations import add_missing_columns, rename_columns
 from storage.tables import Base, create_missing_indexes
+from storage.types import read_json
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -33,7 +34,8 @@ def make_engine(url: str) -> Engine:
         sqlalchemy.exc.ArgumentError: ``url`` is not a database URL SQLAlchemy understands.
     """
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False})
+        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False},
+                               json_deserializer=read_json)
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_connection, _record):  # pragma: no cover - exercised by every SQLite test
@@ -45,7 +47,7 @@ def make_engine(url: str) -> Engine:
             cursor.close()
 
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    return create_engine(url, pool_pre_ping=True, json_deserializer=read_json)
 
 
 SCHEMA_ATTEMPTS = 5

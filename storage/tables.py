@@ -41,7 +41,7 @@ from storage.records import (
 from storage.types import BoundedString as String
 from storage.types import SafeJSON as JSON
 from storage.types import SafeText as Text
-from storage.types import without_nul
+from storage.types import as_list, as_mapping, without_nul
 
 
 def utcnow() -> datetime:
@@ -154,7 +154,7 @@ class RunRow(Base):
             id=self.id,
             name=self.name,
             status=RunStatus(self.status),
-            config=dict(self.config or {}),
+            config=as_mapping(self.config),
             dataset_id=self.dataset_id,
             created_at=as_utc(self.created_at),
             started_at=as_utc(self.started_at),
@@ -170,9 +170,9 @@ class RunRow(Base):
             cancel_requested=bool(self.cancel_requested),
             resume_from=self.resume_from,
             notes=self.notes or "",
-            tags=[str(t) for t in (self.tags or [])],
+            tags=[str(t) for t in as_list(self.tags)],
             gpus=self.gpus,
-            provenance=dict(self.provenance) if self.provenance else None,
+            provenance=as_mapping(self.provenance) if self.provenance else None,
             owner=self.owner,
             alerts_sent=[str(k) for k in (self.alerts_sent or [])],
             alert_error=self.alert_error,
@@ -290,7 +290,7 @@ class GroupRow(Base):
             step=self.step,
             row_index=self.row_index,
             prompt=self.prompt,
-            extra=dict(self.extra or {}),
+            extra=as_mapping(self.extra),
             split=self.split or "train",
             completions=[c.to_record() for c in self.completions],
         )
@@ -324,7 +324,7 @@ class CompletionRow(Base):
         return CompletionRecord(
             index=self.index,
             text=self.text,
-            rewards=dict(self.rewards or {}),
+            rewards=dict(self.rewards) if isinstance(self.rewards, dict) else {},
             total_reward=self.total_reward,
             advantage=self.advantage,
             num_tokens=self.num_tokens,

@@ -13,6 +13,7 @@ SQLite stores whatever it is given; PostgreSQL refuses three kinds of values the
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -62,11 +63,59 @@ class BoundedString(TypeDecorator):
         return value[:length] if length is not None and len(value) > length else value
 
 
+#: Deepest nesting a stored JSON value is read back with (the bound of config text, grpo_core.bounded_parse).
+MAX_READ_DEPTH = 32
+#: What stands for a part of a stored value nested deeper than :data:`MAX_READ_DEPTH`, or a document that cannot be
+#: decoded at all.
+TOO_DEEP = "(nested too deep to read)"
+UNREADABLE = "(stored JSON that cannot be read)"
+
+
+def within_depth(value: Any, depth: int = 0) -> Any:
+    """``value`` with every part nested deeper than :data:`MAX_READ_DEPTH` replaced by :data:`TOO_DEEP`: a value
+    stored before the writers bounded it must not break a listing (Gradio's walk, the JSON encoders recurse)."""
+    if isinstance(value, dict | list):
+        if depth >= MAX_READ_DEPTH:
+            return TOO_DEEP
+        if isinstance(value, dict):
+            return {key: within_depth(item, depth + 1) for key, item in value.items()}
+        return [within_depth(item, depth + 1) for item in value]
+    return value
+
+
+def read_json(text: str | bytes) -> Any:
+    """The engine's JSON decoder: ``json.loads``, but a document it cannot decode (nested past the interpreter's
+    recursion limit, a number too long to convert) reads as :data:`UNREADABLE` instead of failing the whole query."""
+    try:
+        return json.loads(text)
+    except (RecursionError, ValueError):
+        return UNREADABLE
+
+
+def as_mapping(value: Any) -> dict[str, Any]:
+    """A stored JSON value that should be a mapping, as a new ``dict``: ``{}`` for ``None``, and anything else (a
+    document that could not be read, or of another type) kept under ``"value"`` instead of failing the read."""
+    if value is None:
+        return {}
+    return dict(value) if isinstance(value, dict) else {"value": value}
+
+
+def as_list(value: Any) -> list[Any]:
+    """A stored JSON value that should be a list, as a new ``list``: ``[]`` for ``None``, anything else as one item."""
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
 class SafeJSON(TypeDecorator):
-    """``JSON`` whose ``NaN`` and infinite floats are stored as ``null`` (PostgreSQL's JSON has no NaN)."""
+    """``JSON`` whose ``NaN`` and infinite floats are stored as ``null`` (PostgreSQL's JSON has no NaN), read back
+    at most :data:`MAX_READ_DEPTH` levels deep."""
 
     impl = JSON
     cache_ok = True
 
     def process_bind_param(self, value, dialect):
         return json_safe(value)
+
+    def process_result_value(self, value, dialect):
+        return within_depth(value)

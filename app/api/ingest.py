@@ -17,8 +17,11 @@ while being read (413), every field is validated (422 names it), a run's config 
 token writes only the runs it created (any other run id answers 404, as an unknown one does). A missing, unknown or
 revoked token answers 401, and so does an expired one, or one whose login is no longer in the auth file
 (:class:`grpo_core.access.auth_file.LoginRegistry`, read again when it changes). A login creates at most
-``max_runs`` runs through the API, all its tokens together (403 beyond; ``--ingest-max-runs``). The routes run
-on the dashboard's own FastAPI app (:func:`ingest_routes`), beside
+``max_runs`` runs through the API, all its tokens together (403 beyond; ``--ingest-max-runs``). A run's config,
+provenance and a group's extra columns are held to the bounds of config text
+(:data:`grpo_core.integrations.wire.JSON_LIMITS`), and the config to what the token's login could launch
+(:mod:`grpo_core.access.boundary`), before anything is stored; a run id that is not a whole number from 1 to
+:data:`MAX_RUN_ID` answers 404. The routes run on the dashboard's own FastAPI app (:func:`ingest_routes`), beside
 Gradio's; they never load torch.
 """
 
@@ -26,12 +29,14 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from grpo_core.access.boundary import Boundary
 from grpo_core.integrations.wire import MAX_BODY_BYTES, Batch, CreateRun, FinishRecord, Progress, groups_from_wire
 from grpo_core.run_config import ConfigError, parse_run_config
 from grpo_core.runs.script_runs import RECORDED_FROM, SCRIPT_KIND
@@ -65,6 +70,17 @@ async def _read_json(request: Request, limit: int = MAX_BODY_BYTES) -> Any:
         raise HTTPException(400, f"the body is not JSON: {str(exc)[:200]}") from exc
 
 
+#: The largest run id a path may name (SQLite's INTEGER); beyond it, below 1, or not a whole number: no such run.
+MAX_RUN_ID = 2**63 - 1
+
+
+def _run_id(text: str) -> int:
+    """A path's run id, or 404 (as for an unknown run) when it is not a whole number from 1 to :data:`MAX_RUN_ID`."""
+    if not text.isascii() or not text.isdigit() or len(text) > 19 or not 1 <= int(text) <= MAX_RUN_ID:
+        raise HTTPException(404, f"no run {text[:40]!r} recorded with this token")
+    return int(text)
+
+
 def _validated(model, body: Any):
     """``body`` as a ``model`` (pydantic), or 422 naming the first five fields at fault."""
     try:
@@ -78,8 +94,10 @@ class IngestApi:
     """The handlers, around the dashboard's store; one lock per run so that two requests for a run (a retry racing
     its first try) apply its records one after the other."""
 
-    def __init__(self, store: Store, *, logins=None, max_runs: int = 0) -> None:
+    def __init__(self, store: Store, boundary: Callable[[str], Boundary] | None = None, *, logins=None,
+                 max_runs: int = 0) -> None:
         self.store = store
+        self.boundary = boundary  # a login's boundary (grpo_core.access.boundary); None: not checked (tests)
         self.logins = logins  # LoginRegistry | None (no logins: tokens of the login "local")
         self.max_runs = max_runs
         self._locks: dict[int, threading.Lock] = {}
@@ -112,7 +130,10 @@ class IngestApi:
         create = _validated(CreateRun, body)
         try:
             # webhook_url is the dashboard's to set (a token holder's would make the server call any address)
-            config = parse_run_config({**create.config, "webhook_url": ""}, source="config").model_dump(mode="json")
+            config = parse_run_config({**create.config, "webhook_url": ""}, source="config")
+            if self.boundary is not None:  # what the login could launch: a stored config is resumed, cloned, exported
+                config = self.boundary(token.login).check_config(config)
+            config = config.model_dump(mode="json")
         except ConfigError as exc:
             raise HTTPException(422, str(exc)[:2000]) from exc
         provenance = dict(create.provenance)
@@ -173,11 +194,13 @@ class IngestApi:
         return {"cancel_requested": bool(run.cancel_requested), "status": run.status.value}
 
 
-def ingest_routes(store: Store, *, logins=None, max_runs: int = 0) -> list:
-    """The API's routes, to give Gradio's FastAPI app (``launch(app_kwargs={"routes": ...})``) ahead of its own;
+def ingest_routes(store: Store, boundary: Callable[[str], Boundary] | None = None, *, logins=None,
+                  max_runs: int = 0) -> list:
+    """The API's routes, to give Gradio's FastAPI app (``launch(app_kwargs={"routes": ...})``) ahead of its own.
+    ``boundary(login)``: what that login may make the server run or read; a run's config outside it is refused.
     ``logins`` (a :class:`grpo_core.access.auth_file.LoginRegistry`) says which tokens' logins are still live,
     ``max_runs`` how many runs a login may create (0: no limit)."""
-    api = IngestApi(store, logins=logins, max_runs=max_runs)
+    api = IngestApi(store, boundary, logins=logins, max_runs=max_runs)
     router = APIRouter(prefix="/api/v1")
 
     async def authenticated(request: Request) -> ApiTokenInfo:
@@ -190,20 +213,20 @@ def ingest_routes(store: Store, *, logins=None, max_runs: int = 0) -> list:
         return await run_in_threadpool(api.create, token, body)
 
     @router.post("/runs/{run_id}/batches")
-    async def post_batches(run_id: int, request: Request) -> dict[str, Any]:
+    async def post_batches(run_id: str, request: Request) -> dict[str, Any]:
         token = await authenticated(request)
         body = await _read_json(request)
-        return await run_in_threadpool(api.batches, token, run_id, body)
+        return await run_in_threadpool(api.batches, token, _run_id(run_id), body)
 
     @router.post("/runs/{run_id}/progress")
-    async def post_progress(run_id: int, request: Request) -> dict[str, Any]:
+    async def post_progress(run_id: str, request: Request) -> dict[str, Any]:
         token = await authenticated(request)
         body = await _read_json(request, limit=4096)
-        return await run_in_threadpool(api.progress, token, run_id, body)
+        return await run_in_threadpool(api.progress, token, _run_id(run_id), body)
 
     @router.get("/runs/{run_id}/control")
-    async def get_control(run_id: int, request: Request) -> dict[str, Any]:
+    async def get_control(run_id: str, request: Request) -> dict[str, Any]:
         token = await authenticated(request)
-        return await run_in_threadpool(api.control, token, run_id)
+        return await run_in_threadpool(api.control, token, _run_id(run_id))
 
     return list(router.routes)

@@ -302,7 +302,10 @@ def create_public_api(ctx: AppContext) -> None:
             "has_adapter": result.adapter is not None,
             "warnings": result.warnings(),
         }
-        return summary, str(result.bundle)
+        try:
+            return summary, ctx.offer(result.bundle, request)
+        except OSError as exc:
+            raise refused(f"export_run: {exc}") from None
 
     def merge(run_id: int | None, download: bool = True, request: gr.Request = None) -> tuple[dict[str, Any], str | None]:
         """Merge a finished run's LoRA adapter into its base model in a worker process (as the Export panel's merge
@@ -322,7 +325,10 @@ def create_public_api(ctx: AppContext) -> None:
             raise refused(f"merge_run: {exc}") from None
         summary = {"run_id": run.id, "folder": str(folder),
                    "files": sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())}
-        return summary, (str(bundle) if bundle is not None else None)
+        try:
+            return summary, ctx.offer(bundle, request)
+        except OSError as exc:
+            raise refused(f"merge_run: {exc}") from None
 
     def list_datasets() -> list:
         """Every dataset, newest first (a deleted one is left out: see ``delete_dataset``), with its ``owner``."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -194,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         from app.server import serve
 
         print(f"grpo-dashboard: data in {settings.data_dir}, store {redact_url(settings.db_url)}", flush=True)
-        serve(settings)
+        serve(settings, private_files=[args.auth_file or os.environ.get("GRPO_AUTH_FILE")])
         return 0
     if args.command == "auth":
         return run_auth_command(args)

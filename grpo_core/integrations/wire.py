@@ -11,7 +11,9 @@ Every request body is JSON, read at most :data:`MAX_BODY_BYTES`, and validated h
   answered). A record is a training step (:class:`StepRecord`: TRL's logged metrics and the step's groups, with
   advantages and token values) or the end of training (:class:`FinishRecord`).
 
-:func:`step_record` and :func:`groups_from_wire` convert between :class:`storage.GroupRecord` and the wire form.
+A run's config, its provenance and each group's extra columns are held to the bounds of config text
+(:data:`JSON_LIMITS`: size, values, nesting), counted before anything walks them; what breaks one is refused (422),
+never stored. :func:`step_record` and :func:`groups_from_wire` convert between :class:`storage.GroupRecord` and the wire form.
 Imports neither torch nor TRL (the web process validates with it).
 """
 
@@ -21,8 +23,9 @@ import math
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from grpo_core.bounded_parse import DEFAULT_LIMITS, ParseError, check_shape
 from grpo_core.tools.turns import MAX_MASK_SPANS, MAX_TURNS, clean_spans, clean_turns
 from storage import CompletionRecord, GroupRecord, TokenStats
 
@@ -39,8 +42,11 @@ MAX_TEXT = 1_000_000
 #: Most metric keys in one step, reward functions per completion.
 MAX_METRICS = 2000
 MAX_REWARDS = 64
+#: Bounds of a run's config, its provenance and a group's extra columns, each: those of config text
+#: (:data:`grpo_core.bounded_parse.DEFAULT_LIMITS`: 64 KB of JSON, 10,000 values, 32 levels).
+JSON_LIMITS = DEFAULT_LIMITS
 #: Largest JSON of a run's config, provenance or a group's extra columns, in characters.
-MAX_JSON_CHARS = 512 * 1024
+MAX_JSON_CHARS = JSON_LIMITS.max_bytes
 
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 Finite = Annotated[float, Field(allow_inf_nan=False)]
@@ -140,8 +146,8 @@ class CreateRun(_Strict):
 
     @field_validator("config", "provenance")
     @classmethod
-    def _bounded(cls, value: dict[str, Any]) -> dict[str, Any]:
-        _require_small(value, "the run's config or provenance")
+    def _bounded(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        _require_small(value, f"the run's {info.field_name}")
         return value
 
 
@@ -151,14 +157,16 @@ class Progress(_Strict):
 
 
 def _require_small(value: Any, what: str) -> None:
-    import json
+    """Refuse ``value`` beyond :data:`JSON_LIMITS` (counted without recursion first, so a value nested hundreds deep
+    is refused here, never stored to break a later listing).
 
+    Raises:
+        ValueError: the message names ``what`` and the limit.
+    """
     try:
-        size = len(json.dumps(value, allow_nan=True))
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{what} is not JSON: {exc}") from exc
-    if size > MAX_JSON_CHARS:
-        raise ValueError(f"{what} is {size} characters of JSON, over the limit of {MAX_JSON_CHARS}")
+        check_shape(value, what, JSON_LIMITS)
+    except ParseError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _finite_or_none(value: Any) -> float | None:

@@ -1,15 +1,16 @@
 """Prompts as the model gets them, and their lengths against its context, from the tokenizer files only.
 
 The web process may import this module: it reads a model folder's ``tokenizer_config.json`` (or
-``chat_template.jinja``), ``tokenizer.json`` and ``config.json`` with jinja2 and the ``tokenizers`` package, never
-transformers or torch.
+``chat_template.jinja``), ``tokenizer.json`` and ``config.json`` with the ``tokenizers`` package, never transformers
+or torch; chat templates are rendered in a bounded child process (:mod:`grpo_core.models.bounded_template`).
 
 * :func:`model_text_folder` finds the folder holding those files for a run's ``model`` field: a local folder as
   is; the packaged SmolLM2 GGUF's converted folder in the model cache (``<cache>/<gguf stem>-<sha256[:16]>``, as
   :func:`grpo_core.engine.policy_model.convert_gguf` names it), once converted; ``None`` otherwise (hub ids).
 * :func:`model_prompt_text` renders a prompt as TRL hands it to the model: a text prompt as is, a chat prompt
   through the model's chat template with the generation prompt added (transformers'
-  ``render_jinja_template``, in ``transformers/utils/chat_template_utils.py``, compiles the template the same way).
+  ``render_jinja_template``, in ``transformers/utils/chat_template_utils.py``, compiles the template the same way);
+  :func:`render_chat_prompts` renders many at once (one child).
 * :func:`check_prompt_lengths` counts every prompt's tokens (``add_special_tokens=False``, as TRL tokenizes the
   rendered prompts) and lists the rows whose prompt plus ``max_completion_length`` exceeds the model's
   ``max_position_embeddings``; :class:`PromptTooLongError` carries that list in its message.
@@ -20,11 +21,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from grpo_core.models import bounded_template
 from grpo_core.models.source import ModelSourceError, describe_model
 
 NAMED_LONGEST = 5
@@ -151,8 +151,9 @@ def read_model_text(folder: str | Path) -> ModelText:
     tokenizer_config = _read_json(folder / "tokenizer_config.json")
     template: Any = None
     jinja_file = folder / "chat_template.jinja"
-    if jinja_file.is_file():
-        template = jinja_file.read_text(encoding="utf-8")
+    if jinja_file.is_file():  # read no more than a template may be (a huge file is refused when rendered)
+        with open(jinja_file, encoding="utf-8", errors="replace") as handle:
+            template = handle.read(bounded_template.MAX_TEMPLATE_CHARS + 1)
     else:
         template = tokenizer_config.get("chat_template")
         if isinstance(template, list):
@@ -177,44 +178,31 @@ def read_model_text(folder: str | Path) -> ModelText:
 
 
 # -------------------------------------------------------------------------------------------- chat template
-@lru_cache(maxsize=16)
-def _compiled_template(template: str):
-    """The template compiled as transformers does: a sandboxed environment with ``trim_blocks``, ``lstrip_blocks``,
-    loop controls, a ``tojson`` that keeps non-ASCII, ``raise_exception`` and ``strftime_now``."""
-    import jinja2
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    def raise_exception(message: str):
-        raise jinja2.exceptions.TemplateError(message)
-
-    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
-    return env.from_string(template)
-
-
-def render_chat_prompt(messages: Sequence[Mapping[str, Any]], model_text: ModelText) -> str:
-    """``messages`` through the model's chat template, with the generation prompt added (as TRL renders a chat
-    prompt before generating).
+def render_chat_prompts(prompts: Sequence[Sequence[Mapping[str, Any]]], model_text: ModelText) -> list[str]:
+    """Each message list of ``prompts`` through the model's chat template, with the generation prompt added (as TRL
+    renders a chat prompt before generating), in a bounded child process
+    (:func:`grpo_core.models.bounded_template.render_chat_prompts`: a template is code a model folder brings).
 
     Raises:
-        ValueError: the model has no chat template, or the template refuses the messages (its message).
+        ValueError: the model has no chat template, the template cannot be rendered within its bounds, or it refuses
+            a prompt (its message).
     """
     if model_text.chat_template is None:
         raise ValueError(f"the model in {model_text.folder} has no chat template; use text prompts")
-    import jinja2
+    results = bounded_template.render_chat_prompts(model_text.chat_template, prompts, model_text.special_tokens)
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
+    return [str(result) for result in results]
 
-    try:
-        return _compiled_template(model_text.chat_template).render(
-            messages=[dict(m) for m in messages], add_generation_prompt=True, tools=None, documents=None,
-            **model_text.special_tokens,
-        )
-    except jinja2.TemplateError as exc:
-        raise ValueError(f"the model's chat template refused the prompt: {exc}") from exc
+
+def render_chat_prompt(messages: Sequence[Mapping[str, Any]], model_text: ModelText) -> str:
+    """One prompt through :func:`render_chat_prompts`.
+
+    Raises:
+        ValueError: as :func:`render_chat_prompts`.
+    """
+    return render_chat_prompts([messages], model_text)[0]
 
 
 def model_prompt_text(prompt: str | Sequence[Mapping[str, Any]], model_text: ModelText) -> str:
@@ -239,7 +227,7 @@ def preview_model_prompts(
         if isinstance(prompt, str):
             shown.append(prompt)
             continue
-        if model_text is not None and model_text.chat_template is not None:
+        if model_text is not None and model_text.chat_template is not None and note is None:
             try:
                 shown.append(render_chat_prompt(prompt, model_text))
                 continue
@@ -270,7 +258,9 @@ def check_prompt_lengths(
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(model_text.folder / "tokenizer.json"))
-    texts = [model_prompt_text(row["prompt"], model_text) for row in rows]
+    chats = [row["prompt"] for row in rows if not isinstance(row["prompt"], str)]
+    rendered = iter(render_chat_prompts(chats, model_text) if chats else [])
+    texts = [row["prompt"] if isinstance(row["prompt"], str) else next(rendered) for row in rows]
     counts = [len(encoding.ids) for encoding in tokenizer.encode_batch(texts, add_special_tokens=False)]
     ranked = sorted((PromptLength(i, n) for i, n in enumerate(counts)), key=lambda p: (-p.tokens, p.row_index))
     context = model_text.max_position_embeddings

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import shutil
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -74,6 +75,8 @@ class ConfigExport(NamedTuple):
     plugins: tuple[Path, ...] = ()
     #: plugin ``file.py`` targets whose file is gone: the YAML keeps them as stored and will not train elsewhere
     missing_plugins: tuple[str, ...] = ()
+    #: plugin files copied whose content differs from what the run's provenance recorded (:func:`changed_plugin_files`)
+    changed_plugins: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,12 +124,12 @@ def _prefix(run_id: int) -> str:
 PLUGINS_DIR_NAME = "plugins"
 
 
-def _copy_plugin_files(config: RunConfig, folder: Path) -> tuple[RunConfig, tuple[Path, ...], tuple[str, ...]]:
+def _copy_plugin_files(config: RunConfig, folder: Path) -> tuple[RunConfig, dict[Path, Path], tuple[str, ...]]:
     """``config`` with each plugin target's existing ``file.py`` copied into ``folder/plugins/`` and the target
     naming the copy relative to ``folder``; a file named by several rules is copied once, and two different files
     of the same name get ``-2``, ``-3``... A dotted module target, or a file that is gone, is left as stored (the
-    third item lists the latter's targets). The file is copied as it is now, which may differ from what the run
-    trained with."""
+    third item lists the latter's targets); the second is ``{source's real path: copy}``. The file is copied as it is
+    now, which may differ from what the run trained with."""
     copies: dict[Path, Path] = {}
     missing: list[str] = []
     specs = []
@@ -149,7 +152,7 @@ def _copy_plugin_files(config: RunConfig, folder: Path) -> tuple[RunConfig, tupl
             copies[source] = copy
         relative = copies[source].relative_to(folder).as_posix()
         specs.append(spec.model_copy(update={"params": {**spec.params, "target": f"{relative}:{function}"}}))
-    return config.model_copy(update={"rewards": specs}), tuple(copies.values()), tuple(missing)
+    return config.model_copy(update={"rewards": specs}), copies, tuple(missing)
 
 
 def export_config_yaml(
@@ -180,14 +183,14 @@ def export_config_yaml(
         copied = dest.with_name(f"{stem}-dataset{source.suffix or '.jsonl'}")
         shutil.copyfile(source, copied)
         config = config.model_copy(update={"dataset_id": None, "dataset_path": copied.name})
-    plugins: tuple[Path, ...] = ()
+    copies: dict[Path, Path] = {}
     missing: tuple[str, ...] = ()
     if copy_dataset:
-        config, plugins, missing = _copy_plugin_files(config, dest.parent)
-    changed = "".join(f"# plugin file changed since the run trained: {path} (copied as it is now)\n"
-                      for path in changed_plugin_files(run))
-    dest.write_text(provenance_comment(run.provenance) + changed + config.to_yaml(), encoding="utf-8")
-    return ConfigExport(dest, copied, plugins, missing)
+        config, copies, missing = _copy_plugin_files(config, dest.parent)
+    changed = changed_plugin_files(run, copies)
+    lines = "".join(f"# plugin file changed since the run trained: {path} (copied as it is now)\n" for path in changed)
+    dest.write_text(provenance_comment(run.provenance) + lines + config.to_yaml(), encoding="utf-8")
+    return ConfigExport(dest, copied, tuple(copies.values()), missing, changed)
 
 
 def provenance_comment(provenance: dict[str, Any] | None) -> str:
@@ -364,7 +367,7 @@ def export_run(store: Store, settings: Settings, run_id: int, *, now: datetime |
     prefix = _prefix(run.id)
     stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
     folder = _fresh_folder(exports_dir(settings), f"{prefix}-{stamp}")
-    config, dataset, plugins, missing_plugins = export_config_yaml(store, run, folder / f"{prefix}-config.yaml")
+    config, dataset, plugins, missing_plugins, changed = export_config_yaml(store, run, folder / f"{prefix}-config.yaml")
     provenance = export_provenance_json(run, folder / f"{prefix}-provenance.json")
     metrics = export_metrics_csv(store, run.id, folder / f"{prefix}-metrics.csv")
     groups = export_groups_parquet(store, run.id, folder / f"{prefix}-groups.parquet")
@@ -394,14 +397,25 @@ def export_run(store: Store, settings: Settings, run_id: int, *, now: datetime |
         provenance=provenance,
         plugins=plugins,
         missing_plugins=missing_plugins,
-        changed_plugins=changed_plugin_files(run),
+        changed_plugins=changed,
     )
 
 
-def changed_plugin_files(run: RunInfo) -> tuple[str, ...]:
-    """The plugin files of ``run`` whose sha256 now differs from the one its provenance recorded when it trained
-    (a file that is gone is :attr:`RunExport.missing_plugins`' business; a run recorded without plugin hashes, by an
-    older version, has none)."""
-    recorded = (run.provenance or {}).get("plugins") or {}
-    now = plugin_hashes([path for path in recorded if Path(path).is_file()])
-    return tuple(path for path, digest in now.items() if recorded.get(path) and digest != recorded[path])
+def changed_plugin_files(run: RunInfo, copies: Mapping[Path, Path]) -> tuple[str, ...]:
+    """The plugin files copied for the export (``{source's real path: copy}``, from the run's config, which the
+    caller's boundary has checked) whose sha256 differs from the one the run's provenance recorded when it trained.
+
+    Only the copies are hashed: a path the provenance alone names is never read, hashed or looked up (a provenance
+    comes from a worker or, over the ingest API, from any token holder), so the answer tells nothing of files the run
+    did not copy. A run recorded without plugin hashes (an older version) has none.
+    """
+    recorded = (run.provenance or {}).get("plugins") if isinstance(run.provenance, Mapping) else None
+    if not isinstance(recorded, Mapping) or not copies:
+        return ()
+    now = plugin_hashes([str(copy) for copy in copies.values()])
+    changed = []
+    for source, copy in copies.items():
+        digest = recorded.get(str(source))
+        if isinstance(digest, str) and digest and now.get(str(copy)) != digest:
+            changed.append(str(source))
+    return tuple(changed)

@@ -292,12 +292,13 @@ def test_serve_flags_reach_the_settings(tmp_path, monkeypatch):
     auth = tmp_path / "users.txt"
     auth.write_text("[admin] a:1\n[run-code] b:2\nc:3\n")
     seen = {}
-    monkeypatch.setattr("app.server.serve", lambda settings: seen.setdefault("settings", settings))
+    monkeypatch.setattr("app.server.serve", lambda settings, **kw: seen.update(settings=settings, **kw))
     for name in ("GRPO_PLUGIN_DIRS", "GRPO_PLUGIN_PACKAGES", "GRPO_ALLOW_REMOTE_CODE"):
         monkeypatch.delenv(name, raising=False)
     assert cli.main(["serve", "--data-dir", str(tmp_path / "data"), "--auth-file", str(auth), "--plugin-dir",
                      str(tmp_path / "plugins"), "--plugin-package", "math_verify", "--allow-remote-code"]) == 0
     settings = seen["settings"]
+    assert [str(p) for p in seen["private_files"]] == [str(auth)]  # Gradio is kept from the auth file
     assert settings.plugin_dirs == ((tmp_path / "plugins").resolve(),)
     assert settings.plugin_packages == ("math_verify",) and settings.allow_remote_code
     assert settings.code_runners == {"b"} and settings.admins == {"a"}

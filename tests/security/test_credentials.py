@@ -30,7 +30,7 @@ from tests.servers import serving
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = run_config_from_trainer({"num_generations": 2, "per_device_train_batch_size": 2, "beta": 0.0},
-                                 model="tiny", reward_names=["acc"], reward_weights=[1.0], max_steps=5)
+                                 model="HuggingFaceTB/SmolLM2-135M-Instruct", reward_names=["acc"], reward_weights=[1.0], max_steps=5)
 
 
 def _cli(*args: str, stdin: str = "", data_dir: Path | None = None) -> subprocess.CompletedProcess:

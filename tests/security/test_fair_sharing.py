@@ -23,7 +23,7 @@ from grpo_core.runs.script_runs import run_config_from_trainer
 EVIL = "^(a|aa)+$"  # backtracks about 1.6^n steps on "a" * n + "!" (the regex module stops it after its timeout)
 EVIL_TEXT = "a" * 40 + "!"
 CONFIG = run_config_from_trainer({"num_generations": 4, "per_device_train_batch_size": 4, "beta": 0.0},
-                                 model="tiny", reward_names=["acc"], reward_weights=[1.0], max_steps=5)
+                                 model="HuggingFaceTB/SmolLM2-135M-Instruct", reward_names=["acc"], reward_weights=[1.0], max_steps=5)
 
 
 def _group(index: int) -> dict:

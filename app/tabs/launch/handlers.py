@@ -134,7 +134,7 @@ def bench(ctx: AppContext, request: Any, values: Values) -> tuple[pd.DataFrame, 
         specs = boundary_of(ctx, request).check_rewards(specs)  # before any plugin is imported
     except ValueError as exc:
         return empty_frame(BENCH_HEADERS), f"❌ {exc}"
-    specs, opens_think = bench_specs(ctx, specs, values.get("model"), values.get("dataset_id"))
+    specs, opens_think = bench_specs(ctx, specs, values.get("model"), values.get("dataset_id"), request)
     try:
         # plugins are user code: scored in a child process, never in the web process
         with time_budget(BENCH_REGEX_BUDGET_S):  # users' regular expressions, in this process

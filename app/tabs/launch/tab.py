@@ -146,7 +146,12 @@ def create_launch_tab(
         sweep = create_sweep_panel(ctx, form, sync)
     bench_outputs = [parts["bench_table"], parts["bench_status"]]
     parts["bench_button"].click(fair_share(PREVIEW_SLOTS, on_bench), inputs=inputs(BENCH_FIELDS), outputs=bench_outputs)
-    parts["model"].change(lambda name: template_think_markdown(ctx, name), inputs=parts["model"],
+
+    def on_model(name: str, request: gr.Request):
+        """Inputs: the model field. Outputs: the chat template line (the login's boundary first)."""
+        return template_think_markdown(ctx, name, request)
+
+    parts["model"].change(on_model, inputs=parts["model"],
                           outputs=parts["template_line"], show_progress="hidden")
     parts["probe_button"].click(fair_share(PREVIEW_SLOTS, on_probe), inputs=inputs(PROBE_FIELDS), outputs=bench_outputs)
     parts["bench_row_pick"].click(on_pick_row, inputs=inputs(PICK_ROW_FIELDS),

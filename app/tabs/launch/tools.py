@@ -18,7 +18,8 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
-from app.context import AppContext
+from app.context import AppContext, boundary_of
+from grpo_core.access.boundary import BoundaryError
 from grpo_core.datasets.formats import read_normalized, read_normalized_row
 from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.datasets.rows import dataset_file
@@ -26,7 +27,12 @@ from grpo_core.preflight.job import PREFLIGHT_TIMEOUT_S, PreflightError, start_p
 from grpo_core.preflight.report import LEVEL_OK, LEVEL_PROBLEM, PreflightReport
 from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_coverage
 from grpo_core.rewards.hacking_probe import describe
-from grpo_core.rewards.template_tags import model_chat_template, resolve_for_model, template_opens_think
+from grpo_core.rewards.template_tags import (
+    model_chat_template,
+    resolve_for_model,
+    resolve_template_tags,
+    template_opens_think,
+)
 from grpo_core.run_config import RunConfig
 from grpo_core.runs.provenance import current_environment, describe_differences, plugin_files, provenance_differences
 from storage import RunInfo, StoreError
@@ -149,10 +155,16 @@ def stream_preflight(
         job.stop()
 
 
-def template_think_markdown(ctx: AppContext, model: str | None) -> str:
+def template_think_markdown(ctx: AppContext, model: str | None, request: object = None) -> str:
     """One line for the Launch tab: whether ``model``'s chat template opens ``<think>`` in the prompt, i.e. what a
-    format rule's ``template_opened_think: auto`` becomes (read from the template text on disk, never transformers)."""
-    template, specials = model_chat_template((model or "").strip(), ctx.settings.model_cache_dir)
+    format rule's ``template_opened_think: auto`` becomes (read from the template text on disk, never transformers,
+    rendered in a bounded child: :mod:`grpo_core.models.bounded_template`). A model folder the login may not name
+    (:mod:`grpo_core.access.boundary`) is not read: the line says so, the same whether the folder exists or not."""
+    try:
+        name = boundary_of(ctx, request).model((model or "").strip(), "model")
+    except BoundaryError as exc:
+        return f"Chat template: not read ({exc})."
+    template, specials = model_chat_template(name, ctx.settings.model_cache_dir)
     if template is None:
         return ("Chat template: not on disk yet (read at the run's start); format rules with "
                 "`template_opened_think: auto` follow it then.")
@@ -171,7 +183,8 @@ def _dataset_rows(ctx: AppContext, dataset_id: int | None) -> list[dict[str, Any
         return []
 
 
-def bench_specs(ctx: AppContext, specs: list[Any], model: str | None, dataset_id: int | None) -> tuple[list[Any], bool]:
+def bench_specs(ctx: AppContext, specs: list[Any], model: str | None, dataset_id: int | None,
+                request: object = None) -> tuple[list[Any], bool]:
     """``specs`` with ``template_opened_think: auto`` resolved as the run will (the model's template, the chosen
     dataset's prompt kind; chat prompts when no dataset is chosen), and whether the template opens ``<think>``."""
     rows: list[dict[str, Any]] = [{"prompt": []}]
@@ -180,7 +193,11 @@ def bench_specs(ctx: AppContext, specs: list[Any], model: str | None, dataset_id
             rows = [read_normalized_row(Path(ctx.store.get_dataset(int(dataset_id)).path), 0)]
         except (StoreError, IndexError, DatasetError, OSError, ValueError):
             pass
-    return resolve_for_model(specs, (model or "").strip(), rows, ctx.settings.model_cache_dir)
+    try:  # a model folder the login may not name is not read: its template counts as not opening <think>
+        name = boundary_of(ctx, request).model((model or "").strip(), "model")
+    except BoundaryError:
+        return resolve_template_tags(specs, False), False
+    return resolve_for_model(specs, name, rows, ctx.settings.model_cache_dir)
 
 
 def bench_coverage_markdown(ctx: AppContext, dataset_id: int | None, rules: list[str]) -> str:

@@ -61,9 +61,13 @@ def create_export_panel(ctx: AppContext, run_selector: gr.Dropdown) -> dict[str,
         note = "" if result.adapter is not None else " No adapter yet: the run has not finished training."
         text = f"Exported run #{result.run_id} to `{result.folder}`.{note}"
         text += "".join(f"\n\n⚠️ {warning}" for warning in result.warnings())
-        config_files = [str(p) for p in (result.config, result.dataset, *result.plugins) if p is not None]
-        adapter_file = str(result.adapter) if result.adapter is not None else None
-        return text, config_files, str(result.metrics), str(result.groups), adapter_file, str(result.bundle)
+        try:  # each file offered under a random folder Gradio may serve (app.served_files), never the data directory
+            config_files = [ctx.offer(p, request) for p in (result.config, result.dataset, *result.plugins)
+                            if p is not None]
+            offered = [ctx.offer(p, request) for p in (result.metrics, result.groups, result.adapter, result.bundle)]
+        except OSError as exc:
+            return f"Not exported: {exc}", None, None, None, None, None
+        return (text, config_files, *offered)
 
     def on_merge(run_id: int | None, request: gr.Request):
         """Inputs: selected run. Outputs: merge status (streamed: the worker's progress, then the folder)."""

@@ -126,7 +126,7 @@ def test_groups_parquet_of_a_run_without_groups_is_empty_but_readable(store, tmp
 
 
 def test_config_yaml_names_a_copy_of_the_uploaded_dataset(store, run, tmp_path):
-    path, copied, plugins, missing = export_config_yaml(store, run, tmp_path / "out" / "run-00001-config.yaml")
+    path, copied, plugins, missing, _changed = export_config_yaml(store, run, tmp_path / "out" / "run-00001-config.yaml")
     assert plugins == () and missing == ()
     assert copied == tmp_path / "out" / "run-00001-dataset.jsonl"
     assert copied.read_text() == Path(store.get_dataset(run.dataset_id).path).read_text()
@@ -137,7 +137,7 @@ def test_config_yaml_names_a_copy_of_the_uploaded_dataset(store, run, tmp_path):
 
 
 def test_config_yaml_without_the_dataset_copy_is_the_stored_config(store, run, tmp_path):
-    path, copied, _, _ = export_config_yaml(store, run, tmp_path / "c.yaml", copy_dataset=False)
+    path, copied, _, _, _ = export_config_yaml(store, run, tmp_path / "c.yaml", copy_dataset=False)
     assert copied is None
     assert load_run_config(path).dataset_id == run.config["dataset_id"]
 

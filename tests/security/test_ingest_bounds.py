@@ -1,0 +1,124 @@
+"""The ingest API's bodies are held to the bounds of config text, and to the login's boundary, before anything is
+stored; what a store gives back is read within bounds; a run id out of range is a 404. A served dashboard with
+three logins (tests/security/conftest.py), its tokens made on the page as a login makes them.
+
+Run against the code before the fix: a provenance nested 300 levels deep was stored, a run id of 2**70 answered
+500 and ``abc`` 422, a script run's config naming ``os:system`` was kept, and a value nested past the interpreter's
+limit, once stored, made ``list_runs`` fail for every login.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+
+import httpx
+import pytest
+
+from grpo_core.runs.script_runs import run_config_from_trainer
+from tests.security.conftest import SharedDashboard
+
+CONFIG = run_config_from_trainer({"num_generations": 2, "per_device_train_batch_size": 2}, model="org/tiny-model",
+                                 reward_names=["acc"], reward_weights=[1.0], max_steps=3)
+
+
+def _deep(levels: int, leaf: object = "x") -> dict:
+    value: object = leaf
+    for _ in range(levels):
+        value = {"a": value}
+    return value  # type: ignore[return-value]
+
+
+@pytest.fixture(scope="module")
+def api(shared_dashboard: SharedDashboard):
+    """``{user: httpx client with that login's fresh API token}`` for alice and bob."""
+    clients = {}
+    for user in ("alice", "bob"):
+        shown = shared_dashboard.ui(user, "token-create", {"token-name": "bounds"})[0]
+        token = re.search(r'<pre id="token-value">([^<]+)</pre>', shown).group(1)
+        clients[user] = httpx.Client(base_url=shared_dashboard.url.rstrip("/"), timeout=60,
+                                     headers={"Authorization": f"Bearer {token}"})
+    return clients
+
+
+def _create(client: httpx.Client, key: str, **fields) -> httpx.Response:
+    return client.post("/api/v1/runs", json={"client_key": key, "name": "bounds", "config": CONFIG, **fields})
+
+
+def _step(seq: int, extra: dict) -> dict:
+    completion = {"index": 0, "text": "4", "rewards": {"acc": 1.0}, "total_reward": 1.0, "advantage": 0.0}
+    return {"seq": seq, "kind": "step", "step": seq, "wall_time": 1.0, "metrics": {"reward": 1.0},
+            "groups": [{"split": "train", "groups": [{"row_index": 0, "prompt": "2+2?", "extra": extra,
+                                                      "completions": [completion]}]}]}
+
+
+def _run_count(dash: SharedDashboard) -> int:
+    return len(dash.client("admin").predict(api_name="/list_runs"))
+
+
+def test_ingest_bodies_past_the_config_bounds_are_refused_and_never_stored(shared_dashboard, api):
+    dash, alice = shared_dashboard, api["alice"]
+    before = _run_count(dash)
+    many = {f"k{i}": i for i in range(10_001)}
+    large = {"text": "x" * (65 * 1024)}
+    for i, provenance in enumerate((_deep(300), _deep(33), many, large, {"list": [_deep(40)]})):
+        answer = _create(alice, f"bounds-prov-{i}", provenance=provenance)
+        assert answer.status_code == 422, (i, answer.text[:300])
+        assert "provenance" in answer.text and re.search(r"deeper than 32|10,000 values|over the limit", answer.text)
+    answer = _create(alice, "bounds-config", config={**CONFIG, "trl_args": {"generation_kwargs": _deep(300)}})
+    assert answer.status_code == 422 and "config" in answer.text, answer.text[:300]
+    assert _run_count(dash) == before
+    run_id = _create(alice, "bounds-ok", provenance={"host": "node-1"}).json()["run_id"]
+    for i, extra in enumerate((_deep(300), many, large)):
+        answer = alice.post(f"/api/v1/runs/{run_id}/batches", json={"records": [_step(1, extra)]})
+        assert answer.status_code == 422 and "extra columns" in answer.text, (i, answer.text[:300])
+    assert dash.client("alice").predict(run_id=run_id, api_name="/run_groups") == []
+    for user in ("admin", "alice", "bob"):  # every login still lists every run
+        assert any(run["id"] == run_id for run in dash.client(user).predict(api_name="/list_runs"))
+
+
+def test_a_deep_value_stored_earlier_breaks_no_listing(shared_dashboard, api):
+    dash, alice = shared_dashboard, api["alice"]
+    run_id = _create(alice, "bounds-earlier").json()["run_id"]
+    answer = alice.post(f"/api/v1/runs/{run_id}/batches", json={"records": [_step(1, {"answer": "4"})]})
+    assert answer.status_code == 200, answer.text
+    # what an older version let in, written as it would lie in the store: nested 300 and 5,000 levels deep
+    with sqlite3.connect(dash.data_dir / "grpo.db") as db:
+        db.execute("UPDATE runs SET provenance = ? WHERE id = ?", (json.dumps(_deep(300)), run_id))
+        db.execute("UPDATE groups SET extra = ? WHERE run_id = ?", ("[" * 5000 + "]" * 5000, run_id))
+    for user in ("admin", "alice", "bob"):
+        runs = dash.client(user).predict(api_name="/list_runs")
+        assert any(run["id"] == run_id for run in runs), user
+    groups = dash.client("bob").predict(run_id=run_id, api_name="/run_groups")
+    assert len(groups) == 1 and groups[0]["completions"][0]["text"] == "4"
+    with sqlite3.connect(dash.data_dir / "grpo.db") as db:
+        db.execute("UPDATE runs SET provenance = ? WHERE id = ?", ("[" * 5000 + "]" * 5000, run_id))
+    assert any(run["id"] == run_id for run in dash.client("bob").predict(api_name="/list_runs"))
+
+
+@pytest.mark.parametrize("run_id", [str(2**70), str(2**63), "-1", "0", "abc", "1.5", "１"])
+def test_a_run_id_out_of_range_is_not_found(shared_dashboard, api, run_id):
+    alice = api["alice"]
+    answers = [alice.post(f"/api/v1/runs/{run_id}/batches", json={"records": [_step(1, {})]}),
+               alice.post(f"/api/v1/runs/{run_id}/progress", json={"step": 1}),
+               alice.get(f"/api/v1/runs/{run_id}/control")]
+    assert [a.status_code for a in answers] == [404, 404, 404], [a.text[:200] for a in answers]
+    for endpoint in ("/run_metrics", "/run_groups", "/export_run"):
+        with pytest.raises(Exception, match="no run"):
+            shared_dashboard.client("bob").predict(run_id=2**70, api_name=endpoint)
+
+
+def test_an_ingest_config_beyond_the_logins_boundary_is_not_kept(shared_dashboard, api, tmp_path):
+    dash, bob = shared_dashboard, api["bob"]
+    before = _run_count(dash)
+    refused = [
+        {**CONFIG, "rewards": [{"rule": "plugin", "params": {"target": "os:system"}}]},
+        {**CONFIG, "dataset_path": str(dash.outside / "secret.jsonl")},
+        {**CONFIG, "model": str(dash.outside)},
+        {**CONFIG, "trl_args": {"model_init_kwargs": {"trust_remote_code": True}}},
+    ]
+    for i, config in enumerate(refused):
+        answer = _create(bob, f"bounds-boundary-{i}", config=config)
+        assert answer.status_code == 422, (i, answer.text[:300])
+    assert _run_count(dash) == before
