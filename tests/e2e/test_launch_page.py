@@ -47,12 +47,12 @@ def test_the_form_shows_what_applies_and_cuts_no_label(page):  # noqa: F811
             expect(page.locator(f"#hp-{field}")).to_be_hidden()
     for field in ("vllm_mode", "vllm_gpu_memory_utilization", "vllm_tensor_parallel_size"):
         expect(page.locator(f"#hp-{field}")).to_be_hidden()  # vLLM generation is off
-    page.get_by_text("GRPO variants, sampling, eval split, trackers").click()
+    page.get_by_text("Sampling, eval split, trackers").click()
     expect(page.locator("#hp-mask_truncated_completions")).to_be_visible()
     page.wait_for_timeout(500)
     assert page.evaluate(CUT_TEXT_JS, "#tab-launch") == []
     height = page.evaluate("() => document.documentElement.scrollHeight")
-    page.get_by_text("GRPO variants, sampling, eval split, trackers").click()
+    page.get_by_text("Sampling, eval split, trackers").click()
     assert height < 2400, height
 
 
