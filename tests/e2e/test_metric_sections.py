@@ -47,14 +47,14 @@ def keys_run(server):  # noqa: F811 - the imported fixture
         store.close()
 
 
-def _section_panels(page, section: str) -> list[str]:
+def _section_panels(page, section: str) -> list[str]:  # noqa: F811 - a page, not the fixture
     return page.evaluate(
         f"""() => {{ const d = document.querySelector('#runs-section-plot-{section} .js-plotly-plot');
         return d && d.layout && d.layout.meta ? d.layout.meta.panels : null; }}"""
     )
 
 
-def _open(page, section: str) -> None:
+def _open(page, section: str) -> None:  # noqa: F811
     page.locator(f"#runs-section-{section} button").first.click()
 
 
