@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 from grpo_core.run_config import RunConfig
-from storage import RunStatus, Store, sqlite_url
+from storage import CompletionRecord, GroupRecord, RunStatus, Store, sqlite_url
 from tests.e2e.test_dashboard import browser, page, pick, server  # noqa: F401 - fixtures used by name
 from tests.store_helpers import record_metrics
 
@@ -42,6 +42,12 @@ def keys_run(server):  # noqa: F811 - the imported fixture
             values = {"reward": 0.1 * step, "kl": 0.01, "loss": 0.02}
             values.update({key: 0.05 * step for keys in SECTION_KEYS.values() for key in keys})
             record_metrics(store, run.id, step, values, wall_time=time.time() - 600 + step)
+        # step 2's group as the recorder stores a plugin's log_extra column (grpo_core.worker.group_capture)
+        completions = [CompletionRecord(index=i, text=f"answer {i}", rewards={"judge": float(i % 2)},
+                                        total_reward=float(i % 2), advantage=i % 2 - 0.5) for i in range(2)]
+        store.record_groups(run.id, 2, [GroupRecord(step=2, row_index=0, prompt="judged prompt", completions=completions,
+                                                    extra={"reward_columns": {"0": {"verdict": "<i>too short</i>"},
+                                                                              "1": {"verdict": "fine"}}})])
         yield store, run.id
     finally:
         store.close()
@@ -106,3 +112,15 @@ def test_every_key_is_charted_in_its_section(page, keys_run):  # noqa: F811
         " return d && d.layout.meta.panels.length === 1 && d.layout.meta.panels[0] === 'clip_ratio/high_mean'; }"
     )
     store.finish_run(run_id, RunStatus.COMPLETED)
+
+
+def test_a_plugins_log_extra_column_is_shown_on_its_completion_in_inspect(page, server, keys_run):  # noqa: F811
+    _store, run_id = keys_run
+    page.goto(f"{server['url']}?run={run_id}&step=2&tab=inspect")
+    expect(page.get_by_role("tab", name="Inspect")).to_have_attribute("aria-selected", "true")
+    groups = page.locator("#inspect-groups")
+    expect(groups).to_contain_text("judged prompt")
+    rows = groups.locator("tr.grpo-logged")
+    expect(rows).to_have_count(2)
+    expect(groups).to_contain_text("<i>too short</i>")  # shown as text, never as markup
+    assert groups.locator("i", has_text="too short").count() == 0
