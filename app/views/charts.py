@@ -9,6 +9,7 @@ buckets' min/max drawn as a band around the line, so the overview keeps the extr
 from __future__ import annotations
 
 import bisect
+import html
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -248,6 +249,7 @@ def _add_key_traces(figure: go.Figure, series: MetricSeries, key: str, *, row: i
     name = {"reward": "reward (weighted total)", "eval_reward": "eval_reward (held-out rows)"}.get(key, key)
     if run_label is not None:
         name = run_label if key == "reward" else f"{run_label} {name}"
+    name = html.escape(name, quote=False)  # plotly.js reads tags in names; a key or a run name is recorded input
     cleaned = _clean(values)
     x = x_values(steps, series.wall, options.x_axis)
     if key in series.envelope and options.x_axis == "step" and not options.smoothing:

@@ -14,6 +14,7 @@ costs the first chart no more than one with 8.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -96,8 +97,10 @@ def group_keys(keys: Iterable[str]) -> dict[str, list[str]]:
 
 
 def section_panels(keys: Sequence[str]) -> list[tuple[str, tuple[str, ...]]]:
-    """The panels of a section other than the overview: one per key, titled by the key (TRL's name)."""
-    return [(key, (key,)) for key in keys]
+    """The panels of a section other than the overview: one per key, titled by the key (TRL's name), its ``<``, ``>``
+    and ``&`` escaped: plotly.js reads a subset of HTML in titles (``<a href>``, ``<b>``), and a key is whatever a
+    script or the ingest API recorded."""
+    return [(html.escape(key, quote=False), (key,)) for key in keys]
 
 
 def matches(key: str, search: str) -> bool:

@@ -100,3 +100,16 @@ def test_a_section_reads_its_keys_history_only_when_drawn(store, monkeypatch):
     reads.clear()
     section_figure(ctx, run, series, ["grad_norm"], ChartOptions(), {})
     assert reads == []  # read once
+
+
+def test_a_key_is_drawn_as_text_never_as_plotly_markup():
+    from app.views.charts import MetricSeries, training_figure
+    from app.views.metric_sections import section_panels
+
+    key = '<a href="javascript:alert(1)">x</a>&<b>'
+    series = MetricSeries(run_id=1)
+    series.extend_rows([(1, key, 1.0, 0.0), (2, key, 2.0, 1.0)])
+    figure = training_figure(series, "run", None, panels=section_panels([key]))
+    titles = [a.text for a in figure.layout.annotations]
+    assert titles == ['&lt;a href="javascript:alert(1)"&gt;x&lt;/a&gt;&amp;&lt;b&gt;']
+    assert [t.name for t in figure.data] == [titles[0]] and list(figure.data[0].y) == [1.0, 2.0]
