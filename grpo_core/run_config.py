@@ -10,14 +10,23 @@ the worker side (:mod:`grpo_core.worker.trl_args`).
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from grpo_core.bounded_parse import dump_yaml, load_yaml
 from grpo_core.rewards.compose import RewardSpec
-from grpo_core.trl_fields import CHOICE_FIELDS, check_choice, trl_field
+from grpo_core.trl_fields import check_choice, trl_field
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 #: A completion that is just a (signed, maybe decimal) number, with an optional final period.
@@ -35,6 +44,19 @@ def _default_rewards() -> list[RewardSpec]:
         RewardSpec(rule="numeric_answer", weight=1.0),
         RewardSpec(rule="format_regex", weight=0.5, params={"pattern": NUMBER_ONLY_PATTERN}),
     ]
+
+
+def _choice(name: str) -> Any:
+    """A text field of TRL's that takes one of the values TRL documents (the snapshot's choices), checked wherever
+    the field's type is (a whole config, a sweep's values): a clear error naming them otherwise."""
+    return Annotated[str, AfterValidator(partial(check_choice, name))]
+
+
+LossType = _choice("loss_type")
+ScaleRewards = _choice("scale_rewards")
+Aggregation = _choice("multi_objective_aggregation")
+SamplingLevel = _choice("importance_sampling_level")
+VllmSamplingMode = _choice("vllm_importance_sampling_mode")
 
 
 def _trl(name: str, **constraints: Any) -> Any:
@@ -86,8 +108,8 @@ class RunConfig(BaseModel):
     beta: float = Field(0.02, ge=0, description="KL penalty coefficient against the reference model.")
     epsilon: float = Field(0.2, gt=0, description="PPO-style clipping range of the importance ratio.")
     num_iterations: int = Field(1, ge=1, description="Optimisation passes per generated batch (mu in the paper).")
-    loss_type: str = _trl("loss_type")
-    scale_rewards: str = _trl("scale_rewards")
+    loss_type: LossType = _trl("loss_type")
+    scale_rewards: ScaleRewards = _trl("scale_rewards")
     max_steps: int = Field(60, ge=1, description="Optimizer steps to train.")
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
@@ -95,14 +117,14 @@ class RunConfig(BaseModel):
     gradient_checkpointing: bool = Field(False, description="Trade compute for memory.")
 
     # what GRPO users tune today (TRL's GRPOConfig fields of the same names)
-    multi_objective_aggregation: str = _trl("multi_objective_aggregation")
+    multi_objective_aggregation: Aggregation = _trl("multi_objective_aggregation")
     mask_truncated_completions: bool = Field(
         False, description="Leave completions cut at max_completion_length out of the loss (DAPO)."
     )
     epsilon_high: float | None = Field(
         None, gt=0, description="Upper clipping bound of the importance ratio (DAPO clip-higher); empty = epsilon."
     )
-    importance_sampling_level: str = _trl("importance_sampling_level")
+    importance_sampling_level: SamplingLevel = _trl("importance_sampling_level")
     delta: float | None = _trl("delta", gt=0)
     # TRL 1.16's entropy terms, off-policy masking, SAPO/VESPO and vLLM importance sampling (the form's GRPO headings,
     # grpo_core.trl_fields.GRPO_SECTIONS): TRL's names, defaults and help text
@@ -122,7 +144,7 @@ class RunConfig(BaseModel):
     vespo_k_neg: float = _trl("vespo_k_neg")
     vespo_lambda_neg: float = _trl("vespo_lambda_neg")
     vllm_importance_sampling_correction: bool = _trl("vllm_importance_sampling_correction")
-    vllm_importance_sampling_mode: str = _trl("vllm_importance_sampling_mode")
+    vllm_importance_sampling_mode: VllmSamplingMode = _trl("vllm_importance_sampling_mode")
     vllm_importance_sampling_clip_min: float | None = _trl("vllm_importance_sampling_clip_min", ge=0)
     vllm_importance_sampling_clip_max: float | None = _trl("vllm_importance_sampling_clip_max", gt=0)
     steps_per_generation: int | None = Field(
@@ -235,12 +257,6 @@ class RunConfig(BaseModel):
         from grpo_core.trl_fields import check_trl_args
 
         return check_trl_args(value, cls.model_fields)
-
-    @field_validator(*CHOICE_FIELDS)
-    @classmethod
-    def _trl_choice(cls, value: str, info: Any) -> str:
-        """One of the values TRL documents for the field (the snapshot's choices), else a clear error."""
-        return check_choice(info.field_name, value)
 
     @model_validator(mode="after")
     def _trl_combinations(self) -> RunConfig:
