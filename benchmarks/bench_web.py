@@ -1,7 +1,8 @@
 """The web process: time from ``python -m app serve`` to the first HTTP 200, and its resident memory with a run open.
 
-Prepares a data directory holding one finished synthetic run (``--steps`` steps of 30 metrics, 2 groups of 4
-completions per step), then starts the dashboard ``--starts`` times (default 3) and reports the median time from
+Prepares a data directory holding one finished synthetic run (``--steps`` steps of ``--keys`` metrics: TRL 1.16's
+GRPO keys, then the user's own up to that count; 2 groups of 4 completions per step; ``--scale 10`` multiplies the
+steps, the issue's 10x case is ``--steps 500 --scale 10 --keys 200``), then starts the dashboard ``--starts`` times (default 3) and reports the median time from
 process start to the first ``200`` on ``/``. On the last start it opens the run in headless Chromium
 (``/usr/bin/chromium`` via Playwright; ``--no-browser`` uses plain HTTP only): the Runs tab with its charts for a few
 refresh ticks, then the Inspect tab, and reports the time from a click on the Runs tab to its first chart drawn and
@@ -12,7 +13,17 @@ never load torch. Goals: start < 5 s, RSS < 400 MB. Nothing is asserted; the tab
 What it leaves out: a cold disk cache (the first start after boot also reads the Python packages from disk), a
 run still training, and many pages at once.
 
-Usage: ``python benchmarks/bench_web.py [--starts 3] [--steps 500] [--no-browser]``
+With a browser it also times opening a metric section (the accordion of ``grad_norm``, ``learning_rate``, ... and
+the one of the user's own keys, at most 48 charts): its keys' histories are read only then.
+
+``--trackio``: the same metrics (same keys, steps and values) are also written into a trackio project (its own
+``SQLiteStorage.bulk_log``, in a temporary ``TRACKIO_DIR``), ``trackio show`` serves it, and its link
+(``?project=bench-web``) is timed in the same Chromium to its first chart drawn (a ``.plot canvas`` of its vega
+line plots), beside our link. trackio is installed for the benchmark only (``pip install trackio``); it is not a
+dependency of the product.
+
+Usage: ``python benchmarks/bench_web.py [--starts 3] [--steps 500] [--scale 1] [--keys 30] [--trackio]
+[--no-browser]``
 """
 
 from __future__ import annotations
@@ -40,9 +51,22 @@ GOAL_START_S = 5.0
 GOAL_RSS_MB = 400.0
 GOAL_CHART_S = 1.0
 CHROMIUM = "/usr/bin/chromium"
-KEYS = ["reward", "reward_std", "kl", "loss", "entropy", "completions/mean_length", "completions/clipped_ratio",
-        "frac_reward_zero_std", "rewards/numeric_answer/mean", "rewards/format_regex/mean", "grad_norm",
-        "learning_rate", "num_tokens", "step_time"] + [f"extra/{i}" for i in range(16)]
+#: What TRL 1.16's GRPOTrainer logs on a CPU run with two reward functions (grpo_trainer.py's ``_metrics``), plus the
+#: trainer's own; :func:`metric_keys` adds the user's keys past these.
+TRL_KEYS = [
+    "reward", "reward_std", "kl", "loss", "entropy", "completions/mean_length", "completions/clipped_ratio",
+    "frac_reward_zero_std", "rewards/numeric_answer/mean", "rewards/numeric_answer/std", "rewards/format_regex/mean",
+    "rewards/format_regex/std", "grad_norm", "learning_rate", "num_tokens", "step_time", "epoch",
+    "completions/min_length", "completions/max_length", "completions/mean_terminated_length",
+    "completions/min_terminated_length", "completions/max_terminated_length", "clip_ratio/low_mean",
+    "clip_ratio/low_min", "clip_ratio/high_mean", "clip_ratio/high_max", "clip_ratio/region_mean",
+    "sampling/importance_sampling_ratio/mean", "sampling/sampling_logp_difference/mean", "tools/call_frequency",
+]
+
+
+def metric_keys(count: int) -> list[str]:
+    """``count`` metric keys: TRL's (:data:`TRL_KEYS`), then ``custom/metric_<i>`` (a script's own)."""
+    return (TRL_KEYS + [f"custom/metric_{i}" for i in range(max(0, count - len(TRL_KEYS)))])[:count]
 
 
 def _free_port() -> int:
@@ -51,14 +75,18 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def prepare(data_dir: Path, steps: int) -> str:
-    """A store with one completed synthetic run; returns its dropdown label."""
+def prepare(data_dir: Path, steps: int, keys: list[str]) -> str:
+    """A store with one completed synthetic run of ``steps`` steps of ``keys``; returns its dropdown label. The
+    metrics go in through ``Store.record_metric_steps`` (the recorder's path, so the downsampled history is filled as
+    a run fills it), 100 steps a call."""
     rng = random.Random(0)
     store = Store(sqlite_url(data_dir / "grpo.db"))
     run = store.create_run(name="bench-web", config={"max_steps": steps}, dataset_id=None, max_steps=steps)
     store.claim_run(run.id)
+    for first in range(1, steps + 1, 100):
+        chunk = range(first, min(steps, first + 99) + 1)
+        store.record_metric_steps(run.id, [(step, {k: rng.random() for k in keys}, time.time()) for step in chunk])
     for step in range(1, steps + 1):
-        store.record_metric_steps(run.id, [(step, {k: rng.random() for k in KEYS}, time.time())])
         groups = [
             GroupRecord(step=step, row_index=rng.randrange(400), prompt=f"What is {step} + {g}?", completions=[
                 CompletionRecord(index=i, text=f"{step + g + i}", rewards={"numeric_answer": float(i == 0)},
@@ -72,6 +100,106 @@ def prepare(data_dir: Path, steps: int) -> str:
     label = f"#{run.id} bench-web"
     store.close()
     return label
+
+
+#: Written into a trackio project by a child process (``TRACKIO_DIR`` is read when trackio is imported).
+TRACKIO_WRITER = """
+import random, sys
+from trackio.sqlite_storage import SQLiteStorage
+steps, keys = int(sys.argv[1]), sys.argv[2].split(",")
+rng = random.Random(0)
+for first in range(1, steps + 1, 500):
+    chunk = list(range(first, min(steps, first + 499) + 1))
+    SQLiteStorage.bulk_log("bench-web", "bench-web", [{k: rng.random() for k in keys} for _ in chunk], steps=chunk)
+"""
+#: True once trackio's page has drawn a line plot (vega renders to a canvas inside ``.plot``).
+TRACKIO_DRAWN = "() => { const c = document.querySelector('.plot canvas');" \
+                " return !!(c && c.width > 0 && c.height > 0); }"
+
+
+def start_trackio(tmp: Path, steps: int, keys: list[str], timeout_s: float = 300) -> tuple[subprocess.Popen, str]:
+    """Write the run's metrics into a trackio project under ``tmp`` and serve it with ``trackio show``; returns the
+    server process and the link to the project."""
+    env = {**os.environ, "TRACKIO_DIR": str(tmp / "trackio"), "GRADIO_ANALYTICS_ENABLED": "False"}
+    subprocess.run([sys.executable, "-c", TRACKIO_WRITER, str(steps), ",".join(keys)], env=env, check=True,
+                   timeout=timeout_s)
+    port = _free_port()
+    with open(tmp / "trackio.log", "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-c", "from trackio.cli import main; main()", "show", "--project", "bench-web"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**env, "GRADIO_SERVER_PORT": str(port)},
+        )
+    url = f"http://127.0.0.1:{port}/"
+    started = time.perf_counter()
+    while time.perf_counter() - started < 120:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return process, url + "?project=bench-web"
+        except OSError:
+            time.sleep(0.2)
+    stop_server(process)
+    raise RuntimeError("trackio did not answer:\n" + (tmp / "trackio.log").read_text()[-2000:])
+
+
+def time_links(ours: str, theirs: str, tries: int = 3) -> tuple[list[float], list[float]]:
+    """Seconds from opening each link in a fresh Chromium page to its first chart drawn, ours and trackio's taken in
+    turn (so a change of load hits both alike)."""
+    from playwright.sync_api import sync_playwright
+
+    mine, trackio = [], []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        for _ in range(tries):
+            for url, drawn, out in ((ours, CHART_DRAWN, mine), (theirs, TRACKIO_DRAWN, trackio)):
+                page = browser.new_page(viewport={"width": 1440, "height": 900})
+                started = time.perf_counter()
+                page.goto(url)
+                try:
+                    page.wait_for_function(drawn, polling=20, timeout=60_000)
+                    out.append(time.perf_counter() - started)
+                except Exception:  # noqa: BLE001 - never drawn: reported as such
+                    out.append(float("inf"))
+                page.close()
+        browser.close()
+    return mine, trackio
+
+
+def time_server_work(data_dir: Path, repeats: int = 10) -> dict[str, tuple[float, float]]:
+    """The web process's own work for the Runs tab, in this process on the prepared store, ``repeats`` times each:
+    the first chart (``refresh_series`` on a fresh page: the overview's downsampled history and the run's key list,
+    then ``training_figure`` serialised as Gradio sends it) and the opening of the largest section (its keys'
+    histories read, then its figure). Returns ``name -> (median wall ms, median CPU ms)``: the CPU time is this
+    process's own, so it holds on a loaded machine where the wall time does not."""
+    from types import SimpleNamespace
+
+    from app.tabs.runs.sections import drawn_keys, section_figure, section_keys
+    from app.tabs.runs.tab import refresh_series
+    from app.views.chart_options import ChartOptions
+    from app.views.charts import training_figure
+
+    store = Store(sqlite_url(data_dir / "grpo.db"))
+    ctx, run = SimpleNamespace(store=store), store.list_runs()[0]
+    times: dict[str, list[tuple[float, float]]] = {"first chart": [], "largest section opened": []}
+    try:
+        for _ in range(repeats):
+            wall, cpu = time.perf_counter(), time.process_time()
+            series, _ = refresh_series(ctx, run.id, None)
+            training_figure(series, f"#{run.id} {run.name}", None).to_json()
+            times["first chart"].append((time.perf_counter() - wall, time.process_time() - cpu))
+            grouped = section_keys(series)
+            largest = max((k for k in grouped if k != "overview"), key=lambda k: len(grouped[k]))
+            wall, cpu = time.perf_counter(), time.process_time()
+            keys = drawn_keys(grouped[largest], ChartOptions())
+            section_figure(ctx, run, series, keys, ChartOptions(), {}).to_json()
+            times["largest section opened"].append((time.perf_counter() - wall, time.process_time() - cpu))
+            times.setdefault(f"(largest section: {largest}, {len(keys)} of {len(grouped[largest])} charts)", [])
+    finally:
+        store.close()
+    return {name: (statistics.median(w for w, _ in values) * 1000 if values else 0.0,
+                   statistics.median(c for _, c in values) * 1000 if values else 0.0)
+            for name, values in times.items()}
 
 
 def start_server(data_dir: Path, port: int, log_path: Path, timeout_s: float = 120) -> tuple[subprocess.Popen, float]:
@@ -140,7 +268,7 @@ def _time_chart(browser, url: str, tries: int) -> tuple[list[float], list[float]
         page = browser.new_page(viewport={"width": 1440, "height": 900})
         page.set_default_timeout(60_000)
         page.goto(url)
-        expect(page.get_by_role("tab", name="Runs")).to_be_visible()
+        expect(page.get_by_role("tab", name="Runs")).to_be_visible(timeout=60_000)
         page.wait_for_timeout(1500)  # the page settled: what remains is the tab's own work
         started = time.perf_counter()
         page.get_by_role("tab", name="Runs").click()
@@ -159,7 +287,27 @@ def _time_chart(browser, url: str, tries: int) -> tuple[list[float], list[float]
     return tab_click, deep_link
 
 
-def browse(url: str, label: str, watch_s: float, tries: int = 3) -> tuple[str, list[float], list[float]]:
+def _section_drawn(section: str) -> str:
+    return (f"() => {{ const d = document.querySelector('#runs-section-plot-{section} .js-plotly-plot');"
+            " return !!(d && d._fullData && d._fullData.some(t => t.x && t.x.length > 0)); }")
+
+
+def _time_sections(page, sections: tuple[str, ...] = ("policy", "custom")) -> dict[str, float]:
+    """Seconds from a click on each section's heading (the Runs tab open, its chart drawn) to its charts drawn."""
+    timings = {}
+    for section in sections:
+        heading = page.locator(f"#runs-section-{section} button").first
+        if not heading.is_visible():
+            continue
+        heading.scroll_into_view_if_needed()
+        started = time.perf_counter()
+        heading.click()
+        page.wait_for_function(_section_drawn(section), polling=20, timeout=60_000)
+        timings[section] = time.perf_counter() - started
+    return timings
+
+
+def browse(url: str, label: str, watch_s: float, tries: int = 3) -> tuple[str, list[float], list[float], dict]:
     """Time the first chart (:func:`_time_chart`), then open the run's charts and groups in headless Chromium;
     returns what was done and the timings."""
     from playwright.sync_api import sync_playwright
@@ -173,27 +321,35 @@ def browse(url: str, label: str, watch_s: float, tries: int = 3) -> tuple[str, l
         page.get_by_role("tab", name="Runs").click()
         page.locator("#runs-plot .js-plotly-plot").wait_for()
         page.wait_for_timeout(watch_s * 1000)  # a few refresh ticks
+        sections = _time_sections(page)
         page.get_by_role("tab", name="Inspect").click()
         page.locator("#inspect-run input").click()
         page.get_by_role("option", name=label).first.click()
         page.locator("#inspect-summary").get_by_text("groups").wait_for()
         groups = page.locator("#inspect-groups .grpo-group").count()
         browser.close()
-    return f"Runs tab charts + Inspect ({groups} groups shown) in Chromium", tab_click, deep_link
+    return f"Runs tab charts + Inspect ({groups} groups shown) in Chromium", tab_click, deep_link, sections
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--starts", type=int, default=3, help="server starts timed (median reported)")
-    parser.add_argument("--steps", type=int, default=500, help="steps of the synthetic run")
+    parser.add_argument("--steps", type=int, default=500, help="steps of the synthetic run (before --scale)")
+    parser.add_argument("--scale", type=int, default=1, help="multiply --steps (10: the issue's 10x case)")
+    parser.add_argument("--keys", type=int, default=30, help="metric keys the run records (TRL's, then the user's)")
     parser.add_argument("--watch", type=float, default=6.0, help="seconds the Runs tab stays open (refresh ticks)")
     parser.add_argument("--no-browser", action="store_true", help="plain HTTP only, no Chromium")
+    parser.add_argument("--trackio", action="store_true", help="time trackio's link to the same data beside ours")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-web-") as tmp:
         data_dir = Path(tmp) / "data"
         data_dir.mkdir()
-        label = prepare(data_dir, args.steps)
+        steps, keys = args.steps * args.scale, metric_keys(args.keys)
+        prepared = time.perf_counter()
+        label = prepare(data_dir, steps, keys)
+        print(f"prepared {steps} steps x {len(keys)} metrics in {time.perf_counter() - prepared:.0f} s", flush=True)
+        server_work = time_server_work(data_dir)
         log_path = Path(tmp) / "server.log"
         starts = []
         process = None
@@ -211,21 +367,29 @@ def main() -> None:
         )
         tab_click: list[float] = []
         deep_link: list[float] = []
+        sections: dict[str, float] = {}
         if args.no_browser or not os.path.exists(CHROMIUM):
             for _ in range(5):
                 urllib.request.urlopen(url, timeout=10).read()
             done = "GET / five times (no browser)"
         else:
             try:
-                done, tab_click, deep_link = browse(url, label, args.watch)
+                done, tab_click, deep_link, sections = browse(url, label, args.watch)
             except Exception as exc:  # noqa: BLE001 - report the memory anyway, and what failed
                 done = f"browser step failed ({type(exc).__name__}: {str(exc).splitlines()[0]})"
         rss, child_rss, children = memory(process.pid)
         mapped = torch_mapped(process.pid)
+        side_by_side: tuple[list[float], list[float]] = ([], [])
+        if args.trackio and not args.no_browser and os.path.exists(CHROMIUM):
+            trackio, trackio_url = start_trackio(Path(tmp), steps, keys)
+            try:
+                side_by_side = time_links(url + "?run=1&tab=runs", trackio_url)
+            finally:
+                stop_server(trackio)
         stop_server(process)
 
     start = statistics.median(starts)
-    print(f"\nrun open: {done}; synthetic run of {args.steps} steps x {len(KEYS)} metrics, 2 groups x 4 per step")
+    print(f"\nrun open: {done}; synthetic run of {steps} steps x {len(keys)} metrics, 2 groups x 4 per step")
     print(f"{'measure':<42} {'value':>10}  {'goal':>8}  verdict")
     print(f"{'start to first HTTP 200 (median of ' + str(len(starts)) + ')':<42} {start:>9.2f}s  {'< 5 s':>8}  "
           f"{'ok' if start < GOAL_START_S else 'OVER'}")
@@ -235,6 +399,17 @@ def main() -> None:
             value = statistics.median(times)
             print(f"{name:<42} {value:>9.2f}s  {'< 1 s':>8}  {'ok' if value < GOAL_CHART_S else 'OVER'}"
                   f"  (each: {', '.join(f'{t:.2f}' for t in times)})")
+    for name, times in (("our link to the run's chart (side by side)", side_by_side[0]),
+                        ("trackio's link to the project's chart", side_by_side[1])):
+        if times:
+            print(f"{name:<42} {statistics.median(times):>9.2f}s  (each: {', '.join(f'{t:.2f}' for t in times)})")
+    for name, (wall_ms, cpu_ms) in server_work.items():
+        if name.startswith("("):
+            print(f"  {name}")
+            continue
+        print(f"{'server work: ' + name + ' (median)':<42} {wall_ms:>8.0f}ms  cpu {cpu_ms:.0f} ms")
+    for section, seconds in sections.items():
+        print(f"{'open section ' + section + ' to its charts':<42} {seconds:>9.2f}s")
     print(f"{'server RSS just after start':<42} {idle_rss:>8.0f}MB  {'':>8}")
     print(f"{'server RSS with the run open':<42} {rss:>8.0f}MB  {'< 400 MB':>8}  "
           f"{'ok' if rss < GOAL_RSS_MB else 'OVER'}")

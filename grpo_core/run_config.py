@@ -10,13 +10,23 @@ the worker side (:mod:`grpo_core.engine.trl_args`).
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from grpo_core.bounded_parse import dump_yaml, load_yaml
 from grpo_core.rewards.compose import RewardSpec
+from grpo_core.trl_fields import check_choice, trl_field
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 #: A completion that is just a (signed, maybe decimal) number, with an optional final period.
@@ -38,6 +48,26 @@ def _default_rewards() -> list[RewardSpec]:
         RewardSpec(rule="numeric_answer", weight=1.0),
         RewardSpec(rule="format_regex", weight=0.5, params={"pattern": NUMBER_ONLY_PATTERN}),
     ]
+
+
+def _choice(name: str) -> Any:
+    """A text field of TRL's that takes one of the values TRL documents (the snapshot's choices), checked wherever
+    the field's type is (a whole config, a sweep's values): a clear error naming them otherwise."""
+    return Annotated[str, AfterValidator(partial(check_choice, name))]
+
+
+LossType = _choice("loss_type")
+ScaleRewards = _choice("scale_rewards")
+Aggregation = _choice("multi_objective_aggregation")
+SamplingLevel = _choice("importance_sampling_level")
+VllmSamplingMode = _choice("vllm_importance_sampling_mode")
+
+
+def _trl(name: str, **constraints: Any) -> Any:
+    """A run config field that is TRL's ``GRPOConfig`` field ``name``: its default and help text are TRL's (the
+    snapshot of :mod:`grpo_core.trl_fields`); ``constraints`` are the bounds TRL's help text states."""
+    field = trl_field(name)
+    return Field(field.default, description=field.help, **constraints)
 
 
 class RunConfig(BaseModel):
@@ -82,8 +112,8 @@ class RunConfig(BaseModel):
     beta: float = Field(0.02, ge=0, description="KL penalty coefficient against the reference model.")
     epsilon: float = Field(0.2, gt=0, description="PPO-style clipping range of the importance ratio.")
     num_iterations: int = Field(1, ge=1, description="Optimisation passes per generated batch (mu in the paper).")
-    loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo"] = Field("dapo", description="TRL's loss aggregation.")
-    scale_rewards: Literal["group", "batch", "none"] = Field("group", description="Divide advantages by this std.")
+    loss_type: LossType = _trl("loss_type")
+    scale_rewards: ScaleRewards = _trl("scale_rewards")
     max_steps: int = Field(60, ge=1, description="Optimizer steps to train.")
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
@@ -91,20 +121,36 @@ class RunConfig(BaseModel):
     gradient_checkpointing: bool = Field(False, description="Trade compute for memory.")
 
     # what GRPO users tune today (TRL's GRPOConfig fields of the same names)
-    multi_objective_aggregation: Literal["sum_then_normalize", "normalize_then_sum"] = Field(
-        "sum_then_normalize",
-        description="Several reward rules: sum the weighted rewards then normalise, or normalise each rule within "
-        "its group then sum (GDPO).",
-    )
+    multi_objective_aggregation: Aggregation = _trl("multi_objective_aggregation")
     mask_truncated_completions: bool = Field(
         False, description="Leave completions cut at max_completion_length out of the loss (DAPO)."
     )
     epsilon_high: float | None = Field(
         None, gt=0, description="Upper clipping bound of the importance ratio (DAPO clip-higher); empty = epsilon."
     )
-    importance_sampling_level: Literal["token", "sequence"] = Field(
-        "token", description="Importance ratio per token, or one per completion (GSPO, arXiv 2507.18071)."
-    )
+    importance_sampling_level: SamplingLevel = _trl("importance_sampling_level")
+    delta: float | None = _trl("delta", gt=0)
+    # TRL 1.16's entropy terms, off-policy masking, SAPO/VESPO and vLLM importance sampling (the form's GRPO headings,
+    # grpo_core.trl_fields.GRPO_SECTIONS): TRL's names, defaults and help text
+    entropy_coef: float = _trl("entropy_coef")
+    use_adaptive_entropy: bool = _trl("use_adaptive_entropy")
+    entropy_target: float = _trl("entropy_target", ge=0)
+    entropy_coef_delta: float = _trl("entropy_coef_delta", ge=0)
+    entropy_coef_min: float = _trl("entropy_coef_min")
+    entropy_coef_max: float = _trl("entropy_coef_max")
+    top_entropy_quantile: float = _trl("top_entropy_quantile", ge=0, le=1)
+    off_policy_mask_threshold: float | None = _trl("off_policy_mask_threshold", gt=0)
+    use_bias_correction_kl: bool = _trl("use_bias_correction_kl")
+    sapo_temperature_pos: float = _trl("sapo_temperature_pos", gt=0)
+    sapo_temperature_neg: float = _trl("sapo_temperature_neg", gt=0)
+    vespo_k_pos: float = _trl("vespo_k_pos")
+    vespo_lambda_pos: float = _trl("vespo_lambda_pos")
+    vespo_k_neg: float = _trl("vespo_k_neg")
+    vespo_lambda_neg: float = _trl("vespo_lambda_neg")
+    vllm_importance_sampling_correction: bool = _trl("vllm_importance_sampling_correction")
+    vllm_importance_sampling_mode: VllmSamplingMode = _trl("vllm_importance_sampling_mode")
+    vllm_importance_sampling_clip_min: float | None = _trl("vllm_importance_sampling_clip_min", ge=0)
+    vllm_importance_sampling_clip_max: float | None = _trl("vllm_importance_sampling_clip_max", gt=0)
     steps_per_generation: int | None = Field(
         None, ge=1, description="Optimizer steps per generated batch; empty = gradient_accumulation_steps."
     )
@@ -241,6 +287,26 @@ class RunConfig(BaseModel):
         from grpo_core.trl_fields import check_trl_args
 
         return check_trl_args(value, cls.model_fields)
+
+    @model_validator(mode="after")
+    def _trl_combinations(self) -> RunConfig:
+        """What ``GRPOConfig`` / ``GRPOTrainer`` refuse at start, refused before launch with the same reason."""
+        low, high = self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max
+        if low is not None and high is not None and low >= high:
+            raise ValueError(f"vllm_importance_sampling_clip_min ({low}) must be less than "
+                             f"vllm_importance_sampling_clip_max ({high})")
+        correcting = self.vllm_importance_sampling_correction
+        if correcting and self.vllm_importance_sampling_mode.endswith("_truncate") and low is None and high is None:
+            raise ValueError("a *_truncate vllm_importance_sampling_mode needs vllm_importance_sampling_clip_min or "
+                             "vllm_importance_sampling_clip_max")
+        if (self.loss_type == "vespo" and self.use_vllm and correcting
+                and self.vllm_importance_sampling_mode not in ("token_truncate", "token_mask")):
+            raise ValueError("loss_type vespo with vLLM needs vllm_importance_sampling_mode token_truncate or "
+                             f"token_mask, got {self.vllm_importance_sampling_mode}")
+        if self.use_adaptive_entropy and self.entropy_coef_min > self.entropy_coef_max:
+            raise ValueError(f"entropy_coef_min ({self.entropy_coef_min}) must not exceed entropy_coef_max "
+                             f"({self.entropy_coef_max})")
+        return self
 
     @model_validator(mode="after")
     def _one_eval_source(self) -> RunConfig:

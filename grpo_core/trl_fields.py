@@ -5,6 +5,11 @@ when it no longer matches the installed TRL).
 
 Fields the dashboard sets itself are refused with the reason (:data:`OWNED_FIELDS`), and so are fields the run
 config has under the same name (set them there, where the form and the YAML show them).
+
+The GRPO fields of TRL's ``GRPOConfig`` (those it declares itself, not ``TrainingArguments``') are each either a run
+config field, shown by the Launch form under a heading of :data:`GRPO_SECTIONS` with TRL's help text, default and
+choices (:func:`trl_field`), or named in :data:`PASS_THROUGH_FIELDS` (reachable as ``trl_args`` only) or
+:data:`OWNED_FIELDS`; a unit test fails when the installed TRL has one that is none of these.
 """
 
 from __future__ import annotations
@@ -43,6 +48,39 @@ OWNED_FIELDS: dict[str, str] = {
 }
 """``GRPOConfig`` fields the dashboard sets itself -> why they cannot be overridden."""
 
+#: The text fields of ``GRPOConfig`` that take one of a closed set of values; the snapshot holds the values TRL's help
+#: text names (``python -m grpo_core.engine.trl_fields``), the run config and the form offer only those.
+CHOICE_FIELDS = ("loss_type", "importance_sampling_level", "scale_rewards", "multi_objective_aggregation",
+                 "vllm_importance_sampling_mode")
+
+#: The Launch form's GRPO headings: (heading, the ``GRPOConfig`` fields under it, all of them run config fields).
+GRPO_SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Loss and clipping", ("loss_type", "importance_sampling_level", "epsilon", "epsilon_high", "delta")),
+    ("Rewards and advantages", ("scale_rewards", "multi_objective_aggregation")),
+    ("Entropy", ("entropy_coef", "use_adaptive_entropy", "entropy_target", "entropy_coef_delta", "entropy_coef_min",
+                 "entropy_coef_max", "top_entropy_quantile")),
+    ("Off-policy masking and KL", ("off_policy_mask_threshold", "use_bias_correction_kl")),
+    ("SAPO and VESPO (loss_type sapo, vespo)", ("sapo_temperature_pos", "sapo_temperature_neg", "vespo_k_pos",
+                                                "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg")),
+    ("vLLM importance sampling (use_vllm)", ("vllm_importance_sampling_correction", "vllm_importance_sampling_mode",
+                                             "vllm_importance_sampling_clip_min",
+                                             "vllm_importance_sampling_clip_max")),
+)
+
+#: ``GRPOConfig``'s own fields the form leaves to ``trl_args`` (any of them may be set there, checked by name and
+#: type): model loading, generation back ends and logging details the dashboard's defaults cover, as of TRL 1.16.
+PASS_THROUGH_FIELDS = frozenset({
+    "model_init_kwargs", "trust_remote_code", "router_aux_loss_coef", "disable_dropout", "cast_lm_head_to_fp32",
+    "num_generations_eval", "ds3_gather_for_generation", "shuffle_dataset", "pad_to_multiple_of",
+    "generation_batch_size", "generation_kwargs", "chat_template_kwargs", "cache_implementation", "vllm_model_impl",
+    "vllm_enable_sleep_mode", "vllm_structured_outputs_regex", "vllm_server_base_url", "vllm_server_host",
+    "vllm_server_port", "vllm_server_timeout", "vllm_group_port", "vllm_max_model_length", "sync_ref_model",
+    "ref_model_mixup_alpha", "ref_model_sync_steps", "max_tool_calling_iterations", "log_completions",
+    "log_multimodal", "num_completions_to_print", "log_unique_prompts", "log_completions_hub_repo",
+    "use_transformers_continuous_batching", "transformers_continuous_batching_config", "use_transformers_paged",
+    "vllm_importance_sampling_cap",
+})
+
 
 class TrlArgsError(ValueError):
     """A ``trl_args`` entry that cannot be passed to ``GRPOConfig``; the message names the field."""
@@ -50,12 +88,16 @@ class TrlArgsError(ValueError):
 
 @dataclass(frozen=True)
 class TrlField:
-    """One ``GRPOConfig`` field of the snapshot: its type as written in TRL, default (JSON) and help text."""
+    """One ``GRPOConfig`` field of the snapshot: its type as written in TRL, default (JSON), help text, the values
+    it takes (a :data:`CHOICE_FIELDS` field; else ``None``) and whether ``GRPOConfig`` declares it (``grpo``) rather
+    than inheriting it from ``TrainingArguments``."""
 
     name: str
     type: str
     default: Any
     help: str
+    choices: tuple[str, ...] | None = None
+    grpo: bool = False
 
 
 @lru_cache(maxsize=4)
@@ -66,8 +108,33 @@ def load_trl_fields(path: Path = SNAPSHOT_PATH) -> tuple[str, dict[str, TrlField
         OSError: the snapshot cannot be read; ``json.JSONDecodeError``: it is not JSON.
     """
     data = json.loads(Path(path).read_text(encoding="utf-8"))
-    fields = {name: TrlField(name=name, **spec) for name, spec in data["fields"].items()}
+    fields = {}
+    for name, spec in data["fields"].items():
+        choices = spec.get("choices")
+        fields[name] = TrlField(name=name, type=spec["type"], default=spec["default"], help=spec["help"],
+                                choices=tuple(choices) if choices else None, grpo=bool(spec.get("grpo")))
     return data["trl_version"], fields
+
+
+def trl_field(name: str) -> TrlField:
+    """The snapshot's field ``name`` (its default, help text and choices: what the run config and the form show).
+
+    Raises:
+        KeyError: TRL's ``GRPOConfig`` has no such field.
+    """
+    return load_trl_fields()[1][name]
+
+
+def check_choice(name: str, value: Any) -> Any:
+    """``value`` when TRL's field ``name`` takes it (a :data:`CHOICE_FIELDS` field), else the field's default.
+
+    Raises:
+        TrlArgsError: ``value`` is not one of the values TRL documents for the field (the message lists them).
+    """
+    choices = trl_field(name).choices
+    if choices is not None and value not in choices:
+        raise TrlArgsError(f"{name} must be one of {', '.join(choices)} (TRL {load_trl_fields()[0]}), got {value!r}")
+    return value
 
 
 def _type_ok(field: TrlField, value: Any) -> bool:
@@ -117,4 +184,5 @@ def check_trl_args(args: dict[str, Any], run_config_fields: Collection[str] = ()
             raise TrlArgsError(f"{name} is not a GRPOConfig field of TRL {version}{hint}")
         if not _type_ok(field, value):
             raise TrlArgsError(f"{name} expects {field.type}, got {value!r}")
+        check_choice(name, value)
     return args

@@ -211,6 +211,15 @@ class HistoryStore(StoreBase):
             session.commit()
             return len(keys)
 
+    def metric_keys(self, run_id: int) -> list[str]:
+        """The names of every metric a run recorded, sorted: one row per key of its downsampled history (the run's
+        raw points are read only for a run recorded before the history existed, one index scan)."""
+        with self.engine.connect() as conn:
+            keys = conn.execute(select(MetricSeriesRow.key).where(MetricSeriesRow.run_id == run_id)).scalars().all()
+            if not keys:
+                keys = conn.execute(select(MetricRow.key).where(MetricRow.run_id == run_id).distinct()).scalars().all()
+        return sorted(keys)
+
     def metric_summary(
         self,
         run_id: int,

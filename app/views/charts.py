@@ -9,6 +9,7 @@ buckets' min/max drawn as a band around the line, so the overview keeps the extr
 from __future__ import annotations
 
 import bisect
+import html
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -91,6 +92,10 @@ class MetricSeries:
     data: dict[str, tuple[list[int], list[float | None]]] = field(default_factory=dict)
     wall: dict[int, float] = field(default_factory=dict)
     envelope: dict[str, tuple[list[int], list[float | None], list[float | None]]] = field(default_factory=dict)
+    #: The keys whose whole (downsampled) history was read; a key seen only in incremental reads has its recent points.
+    loaded: set[str] = field(default_factory=set)
+    #: Every key the run had recorded at the first load (``Store.metric_keys``), loaded or not.
+    known: set[str] = field(default_factory=set)
 
     def extend(self, points: Iterable[MetricPoint]) -> int:
         """Append points (ordered by step); returns how many were new."""
@@ -136,6 +141,23 @@ class MetricSeries:
                     lows += [low, low]
                     highs += [high, high]
                 self.envelope[summary.key] = (steps, lows, highs)
+            self.loaded.add(summary.key)
+        return added
+
+    def load_history(self, summaries: Iterable[MetricSummary]) -> int:
+        """Add the downsampled history of keys the page has only seen in incremental reads (a section opened after
+        the first load): each key's recent points are kept after its history's last step, the rest replaced by the
+        history (:meth:`extend_summary`). Returns how many points were new."""
+        added = 0
+        for summary in summaries:
+            recent_steps, recent_values = self.data.pop(summary.key, ([], []))
+            self.envelope.pop(summary.key, None)
+            added += self.extend_summary([summary])
+            steps, values = self.data.setdefault(summary.key, ([], []))
+            for step, value in zip(recent_steps, recent_values, strict=True):
+                if not steps or step > steps[-1]:
+                    steps.append(step)
+                    values.append(value)
         return added
 
     def keep_last(self, steps: int) -> None:
@@ -238,6 +260,7 @@ def _add_key_traces(figure: go.Figure, series: MetricSeries, key: str, *, row: i
     name = {"reward": "reward (weighted total)", "eval_reward": "eval_reward (held-out rows)"}.get(key, key)
     if run_label is not None:
         name = run_label if key == "reward" else f"{run_label} {name}"
+    name = html.escape(name, quote=False)  # plotly.js reads tags in names; a key or a run name is recorded input
     cleaned = _clean(values)
     x = x_values(steps, series.wall, options.x_axis)
     if key in series.envelope and options.x_axis == "step" and not options.smoothing:
@@ -262,7 +285,8 @@ def _add_key_traces(figure: go.Figure, series: MetricSeries, key: str, *, row: i
 
 def training_figure(series: MetricSeries, title: str = "", beta: float | None = None, *,
                     options: ChartOptions | None = None,
-                    overlays: Sequence[tuple[str, MetricSeries]] = ()) -> go.Figure:
+                    overlays: Sequence[tuple[str, MetricSeries]] = (),
+                    panels: Sequence[tuple[str, Sequence[str]]] | None = None) -> go.Figure:
     """A grid of line charts (x: step with integer ticks, or time) of the run's key GRPO metrics.
 
     A panel without points says "no data yet", and the KL panel says "KL not computed: beta = 0" when ``beta`` is
@@ -278,6 +302,8 @@ def training_figure(series: MetricSeries, title: str = "", beta: float | None = 
             by step, all panels).
         overlays: ``(label, series)`` of other runs drawn on every panel beside ``series``; then each run has one
             colour (:func:`run_colour`, ``series`` first, labelled by ``title``) on every panel.
+        panels: ``(title, keys)`` of the panels to draw (a section of :mod:`app.views.metric_sections`); default:
+            :data:`PANELS`, and :data:`GPU_PANELS` when a run recorded GPU metrics (the overview).
     """
     options = options or ChartOptions()
     runs: list[tuple[str | None, MetricSeries, str | None]] = [(None, series, None)]
@@ -285,8 +311,10 @@ def training_figure(series: MetricSeries, title: str = "", beta: float | None = 
         runs = [(title or "selected run", series, run_colour(0))]
         runs += [(label, other, run_colour(i + 1)) for i, (label, other) in enumerate(overlays)]
     has_gpu = any(s.has_gpu_metrics() for _, s, _ in runs)
-    has_tools = any(s.has_tool_metrics() for _, s, _ in runs)
-    panels = select_panels(PANELS + (TOOL_PANELS if has_tools else ()) + (GPU_PANELS if has_gpu else ()), options)
+    if panels is None:
+        has_tools = any(s.has_tool_metrics() for _, s, _ in runs)
+        panels = PANELS + (TOOL_PANELS if has_tools else ()) + (GPU_PANELS if has_gpu else ())
+    panels = select_panels(panels, options)
     columns = 1 if options.expanded and len(panels) == 1 else COLUMNS
     rows = max(1, math.ceil(len(panels) / columns))
     figure = make_subplots(

@@ -10,6 +10,7 @@ from typing import Any
 
 from app.views.trajectories import TURN_CSS, turns_html
 from grpo_core.rewards.compose import REWARD_ERRORS_KEY
+from grpo_core.rewards.logged import REWARD_COLUMNS_KEY
 from grpo_core.runs.provenance import short_hash
 from grpo_core.runs.script_runs import describe_origin
 from storage import GroupRecord, RunInfo, RunStatus
@@ -250,11 +251,23 @@ def reward_error_map(group: GroupRecord) -> dict[str, dict[str, str]]:
     return errors if isinstance(errors, dict) else {}
 
 
+def reward_column_map(group: GroupRecord) -> dict[str, dict[str, object]]:
+    """``{completion index: {column: value}}``: what the run's reward functions logged through TRL's ``log_extra``
+    for each completion (:data:`grpo_core.rewards.logged.REWARD_COLUMNS_KEY`); empty when none, or when the stored
+    value is not that shape."""
+    logged = group.extra.get(REWARD_COLUMNS_KEY) or {}
+    if not isinstance(logged, dict):
+        return {}
+    return {str(k): v for k, v in logged.items() if isinstance(v, dict)}
+
+
 def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, max_chars: int = 4000) -> str:
     """The groups of a step: each prompt with its G completions side by side, coloured by the advantage's sign.
 
-    Each completion shows its rank, advantage, total reward, every rule's reward, token count and a truncation
-    badge; a multi-turn completion its turns as distinct blocks (:func:`app.views.trajectories.turns_html`); text beyond :data:`FOLD_CHARS` characters folds (:func:`fold_html`), text beyond ``max_chars`` is cut
+    Each completion shows its rank, advantage, total reward, every rule's reward, the columns reward functions
+    logged for it (``log_extra``), token count and a truncation badge; a multi-turn completion its turns as distinct
+    blocks (:func:`app.views.trajectories.turns_html`); text beyond :data:`FOLD_CHARS` characters folds
+    (:func:`fold_html`), text beyond ``max_chars`` is cut
     with a note.
     """
     if not groups:
@@ -264,10 +277,10 @@ def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, ma
         totals = [c.total_reward for c in group.completions if c.total_reward is not None]
         spread = (max(totals) - min(totals)) if totals else 0.0
         signal = "" if spread > 1e-9 else ' · <span class="grpo-badge">all rewards equal: no learning signal</span>'
-        extra = ", ".join(
-            f"{html.escape(k)}={html.escape(_short(v))}" for k, v in group.extra.items() if k != REWARD_ERRORS_KEY
-        )
+        extra = ", ".join(f"{html.escape(k)}={html.escape(_short(v))}" for k, v in group.extra.items()
+                          if k not in (REWARD_ERRORS_KEY, REWARD_COLUMNS_KEY))
         errors = reward_error_map(group)
+        logged = reward_column_map(group)
         out.append(
             f'<div class="grpo-group" data-step="{group.step}" data-row="{group.row_index}" '
             f'data-split="{html.escape(group.split)}" data-group-id="{group.id if group.id is not None else ""}">'
@@ -293,6 +306,11 @@ def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, ma
             rules = "".join(
                 f"<tr><td>{html.escape(name)}</td><td style='text-align:right'>{_fmt(value)}</td></tr>"
                 for name, value in c.rewards.items()
+            )
+            rules += "".join(  # what the reward functions logged for this completion (log_extra)
+                f"<tr class='grpo-logged'><td>{html.escape(str(name))}</td><td style='text-align:right'>"
+                f"{html.escape(_short(value))}</td></tr>"
+                for name, value in (logged.get(str(c.index)) or {}).items()
             )
             # a card with a stored group opens its token view when clicked (app.tabs.inspect.tokens)
             ref = (f' data-ref="{group.id}:{c.index}" title="click: this completion\'s tokens (log-probability, KL, '

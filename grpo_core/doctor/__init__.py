@@ -38,6 +38,11 @@ corpus ``tests/doctor/corpus/``, measured by ``benchmarks/bench_doctor.py``; ref
 - **one rule carries the signal**: one reward rule explains 80% or more of the within-group variance of the
   weighted total reward across the sampled groups while it is not the task rule (:func:`rule_variance_shares`).
 - **beta with zero-std groups**: ``beta > 0`` while more than half the groups had zero std over the last 5 steps.
+- **ratio pinned at the high clip** (warning): ``clip_ratio/high_mean`` at 0.2 or more over the latest 3 logged
+  steps: the policy moves too fast between generation and update.
+- **trainer and generator disagree** (warning, vLLM): ``sampling/sampling_logp_difference/mean`` at 0.05 nats or
+  more, or ``sampling/importance_sampling_ratio/mean`` outside [0.8, 1.25].
+- **grad_norm spikes** (warning): a point 10x the median of the 10 logged points before it, among the latest 50.
 - **train up, eval flat**: the training ``reward`` rises between the first and last of 3 or more evaluations while
   ``eval_reward`` (TRL's eval split metric) gains less than a quarter of that.
 
@@ -54,7 +59,8 @@ subject's module; :func:`diagnose` runs :func:`~grpo_core.doctor.registry.all_ch
 :mod:`~grpo_core.doctor.findings` (what a finding is, the series read), :mod:`~grpo_core.doctor.thresholds`
 (every threshold with its reason), :mod:`~grpo_core.doctor.trends` (Mann-Kendall, its power, Sen's interval),
 :mod:`~grpo_core.doctor.groups` (reading sampled groups), and the checks: :mod:`~grpo_core.doctor.progress` (the
-reward verdict), :mod:`~grpo_core.doctor.policy` (gradient, policy movement, KL), :mod:`~grpo_core.doctor.drift`
+reward verdict), :mod:`~grpo_core.doctor.policy` (gradient, policy movement, KL), :mod:`~grpo_core.doctor.signals` (high clip,
+vLLM mismatch, gradient spikes), :mod:`~grpo_core.doctor.drift`
 (entropy surge, task rule falling, reward-function errors), :mod:`~grpo_core.doctor.health` and
 :mod:`~grpo_core.doctor.learning`. Before a run: the preflight report, :mod:`~grpo_core.preflight.report` (what a few
 sampled groups show) and :mod:`~grpo_core.preflight.verdict` (will the run learn?).
@@ -65,7 +71,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from grpo_core.doctor import drift, health, learning, policy, tools  # noqa: F401  (each registers its checks on import)
+from grpo_core.doctor import drift, health, learning, policy, signals, tools  # noqa: F401  (each registers its checks on import)
 from grpo_core.doctor.findings import _ORDER, Finding, Series, Severity, series_from_points, step_ranges
 from grpo_core.doctor.groups import completion_outcome, reward_weights, rule_variance_shares, task_rule
 from grpo_core.doctor.registry import DoctorCheck, all_checks, doctor_check

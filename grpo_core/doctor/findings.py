@@ -35,8 +35,8 @@ class Finding:
             ``loss_zero``, ``learning``, ``reward_undecided``, ``reward_slow``, ``reward_flat``, ``reward_falling``,
             ``reward_plateau``, ``entropy_collapse``, ``entropy_surge``, ``length_long``, ``length_short``,
             ``rule_dominates``, ``task_rule_falling``, ``rule_errors``, ``grad_zero``, ``grad_vanishing``,
-            ``policy_static``, ``beta_zero_std``, ``eval_flat``, ``tools_stopped``, ``tool_failures``, ``iteration_limit``,
-            ``reward_without_tool``.
+            ``policy_static``, ``beta_zero_std``, ``eval_flat``, ``clip_high``, ``sampling_mismatch``,
+            ``grad_spike``, ``tools_stopped``, ``tool_failures``, ``iteration_limit``, ``reward_without_tool``.
         severity: see :class:`Severity`.
         title: one line, with the numbers.
         advice: plain words: what it means and what to change.

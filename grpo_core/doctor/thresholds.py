@@ -53,7 +53,8 @@ RULE_ERRORS_SUFFIX = "/errors"
 #: The metrics whose values the checks read; of the others (``rewards/<fn>/mean``, ...) only where they were NaN
 #: matters (``diagnose``'s ``nan_steps``), so a reader of a long run may read the values of these alone.
 SERIES_KEYS = (*CORE_KEYS, "frac_reward_zero_std", "completions/clipped_ratio", "completions/mean_length",
-               "eval_reward", "learning_rate", "tools/call_frequency", "tools/failure_frequency")
+               "eval_reward", "learning_rate", "clip_ratio/high_mean", "sampling/sampling_logp_difference/mean",
+               "sampling/importance_sampling_ratio/mean", "tools/call_frequency", "tools/failure_frequency")
 
 # Trend tests (reward, entropy, completion length).
 #: Fewest logged points a trend is judged on: Mann-Kendall's normal approximation is fair from about 10 points
@@ -149,3 +150,31 @@ ITERATION_LIMIT_SHARE = 0.25
 #: without, in a run that gives its policy tools, and those without a call score the task rule right at least as often
 #: as those with one: the reward does not tell the policy to use its tools.
 TOOL_UNUSED_MIN_EACH = 4
+
+# TRL 1.16's newer signals (grpo_core.doctor.signals).
+#: The ratio "pinned at the high clip": ``clip_ratio/high_mean`` (the share of tokens whose importance ratio passed
+#: 1 + epsilon_high with a positive advantage, so their gradient was cut) at or above this, as the median of the latest
+#: :data:`SIGNAL_RECENT` logged steps. On-policy (num_iterations 1, steps_per_generation = gradient_accumulation_steps)
+#: the ratio is 1 and nothing clips; PPO practice reads a clip fraction past 0.2 as updates too large for the trust
+#: region ("The 37 Implementation Details of PPO", Huang et al. 2022, on ``clipfrac``), and a fifth of all tokens is
+#: more than that among the positive-advantage tokens alone.
+CLIP_HIGH_SHARE = 0.2
+#: Steps a signal is judged on: the median of the latest this-many logged points (one noisy step does not decide).
+SIGNAL_RECENT = 3
+#: Trainer and generator "disagree" (vLLM): the mean per-token |logp_vllm - logp_trainer|
+#: (``sampling/sampling_logp_difference/mean``) at or above this many nats. The same weights in bf16 differ by about
+#: 1e-3 to 1e-2 nats a token between a vLLM engine and the trainer; 0.05 is past that, where truncated importance
+#: sampling is needed to stay unbiased (Yao et al. 2025, "Your Efficient RL Framework Secretly Brings You Off-Policy
+#: RL Training", fengyao.notion.site).
+SAMPLING_LOGP_DIFF_MAX = 0.05
+#: ... or the mean importance-sampling ratio pi_trainer / pi_vllm (``sampling/importance_sampling_ratio/mean``)
+#: outside this band (1 when they agree).
+SAMPLING_IS_RATIO_BAND = (0.8, 1.25)
+#: A ``grad_norm`` spike: a point at least this many times the median of the :data:`GRAD_SPIKE_HISTORY` logged points
+#: before it (TRL logs the norm before clipping to max_grad_norm). GRPO's step-to-step grad_norm noise is within a few
+#: times its median (the recorded corpus runs); a 10x jump is the loss meeting something new (a degenerate
+#: completion, a reward outlier), the first sign of a divergence.
+GRAD_SPIKE_FACTOR = 10.0
+GRAD_SPIKE_HISTORY = 10
+#: Spikes are looked for among the latest this-many logged points (what the run does now).
+GRAD_SPIKE_WINDOW = 50

@@ -14,6 +14,7 @@ Used by :class:`grpo_core.engine.recorder.RunRecorder` (the dashboard's worker a
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 from grpo_core.datasets.rows import ROW_INDEX_COLUMN, prompt_key, prompt_text
 from grpo_core.engine.policy_model import EndOfSequence
 from grpo_core.rewards.compose import REWARD_ERRORS_KEY, REWARD_ERRORS_PREFIX
+from grpo_core.rewards.logged import REWARD_COLUMNS_KEY, is_reward_column
 from grpo_core.rewards.registry import completion_text
 from grpo_core.tools.turns import final_assistant_text, mask_spans, turns_of_completion
 from storage import CompletionRecord, GroupRecord
@@ -212,6 +214,9 @@ def groups_from_trl_logs(
         failed = _reward_errors(extra, start, num_generations)
         if failed:
             row_extra[REWARD_ERRORS_KEY] = failed
+        logged = _reward_columns(extra, start, num_generations)
+        if logged:
+            row_extra[REWARD_COLUMNS_KEY] = logged
         groups.append(
             GroupRecord(
                 step=step,
@@ -237,6 +242,31 @@ def _reward_errors(extra: dict[str, Any], start: int, size: int) -> dict[str, di
             if i < len(values) and values[i]:
                 found.setdefault(str(offset), {})[str(column)[len(REWARD_ERRORS_PREFIX):]] = str(values[i])
     return found
+
+
+def _reward_columns(extra: dict[str, Any], start: int, size: int) -> dict[str, dict[str, Any]]:
+    """The reward functions' own ``log_extra`` columns (:func:`grpo_core.rewards.logged.is_reward_column`) of the
+    completions ``start .. start + size - 1``: ``{completion index (str): {column: value}}`` (:func:`_cell`);
+    ``None`` values left out."""
+    found: dict[str, dict[str, Any]] = {}
+    for column, values in extra.items():
+        if not is_reward_column(column):
+            continue
+        values = list(values)
+        for offset in range(size):
+            i = start + offset
+            if i < len(values) and values[i] is not None:
+                found.setdefault(str(offset), {})[str(column)] = _cell(values[i])
+    return found
+
+
+def _cell(value: Any) -> Any:
+    """A logged value as stored: a finite number or a boolean as it is, anything else as text of at most 2,000
+    characters (a NaN as ``"nan"``: JSON has none)."""
+    if isinstance(value, bool) or (isinstance(value, int | float) and math.isfinite(value)):
+        return value
+    text = value if isinstance(value, str) else json.dumps(_jsonable(value), ensure_ascii=False, default=str)
+    return text[:2000]
 
 
 def tail_of_trl_logs(logs: dict[str, Any], count: int) -> dict[str, Any]:

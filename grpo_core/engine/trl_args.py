@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 from grpo_core.run_config import RunConfig
+from grpo_core.trl_fields import GRPO_SECTIONS
 
 
 def max_steps_for(config: RunConfig, num_train_rows: int | None) -> int:
@@ -94,6 +95,8 @@ def to_grpo_config(
         per_device_eval_batch_size=eval_batch,
         max_tool_calling_iterations=config.max_tool_calling_iterations,
     )
+    # TRL's GRPO fields the form shows under its headings, by their TRL names (loss_type, delta, entropy_coef, ...)
+    kwargs.update({name: getattr(config, name) for _heading, names in GRPO_SECTIONS for name in names})
     # trl_args never name a field set above that the dashboard owns (grpo_core.trl_fields.OWNED_FIELDS) nor a run
     # config field; they may replace the worker's other choices (log_completions, per_device_eval_batch_size, ...).
     kwargs.update(config.trl_args)

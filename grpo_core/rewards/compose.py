@@ -22,6 +22,7 @@ from typing import Any
 
 import pydantic
 
+from grpo_core.rewards.logged import RewardLogs
 from grpo_core.rewards.registry import RewardFunc, get_rule
 
 logger = logging.getLogger(__name__)
@@ -201,7 +202,8 @@ class GuardedReward:
     TRL's ``log_metric`` as ``rewards/<name>/errors`` (TRL averages a metric over a logging step; 0 is logged on calls
     that succeed, so the series is there from the first step). Each errored completion is also marked in the
     completions table through ``log_extra`` (column ``reward_errors/<name>``: the error's type and message, ``""``
-    where the rule ran), which Inspect shows as a badge. ``timeout_s=None``: no limit.
+    where the rule ran), which Inspect shows as a badge. ``timeout_s=None``: no limit. What the function itself logs
+    through ``log_extra`` / ``log_metric`` is checked and passed on by :class:`grpo_core.rewards.logged.RewardLogs`.
 
     The call runs in the caller's thread (rules such as math-verify's parser set ``signal.alarm`` timeouts, which work
     in the main thread only), so a function that never returns cannot be stopped here: the run then stalls, which its
@@ -213,6 +215,7 @@ class GuardedReward:
         self.func = func
         self.timeout_s = timeout_s
         self.__name__ = getattr(func, "__name__", "reward")
+        self.logs = RewardLogs(self.__name__)  # its log_extra / log_metric, checked (grpo_core.rewards.logged)
 
     def _call(self, completions: list[Any], kwargs: dict[str, Any]) -> list[Any]:
         start = time.monotonic()
@@ -224,9 +227,9 @@ class GuardedReward:
 
     def __call__(self, completions: list[Any], **kwargs: Any) -> list[float | None]:
         n = len(completions)
-        error = None
+        error, call = None, self.logs.call(kwargs, n)
         try:
-            output = self._call(completions, kwargs)
+            output = self._call(completions, call.kwargs)
             if len(output) != n:
                 raise ValueError(f"returned {len(output)} rewards for {n} completions")
         except MemoryError:
@@ -235,12 +238,7 @@ class GuardedReward:
             error = f"{type(exc).__name__}: {exc}"[:300]
             logger.warning("reward function %s failed: %s", self.__name__, error)
             output = [None] * n
-        log_metric = kwargs.get("log_metric")
-        if callable(log_metric):
-            log_metric(f"rewards/{self.__name__}/errors", float(n if error else 0))
-        log_extra = kwargs.get("log_extra")
-        if callable(log_extra):  # every call, so TRL's per-completion buffers stay aligned
-            log_extra(f"{REWARD_ERRORS_PREFIX}{self.__name__}", [error or ""] * n)
+        call.flush(error)  # rewards/<fn>/errors, reward_errors/<fn>, and what the function logged
         return output
 
 

@@ -45,7 +45,7 @@ _RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
 ALARM_CODES = (
     "clipped", "entropy_collapse", "entropy_surge", "eval_flat", "grad_vanishing", "grad_zero", "kl", "length_long",
     "nan", "nan_rule", "policy_static", "reward_falling", "reward_flat", "reward_zero", "rule_dominates",
-    "rule_errors", "task_rule_falling", "zero_std",
+    "rule_errors", "task_rule_falling", "zero_std", "clip_high", "sampling_mismatch", "grad_spike",
 )
 
 

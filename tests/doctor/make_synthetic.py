@@ -374,8 +374,83 @@ def synthetic_runs() -> list[dict]:
              "must": {"policy_static": {"from_step": 10, "cause": ["learning_rate is 0"]}},
              "must_not": ["kl", "grad_zero", "entropy_surge"], "say_never": ["with LoRA is low"]},
         ),
+        *_signal_runs(base),
     ]
     return runs
+
+
+def _noisy(seed: int, f: Callable[[int], float], spread: float) -> Callable[[int], float]:
+    """``f`` with seeded multiplicative noise of relative size ``spread`` (a logged signal's step-to-step noise)."""
+    rng = random.Random(seed)
+    return lambda t: max(0.0, f(t) * (1 + rng.gauss(0, spread)))
+
+
+def _signal_runs(base: dict) -> list[dict]:
+    """Runs of TRL 1.16's newer signals: the ratio pinned at the high clip, vLLM's trainer/generator mismatch,
+    grad_norm spikes, and a healthy off-policy vLLM run that logs them all at ordinary levels."""
+    rising = {"reward": lambda t: 0.2 + 0.5 * (1 - math.exp(-t / 40)), "kl": lambda t: 0.0006 * t**1.2}
+    spikes = {40: 25.0, 41: 12.0, 58: 30.0}
+    return [
+        _run(
+            "synthetic_clip_high",
+            "num_iterations 4 at a high learning rate: clip_ratio/high_mean holds near 0.02 for 30 steps, then climbs to "
+            "0.4 of all tokens by step 50 while the reward stops rising: most positive-advantage tokens are clipped.",
+            ["https://arxiv.org/abs/2503.14476 (DAPO, Yu et al. 2025: clip-higher; the clipped share tracks the update "
+             "size)", "https://iclr-blog-track.github.io/2022/03/25/ppo-implementation-details/ (Huang et al. 2022: "
+             "clipfrac as the measure of an update too large for PPO's trust region)"],
+            {**base, "learning_rate": 5e-4, "num_iterations": 4, "epsilon_high": 0.2},
+            make_series(70, 21, reward=lambda t: 0.2 + 0.2 * min(t, 40) / 40, extra={
+                "clip_ratio/high_mean": _noisy(31, lambda t: 0.02 + 0.38 * _sigmoid(t, 42, 3), 0.1),
+                "clip_ratio/low_mean": _noisy(32, lambda t: 0.01 + 0.1 * _sigmoid(t, 42, 3), 0.1),
+                "clip_ratio/region_mean": _noisy(33, lambda t: 0.03 + 0.45 * _sigmoid(t, 42, 3), 0.1),
+            }),
+            {"healthy": False, "must": {"clip_high": {"from_step": 48, "cause": ["learning_rate", "num_iterations"]}},
+             "must_not": ["grad_zero", "policy_static", "sampling_mismatch", "grad_spike", "entropy_surge"]},
+        ),
+        _run(
+            "synthetic_vllm_mismatch",
+            "A vLLM run whose weight sync breaks at step 25: the generator keeps sampling the old policy, the mean "
+            "per-token logp difference goes from 0.004 to 0.15 nats and the mean importance-sampling ratio from 1.0 "
+            "to 0.6.",
+            ["https://fengyao.notion.site/off-policy-rl (Yao et al. 2025: vLLM/trainer probability mismatch, "
+             "truncated importance sampling)"],
+            {**base, "use_vllm": True, "vllm_mode": "colocate"},
+            make_series(60, 22, **rising, extra={
+                "sampling/sampling_logp_difference/mean": _noisy(34, lambda t: 0.004 if t < 25 else 0.15, 0.15),
+                "sampling/sampling_logp_difference/max": _noisy(35, lambda t: 0.3 if t < 25 else 4.0, 0.2),
+                "sampling/importance_sampling_ratio/mean": _noisy(36, lambda t: 1.0 if t < 25 else 0.6, 0.02),
+                "sampling/importance_sampling_ratio/min": _noisy(37, lambda t: 0.8 if t < 25 else 0.05, 0.05),
+                "sampling/importance_sampling_ratio/max": _noisy(38, lambda t: 1.2 if t < 25 else 2.9, 0.05),
+            }),
+            {"healthy": False,
+             "must": {"sampling_mismatch": {"from_step": 27, "cause": ["precision", "vllm_importance_sampling"]}},
+             "must_not": ["grad_zero", "policy_static", "clip_high", "grad_spike", "kl"]},
+        ),
+        _run(
+            "synthetic_grad_spikes",
+            "grad_norm steady near 0.5, then 25, 12 and 30 at steps 40, 41 and 58 (before clipping): batches that "
+            "push the loss far from where it was.",
+            ["https://arxiv.org/abs/2304.09871 (Molybog et al. 2023, A Theory on Adam Instability in Large-Scale "
+             "Machine Learning: gradient-norm spikes before loss divergence)"],
+            {**base, "max_grad_norm": 1.0},
+            make_series(70, 23, **rising, grad_norm=lambda t: spikes.get(t, 0.5)),
+            {"healthy": False, "must": {"grad_spike": {"from_step": 40, "cause": ["learning_rate", "Inspect"]}},
+             "must_not": ["grad_zero", "grad_vanishing", "policy_static", "clip_high", "sampling_mismatch"]},
+        ),
+        _run(
+            "synthetic_healthy_off_policy",
+            "A healthy vLLM run with num_iterations 2: the reward rises, clip_ratio/high_mean near 0.03, the logp "
+            "difference near 0.006 nats, the importance-sampling ratio near 1, grad_norm with its ordinary noise.",
+            ["https://arxiv.org/abs/2503.14476 (DAPO: clip ratios of a few percent in healthy training)"],
+            {**base, "use_vllm": True, "num_iterations": 2},
+            make_series(80, 24, **rising, extra={
+                "clip_ratio/high_mean": _noisy(41, lambda t: 0.03, 0.3),
+                "sampling/sampling_logp_difference/mean": _noisy(42, lambda t: 0.006, 0.2),
+                "sampling/importance_sampling_ratio/mean": _noisy(43, lambda t: 1.0, 0.03),
+            }),
+            {"healthy": True, "must": {}, "must_not": []},
+        ),
+    ]
 
 
 def main() -> None:

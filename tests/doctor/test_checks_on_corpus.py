@@ -18,7 +18,7 @@ CHECKS = sorted(
     {code for run in RUNS.values() for code in (*run.must, *run.must_not)}
     | {"clipped", "entropy_collapse", "entropy_surge", "grad_vanishing", "grad_zero", "kl", "nan", "nan_rule",
        "policy_static", "reward_falling", "reward_flat", "reward_zero", "rule_dominates", "rule_errors",
-       "task_rule_falling", "zero_std", "length_long", "eval_flat"}
+       "task_rule_falling", "zero_std", "length_long", "eval_flat", "clip_high", "sampling_mismatch", "grad_spike"}
 )
 
 

@@ -139,3 +139,41 @@ def test_a_learning_rate_of_zero_is_found_without_kl():
     series = _series(learning_rate=[0.0] * n, grad_norm=[0.4] * n, reward_std=[0.4] * n, reward=[0.3] * n)
     found = _by_code(diagnose(series, config={"beta": 0.0, "learning_rate": 1e-4}))["policy_static"]
     assert "logged learning_rate is 0" in found.advice
+
+
+def test_the_ratio_pinned_at_the_high_clip_names_the_share_and_the_step_size():
+    n = 12
+    series = _series(clip_ratio__high_mean=[0.02] * 9 + [0.3, 0.35, 0.4], reward_std=[0.3] * n)
+    found = _by_code(diagnose(series, config={"learning_rate": 5e-4, "num_iterations": 4, "epsilon_high": 0.28}))
+    hit = found["clip_high"]
+    assert hit.severity is Severity.WARNING and "35% of tokens" in hit.title and "1.28" in hit.title
+    assert "learning_rate (now 0.0005)" in hit.advice and "num_iterations (now 4)" in hit.advice
+    assert hit.steps == (10, 11, 12)
+    quiet = _series(clip_ratio__high_mean=[0.02] * 9 + [0.3, 0.1, 0.1], reward_std=[0.3] * n)  # one step decides nothing
+    assert "clip_high" not in _by_code(diagnose(quiet))
+
+
+@pytest.mark.parametrize(
+    ("columns", "says"),
+    [({"sampling__sampling_logp_difference__mean": [0.004] * 9 + [0.1] * 3}, "logp difference is 0.1 nats"),
+     ({"sampling__importance_sampling_ratio__mean": [1.0] * 9 + [0.6] * 3}, "importance-sampling ratio is 0.6")],
+)
+def test_trainer_and_generator_disagreeing_is_found_from_either_vllm_signal(columns, says):
+    series = _series(**columns)
+    hit = _by_code(diagnose(series, config={"use_vllm": True}))["sampling_mismatch"]
+    assert says in hit.title and "vllm_importance_sampling_correction on" in hit.advice
+    off = _by_code(diagnose(series, config={"vllm_importance_sampling_correction": False}))["sampling_mismatch"]
+    assert "correction is off" in off.advice
+    agreeing = _series(sampling__sampling_logp_difference__mean=[0.006] * 12,
+                       sampling__importance_sampling_ratio__mean=[1.01, 0.99] * 6)
+    assert "sampling_mismatch" not in _by_code(diagnose(agreeing))
+
+
+def test_a_grad_norm_spike_is_named_with_its_step_and_size_and_noise_is_not():
+    grads = [0.5, 0.6, 0.4, 0.55, 0.45] * 4 + [0.5] * 5
+    grads[21] = 12.0
+    hit = _by_code(diagnose(_series(grad_norm=grads, reward_std=[0.3] * len(grads))))["grad_spike"]
+    assert hit.title.startswith("grad_norm spikes: 12 at step 22, 24x the median") and hit.steps == (22,)
+    noisy = [0.5 * (4.5 if i % 7 == 0 else 1.0) for i in range(40)]  # up to 4.5x: GRPO's ordinary noise
+    assert "grad_spike" not in _by_code(diagnose(_series(grad_norm=noisy, reward_std=[0.3] * 40)))
+    assert series_keys({})[:1] == ("loss",) and "clip_ratio/high_mean" in series_keys({})

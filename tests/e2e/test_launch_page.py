@@ -47,12 +47,12 @@ def test_the_form_shows_what_applies_and_cuts_no_label(page):
             expect(page.locator(f"#hp-{field}")).to_be_hidden()
     for field in ("vllm_mode", "vllm_gpu_memory_utilization", "vllm_tensor_parallel_size"):
         expect(page.locator(f"#hp-{field}")).to_be_hidden()  # vLLM generation is off
-    page.get_by_text("GRPO variants, sampling, eval split, trackers").click()
+    page.get_by_text("Sampling, eval split, trackers").click()
     expect(page.locator("#hp-mask_truncated_completions")).to_be_visible()
     page.wait_for_timeout(500)
     assert page.evaluate(CUT_TEXT_JS, "#tab-launch") == []
     height = page.evaluate("() => document.documentElement.scrollHeight")
-    page.get_by_text("GRPO variants, sampling, eval split, trackers").click()
+    page.get_by_text("Sampling, eval split, trackers").click()
     assert height < 2400, height
 
 
@@ -121,3 +121,30 @@ def test_the_code_quick_start_fills_the_form_and_the_arithmetic_one_puts_it_back
     expect(preview).not_to_contain_text("code_tests")
     page.locator("#quick-start-code").click()  # the whole form: the hand-changed field too
     expect(page.locator("#hp-max_completion_length input")).to_have_value(str(recipe.max_completion_length))
+
+
+def test_trls_grpo_fields_sit_under_their_headings_with_trls_choices(page):
+    _launch(page)
+    page.locator("#launch-grpo").get_by_text("GRPO loss, clipping, entropy").first.click()
+    grpo = page.locator("#launch-grpo")
+    for heading in ("Loss and clipping", "Entropy", "Off-policy masking and KL", "vLLM importance sampling"):
+        expect(grpo).to_contain_text(heading)
+    expect(page.locator("#hp-top_entropy_quantile")).to_be_visible()
+    pick(page, "hp-loss_type", "dr_grpo")  # one of TRL's eight losses, offered as TRL documents them
+    pick(page, "hp-importance_sampling_level", "sequence")
+    page.get_by_text("Run config preview").click()
+    # the whole YAML of the preview: its editor (CodeMirror) draws only the lines in view, so each poll reads what
+    # is drawn and scrolls on, until both lines were seen
+    page.locator("#config-preview").scroll_into_view_if_needed()
+    page.wait_for_function(
+        """() => { const c = document.querySelector('#config-preview .cm-content');
+          const s = document.querySelector('#config-preview .cm-scroller');
+          if (!c || !s) return false;
+          window.__seenYaml = (window.__seenYaml || '') + '\\n' + c.innerText;
+          const step = Math.max(40, s.clientHeight / 2);
+          s.scrollTop = s.scrollTop + s.clientHeight >= s.scrollHeight ? 0 : s.scrollTop + step;
+          window.scrollBy(0, 200);
+          return window.__seenYaml.includes('loss_type: dr_grpo')
+            && window.__seenYaml.includes('importance_sampling_level: sequence'); }""",
+        polling=100,
+    )

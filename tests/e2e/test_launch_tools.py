@@ -155,7 +155,7 @@ def test_sandbox_mode_is_shown_with_a_code_rule(page):
 
 def test_other_grpo_config_fields_are_checked_as_typed(page):
     page.get_by_role("tab", name="Launch").click()
-    page.get_by_text("GRPO variants, sampling, eval split, trackers").click()
+    page.get_by_text("Sampling, eval split, trackers").click()
     editor = page.locator("#hp-trl_args .cm-content")
     editor.click()
     page.keyboard.type("mask_truncated_completion: true")

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from grpo_core.bounded_parse import dump_yaml, load_json, load_yaml
 from grpo_core.rewards import RewardGate, RewardSpec, get_rule
 from grpo_core.run_config import DEFAULT_MODEL, ConfigError, RunConfig, parse_run_config
-from grpo_core.trl_fields import describe_trl_field
+from grpo_core.trl_fields import CHOICE_FIELDS, GRPO_SECTIONS, describe_trl_field, trl_field
 
 RULE_SLOTS = 4
 NO_RULE = "(none)"
@@ -45,7 +45,6 @@ HYPERPARAMETERS: list[tuple[str, str, dict[str, Any]]] = [
     ("seed", "seed", {}),
     ("use_lora", "LoRA adapter", {}),
     ("lora_r", "LoRA rank r", {"minimum": 1}),
-    ("loss_type", "loss_type", {}),
 ]
 
 #: The fields that only matter on a machine with GPUs: shown only where ``nvidia-smi`` lists some
@@ -64,12 +63,16 @@ VLLM_FIELDS: list[tuple[str, str, dict[str, Any]]] = [
     ("vllm_tensor_parallel_size", "vllm_tensor_parallel_size", {"minimum": 1}),
 ]
 
-#: The "GRPO variants, sampling, eval and trackers" box, as above.
+#: TRL's GRPO fields under the form's GRPO headings (:data:`grpo_core.trl_fields.GRPO_SECTIONS`), labelled by their
+#: TRL names; help text, default and choices are TRL's (the run config reads them from the snapshot).
+GRPO_FIELDS: list[tuple[str, str, dict[str, Any]]] = [
+    (name, name, {"minimum": 0} if name not in CHOICE_FIELDS else {})
+    for _heading, names in GRPO_SECTIONS for name in names
+]
+
+#: The "sampling, eval and trackers" box, as above.
 ADVANCED_FIELDS: list[tuple[str, str, dict[str, Any]]] = [
-    ("multi_objective_aggregation", "multi_objective_aggregation", {}),
     ("mask_truncated_completions", "mask_truncated_completions", {}),
-    ("epsilon_high", "epsilon_high (DAPO)", {"minimum": 0}),
-    ("importance_sampling_level", "importance_sampling_level", {}),
     ("steps_per_generation", "steps_per_generation", {"minimum": 0}),
     ("top_k", "top_k", {"minimum": 0}),
     ("min_p", "min_p (0 = off)", {"minimum": 0, "maximum": 1}),
@@ -85,9 +88,10 @@ ADVANCED_FIELDS: list[tuple[str, str, dict[str, Any]]] = [
     ("trl_args", "other GRPOConfig fields (YAML or JSON mapping)", {}),
 ]
 #: Every config field the form shows, in the form's order.
-CONFIG_FIELDS = HYPERPARAMETERS + GPU_FIELDS + VLLM_FIELDS + ADVANCED_FIELDS
-#: Advanced number fields whose default is ``None`` (off): an empty box reaches the server as 0, which means the same.
-ZERO_MEANS_UNSET = ("epsilon_high", "steps_per_generation", "min_p", "max_tool_calling_iterations")
+CONFIG_FIELDS = HYPERPARAMETERS + GPU_FIELDS + VLLM_FIELDS + GRPO_FIELDS + ADVANCED_FIELDS
+#: Number fields whose default is ``None`` (off): an empty box reaches the server as 0, which means the same.
+ZERO_MEANS_UNSET = ("epsilon_high", "steps_per_generation", "min_p", "delta", "off_policy_mask_threshold",
+                    "vllm_importance_sampling_clip_min", "max_tool_calling_iterations")
 #: Fields whose component is not the one their type suggests: a GPU list, a stored dataset, a YAML mapping.
 SPECIAL_KINDS = {"gpus": "gpus", "dataset_id": "dataset", "eval_dataset_id": "dataset", "trl_args": "mapping"}
 
@@ -120,6 +124,8 @@ def field_kind(field: str) -> FormKind:
     :data:`SPECIAL_KINDS` are their own."""
     if field in SPECIAL_KINDS:
         return SPECIAL_KINDS[field]  # type: ignore[return-value]
+    if field in CHOICE_FIELDS:
+        return "dropdown"  # TRL's text field of a closed set of values
     annotation = _bare_type(field)
     if annotation is bool:
         return "checkbox"
@@ -136,6 +142,8 @@ def field_choices(field: str) -> list[Any]:
     Raises:
         ValueError: the field declares no choices.
     """
+    if field in CHOICE_FIELDS:
+        return list(trl_field(field).choices or ())  # the values TRL documents (the snapshot)
     annotation = _bare_type(field)
     if typing.get_origin(annotation) is list:
         annotation = typing.get_args(annotation)[0]
@@ -147,6 +155,30 @@ def field_choices(field: str) -> list[Any]:
 def field_help(field: str) -> str | None:
     """The config field's help text (its ``description``)."""
     return RunConfig.model_fields[field].description
+
+
+#: The longest help text shown under a field's label; a longer one (TRL's help runs to paragraphs) shows its first
+#: sentence there, and the whole text under the field's heading (:func:`grpo_help_markdown`).
+BRIEF_HELP_CHARS = 240
+
+
+def brief_help(field: str) -> str:
+    """The field's help text, or its first sentence (at most :data:`BRIEF_HELP_CHARS` characters) when longer."""
+    text = field_help(field) or ""
+    if len(text) <= BRIEF_HELP_CHARS:
+        return text
+    first = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0]
+    return first if len(first) <= BRIEF_HELP_CHARS else first[: BRIEF_HELP_CHARS - 1] + "…"
+
+
+def grpo_help_markdown(fields: tuple[str, ...]) -> str:
+    """Markdown: TRL's whole help text of each of ``fields``, with its default and choices, in a folded block."""
+    lines = []
+    for name in fields:
+        spec = trl_field(name)
+        choices = f"; one of {', '.join(f'`{c}`' for c in spec.choices)}" if spec.choices else ""
+        lines.append(f"- **`{name}`** (`{spec.type}`, TRL's default `{spec.default!r}`{choices}): {spec.help}")
+    return "<details><summary>TRL's help for these fields</summary>\n\n" + "\n".join(lines) + "\n\n</details>"
 
 
 def read_form(components: Mapping[str, Any], values: Mapping[Any, Any]) -> dict[str, Any]:

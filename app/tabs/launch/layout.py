@@ -21,13 +21,16 @@ from app.tabs.launch.form import (
     ADVANCED_FIELDS,
     DEFAULT_SLOTS,
     GPU_FIELDS,
+    GRPO_FIELDS,
     HYPERPARAMETERS,
     NO_RULE,
     RULE_SLOTS,
     VLLM_FIELDS,
+    brief_help,
     field_choices,
     field_help,
     field_kind,
+    grpo_help_markdown,
     rule_help,
     slot_field,
     trl_args_help,
@@ -42,6 +45,7 @@ from grpo_core.run_config import DEFAULT_MODEL, RunConfig
 from grpo_core.sandbox.box import sandbox_info
 from grpo_core.submit.quick_starts import QUICK_STARTS
 from grpo_core.training.gpus import machine_gpus
+from grpo_core.trl_fields import GRPO_SECTIONS, load_trl_fields
 
 Components = dict[str, gr.components.Component]
 
@@ -128,7 +132,7 @@ def field_component(ctx: AppContext, field: str, label: str, extra: dict[str, An
     help text and choices; ``elem_id`` ``hp-<field>``."""
     kind = field_kind(field)
     value = getattr(RunConfig(), field)
-    common = {"label": label, "info": field_help(field), "elem_id": f"hp-{field}", "min_width": FIELD_MIN_WIDTH}
+    common = {"label": label, "info": brief_help(field), "elem_id": f"hp-{field}", "min_width": FIELD_MIN_WIDTH}
     if kind == "gpus":
         gpus = machine_gpus()
         return gr.Textbox(**common | {"info": f"{field_help(field)} This machine: {','.join(gpus) or 'none'}."},
@@ -146,6 +150,21 @@ def field_component(ctx: AppContext, field: str, label: str, extra: dict[str, An
                        "sets are refused with the reason)", language="yaml", lines=3, elem_id=f"hp-{field}")
     precision = {"precision": 0} if kind == "integer" else {}
     return gr.Number(value=value, **common, **precision, **extra)
+
+
+def _grpo_fields(ctx: AppContext, parts: Components) -> None:
+    """TRL's GRPO fields (:data:`GRPO_FIELDS`) under their headings (:data:`GRPO_SECTIONS`), each heading with TRL's
+    whole help text folded under its row, in one closed accordion ``launch-grpo``."""
+    version = load_trl_fields()[0]
+    labels = {field: (label, extra) for field, label, extra in GRPO_FIELDS}
+    with gr.Accordion(f"GRPO loss, clipping, entropy, off-policy masking and vLLM importance sampling (TRL {version})",
+                      open=False, elem_id="launch-grpo"):
+        for heading, names in GRPO_SECTIONS:
+            gr.Markdown(f"#### {heading}")
+            with gr.Row(equal_height=True):
+                for field in names:
+                    parts[field] = field_component(ctx, field, *labels[field])
+            gr.Markdown(grpo_help_markdown(names))
 
 
 def _rule_slots(parts: Components) -> None:
@@ -284,7 +303,8 @@ def build_launch_layout(ctx: AppContext) -> Components:
         for field, label, extra in VLLM_FIELDS:
             parts[field] = field_component(ctx, field, label, extra)
     parts["vllm_fields"] = vllm_row
-    with gr.Accordion("GRPO variants, sampling, eval split, trackers and any other GRPOConfig field", open=False):
+    _grpo_fields(ctx, parts)
+    with gr.Accordion("Sampling, eval split, trackers and any other GRPOConfig field", open=False):
         with gr.Row(equal_height=True):
             for field, label, extra in ADVANCED_FIELDS:
                 if field_kind(field) != "mapping":

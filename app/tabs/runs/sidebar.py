@@ -102,7 +102,7 @@ def create_chart_controls() -> dict[str, gr.components.Component]:
                               scale=2, elem_id="runs-smoothing")
         x_axis = gr.Radio(label="x axis", choices=list(X_AXES), value="step", scale=2, elem_id="runs-x-axis")
         log_y = gr.Checkbox(label="log scale (y)", value=False, scale=1, elem_id="runs-log-y")
-        panel_filter = gr.Textbox(label="filter panels", placeholder="e.g. reward kl", scale=2,
+        panel_filter = gr.Textbox(label="search metrics", placeholder="e.g. grad_norm clip", scale=2,
                                   elem_id="runs-panel-filter")
         expand = gr.Dropdown(label="expand one panel", choices=[("(all panels)", "")] + [(t, t) for t in titles],
                              value="", scale=2, elem_id="runs-expand")

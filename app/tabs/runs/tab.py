@@ -21,6 +21,7 @@ from app.tabs.runs.compare import create_compare_panel
 from app.tabs.runs.controls import create_filter_row, create_run_controls
 from app.tabs.runs.doctor import create_doctor_panel
 from app.tabs.runs.export import create_export_panel
+from app.tabs.runs.sections import connect_metric_sections, create_metric_sections
 from app.tabs.runs.sidebar import (
     ANY_SWEEP,
     chart_options,
@@ -43,17 +44,18 @@ REFRESH_SECONDS = 2.0
 FIRST_LOAD_PATTERNS = ("rewards/%/mean", "eval_reward", "eval_rewards/%/mean", GPU_KEY_PATTERN, TOOL_KEY_PATTERN)
 COMPARE_METRICS = list(CHART_KEYS)
 
-#: Browser code run after each chart update: a click on a point of the chart writes ``"<step>@<time>"`` into the hidden
-#: ``#runs-chart-step`` box (the time makes a second click on the same step a change too), which opens Inspect there.
+#: Browser code run after each chart update (the overview's and each section's): a click on a point of a chart writes
+#: ``"<step>@<time>"`` into the hidden ``#runs-chart-step`` box (the time makes a second click on the same step a change too), which opens Inspect there.
 #: ``gr.Plot`` has no select event of its own (gradio 6: ``EVENTS = [change]``), hence plotly's ``plotly_click``.
 CHART_CLICK_JS = """
 () => {
   const attach = (tries) => {
-    const div = document.querySelector('#runs-plot .js-plotly-plot');
-    if (!div || !div.on || !div._ev) {
+    const divs = Array.from(document.querySelectorAll('#runs-plot .js-plotly-plot, .grpo-section-plot .js-plotly-plot'));
+    const ready = divs.filter((d) => d.on && d._ev);
+    if (!divs.length || ready.length < divs.length) {
       if (tries > 0) setTimeout(() => attach(tries - 1), 200);
-      return;
     }
+    ready.forEach((div) => {
     if (div._ev.__grpoClick) return;
     div._ev.__grpoClick = true;
     div.on('plotly_click', (data) => {
@@ -63,6 +65,7 @@ CHART_CLICK_JS = """
       const step = (point.customdata !== undefined && point.customdata !== null) ? point.customdata : point.x;
       box.value = `${step}@${Date.now()}`;
       box.dispatchEvent(new Event('input', {bubbles: true}));
+    });
     });
   };
   attach(50);
@@ -103,6 +106,8 @@ def refresh_series(ctx: AppContext, run_id: int, series: MetricSeries | None) ->
         # First view: the charted keys' downsampled history (at most 1,000 buckets a key, whatever the run's length,
         # with their min/max band and the true last point); then every new step incrementally.
         series.extend_summary(ctx.store.metric_summary(run_id, keys=CHART_KEYS, key_patterns=FIRST_LOAD_PATTERNS))
+        # the names of every other key (one row each): their sections read their history once opened
+        series.known = set(ctx.store.metric_keys(run_id))
         return series, True
     return series, series.extend(ctx.store.metrics_since(run_id, series.cursor)) > 0
 
@@ -167,6 +172,7 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None, *,
     controls = create_chart_controls()
     plot = gr.Plot(label="training metrics (click a point to see that step's groups in Inspect)", elem_id="runs-plot")
     chart_click = gr.Textbox(visible="hidden", elem_id="runs-chart-step")
+    sections = create_metric_sections(ctx, chart_options=chart_options, click_js=CHART_CLICK_JS)
     with gr.Accordion("Log (last lines of train.log)", open=False):
         log_box = gr.Code(language=None, interactive=False, lines=12, elem_id="runs-log")
     with gr.Accordion("Compare runs", open=False, elem_id="compare-panel") as compare_panel:
@@ -267,24 +273,27 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None, *,
         return gr.skip() if run_id is None else gr.update(choices=run_choices(ctx), value=run_id)
 
     hidden = {"show_progress": "hidden"}
-    timer.tick(on_refresh, inputs=[selected, series_state, filters["status"], filters["text"], sweep_filter,
+    ticked = timer.tick(on_refresh, inputs=[selected, series_state, filters["status"], filters["text"], sweep_filter,
                                    overlay["runs"], overlay_state, *option_inputs],
                outputs=[table, selected, status, plot, log_box, series_state, overlay_state],
                **hidden).then(on_pick_first, inputs=selected, outputs=selected, **hidden)
     sweep_filter.change(lambda s, t, w: runs_frame(ctx, s, t, w), inputs=[filters["status"], filters["text"],
                                                                         sweep_filter], outputs=table)
     selected_outputs = [status, plot, log_box, series_state, overlay_state, overlay["key"]]
-    selected.change(on_select, inputs=[selected, overlay["runs"], overlay_state, *option_inputs],
-                    outputs=selected_outputs, trigger_mode="always_last", **hidden)
+    picked = selected.change(on_select, inputs=[selected, overlay["runs"], overlay_state, *option_inputs],
+                             outputs=selected_outputs, trigger_mode="always_last", **hidden)
     table.select(on_row, inputs=table, outputs=selected, **hidden)
     redraw_inputs = [selected, series_state, overlay["runs"], overlay_state, *option_inputs]
     redraw_outputs = [plot, series_state, overlay_state, overlay["key"]]
-    gr.on([overlay["runs"].change, controls["smoothing"].release, controls["x_axis"].change, controls["log_y"].change,
+    redrawn = gr.on([overlay["runs"].change, controls["smoothing"].release, controls["x_axis"].change, controls["log_y"].change,
            controls["panel_filter"].submit, controls["panel_filter"].blur, controls["expand"].change],
           on_redraw, inputs=redraw_inputs, outputs=redraw_outputs, trigger_mode="always_last", **hidden)
+    refreshed = [ticked, picked]
     if view is not None:
-        view.change(on_view, inputs=[view, selected, overlay["runs"], overlay_state, *option_inputs],
-                    outputs=[selected, *selected_outputs], **hidden)
+        refreshed.append(view.change(on_view, inputs=[view, selected, overlay["runs"], overlay_state, *option_inputs],
+                                     outputs=[selected, *selected_outputs], **hidden))
+    connect_metric_sections(ctx, sections, selected=selected, series_state=series_state, overlay_state=overlay_state,
+                            option_inputs=option_inputs, triggers={"refresh": refreshed, "search": [redrawn]})
     plot.change(None, js=CHART_CLICK_JS)
     if sync is not None:
         sync.follow_runs(overlay["runs"])

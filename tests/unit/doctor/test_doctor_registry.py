@@ -9,7 +9,9 @@ from grpo_core.doctor import Finding, Severity, diagnose, registry
 from grpo_core.doctor.registry import all_checks, doctor_check
 
 # The checks as they ran from the tuple in diagnose before the registry, in that order.
-EXPECTED = ["_reward_zero", "_nan", "_gradient", "_policy_static", "_rule_errors", "_reward_trend",
+EXPECTED = ["_reward_zero", "_nan", "_gradient", "_policy_static",
+            # TRL 1.16's newer signals, between the policy's checks and the rules'
+            "_grad_spike", "_sampling_mismatch", "_clip_high", "_rule_errors", "_reward_trend",
             "_task_rule_falling", "_entropy_surge", "_zero_std", "_rule_dominates", "_entropy_collapse",
             "_length_drift", "_clipped", "_kl", "_beta_zero_std", "_eval_flat", "_loss_zero",
             # the tool-use checks, registered after the tuple's
@@ -21,7 +23,7 @@ def test_every_check_is_registered_in_its_order():
     assert [c.name for c in checks] == EXPECTED
     assert [c.name for c in checks if c.wants_nan_steps] == ["_nan"]
     assert {c.func.__module__ for c in checks} == {f"grpo_core.doctor.{m}" for m in ("health", "learning", "policy",
-                                                                                     "drift", "tools")}
+                                                                                     "drift", "signals", "tools")}
 
 
 @pytest.fixture

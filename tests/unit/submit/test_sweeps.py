@@ -111,7 +111,8 @@ def test_the_grid_expands_to_every_combination_first_field_slowest_with_typed_va
         ("learnig_rate: 1e-5, 1e-4", "sweep: learnig_rate is not a run config field; did you mean learning_rate?"),
         ("learning_rate: 1e-5, -1", "sweep: learning_rate = -1: Input should be greater than 0"),
         ("num_generations: 4, 1", "sweep: num_generations = 1: Input should be greater than or equal to 2"),
-        ("loss_type: grpo, ppo", "sweep: loss_type = 'ppo': Input should be 'grpo', 'dr_grpo', 'dapo' or 'bnpo'"),
+        ("loss_type: grpo, ppo", "sweep: loss_type = 'ppo': Value error, loss_type must be one of grpo, dr_grpo, dapo, "
+                                  "bnpo, cispo, sapo, luspo, vespo"),
         ("max_steps: 2, two", "sweep: max_steps = 'two': Input should be a valid integer"),
         ("name: a, b", "sweep: name cannot be varied"),
         ("beta: 0, 0.0", "sweep: beta lists 0 twice"),
@@ -157,7 +158,8 @@ def test_the_form_shows_the_number_of_runs_or_why_the_grid_is_refused():
     assert sweep_shape("learning_rate: 1e-5, 1e-4\nbeta: 0.0, 0.04") == (
         "4 runs: learning_rate (2) × beta (2) (at most 64)", "Launch sweep (4 runs)")
     message, label = sweep_shape("betta: 0.0, 0.04")
-    assert message == "❌ sweep: betta is not a run config field; did you mean beta?" and label == "Launch sweep"
+    # (delta: TRL's two-sided clipping bound, a run config field too)
+    assert message == "❌ sweep: betta is not a run config field; did you mean beta or delta?" and label == "Launch sweep"
 
 
 # ------------------------------------------------------------------------------------------------ submission

@@ -99,14 +99,16 @@ def test_form_omissions_name_what_the_form_cannot_hold():
             "dataset_path": "/data/x.jsonl",
             "rewards": [{"rule": "numeric_answer", "name": "correct"}] + [{"rule": "length"}] * 4,
             "top_p": 0.9,
-            "epsilon": 0.3,
+            "max_grad_norm": 0.3,
+            "epsilon": 0.3,  # on the form since TRL's GRPO fields are (its "Loss and clipping" heading)
         }
     )
     notes = "\n".join(form_omissions(config))
     assert "only the first 4 reward rules" in notes and "left out: length" in notes
     assert "metric names" in notes and "correct" in notes
     assert "dataset_path /data/x.jsonl" in notes
-    assert "top_p=0.9" in notes and "epsilon=0.3" in notes
+    assert "top_p=0.9" in notes and "max_grad_norm=0.3" in notes
+    assert "epsilon=0.3" not in notes and config_to_form(config)["epsilon"] == 0.3
     assert list(config_to_form(config)) == FORM_FIELDS
 
 
@@ -238,8 +240,12 @@ def test_field_kinds_and_choices_come_from_the_run_config():
              "report_to": "multiselect", "epsilon_high": "number", "steps_per_generation": "integer",
              "eval_dataset_id": "dataset", "trl_args": "mapping", "gpus": "gpus"}
     assert {field: field_kind(field) for field in kinds} == kinds
-    for field in ("loss_type", "device", "lr_scheduler_type", "vllm_mode", "importance_sampling_level"):
+    for field in ("device", "lr_scheduler_type", "vllm_mode"):
         assert field_choices(field) == list(typing.get_args(RunConfig.model_fields[field].annotation))
+    # TRL's text fields of a closed set: the values the installed TRL documents (the snapshot), as dropdowns
+    assert field_choices("loss_type") == ["grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"]
+    assert field_choices("importance_sampling_level") == ["token", "sequence"]
+    assert field_kind("vllm_importance_sampling_mode") == "dropdown" and field_kind("delta") == "number"
     assert field_choices("report_to") == ["trackio", "tensorboard", "wandb"]
     with pytest.raises(ValueError, match="learning_rate: the run config declares no choices"):
         field_choices("learning_rate")
