@@ -268,7 +268,8 @@ def test_the_launch_handlers_check_the_handlers_login(settings):
     from app.context import check_webhooks
 
     ctx = SimpleNamespace(settings=settings.with_overrides(auth=(("alice", "a"), ("carol", "c")),
-                                                           admins=frozenset({"carol"})))
+                                                           admins=frozenset({"carol"})),
+                          logins=None)  # no auth file: the logins are the settings'
     alice, carol = SimpleNamespace(username="alice"), SimpleNamespace(username="carol")
     check_webhooks(ctx, alice, ["", None])
     with pytest.raises(WebhookRefused, match="only admins may set"):
@@ -276,4 +277,4 @@ def test_the_launch_handlers_check_the_handlers_login(settings):
     check_webhooks(ctx, carol, ["https://hooks.example.com/"])
     with pytest.raises(WebhookRefused, match="a loopback address"):
         check_webhooks(ctx, carol, ["https://hooks.example.com/", "http://[::1]:9000/"])
-    check_webhooks(SimpleNamespace(settings=settings), None, ["https://hooks.example.com/"])  # single-user
+    check_webhooks(SimpleNamespace(settings=settings, logins=None), None, ["https://hooks.example.com/"])  # single-user

@@ -50,7 +50,7 @@ def test_launch_tab_template_line(tmp_path: Path, settings, store) -> None:
     from app.tabs.launch.tools import bench_specs, template_think_markdown
     from grpo_core.rewards import RewardSpec
 
-    ctx = SimpleNamespace(settings=settings, store=store)  # what these helpers read of the app context
+    ctx = SimpleNamespace(settings=settings, store=store, logins=None)  # what these helpers read of the app context
     folder = tmp_path / "r1"
     folder.mkdir()
     (folder / "config.json").write_text("{}", encoding="utf-8")
