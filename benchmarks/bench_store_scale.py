@@ -27,7 +27,11 @@ its median and 95th percentile reported in milliseconds, against a goal of 100 m
   the latest 200 steps (``stats_figure``, the figure built), the dataset-row list (``prompt_row_choices``), one
   prompt across steps (``history_page``): the first page of 50 groups, a page from a step in the run's second half,
   the latest page; and the former full view (``groups_for_prompt``, 500 groups) for reference;
-* with ``--references``, the full chart's former read (every point of 8 keys).
+* with ``--references``, the full chart's former read (every point of 8 keys);
+* with ``--trajectories``, every completion an 8-turn, ~4,096-token agentic rollout (assistant text, tool calls with
+  their arguments, tool results, the tool mask; :mod:`store_scale_trajectories` beside this script), the tool keys
+  among the metrics, and the pages that draw trajectories timed too: Inspect's step view with its turns and filters,
+  one prompt across steps drawn, the diff's lists and a diff, the token view, the named API's ``run_groups``.
 
 The write path: ``--write-steps`` (default 200) more steps of all keys recorded with ``Store.record_metric_steps``
 (one step a call) at the end of the long run and on a fresh run, in ms per step, beside the same rows written as
@@ -39,7 +43,8 @@ The startup objects are frozen out of the garbage collector's passes (``gc.freez
 What it leaves out: a writer training at the same time (WAL lets readers proceed), Gradio's own serialisation of
 the result, and the OS page cache being cold (the store was just written, so it is warm).
 
-Usage: ``python benchmarks/bench_store_scale.py [--steps 20000] [--groups 250000] [--reps 30] [--db URL]``
+Usage: ``python benchmarks/bench_store_scale.py [--steps 20000] [--groups 250000] [--reps 30] [--db URL]
+[--trajectories]``
 """
 
 from __future__ import annotations
