@@ -120,81 +120,85 @@ def _learning(t: int, kind: str, *, start: float = 0.3, end: float = 0.85, middl
 def tool_runs(make_run: Callable[..., dict]) -> list[dict]:
     """The labelled agentic runs (``make_run``: ``make_synthetic._run``)."""
     runs = []
+
+    def labelled(name: str, description: str, reports: list[str], drawn: tuple[dict, list[dict]],
+                 expect: dict) -> None:
+        runs.append({**make_run(name, description, reports, CONFIG, drawn[0], expect), "groups": drawn[1]})
+
     stopped = agentic_run(
         60, 51,
         mix=lambda t: {"answered": 0.85 * (1 - _sigmoid(t, 36, 1.5)), "failed": 0.05 * (1 - _sigmoid(t, 36, 1.5)),
                        "at_limit": 0.02 * (1 - _sigmoid(t, 36, 1.5)), "no_call": 0.08 + 0.9 * _sigmoid(t, 36, 1.5)},
         right=lambda t, kind: 0.6 if kind == "answered" else 0.45)
-    runs.append({**make_run(
+    labelled(
         "synthetic_tools_stopped",
         "An agentic run whose policy calls its calculator about once per completion for 30 steps, then stops "
-        "calling it by step 42 (tools/call_frequency 1.0 -> 0; the last call at step 42) and answers from its own text, which the answer rule "
-        "pays almost as well: the tool is learned away.",
+        "calling it by step 42 (tools/call_frequency 1.0 -> 0; the last call at step 42) and answers from its own "
+        "text, which the answer rule pays almost as well: the tool is learned away.",
         [*TOOL_REPORTS, "https://arxiv.org/abs/2504.20073 (RAGEN, Wang et al. 2025: multi-turn agent RL collapses "
          "into a narrow repeated behaviour, the Echo Trap)"],
-        CONFIG, stopped[0],
+        stopped,
         {"healthy": False,
          "must": {"tools_stopped": {"from_step": 45, "cause": ["stopped calling tools", "tool_called"]}},
-         "must_not": ["tool_failures", "iteration_limit", "grad_zero", "policy_static", "kl"]}), "groups": stopped[1]})
+         "must_not": ["tool_failures", "iteration_limit", "grad_zero", "policy_static", "kl"]})
     failing = agentic_run(
         50, 52,
         mix=lambda t: {"answered": 0.8 - 0.65 * _sigmoid(t, 20, 2), "failed": 0.1 + 0.65 * _sigmoid(t, 20, 2),
                        "at_limit": 0.02, "no_call": 0.08},
         right=_learning)
-    runs.append({**make_run(
+    labelled(
         "synthetic_tools_failing",
         "An agentic run whose calls start to fail from step 20 (the policy writes arguments the calculator cannot "
         "parse): tools/failure_frequency 0.1 -> 0.8 while it keeps calling.",
-        TOOL_REPORTS, CONFIG, failing[0],
+        TOOL_REPORTS, failing,
         {"healthy": False,
          "must": {"tool_failures": {"from_step": 24, "cause": ["tool calls fail", "arguments"]}},
-         "must_not": ["tools_stopped", "iteration_limit", "grad_zero", "policy_static"]}), "groups": failing[1]})
+         "must_not": ["tools_stopped", "iteration_limit", "grad_zero", "policy_static"]})
     looping = agentic_run(
         40, 53,
         mix=lambda t: {"answered": 0.85 - 0.5 * _sigmoid(t, 15, 1.5), "failed": 0.05,
                        "at_limit": 0.02 + 0.5 * _sigmoid(t, 15, 1.5), "no_call": 0.08},
         right=_learning)
-    runs.append({**make_run(
+    labelled(
         "synthetic_tools_iteration_limit",
         "An agentic run at max_tool_calling_iterations 2 whose policy, from step 15, calls the calculator again "
         "after its result in half of the rollouts: they end on a call that gets no result and never answer.",
-        TOOL_REPORTS, CONFIG, looping[0],
+        TOOL_REPORTS, looping,
         {"healthy": False,
          "must": {"iteration_limit": {"from_step": 23, "cause": ["max_tool_calling_iterations"]}},
-         "must_not": ["tools_stopped", "tool_failures", "grad_zero", "policy_static"]}), "groups": looping[1]})
+         "must_not": ["tools_stopped", "tool_failures", "grad_zero", "policy_static"]})
     regardless = agentic_run(
         40, 54,
         mix=lambda t: {"answered": 0.5, "failed": 0.02, "at_limit": 0.0, "no_call": 0.48},
         right=lambda t, kind: 0.85 if kind == "no_call" else 0.55)
-    runs.append({**make_run(
+    labelled(
         "synthetic_tools_reward_regardless",
         "An agentic run whose answer rule pays the rollouts without a call at least as often as those with one "
         "(85% right without, 55% with): nothing in the reward asks for the tool, half the rollouts already skip it.",
-        TOOL_REPORTS, CONFIG, regardless[0],
+        TOOL_REPORTS, regardless,
         {"healthy": False,
          "must": {"reward_without_tool": {"from_step": 10, "severity": "info",
                                           "cause": ["pays as well without the tool", "tool_called"]}},
-         "must_not": ["tools_stopped", "tool_failures", "iteration_limit", "grad_zero", "policy_static"]}),
-        "groups": regardless[1]})
+         "must_not": ["tools_stopped", "tool_failures", "iteration_limit", "grad_zero", "policy_static"]})
     healthy = agentic_run(
         60, 55,
         mix=lambda t: {"answered": 0.82, "failed": 0.06, "at_limit": 0.04, "no_call": 0.08},
         right=_learning)
-    runs.append({**make_run(
+    labelled(
         "synthetic_tools_healthy",
         "A healthy agentic run: the policy calls its calculator about once per completion throughout, 6% of the "
         "calls fail, 4% of the rollouts end at the tool-calling limit, and the answers the tool helped with go from "
         "30% to 85% right while the few without a call stay mostly wrong.",
-        TOOL_REPORTS, CONFIG, healthy[0], {"healthy": True, "must": {}, "must_not": []}), "groups": healthy[1]})
+        TOOL_REPORTS, healthy, {"healthy": True, "must": {}, "must_not": []})
     fewer = agentic_run(
         60, 56,
         mix=lambda t: {"answered": 0.7 + 0.15 * _sigmoid(t, 25, 5), "failed": 0.04,
                        "at_limit": 0.15 - 0.13 * _sigmoid(t, 25, 5), "no_call": 0.11 - 0.02 * _sigmoid(t, 25, 5)},
         right=_learning)
-    runs.append({**make_run(
+    labelled(
         "synthetic_tools_healthy_fewer_calls",
         "A healthy agentic run that learns to call less: at first 15% of the rollouts call twice and stop at the "
         "limit (tools/call_frequency about 1.0), by step 40 one call then an answer in almost all (about 0.9); "
         "failures stay few. Fewer calls is not 'stopped calling'.",
-        TOOL_REPORTS, CONFIG, fewer[0], {"healthy": True, "must": {}, "must_not": []}), "groups": fewer[1]})
+        TOOL_REPORTS, fewer, {"healthy": True, "must": {}, "must_not": []})
     return runs
