@@ -27,7 +27,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.doctor.corpus import ALARM_CODES, CORPUS_DIR, FIRST_PREFIX, Tally, evaluate, load_corpus  # noqa: E402
+from tests.doctor.corpus import (  # noqa: E402
+    ALARM_CODES,
+    CORPUS_DIR,
+    FIRST_PREFIX,
+    SCORED_INFO_CODES,
+    Tally,
+    evaluate,
+    load_corpus,
+)
 
 
 def _ratio(value: float | None) -> str:
@@ -50,7 +58,7 @@ def main() -> int:
     print("| check | labelled prefixes | found, cause named | missed | prefixes that must stay quiet | false alarms "
           "| precision | recall |")
     print("|---|---|---|---|---|---|---|---|")
-    for code in sorted(set(tallies) | set(ALARM_CODES)):
+    for code in sorted(set(tallies) | set(ALARM_CODES) | set(SCORED_INFO_CODES)):
         t = tallies.get(code, Tally())
         print(f"| `{code}` | {t.tp + t.fn} | {t.tp} | {t.fn} | {t.negatives} | {t.fp} | {_ratio(t.precision)} "
               f"| {_ratio(t.recall)} |")

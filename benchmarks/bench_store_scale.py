@@ -27,7 +27,11 @@ its median and 95th percentile reported in milliseconds, against a goal of 100 m
   the latest 200 steps (``stats_figure``, the figure built), the dataset-row list (``prompt_row_choices``), one
   prompt across steps (``history_page``): the first page of 50 groups, a page from a step in the run's second half,
   the latest page; and the former full view (``groups_for_prompt``, 500 groups) for reference;
-* with ``--references``, the full chart's former read (every point of 8 keys).
+* with ``--references``, the full chart's former read (every point of 8 keys);
+* with ``--trajectories``, every completion an 8-turn, ~4,096-token agentic rollout (assistant text, tool calls with
+  their arguments, tool results, the tool mask; :mod:`store_scale_trajectories` beside this script), the tool keys
+  among the metrics, and the pages that draw trajectories timed too: Inspect's step view with its turns and filters,
+  one prompt across steps drawn, the diff's lists and a diff, the token view, the named API's ``run_groups``.
 
 The write path: ``--write-steps`` (default 200) more steps of all keys recorded with ``Store.record_metric_steps``
 (one step a call) at the end of the long run and on a fresh run, in ms per step, beside the same rows written as
@@ -39,7 +43,8 @@ The startup objects are frozen out of the garbage collector's passes (``gc.freez
 What it leaves out: a writer training at the same time (WAL lets readers proceed), Gradio's own serialisation of
 the result, and the OS page cache being cold (the store was just written, so it is warm).
 
-Usage: ``python benchmarks/bench_store_scale.py [--steps 20000] [--groups 250000] [--reps 30] [--db URL]``
+Usage: ``python benchmarks/bench_store_scale.py [--steps 20000] [--groups 250000] [--reps 30] [--db URL]
+[--trajectories]``
 """
 
 from __future__ import annotations
@@ -59,6 +64,13 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sqlalchemy import delete, event, func, insert, select, text  # noqa: E402
+from store_scale_trajectories import (  # noqa: E402  (beside this script)
+    TOKEN_STATS_EVERY,
+    TOOL_KEYS,
+    token_stats_pool,
+    trajectory_pool,
+    trajectory_queries,
+)
 
 from app.tabs.inspect.tab import stats_figure, step_choices  # noqa: E402
 from app.tabs.inspect.tools import history_page, prompt_row_choices  # noqa: E402
@@ -79,9 +91,10 @@ POOL = 4099  # completions drawn once and cycled (prime: no period shared with t
 STEPS_PER_CALL = 1000
 
 
-def metric_keys(count: int) -> list[str]:
-    """``count`` metric names: the chart's 8, then TRL's other names, then ``extra/<n>``."""
-    keys = CHART_KEYS + EXTRA_KEYS
+def metric_keys(count: int, trajectories: bool = False) -> list[str]:
+    """``count`` metric names: the chart's 8, (with ``trajectories`` an agentic run's tool keys,) then TRL's other
+    names, then ``extra/<n>``."""
+    keys = CHART_KEYS + (TOOL_KEYS if trajectories else []) + EXTRA_KEYS
     keys += [f"extra/{i}" for i in range(max(0, count - len(keys)))]
     return keys[:count]
 
@@ -124,7 +137,7 @@ def generate_metrics(store: Store, run_id: int, args: argparse.Namespace) -> Non
     path: raw points and the downsampled history), :data:`STEPS_PER_CALL` steps a transaction (after the steps
     already there: an interrupted generation goes on)."""
     rng = random.Random(0)
-    keys = metric_keys(args.metrics)
+    keys = metric_keys(args.metrics, args.trajectories)
     with store.engine.connect() as conn:
         done = conn.execute(select(func.max(MetricRow.step)).where(MetricRow.run_id == run_id)).scalar() or 0
     steps: list[tuple[int, dict, float]] = []
@@ -153,9 +166,15 @@ def generate_groups(store: Store, run_id: int, args: argparse.Namespace) -> None
     """Insert ``args.groups`` groups of ``args.group_size`` completions spread evenly over the steps (after those
     already there: an interrupted generation goes on), with the DB-API's bulk path on the store's real tables:
     ``executemany`` on SQLite, ``COPY`` on PostgreSQL, :data:`CHUNK` completions a transaction. The completions
-    cycle through a pool of :data:`POOL` drawn ones; each group's dataset row is drawn at random."""
+    cycle through a pool of :data:`POOL` drawn ones (with ``args.trajectories``, long multi-turn trajectories:
+    :mod:`store_scale_trajectories`, whose every :data:`TOKEN_STATS_EVERY`-th group's completions also get per-token
+    values); each group's dataset row is drawn at random."""
     rng = random.Random(1)
-    pool = _completion_pool()
+    long = bool(args.trajectories)
+    pool = trajectory_pool(RULES) if long else _completion_pool()
+    token_pool = token_stats_pool() if long else []
+    completion_columns = ["group_id", '"index"', "text", "rewards", "total_reward", "advantage", "num_tokens",
+                          "truncated"] + (["id", "turns", "tool_mask"] if long else [])
     with store.engine.connect() as conn:
         done = conn.execute(select(func.max(GroupRow.id))).scalar() or 0
     sqlite = store.engine.dialect.name == "sqlite"
@@ -165,25 +184,33 @@ def generate_groups(store: Store, run_id: int, args: argparse.Namespace) -> None
         cursor = raw.cursor()
         groups: list[tuple] = []
         completions: list[tuple] = []
+        token_stats: list[tuple] = []
+        token_columns = "completion_id, num_tokens, pieces, logprobs, kl, entropy"
 
         def flush() -> None:
             if sqlite:
                 cursor.execute("BEGIN")
                 cursor.executemany(f"INSERT INTO groups ({', '.join(group_columns)}) VALUES (?, ?, ?, ?, ?, ?)",
                                    groups)
-                cursor.executemany('INSERT INTO completions (group_id, "index", text, rewards, total_reward, '
-                                   "advantage, num_tokens, truncated) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", completions)
+                cursor.executemany(f"INSERT INTO completions ({', '.join(completion_columns)}) VALUES "
+                                   f"({', '.join('?' * len(completion_columns))})", completions)
+                cursor.executemany(f"INSERT INTO completion_tokens ({token_columns}) VALUES (?, ?, ?, ?, ?, ?)",
+                                   token_stats)
             else:
                 with cursor.copy(f"COPY groups ({', '.join(group_columns)}) FROM STDIN") as copy:
                     for row in groups:
                         copy.write_row(row)
-                with cursor.copy('COPY completions (group_id, "index", text, rewards, total_reward, advantage, '
-                                 "num_tokens, truncated) FROM STDIN") as copy:
+                with cursor.copy(f"COPY completions ({', '.join(completion_columns)}) FROM STDIN") as copy:
                     for row in completions:
                         copy.write_row(row)
+                if token_stats:
+                    with cursor.copy(f"COPY completion_tokens ({token_columns}) FROM STDIN") as copy:
+                        for row in token_stats:
+                            copy.write_row(row)
             raw.commit()
             groups.clear()
             completions.clear()
+            token_stats.clear()
 
         for g in range(done, args.groups):
             group_id = g + 1
@@ -193,13 +220,23 @@ def generate_groups(store: Store, run_id: int, args: argparse.Namespace) -> None
                            f"system: reply with a number\nuser: What is {row_index} + 7?",
                            json.dumps({"answer": str(row_index + 7)})))
             for index in range(args.group_size):
-                completions.append((group_id, index, *pool[(group_id * args.group_size + index) % POOL]))
+                drawn = pool[(group_id * args.group_size + index) % len(pool)]
+                if not long:
+                    completions.append((group_id, index, *drawn))
+                    continue
+                completion_id = g * args.group_size + index + 1  # given: the per-token values refer to it
+                completions.append((group_id, index, *drawn[:6], completion_id, *drawn[6:]))
+                if group_id % TOKEN_STATS_EVERY == 0:
+                    token_stats.append((completion_id, *token_pool[completion_id % len(token_pool)]))
             if len(completions) >= CHUNK:
                 flush()
         if groups:
             flush()
         if not sqlite:  # the ids were given: move the sequence past them
             cursor.execute("SELECT setval(pg_get_serial_sequence('groups', 'id'), (SELECT max(id) FROM groups))")
+            if long:
+                cursor.execute("SELECT setval(pg_get_serial_sequence('completions', 'id'), "
+                               "(SELECT max(id) FROM completions))")
             raw.commit()
         cursor.close()
     finally:
@@ -270,7 +307,7 @@ def write_costs(store: Store, run_id: int, first_step: int, args: argparse.Names
     """ms per step of ``record_metric_steps``, one step a call (all keys), at the end of the long run and on a
     fresh run, and of the raw points only; rows as the query table's. The long run's new steps are left in the store
     (they come after the ones the queries read)."""
-    keys = metric_keys(args.metrics)
+    keys = metric_keys(args.metrics, args.trajectories)
     rng = random.Random(2)
     fresh = store.create_run(name="scale-write", config={}, dataset_id=None, max_steps=args.write_steps).id
     raw = store.create_run(name="scale-raw", config={}, dataset_id=None, max_steps=args.write_steps).id
@@ -315,6 +352,9 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true",
                         help="measure the run named 'scale' already in --db / --keep instead of generating one")
     parser.add_argument("--write-steps", type=int, default=200, help="steps recorded to time the write path")
+    parser.add_argument("--trajectories", action="store_true",
+                        help="every completion an 8-turn, ~4,096-token rollout with tool calls, tool results and "
+                             "its tool mask, and the page reads that draw them timed too (store_scale_trajectories)")
     parser.add_argument("--part", choices=["metrics", "groups", "finish"],
                         help="generate only this part into the run named 'scale' of --db / --keep (created if "
                              "missing), then stop: two processes can fill one store in parallel; 'finish' sets the "
@@ -398,6 +438,8 @@ def main() -> None:
             ("reference: the former full view, groups_for_prompt(500)",
              lambda: store.groups_for_prompt(run_id, rng.randrange(args.prompts))),
         ]
+        if args.trajectories:
+            queries += trajectory_queries(ctx, run_id, a_step, lambda: rng.randrange(args.prompts), rng)
         if args.references:
             queries += [
                 ("reference: every point, metrics_since(8 keys)",

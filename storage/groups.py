@@ -47,10 +47,15 @@ def keyset(after: After | None, before: Before | None) -> list:
     return conditions
 
 
-def with_completions(*conditions) -> Any:
+def with_completions(*conditions, turns: bool = True) -> Any:
     """``SELECT`` of the groups matching ``conditions`` with their completions loaded in one more query (order and
-    limit are the caller's); convert the rows with :meth:`storage.tables.GroupRow.to_record`."""
-    return select(GroupRow).where(*conditions).options(selectinload(GroupRow.completions))
+    limit are the caller's); convert the rows with :meth:`storage.tables.GroupRow.to_record`. ``turns=False`` leaves
+    the completions' ``turns`` and ``tool_mask`` unread (``None`` in the records): a multi-turn trajectory's turns
+    are most of its row (tens of kB), which a view of rewards and labels does not draw."""
+    load = selectinload(GroupRow.completions)
+    if not turns:
+        load = load.defer(CompletionRow.turns, raiseload=True).defer(CompletionRow.tool_mask, raiseload=True)
+    return select(GroupRow).where(*conditions).options(load)
 
 
 def _group_values(run_id: int, step: int, group: GroupRecord, split: str) -> dict[str, Any]:
@@ -169,9 +174,10 @@ class GroupStore(StoreBase):
             out.setdefault(int(step), []).append(None if best is None else float(best))
         return out
 
-    def groups_at(self, run_id: int, step: int) -> list[GroupRecord]:
-        """The groups of one step with their completions, in the order TRL sampled them."""
-        return self._read_groups(with_completions(GroupRow.run_id == run_id, GroupRow.step == step)
+    def groups_at(self, run_id: int, step: int, *, turns: bool = True) -> list[GroupRecord]:
+        """The groups of one step with their completions, in the order TRL sampled them (``turns=False``: without
+        the completions' turns and tool masks, for views of rewards and labels; see :func:`with_completions`)."""
+        return self._read_groups(with_completions(GroupRow.run_id == run_id, GroupRow.step == step, turns=turns)
                                  .order_by(GroupRow.id))
 
     def groups_since(

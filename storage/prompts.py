@@ -21,7 +21,7 @@ class PromptStore(GroupStore):
     """The store's views of groups by prompt and by text (a mixin of :class:`storage.Store`)."""
 
     def groups_for_prompt(self, run_id: int, row_index: int, limit: int = 500, *, after: After | None = None,
-                          before: Before | None = None) -> list[GroupRecord]:
+                          before: Before | None = None, turns: bool = True) -> list[GroupRecord]:
         """The training groups a run sampled for one dataset row, in step order (then in recording order): at most
         ``limit``, the earliest ones, or with ``before`` the latest ones. Eval groups are left out: their
         ``row_index`` counts the rows of the eval dataset, another prompt.
@@ -30,10 +30,11 @@ class PromptStore(GroupStore):
         twice in one step gives two groups of that step, in the order they were recorded. ``after`` and ``before``
         are keyset cursors ``(step, group id)`` of a group already shown (exclusive; ``(step, None)`` in ``after``:
         every group of ``step`` seen), so a late page costs what the first does: one range of the index
-        ``ix_groups_run_row`` (``run_id, row_index, step``), never a skip over the earlier groups.
+        ``ix_groups_run_row`` (``run_id, row_index, step``), never a skip over the earlier groups. ``turns=False``
+        leaves the completions' turns and tool masks unread (:func:`storage.groups.with_completions`).
         """
         query = with_completions(GroupRow.run_id == run_id, GroupRow.row_index == row_index, split_clause("train"),
-                                 *keyset(after, before))
+                                 *keyset(after, before), turns=turns)
         if before is not None and after is None:  # the page ending just before the cursor: read it backwards
             query = query.order_by(GroupRow.step.desc(), GroupRow.id.desc())
         else:

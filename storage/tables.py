@@ -21,6 +21,7 @@ from sqlalchemy import (
     LargeBinary,
     UniqueConstraint,
 )
+from sqlalchemy import inspect as orm_state
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -320,7 +321,9 @@ class CompletionRow(Base):
 
     def to_record(self) -> CompletionRecord:
         """This row as the plain record callers get (``token_stats`` left ``None``: read them with
-        :meth:`storage.Store.token_stats`)."""
+        :meth:`storage.Store.token_stats`; ``turns`` and ``tool_mask`` ``None`` when the query left them unread,
+        :func:`storage.groups.with_completions` with ``turns=False``)."""
+        unread = orm_state(self).unloaded
         return CompletionRecord(
             index=self.index,
             text=self.text,
@@ -329,8 +332,8 @@ class CompletionRow(Base):
             advantage=self.advantage,
             num_tokens=self.num_tokens,
             truncated=bool(self.truncated),
-            turns=self.turns if isinstance(self.turns, list) else None,
-            tool_mask=self.tool_mask if isinstance(self.tool_mask, list) else None,
+            turns=None if "turns" in unread or not isinstance(self.turns, list) else self.turns,
+            tool_mask=None if "tool_mask" in unread or not isinstance(self.tool_mask, list) else self.tool_mask,
         )
 
 

@@ -71,10 +71,29 @@ TOO_DEEP = "(nested too deep to read)"
 UNREADABLE = "(stored JSON that cannot be read)"
 
 
+def _nested_too_deep(value: dict | list, depth: int) -> bool:
+    """Whether the container ``value`` at ``depth``, or one inside it, lies at :data:`MAX_READ_DEPTH` or deeper
+    (visits containers only, without recursion: a scalar costs one ``isinstance``)."""
+    stack = [(value, depth)]
+    while stack:
+        container, level = stack.pop()
+        if level >= MAX_READ_DEPTH:
+            return True
+        for item in container.values() if isinstance(container, dict) else container:
+            if isinstance(item, (dict, list)):
+                stack.append((item, level + 1))
+    return False
+
+
 def within_depth(value: Any, depth: int = 0) -> Any:
     """``value`` with every part nested deeper than :data:`MAX_READ_DEPTH` replaced by :data:`TOO_DEEP`: a value
-    stored before the writers bounded it must not break a listing (Gradio's walk, the JSON encoders recurse)."""
+    stored before the writers bounded it must not break a listing (Gradio's walk, the JSON encoders recurse).
+
+    A value within the bound (every value the writers store) is returned as it is, checked without a copy: a
+    multi-turn completion's turns are read on every page that shows them."""
     if isinstance(value, dict | list):
+        if not _nested_too_deep(value, depth):
+            return value
         if depth >= MAX_READ_DEPTH:
             return TOO_DEEP
         if isinstance(value, dict):

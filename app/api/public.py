@@ -71,7 +71,7 @@ from grpo_core.runs.export import export_run
 from grpo_core.submit.queue import submit_run
 from grpo_core.submit.sweeps import parse_sweep_config_text, submit_sweep
 from grpo_core.tools.turns import clean_spans, clean_turns
-from storage import DatasetInfo, GroupRecord, MetricPoint, RunInfo, RunStatus, StoreError
+from storage import CompletionRecord, DatasetInfo, GroupRecord, MetricPoint, RunInfo, RunStatus, StoreError
 
 LOG = logging.getLogger(__name__)
 
@@ -147,11 +147,21 @@ def group_dict(group: GroupRecord) -> dict[str, Any]:
     calls with their arguments, tool results or errors, environment rewards, in order; see
     :mod:`grpo_core.tools.turns`) and ``tool_mask`` (which tokens TRL trained on, as ``[[1|0, length], ...]``),
     both ``None`` for a single-turn one; ``text`` is then the final assistant turn."""
-    plain = _plain(dataclasses.asdict(group))
-    for completion in plain.get("completions", []):  # values the store gives back are bounded again
-        completion["turns"] = clean_turns(completion.get("turns"))
-        completion["tool_mask"] = clean_spans(completion.get("tool_mask"))
-    return plain
+    return {field.name: [_completion_dict(c) for c in group.completions] if field.name == "completions"
+            else _field_value(getattr(group, field.name)) for field in dataclasses.fields(group)}
+
+
+def _field_value(value: Any) -> Any:
+    """A record's field as plain JSON (a nested record as its fields, as ``dataclasses.asdict`` gives them)."""
+    return _plain(dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value)
+
+
+def _completion_dict(completion: CompletionRecord) -> dict[str, Any]:
+    """A completion as :func:`group_dict` gives it: the turns and tool mask the store gave back bounded again
+    (:func:`grpo_core.tools.turns.clean_turns` builds them anew: no deep copy of a long trajectory before)."""
+    cleaners = {"turns": clean_turns, "tool_mask": clean_spans}
+    return {field.name: cleaners[field.name](getattr(completion, field.name)) if field.name in cleaners
+            else _field_value(getattr(completion, field.name)) for field in dataclasses.fields(completion)}
 
 
 def create_public_api(ctx: AppContext) -> None:

@@ -10,6 +10,7 @@ with its background (WCAG 2.x relative luminance; the scale's every colour reach
 
 from __future__ import annotations
 
+import functools
 import html
 import math
 
@@ -98,8 +99,10 @@ def contrast_ratio(first: str, second: str) -> float:
     return (light + 0.05) / (dark + 0.05)
 
 
+@functools.lru_cache(maxsize=1024)
 def text_colour(background: str) -> str:
-    """Black or white (:data:`TEXT_COLOURS`), whichever reads better on ``background`` (``#rrggbb``)."""
+    """Black or white (:data:`TEXT_COLOURS`), whichever reads better on ``background`` (``#rrggbb``). Cached: a
+    heatmap's backgrounds are a few hundred of :func:`heat_colour`'s, over thousands of tokens."""
     return max(TEXT_COLOURS, key=lambda colour: contrast_ratio(colour, background))
 
 

@@ -71,6 +71,15 @@ def _text(text: str, max_chars: int) -> str:
     return f"<pre>{html.escape(shown)}</pre>"
 
 
+def _tool_block(kind: str, data: str, label: str, name: str, note: str, text: str, *, failed: bool,
+                max_chars: int) -> str:
+    """A tool call's or a tool result's block: ``data`` its ``data-*`` attribute, ``name`` the tool (escaped here),
+    ``note`` HTML after the name, ``failed`` marks it red."""
+    return (f'<div class="grpo-turn{" failed" if failed else ""}" data-kind="{kind}" {data}>'
+            f'<span class="turn-label">{label}</span> <code>{html.escape(name)}</code>{note}'
+            f"{_text(text, max_chars)}</div>")
+
+
 def turns_html(turns: Any, *, max_chars: int = 4000) -> str:
     """A completion's turns as distinct blocks, in order (see the module docstring); ``""`` when there are none.
 
@@ -87,17 +96,12 @@ def turns_html(turns: Any, *, max_chars: int = 4000) -> str:
         elif kind == "tool_call":
             parsed = turn["parsed"]
             note = "" if parsed else ' <span class="grpo-badge grpo-badge-error">not parsed: failed call</span>'
-            blocks.append(
-                f'<div class="grpo-turn{"" if parsed else " failed"}" data-kind="tool_call" '
-                f'data-parsed="{int(parsed)}"><span class="turn-label">tool call</span> '
-                f"<code>{html.escape(turn['name'] or '?')}</code>{note}{_text(turn['arguments'], max_chars)}</div>")
+            blocks.append(_tool_block("tool_call", f'data-parsed="{int(parsed)}"', "tool call", turn["name"] or "?",
+                                      note, turn["arguments"], failed=not parsed, max_chars=max_chars))
         elif kind == "tool_result":
             error = turn["error"]
-            label = "tool error" if error else "tool result"
-            blocks.append(
-                f'<div class="grpo-turn{" failed" if error else ""}" data-kind="tool_result" data-error="{int(error)}">'
-                f'<span class="turn-label">{label}</span> <code>{html.escape(turn["name"])}</code>'
-                f"{_text(turn['text'], max_chars)}</div>")
+            blocks.append(_tool_block("tool_result", f'data-error="{int(error)}"', "tool error" if error else
+                                      "tool result", turn["name"], "", turn["text"], failed=error, max_chars=max_chars))
         elif kind == "reward":
             value = "–" if turn["value"] is None else f"{turn['value']:.3f}"
             blocks.append(f'<div class="grpo-turn" data-kind="reward"><span class="turn-label">environment reward'

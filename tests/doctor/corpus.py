@@ -9,7 +9,7 @@ A corpus file is one run:
 - ``config``: the run config fields the doctor reads (``beta``, ``learning_rate``, ``rewards``, ...);
 - ``series``: ``key -> [[step, value], ...]`` with TRL's metric names (``null`` for NaN);
 - ``groups`` (optional): sampled groups as ``{"step", "row_index", "completions": [{"text", "total_reward",
-  "rewards": {rule: score}}]}``;
+  "rewards": {rule: score}, "turns": a multi-turn completion's turns (optional, :mod:`grpo_core.tools.turns`)}]}``;
 - ``expect``: ``healthy`` (true: no warning or error at any prefix), ``must`` (``code -> {"from_step": the first
   logged step from which the finding must be there, "severity": the least severity that counts, "cause": words its
   title or advice must contain (any case), "forbid": words they must not contain}``), ``must_not`` (codes that must
@@ -17,10 +17,10 @@ A corpus file is one run:
   advice to raise the learning rate of a run whose gradient is 0; each occurrence is a false positive of that code).
 
 Scoring, per check code and per prefix from :data:`FIRST_PREFIX` logged steps on: a *positive* is a prefix at or after
-a ``must`` code's ``from_step``; a *negative* is every prefix of a healthy run (for every warning or error code) and
-every prefix of a run for its ``must_not`` codes; anything else (a prefix before the onset) is not scored. A finding
-counts when it is there at the labelled severity or above (warnings and errors for negatives) and, for positives,
-names its cause.
+a ``must`` code's ``from_step``; a *negative* is every prefix of a healthy run (for every warning or error code and
+the :data:`SCORED_INFO_CODES`) and every prefix of a run for its ``must_not`` codes; anything else (a prefix before
+the onset) is not scored. A finding counts when it is there at the labelled severity or above (warnings and errors
+for negatives, and the :data:`SCORED_INFO_CODES` at any severity) and, for positives, names its cause.
 """
 
 from __future__ import annotations
@@ -46,7 +46,11 @@ ALARM_CODES = (
     "clipped", "entropy_collapse", "entropy_surge", "eval_flat", "grad_vanishing", "grad_zero", "kl", "length_long",
     "nan", "nan_rule", "policy_static", "reward_falling", "reward_flat", "reward_zero", "rule_dominates",
     "rule_errors", "task_rule_falling", "zero_std", "clip_high", "sampling_mismatch", "grad_spike",
+    "tools_stopped", "tool_failures", "iteration_limit",
 )
+#: Information codes scored like the alarms: a healthy run, or a run that lists one in ``must_not``, must not get
+#: them at all (the tool checks' "reward paid whether or not the tool was used" is information, not a warning).
+SCORED_INFO_CODES = ("reward_without_tool",)
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,7 @@ def _group(data: dict[str, Any]) -> GroupRecord:
     completions = [
         CompletionRecord(
             index=i, text=c.get("text", ""), total_reward=c.get("total_reward"), rewards=c.get("rewards", {}),
-            advantage=c.get("advantage"), truncated=bool(c.get("truncated", False)),
+            advantage=c.get("advantage"), truncated=bool(c.get("truncated", False)), turns=c.get("turns"),
         )
         for i, c in enumerate(data["completions"])
     ]
@@ -189,10 +193,10 @@ def score_prefix(run: CorpusRun, last_step: int, findings: list[Finding], tallie
                 tallies[finding.code].fp += 1
                 tallies[finding.code].alarms.append(f"{where}: says {phrase!r}: {finding.title}")
     negatives = set(run.must_not)
-    for code in ALARM_CODES:
+    for code in ALARM_CODES + SCORED_INFO_CODES:
         if code not in run.must and (run.healthy or code in negatives):
             tallies[code].negatives += 1
-    alarms = [f for f in findings if f.severity is not Severity.INFO]
+    alarms = [f for f in findings if f.severity is not Severity.INFO or f.code in SCORED_INFO_CODES]
     for finding in alarms:
         if finding.code in run.must:
             continue  # judged as a positive (before its onset it is not scored)

@@ -18,6 +18,7 @@ import statistics
 from collections.abc import Callable
 
 from tests.doctor.corpus import CORPUS_DIR
+from tests.doctor.synthetic_tools import tool_runs
 
 HEALTHY_REPORTS = [
     "https://arxiv.org/abs/2402.03300 (DeepSeekMath: GRPO, beta 0.04; KL drifts while the reward rises)",
@@ -375,6 +376,7 @@ def synthetic_runs() -> list[dict]:
              "must_not": ["kl", "grad_zero", "entropy_surge"], "say_never": ["with LoRA is low"]},
         ),
         *_signal_runs(base),
+        *tool_runs(_run),
     ]
     return runs
 

@@ -16,6 +16,7 @@ KNOWN = {
     "nan_rule", "policy_static", "reward_falling", "reward_flat", "reward_zero", "rule_dominates", "rule_errors",
     "task_rule_falling", "zero_std", "length_long", "length_short", "eval_flat", "beta_zero_std", "reward_plateau",
     "reward_undecided", "reward_slow", "loss_zero", "clip_high", "sampling_mismatch", "grad_spike",
+    "tools_stopped", "tool_failures", "iteration_limit", "reward_without_tool",
 }
 
 

@@ -43,7 +43,7 @@ def stats_figure(ctx: AppContext, run_id: int, step: int, threshold: float):
     steps = sorted(ctx.store.latest_group_steps(run_id, PASS_STEPS))
     best = ctx.store.best_totals(run_id, steps[0], steps[-1]) if steps else {}
     shares = [pass_share(best.get(s, []), threshold) for s in steps]
-    totals = step_totals(ctx.store.groups_at(run_id, step))
+    totals = step_totals(ctx.store.groups_at(run_id, step, turns=False))
     return step_groups_figure(totals, steps, shares, step=step, threshold=threshold)
 
 

@@ -69,7 +69,8 @@ def create_token_view(ctx: AppContext, run: gr.Dropdown, step: gr.Dropdown,
 
     def on_step(run_id: int | None, step_value: int | None):
         """Inputs: run, step. Outputs: completion dropdown (the step's completions), heatmap."""
-        groups = [] if run_id is None or step_value is None else ctx.store.groups_at(int(run_id), int(step_value))
+        groups = [] if run_id is None or step_value is None else ctx.store.groups_at(int(run_id), int(step_value),
+                                                                                      turns=False)
         return gr.update(choices=completion_choices(groups), value=None), ""
 
     def on_pick(ref: str | None, measure_key: str | None) -> str:
@@ -82,7 +83,8 @@ def create_token_view(ctx: AppContext, run: gr.Dropdown, step: gr.Dropdown,
         ref = completion_click_ref(value)
         if ref is None:
             return gr.skip(), gr.skip(), gr.skip()
-        groups = [] if run_id is None or step_value is None else ctx.store.groups_at(int(run_id), int(step_value))
+        groups = [] if run_id is None or step_value is None else ctx.store.groups_at(int(run_id), int(step_value),
+                                                                                      turns=False)
         choices = completion_choices(groups)
         dropdown = gr.update(choices=choices, value=ref) if ref in {v for _, v in choices} else gr.update(value=None)
         return gr.Accordion(open=True), dropdown, token_view_html(ctx, ref, measure_key)

@@ -102,14 +102,15 @@ def diff_choices(
     diff dropdown."""
     groups: list[GroupRecord] = []
     if run_id is not None and step is not None:
-        groups += ctx.store.groups_at(int(run_id), int(step))
+        groups += ctx.store.groups_at(int(run_id), int(step), turns=False)  # labels only
     if run_id is not None and row_index is not None:
         if shown and shown.get("row_index") == int(row_index) and shown.get("first"):
             first_step, first_id = shown["first"]
             after = (int(first_step), int(first_id) - 1)  # from the page's first group on
-            groups += ctx.store.groups_for_prompt(int(run_id), int(row_index), HISTORY_PAGE_SIZE, after=after)
+            groups += ctx.store.groups_for_prompt(int(run_id), int(row_index), HISTORY_PAGE_SIZE, after=after,
+                                                  turns=False)
         else:
-            groups += ctx.store.groups_for_prompt(int(run_id), int(row_index), HISTORY_PAGE_SIZE)
+            groups += ctx.store.groups_for_prompt(int(run_id), int(row_index), HISTORY_PAGE_SIZE, turns=False)
     return gr.update(choices=completion_choices(groups), value=None)
 
 

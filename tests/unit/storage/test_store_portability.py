@@ -111,3 +111,26 @@ def test_several_processes_can_create_a_new_store_at_once(settings):
 def test_json_safe_replaces_non_finite_floats_at_any_depth():
     value = {"a": math.nan, "b": [1, math.inf, {"c": -math.inf, "d": "text"}], "e": (2.5, None)}
     assert json_safe(value) == {"a": None, "b": [1, None, {"c": None, "d": "text"}], "e": [2.5, None]}
+
+
+def test_json_read_back_is_cut_past_the_read_depth_and_kept_whole_within_it(store):
+    from storage.types import MAX_READ_DEPTH, TOO_DEEP
+
+    deep: list = []
+    inner = deep
+    for _ in range(MAX_READ_DEPTH + 8):
+        inner.append([])
+        inner = inner[0]
+    turns = [{"kind": "assistant", "text": "hi"}, {"kind": "tool_call", "name": "f", "arguments": "{}",
+                                                    "parsed": True}]
+    run = _run(store)
+    store.record_groups(run.id, 1, [GroupRecord(1, 0, "p", [CompletionRecord(0, "x", {}, 1.0, 0.0, turns=turns,
+                                                                              tool_mask=[[1, 3], [0, 2]])],
+                                                extra={"deep": deep, "flat": {"a": [1, 2]}})])
+    back = store.groups_at(run.id, 1)[0]
+    assert back.completions[0].turns == turns and back.completions[0].tool_mask == [[1, 3], [0, 2]]
+    assert back.extra["flat"] == {"a": [1, 2]}
+    value, depth = back.extra["deep"], 2  # the group's extra is depth 0, "deep" depth 1, its first item depth 2
+    while isinstance(value, list):
+        value, depth = value[0], depth + 1
+    assert value == TOO_DEEP and depth == MAX_READ_DEPTH + 1

@@ -51,6 +51,11 @@ def test_turns_and_the_tool_mask_are_stored_and_read_back(store):
     first, second = store.groups_at(run.id, 1)[0].completions
     assert first.turns == turns and first.tool_mask == [[1, 2], [0, 3]]
     assert second.turns is None and second.tool_mask is None
+    # A view of rewards and labels reads the same rows without the turns (unread: None), by step and by row.
+    for light in (store.groups_at(run.id, 1, turns=False)[0], store.groups_for_prompt(run.id, 0, turns=False)[0]):
+        assert [(c.index, c.text, c.turns, c.tool_mask) for c in light.completions] == [(0, "a", None, None),
+                                                                                         (1, "b", None, None)]
+    assert store.groups_for_prompt(run.id, 0)[0].completions[0].turns == turns
 
 
 def _wire_batch(turns, tool_mask):

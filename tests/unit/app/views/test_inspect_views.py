@@ -360,3 +360,12 @@ def test_config_differences_show_trl_args_and_the_knobs_by_field():
         "report_to": ["[]", '["tensorboard"]'],
         "trl_args.num_generations_eval": ["(not set)", "2"],
     }
+
+
+def test_completion_diff_of_two_long_trajectories_aligns_lines():
+    left = "\n".join(f"[tool result lookup] row {i} of the table" for i in range(300))
+    right = left.replace("row 150 of", "row <b>150</b> of") + "\n[tool result lookup] one more"
+    page = completion_diff_html(("A <1>", left), ("B", right))
+    assert page.count('class="diff_chg"') == 2 and page.count('class="diff_add"') == 1
+    assert 'class="diff_sub"' not in page and "&lt;b&gt;150" in page and "<b>150" not in page and "A &lt;1&gt;" in page
+    assert 0.98 < float(re.search(r'data-ratio="([0-9.]+)"', page).group(1)) < 1.0
