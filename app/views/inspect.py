@@ -3,11 +3,11 @@ search results, one prompt across steps, and two completions side by side as a d
 
 from __future__ import annotations
 
-import difflib
 import html
 import re
 from collections.abc import Sequence
 
+from app.views.completion_diff import MAX_DIFF_CHARS, DiffTooCostly, bounded_diff
 from app.views.runs import GROUP_CSS, groups_html
 from app.views.trajectories import TRAJECTORY_FILTER_KEYS, TRAJECTORY_FILTERS, filter_trajectories
 from storage import CompletionRecord, GroupRecord, PromptPage, SearchPage, Store, StoreError
@@ -159,21 +159,10 @@ DIFF_CSS = """
 _DIFF_NAVIGATION = re.compile(r'<t[dh] class="diff_next"[^>]*>.*?</t[dh]>|<colgroup></colgroup>\s*')
 
 
-def _diff_lines(text: str, width: int) -> list[str]:
-    """Lines of ``text``, long ones split at spaces near ``width`` so a one-line completion diffs word-wise."""
-    lines: list[str] = []
-    for line in text.splitlines() or [""]:
-        while len(line) > width:
-            cut = line.rfind(" ", 0, width)
-            cut = width if cut <= 0 else cut + 1
-            lines.append(line[:cut])
-            line = line[cut:]
-        lines.append(line)
-    return lines
-
-
 def completion_diff_html(left: tuple[str, str], right: tuple[str, str], *, width: int = 60) -> str:
-    """Two completions side by side (``difflib.HtmlDiff``): added, changed and removed text highlighted.
+    """Two completions side by side (``difflib.HtmlDiff``, computed in a child process killed after
+    :data:`app.views.completion_diff.TIMEOUT_S`; each side's first :data:`~app.views.completion_diff.MAX_DIFF_CHARS`
+    characters): added, changed and removed text highlighted; a note instead when the child ran out of time.
 
     Args:
         left, right: ``(label, text)`` of each completion; labels and texts are escaped.
@@ -183,15 +172,14 @@ def completion_diff_html(left: tuple[str, str], right: tuple[str, str], *, width
         HTML: a header with the similarity ratio (``difflib.SequenceMatcher``, 1.0 = identical) and the table.
     """
     (left_label, left_text), (right_label, right_text) = left, right
-    ratio = difflib.SequenceMatcher(None, left_text, right_text, autojunk=False).ratio()
-    table = difflib.HtmlDiff(tabsize=4).make_table(
-        _diff_lines(left_text, width),
-        _diff_lines(right_text, width),
-        fromdesc=html.escape(left_label),
-        todesc=html.escape(right_label),
-    )
+    try:  # in a bounded child: difflib is quadratic to cubic in the texts (app.views.completion_diff)
+        ratio, table = bounded_diff(left_text, right_text, (html.escape(left_label), html.escape(right_label)), width)
+    except DiffTooCostly as exc:
+        return f'<div id="completion-diff" class="grpo-empty" data-ratio="">No diff drawn: {html.escape(str(exc))}.</div>'
     table = _DIFF_NAVIGATION.sub("", table)
     same = " · identical" if left_text == right_text else ""
+    if max(len(left_text), len(right_text)) > MAX_DIFF_CHARS:
+        same += f" · the first {MAX_DIFF_CHARS:,} characters of each compared"
     return (
         f'<style>{DIFF_CSS}</style><div id="completion-diff" data-ratio="{ratio:.3f}">'
         f'<div class="grpo-meta">similarity {ratio:.0%}{same}</div>{table}</div>'
