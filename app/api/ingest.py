@@ -20,8 +20,9 @@ revoked token answers 401, and so does an expired one, or one whose login is no 
 ``max_runs`` runs through the API, all its tokens together (403 beyond; ``--ingest-max-runs``). A run's config,
 provenance and a group's extra columns are held to the bounds of config text
 (:data:`grpo_core.integrations.wire.JSON_LIMITS`), and the config to what the token's login could launch
-(:mod:`grpo_core.access.boundary`), before anything is stored; a run id that is not a whole number from 1 to
-:data:`MAX_RUN_ID` answers 404. The routes run on the dashboard's own FastAPI app (:func:`ingest_routes`), beside
+(:mod:`grpo_core.access.boundary`), before anything is stored; a run keeps at most
+:data:`~grpo_core.integrations.wire.MAX_RUN_METRIC_KEYS` distinct metric names (a record bringing more: 422); a run
+id that is not a whole number from 1 to :data:`MAX_RUN_ID` answers 404. The routes run on the dashboard's own FastAPI app (:func:`ingest_routes`), beside
 Gradio's; they never load torch.
 """
 
@@ -37,7 +38,15 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from grpo_core.access.boundary import Boundary
-from grpo_core.integrations.wire import MAX_BODY_BYTES, Batch, CreateRun, FinishRecord, Progress, groups_from_wire
+from grpo_core.integrations.wire import (
+    MAX_BODY_BYTES,
+    MAX_RUN_METRIC_KEYS,
+    Batch,
+    CreateRun,
+    FinishRecord,
+    Progress,
+    groups_from_wire,
+)
 from grpo_core.run_config import ConfigError, parse_run_config
 from grpo_core.runs.script_runs import RECORDED_FROM, SCRIPT_KIND
 from storage import RunStatus, Store, StoreError
@@ -155,14 +164,28 @@ class IngestApi:
         with self._lock(run_id):
             last = self.store.ingest_cursor(run_id).last_seq
             if batch.records[0].seq <= last + 1:  # else a gap: nothing applied, the sender resends from `last`
+                names = set(self.store.metric_keys(run_id))
                 for record in batch.records:
                     if record.seq <= last:
                         continue  # applied before (a resend)
+                    self._check_names(record, names)
                     self._apply(run_id, record)
                     if not self.store.advance_ingest_cursor(run_id, last, record.seq):
                         raise HTTPException(409, "the run's records were written concurrently; send again")
                     last = record.seq
         return {"last_seq": last, **self._control(run_id)}
+
+    @staticmethod
+    def _check_names(record, names: set[str]) -> None:
+        """422 when ``record`` would bring the run (its metric names so far: ``names``, updated here) past
+        :data:`MAX_RUN_METRIC_KEYS` distinct metric names; nothing of the record is stored then."""
+        if isinstance(record, FinishRecord):
+            return
+        fresh = set(record.metrics) - names
+        if len(names) + len(fresh) > MAX_RUN_METRIC_KEYS:
+            raise HTTPException(422, f"record {record.seq}: a run keeps at most {MAX_RUN_METRIC_KEYS} metric names; "
+                                     f"it has {len(names)} and this record brings {len(fresh)} more")
+        names |= fresh
 
     def _apply(self, run_id: int, record) -> None:
         if isinstance(record, FinishRecord):

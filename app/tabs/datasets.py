@@ -12,6 +12,7 @@ import pandas as pd
 
 from app.catalog_sync import CatalogSync, dataset_choices
 from app.context import AppContext, actor_of, boundary_of
+from app.views.runs import md_text
 from app.views.tables import cell_text, empty_frame
 from grpo_core.access.boundary import BoundaryError
 from grpo_core.access.ownership import NotOwnerError, check_may_change
@@ -158,7 +159,7 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
 
     def added_outputs(info, model: str, request: gr.Request = None):
         rows = read_normalized(Path(info.path))
-        message = (f"✅ Added **{info.name}**: {info.num_rows} rows, columns {', '.join(info.columns)}."
+        message = (f"✅ Added **{md_text(info.name)}**: {info.num_rows} rows, columns {md_text(', '.join(info.columns))}."
                    f"{answer_coverage_markdown(rows)}")
         return (
             message,
@@ -214,7 +215,7 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
         except (DatasetError, NotOwnerError, StoreError) as exc:
             gr.Warning(f"Not renamed: {exc}")
             return f"❌ Not renamed: {exc}", gr.skip(), gr.skip()
-        return (f"✅ Dataset #{info.id} is now **{info.name}**.", datasets_frame(ctx),
+        return (f"✅ Dataset #{info.id} is now **{md_text(info.name)}**.", datasets_frame(ctx),
                 gr.update(choices=dataset_choices(ctx), value=info.id))
 
     def on_dataset_delete_ask(dataset_id: int | None, request: gr.Request = None):
@@ -228,7 +229,7 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
         except (NotOwnerError, StoreError) as exc:
             gr.Warning(f"Not deleted: {exc}")
             return gr.update(visible=False), "", None, f"❌ Not deleted: {exc}"
-        text = (f"Delete dataset **#{info.id} {info.name}** ({info.num_rows} rows)? Runs that used it keep their "
+        text = (f"Delete dataset **#{info.id} {md_text(info.name)}** ({info.num_rows} rows)? Runs that used it keep their "
                 "config and groups (it is then only hidden, kept for them); refused while a run using it is queued "
                 "or running.")
         return gr.update(visible=True), text, info.id, ""

@@ -367,7 +367,7 @@ def training_figure(series: MetricSeries, title: str = "", beta: float | None = 
     figure.update_layout(
         height=height,
         margin={"l": 40, "r": 20, "t": top, "b": 40},
-        title={"text": title, "yref": "container", "y": 1.0, "yanchor": "top", "pad": {"t": 10}},
+        title={"text": html.escape(title, quote=False), "yref": "container", "y": 1.0, "yanchor": "top", "pad": {"t": 10}},
         legend={
             "orientation": "h",
             "yref": "container",
@@ -407,11 +407,12 @@ def compare_figure(
         if x_axis == "wall":
             origin = min(series.wall.values(), default=0.0)
             x = [series.wall.get(step, origin) - origin for step in steps]
-        figure.add_trace(go.Scatter(x=x, y=ema(_clean(values), smoothing), mode="lines", name=label))
+        figure.add_trace(go.Scatter(x=x, y=ema(_clean(values), smoothing), mode="lines",
+                                 name=html.escape(label, quote=False)))  # plotly.js reads tags in names
     if x_axis == "step":
         _integer_steps(figure, (step for series in runs.values() for step in series.data.get(key, ([], []))[0]))
     figure.update_layout(
-        title={"text": key},
+        title={"text": html.escape(key, quote=False)},
         xaxis_title="step" if x_axis == "step" else "seconds since the run's first point",
         height=360,
         template="plotly_white",

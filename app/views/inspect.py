@@ -3,11 +3,11 @@ search results, one prompt across steps, and two completions side by side as a d
 
 from __future__ import annotations
 
-import difflib
 import html
 import re
 from collections.abc import Sequence
 
+from app.views.completion_diff import MAX_DIFF_CHARS, DiffTooCostly, bounded_diff
 from app.views.runs import GROUP_CSS, groups_html
 from app.views.trajectories import TRAJECTORY_FILTER_KEYS, TRAJECTORY_FILTERS, filter_trajectories
 from storage import CompletionRecord, GroupRecord, PromptPage, SearchPage, Store, StoreError
@@ -159,71 +159,14 @@ DIFF_CSS = """
 _DIFF_NAVIGATION = re.compile(r'<t[dh] class="diff_next"[^>]*>.*?</t[dh]>|<colgroup></colgroup>\s*')
 
 
-def _diff_lines(text: str, width: int) -> list[str]:
-    """Lines of ``text``, long ones split at spaces near ``width`` so a one-line completion diffs word-wise."""
-    lines: list[str] = []
-    for line in text.splitlines() or [""]:
-        while len(line) > width:
-            cut = line.rfind(" ", 0, width)
-            cut = width if cut <= 0 else cut + 1
-            lines.append(line[:cut])
-            line = line[cut:]
-        lines.append(line)
-    return lines
-
-
-#: Above this many character pairs (``len(a) * len(b)``: two texts of about 2,000 characters) the similarity is
-#: measured on lines: a character ``SequenceMatcher`` with ``autojunk=False`` grows with their product (two
-#: trajectories of 22,000 characters: 9 s).
-RATIO_CHAR_PAIRS = 4_000_000
-#: Above this many line pairs (two texts of about 50 lines) the table aligns whole lines
-#: (:func:`_aligned_table`): ``HtmlDiff`` pairs every changed line with every other one to find similar ones (two
-#: trajectories of 390 lines: 3.6 s).
-TABLE_LINE_PAIRS = 2_500
-
-
-def _similarity(left: str, right: str, left_lines: list[str], right_lines: list[str]) -> float:
-    """``SequenceMatcher``'s ratio of the two texts' characters, or of their lines past :data:`RATIO_CHAR_PAIRS`."""
-    if len(left) * len(right) <= RATIO_CHAR_PAIRS:
-        return difflib.SequenceMatcher(None, left, right, autojunk=False).ratio()
-    return difflib.SequenceMatcher(None, left_lines, right_lines, autojunk=False).ratio()
-
-
-def _aligned_table(left: list[str], right: list[str], left_label: str, right_label: str) -> str:
-    """A side-by-side table of two long texts from ``SequenceMatcher``'s line opcodes, in ``HtmlDiff``'s classes:
-    changed lines paired in order (``diff_chg``), the rest of a changed block added (``diff_add``) or removed
-    (``diff_sub``); no highlighting within a line. Labels and lines are escaped here."""
-    rows = []
-
-    def cell(number: int | None, text: str | None, mark: str | None) -> str:
-        if number is None:
-            return '<td class="diff_header"></td><td nowrap="nowrap"></td>'
-        shown = html.escape(text or "")
-        if mark:
-            shown = f'<span class="{mark}">{shown}</span>'
-        return f'<td class="diff_header">{number}</td><td nowrap="nowrap">{shown}</td>'
-
-    matcher = difflib.SequenceMatcher(None, left, right, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        for k in range(max(i2 - i1, j2 - j1)):
-            i, j = i1 + k, j1 + k
-            in_left, in_right = i < i2, j < j2
-            mark = None if tag == "equal" else "diff_chg" if in_left and in_right else None
-            rows.append("<tr>" + cell(i + 1 if in_left else None, left[i] if in_left else None,
-                                      mark or (None if tag == "equal" else "diff_sub"))
-                        + cell(j + 1 if in_right else None, right[j] if in_right else None,
-                               mark or (None if tag == "equal" else "diff_add")) + "</tr>")
-    return (f'<table class="diff" rules="groups"><thead><tr><th colspan="2" class="diff_header">'
-            f'{html.escape(left_label)}</th><th colspan="2" class="diff_header">{html.escape(right_label)}</th>'
-            f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")
-
-
 def completion_diff_html(left: tuple[str, str], right: tuple[str, str], *, width: int = 60) -> str:
-    """Two completions side by side (``difflib.HtmlDiff``): added, changed and removed text highlighted.
+    """Two completions side by side (``difflib.HtmlDiff``, computed in a child process killed after
+    :data:`app.views.completion_diff.TIMEOUT_S`; each side's first :data:`~app.views.completion_diff.MAX_DIFF_CHARS`
+    characters): added, changed and removed text highlighted; a note instead when the child ran out of time.
 
     Two long texts (multi-turn trajectories of thousands of characters) are compared by lines instead, in time that
-    does not grow with the product of their lengths: the similarity past :data:`RATIO_CHAR_PAIRS` character pairs,
-    the table past :data:`TABLE_LINE_PAIRS` line pairs (whole changed lines marked, :func:`_aligned_table`).
+    does not grow with the product of their lengths: the similarity past :data:`~app.views.completion_diff.RATIO_CHAR_PAIRS` character pairs,
+    the table past :data:`~app.views.completion_diff.TABLE_LINE_PAIRS` line pairs (whole changed lines marked).
 
     Args:
         left, right: ``(label, text)`` of each completion; labels and texts are escaped.
@@ -233,19 +176,14 @@ def completion_diff_html(left: tuple[str, str], right: tuple[str, str], *, width
         HTML: a header with the similarity ratio (``difflib.SequenceMatcher``, 1.0 = identical) and the table.
     """
     (left_label, left_text), (right_label, right_text) = left, right
-    left_lines, right_lines = _diff_lines(left_text, width), _diff_lines(right_text, width)
-    ratio = _similarity(left_text, right_text, left_lines, right_lines)
-    if len(left_lines) * len(right_lines) > TABLE_LINE_PAIRS:
-        table = _aligned_table(left_lines, right_lines, left_label, right_label)
-    else:
-        table = difflib.HtmlDiff(tabsize=4).make_table(
-            left_lines,
-            right_lines,
-            fromdesc=html.escape(left_label),
-            todesc=html.escape(right_label),
-        )
-        table = _DIFF_NAVIGATION.sub("", table)
+    try:  # in a bounded child: difflib is quadratic to cubic in the texts (app.views.completion_diff)
+        ratio, table = bounded_diff(left_text, right_text, (html.escape(left_label), html.escape(right_label)), width)
+    except DiffTooCostly as exc:
+        return f'<div id="completion-diff" class="grpo-empty" data-ratio="">No diff drawn: {html.escape(str(exc))}.</div>'
+    table = _DIFF_NAVIGATION.sub("", table)
     same = " · identical" if left_text == right_text else ""
+    if max(len(left_text), len(right_text)) > MAX_DIFF_CHARS:
+        same += f" · the first {MAX_DIFF_CHARS:,} characters of each compared"
     return (
         f'<style>{DIFF_CSS}</style><div id="completion-diff" data-ratio="{ratio:.3f}">'
         f'<div class="grpo-meta">similarity {ratio:.0%}{same}</div>{table}</div>'

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -331,3 +332,17 @@ def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, ma
 def _short(value: Any, limit: int = 80) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+#: The ASCII punctuation a backslash makes literal in Markdown (CommonMark's escapable set, ``:`` and ``/`` so that no
+#: address is linked automatically), less ``&`` and ``;`` of the entities ``&lt;``, ``&gt;`` and ``&amp;``.
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~'\"=:/$%^?,@])")
+
+
+def md_text(value: Any) -> str:
+    """A stored value (a run's or dataset's name, a column: whatever a login or a script wrote) as literal text inside
+    a Markdown component: HTML-escaped (``<``, ``>``, ``&``), Markdown's punctuation backslash-escaped and line breaks
+    made spaces, so that it can draw no element, link, image or emphasis on another login's page (Gradio's sanitizer
+    keeps ``<img src>`` and links)."""
+    text = " ".join(str(value).split())
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", html.escape(text, quote=False))

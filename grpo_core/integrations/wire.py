@@ -41,6 +41,9 @@ MAX_TOKENS = 65536
 MAX_TEXT = 1_000_000
 #: Most metric keys in one step, reward functions per completion.
 MAX_METRICS = 2000
+#: Most distinct metric names one run recorded over the API keeps, all its steps together (TRL logs about 60; the
+#: Runs tab reads every name of the run it shows).
+MAX_RUN_METRIC_KEYS = 2000
 MAX_REWARDS = 64
 #: Bounds of a run's config, its provenance and a group's extra columns, each: those of config text
 #: (:data:`grpo_core.bounded_parse.DEFAULT_LIMITS`: 64 KB of JSON, 10,000 values, 32 levels).

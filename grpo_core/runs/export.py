@@ -200,9 +200,17 @@ def provenance_comment(provenance: dict[str, Any] | None) -> str:
         return ""
     lines = ["# What reproduced this run when it trained (recorded by its worker; not read by `train`):"]
     for field, value in sorted(flatten_provenance(provenance).items()):
-        plain = isinstance(value, str) and value.isprintable()  # a newline would end the comment
-        lines.append(f"# provenance.{field}: {value if plain else json.dumps(value, ensure_ascii=False)}")
+        lines.append(f"# provenance.{_comment_text(field)}: {_comment_text(value)}")
     return "".join(f"{line}\n" for line in lines)
+
+
+def _comment_text(value: Any) -> str:
+    r"""``value`` as text that stays on one comment line: printable text as is, anything else as ASCII JSON. A stored
+    provenance is hostile (any token holder writes one), and YAML ends a comment at ``\r``, NEL, U+2028 and U+2029
+    as well as ``\n``: a key or value holding one would write lines of its own into the exported config."""
+    if isinstance(value, str) and value.isprintable():  # no line break of any kind (\x85 is a control)
+        return value
+    return json.dumps(value, ensure_ascii=True, default=str)
 
 
 def export_provenance_json(run: RunInfo, dest: Path) -> Path | None:

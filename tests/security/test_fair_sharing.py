@@ -204,3 +204,37 @@ def test_a_login_holds_one_model_job_and_another_login_is_served(shared_dashboar
     assert first.ended is None or other.started < first.ended, "bob's preflight started after alice's ended"
     assert slowest < 1.0
     assert first.wait(600).success and other.success
+
+
+def test_two_long_completions_diff_within_a_bound(shared_dashboard, stall_run):
+    """Inspect's diff of two completions 20,000 characters long (a script's, over the ingest API) answers within
+    seconds. Before the fix ``difflib`` ran in the web process: quadratic to cubic, two different 4,000-character
+    texts took about 20 s of its interpreter, these ones minutes."""
+    import random
+
+    from tests.security.page import Page
+
+    d, words = shared_dashboard, random.Random(7)
+    shown, _ = d.ui("alice", "token-create", {"token-name": "diff"})
+    headers = {"Authorization": "Bearer " + re.search(r'<pre id="token-value">(grpo_[^<]+)</pre>', shown).group(1)}
+    run_id = httpx.post(f"{d.url}api/v1/runs", headers=headers, timeout=30, json={
+        "client_key": uuid.uuid4().hex, "name": "diff", "config": CONFIG}).json()["run_id"]
+    texts = [" ".join("".join(words.choice("ab") for _ in range(5)) for _ in range(3400)) for _ in range(2)]
+    group = {"row_index": 0, "prompt": "p", "completions": [
+        {"index": i, "text": text, "rewards": {"acc": 0.0}, "total_reward": float(i), "advantage": 0.0}
+        for i, text in enumerate(texts)]}
+    record = {"seq": 1, "kind": "step", "step": 1, "wall_time": 1.0, "metrics": {"reward": 0.0},
+              "groups": [{"split": "train", "groups": [group]}]}
+    assert httpx.post(f"{d.url}api/v1/runs/{run_id}/batches", headers=headers, json={"records": [record]},
+                      timeout=30).status_code == 200
+    page = Page(d, "bob")
+    page.call("inspect-run", {"inspect-run": run_id}, event="input", output="inspect-step")  # fills the steps
+    shown = page.call("inspect-step", {"inspect-run": run_id, "inspect-step": 1}, event="change",
+                      output="inspect-diff-a")
+    choices = shown["data"][0]["choices"]
+    refs = [value for _, value in choices]
+    started = time.monotonic()
+    answer = page.call("inspect-diff-a", {"inspect-run": run_id, "inspect-diff-a": refs[0], "inspect-diff-b": refs[1]},
+                       event="change")
+    assert time.monotonic() - started < 20, "the diff took too long"
+    assert isinstance(answer, dict) and 'id="completion-diff"' in str(answer["data"][0]), answer

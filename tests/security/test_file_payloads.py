@@ -225,3 +225,35 @@ def test_exports_are_offered_under_random_names_and_server_folders_are_never_ser
         path = "/" + url.split("/gradio_api/", 1)[-1] if "/gradio_api/" in url else url
         assert alice.get("/gradio_api/" + path.lstrip("/")).status_code == 200, url
         assert bob.get("/gradio_api/" + path.lstrip("/")).status_code == 404, url
+
+
+def test_a_stored_name_is_text_in_the_pages_markdown(shared_dashboard):
+    """A run's name (any token holder's) is shown in Markdown (Inspect's summary, the Launch tab's clone line) as
+    literal text: no HTML element, link or image of it reaches another login's page. Before the fix Gradio's
+    sanitizer kept ``<img src=...>`` (without its handlers) and Markdown links, so every viewer's browser fetched
+    an address the run's owner chose."""
+    dash = shared_dashboard
+    api = httpx.Client(base_url=dash.url.rstrip("/"), timeout=60,
+                       headers={"Authorization": f"Bearer {_token(dash, 'alice')}"})
+    name = '<img src="http://192.0.2.1/x.png"> ![i](http://192.0.2.1/i.png) [log in](http://192.0.2.1/) *x*'
+    config = {"model": "org/tiny-model", "max_steps": 3, "rewards": [{"rule": "numeric_answer"}]}
+    run_id = api.post("/api/v1/runs", json={"client_key": "markup-0001", "name": name, "config": config}).json()["run_id"]
+    completion = {"index": 0, "text": "4", "rewards": {"acc": 1.0}, "total_reward": 1.0, "advantage": 0.0}
+    step = {"seq": 1, "kind": "step", "step": 1, "wall_time": 1.0, "metrics": {"reward": 1.0}, "groups": [
+        {"split": "train", "groups": [{"row_index": 0, "prompt": "2+2?", "completions": [completion]}]}]}
+    assert api.post(f"/api/v1/runs/{run_id}/batches", json={"records": [step]}).status_code == 200
+    page = Page(dash, "bob")
+    summary = page.call("inspect-refresh", {"inspect-run": run_id}, output="inspect-summary")
+    clone = page.call("launch-clone", {"launch-clone": run_id}, event="input", output="launch-clone-status")
+    shown = [next(v for v in answer["data"] if isinstance(v, str) and mark in v)
+             for answer, mark in ((summary, ", step 1:"), (clone, "Form filled from run"))]
+    assert all("log in" in text for text in shown), shown  # the name is there, as text
+    for text in shown:
+        assert not re.search(r"<img|(?<!\\)!\[|(?<!\\)\]\(|(?<!\\)\*x", text), text
+    # and in the charts' titles and legends, which plotly.js reads a subset of HTML in (``<a href>``, ``style``)
+    from app.views.charts import MetricSeries, compare_figure, training_figure
+
+    series = MetricSeries(run_id=run_id, data={name: ([1], [1.0]), "reward": ([1], [1.0])})
+    figures = [training_figure(series, name), compare_figure({name: series}, name)]
+    texts = [figures[0].layout.title.text, figures[1].layout.title.text, figures[1].data[0].name]
+    assert not any("<img" in text for text in texts), texts

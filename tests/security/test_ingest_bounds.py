@@ -122,3 +122,21 @@ def test_an_ingest_config_beyond_the_logins_boundary_is_not_kept(shared_dashboar
         answer = _create(bob, f"bounds-boundary-{i}", config=config)
         assert answer.status_code == 422, (i, answer.text[:300])
     assert _run_count(dash) == before
+
+
+def test_a_script_run_keeps_at_most_its_bound_of_metric_names(shared_dashboard, api):
+    """A run holds at most ``MAX_RUN_METRIC_KEYS`` distinct metric names; a record bringing more is refused (422)
+    and nothing of it stored. Before the fix one batch of 256 steps of 2,000 fresh names each was kept (512,000
+    names): choosing that run then took 13 s and 1.5 MB, and every further batch added as many."""
+    from grpo_core.integrations.wire import MAX_RUN_METRIC_KEYS
+
+    dash, alice = shared_dashboard, api["alice"]
+    run_id = _create(alice, "bounds-names").json()["run_id"]
+    half = MAX_RUN_METRIC_KEYS // 2 + 1
+    records = [{**_step(seq, {}), "metrics": {f"name{seq}-{i}": 1.0 for i in range(half)}} for seq in (1, 2, 3)]
+    answer = alice.post(f"/api/v1/runs/{run_id}/batches", json={"records": records})
+    assert answer.status_code == 422 and "metric names" in answer.text, answer.text[:300]
+    keys = {p["key"] for p in dash.client("bob").predict(run_id=run_id, api_name="/run_metrics")}
+    assert len(keys) == half and "name2-0" not in keys
+    again = {**_step(2, {}), "metrics": {"name1-0": 2.0, "reward": 1.0}}  # names it has, and one more: kept
+    assert alice.post(f"/api/v1/runs/{run_id}/batches", json={"records": [again]}).status_code == 200

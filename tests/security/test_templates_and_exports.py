@@ -16,6 +16,7 @@ import time
 import httpx
 import pytest
 
+from grpo_core.run_config import load_run_config
 from grpo_core.runs.script_runs import run_config_from_trainer
 from tests.security.conftest import SharedDashboard
 from tests.security.page import Page
@@ -93,3 +94,26 @@ def test_an_export_never_reports_on_files_a_provenance_names(shared_dashboard: S
     yaml_files = [p for p in summary["files"] if p.endswith("-config.yaml")]
     text = open(yaml_files[0], encoding="utf-8").read()
     assert "changed since the run trained" not in text
+
+
+def test_a_provenance_cannot_write_lines_into_an_exported_config(shared_dashboard: SharedDashboard):
+    """Provenance keys and values are comments in the exported YAML: a line break of any kind YAML knows (``\\n``,
+    ``\\r``, NEL, U+2028, U+2029) in either, as text or inside a list, stays inside its comment. Before the fix a key
+    ``"x\\nmodel: attacker/evil-model\\n...name: \\""`` rewrote the config another login exports and trains."""
+    dash = shared_dashboard
+    shown = dash.ui("alice", "token-create", {"token-name": "lines"})[0]
+    token = re.search(r'<pre id="token-value">([^<]+)</pre>', shown).group(1)
+    api = httpx.Client(base_url=dash.url.rstrip("/"), timeout=60, headers={"Authorization": f"Bearer {token}"})
+    config = run_config_from_trainer({"num_generations": 2}, model="org/tiny-model", reward_names=["acc"],
+                                     reward_weights=[1.0], max_steps=2)
+    config["trl_args"] = {"run_name": 'closes"'}  # a later line that ends an opened double-quoted scalar
+    opened = 'x{}model: attacker/evil-model{}trl_args: {{model_init_kwargs: {{trust_remote_code: true}}}}{}name: "'
+    provenance = {"versions": {opened.format(*[brk] * 3): "1" for brk in ("\n", "\r", "\x85", "\u2028", "\u2029")},
+                  "device": {"name": "a\u2028use_vllm: true", "list": ["b\x85use_vllm: true"]}}
+    answer = api.post("/api/v1/runs", json={"client_key": "lines-0001", "name": "lines", "config": config,
+                                            "provenance": provenance})
+    assert answer.status_code == 200, answer.text
+    summary, _ = dash.client("bob").predict(run_id=answer.json()["run_id"], api_name="/export_run")
+    exported = load_run_config(next(p for p in summary["files"] if p.endswith("-config.yaml")))
+    assert (exported.model, exported.use_vllm, exported.name) == ("org/tiny-model", False, config.get("name", ""))
+    assert "model_init_kwargs" not in exported.trl_args

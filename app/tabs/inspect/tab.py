@@ -15,7 +15,7 @@ from app.tabs.runs.tab import parse_chart_click
 from app.views.charts import step_groups_figure
 from app.views.inspect import GROUP_FILTERS, filter_groups, pass_at_g, pass_share, step_totals
 from app.views.latest_view import LatestOnly
-from app.views.runs import groups_html, reward_error_map
+from app.views.runs import groups_html, md_text, reward_error_map
 from storage import StoreError
 
 STEP_CHOICES = 1000
@@ -76,7 +76,7 @@ def step_view(ctx: AppContext, run_id: int | None, step_value: int | None, sort_
     )
     errored = sum(len(errors) for errors in map(reward_error_map, records))
     text = (
-        f"**#{info.id} {info.name}**, step {step_value}: {len(records)} groups, {len(completions)} completions, "
+        f"**#{info.id} {md_text(info.name)}**, step {step_value}: {len(records)} groups, {len(completions)} completions, "
         f"{truncated} truncated, {flat} groups with all rewards equal (no learning signal)"
         + (f", ⚠️ {errored} completions whose reward function failed (no reward, not 0)." if errored else ".")
     )

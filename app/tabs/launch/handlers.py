@@ -36,6 +36,7 @@ from app.tabs.launch.tools import (
     dataset_row_for_bench,
     stream_preflight,
 )
+from app.views.runs import md_text
 from app.views.tables import empty_frame
 from grpo_core.access.boundary import Boundary
 from grpo_core.bounded_parse import load_json
@@ -76,7 +77,7 @@ def submit(ctx: AppContext, request: Any, config: RunConfig, boundary: Boundary)
                            owner=getattr(request, "username", None), boundary=boundary)
     ctx.launcher.tick()
     note = "".join(f"\n\n⚠️ {w}" for w in submitted.warnings)
-    return (f"✅ Run **#{submitted.run.id} {submitted.run.name}** queued: {config.max_steps} steps, "
+    return (f"✅ Run **#{submitted.run.id} {md_text(submitted.run.name)}** queued: {config.max_steps} steps, "
             f"{config.num_generations} completions per prompt; the **Runs** tab shows it.{note}", submitted.run.id)
 
 
@@ -270,7 +271,7 @@ def clone(ctx: AppContext, request: Any, run_id: Any) -> dict[str, Any]:
     notes += "".join(f"\n- ⚠️ {n}" for n in drift)
     if run.provenance and not drift:
         notes += "\n- ✅ the dataset file, the model and the library versions are as when the run trained."
-    form["clone_status"] = f"Form filled from run **#{run.id} {run.name}**; change what you like and Launch.{notes}"
+    form["clone_status"] = f"Form filled from run **#{run.id} {md_text(run.name)}**; change what you like and Launch.{notes}"
     return form
 
 

@@ -10,6 +10,7 @@ import gradio as gr
 from app.catalog_sync import CatalogSync
 from app.context import AppContext, boundary_of, check_webhooks
 from app.tabs.launch.form import form_to_config, read_form
+from app.views.runs import md_text
 from grpo_core.run_config import ConfigError
 from grpo_core.submit.sweeps import (
     MAX_SWEEP_POINTS,
@@ -72,7 +73,7 @@ def create_sweep_panel(
         ctx.launcher.tick()
         note = "".join(f"\n\n⚠️ {w}" for w in launched.warnings)
         first, last = launched.runs[0].id, launched.runs[-1].id
-        return (f"✅ Sweep **{launched.sweep.id} {launched.sweep.name}** queued: {runs_word(len(launched.runs))} "
+        return (f"✅ Sweep **{launched.sweep.id} {md_text(launched.sweep.name)}** queued: {runs_word(len(launched.runs))} "
                 f"(#{first}–#{last}, tag `sweep:{launched.sweep.id}`). Follow it in the **Runs** tab's Sweeps "
                 f"view.{note}")
 

@@ -16,7 +16,7 @@ import gradio as gr
 from app.catalog_sync import CatalogSync
 from app.context import AppContext, actor_of
 from app.views.run_filter import ALL_STATUSES, STATUS_FILTER_CHOICES
-from app.views.runs import cancel_state, run_status_html
+from app.views.runs import cancel_state, md_text, run_status_html
 from grpo_core.access.ownership import Actor, NotOwnerError
 from grpo_core.run_config import ConfigError
 from grpo_core.runs.actions import (
@@ -171,7 +171,7 @@ def create_run_controls(
         except (NotOwnerError, StoreError) as exc:
             gr.Warning(f"Not deleted: {exc}")
             return gr.update(visible=False), "", None
-        question = (f"Delete run **#{run.id} {run.name}** ({run.status.value}) with its folder, checkpoints, "
+        question = (f"Delete run **#{run.id} {md_text(run.name)}** ({run.status.value}) with its folder, checkpoints, "
                     "adapter, metrics and groups? This cannot be undone.")
         return gr.update(visible=True), question, run.id
 
