@@ -95,7 +95,8 @@ def test_the_code_recipe_pays_no_degenerate_completion_and_the_reference_its_tes
 def test_the_agent_recipe_is_valid_on_its_dataset_and_a_call_alone_never_outpays_a_right_answer(store, settings):
     recipe = quick_start("agent").recipe()
     assert recipe.tools == ["calculator"] and recipe.max_tool_calling_iterations
-    assert recipe.dataset_path == str(AGENT_TASKS_PATH) and recipe.per_device_train_batch_size % recipe.num_generations == 0
+    assert recipe.dataset_path == str(AGENT_TASKS_PATH)
+    assert (recipe.per_device_train_batch_size * recipe.gradient_accumulation_steps) % recipe.num_generations == 0
     register_examples(store, settings)
     dataset = store.find_dataset(AGENT_TASKS_EXAMPLE)
     assert dataset is not None and dataset.num_rows == load_prompt_dataset(AGENT_TASKS_PATH).num_rows
