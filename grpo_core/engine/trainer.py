@@ -27,6 +27,7 @@ from grpo_core.engine.policy_model import (
 from grpo_core.engine.recorder import RunRecorder
 from grpo_core.engine.reward_models import reward_funcs_for_trl
 from grpo_core.engine.token_stats import TokenCapture
+from grpo_core.engine.tool_template import use_tool_chat_template
 from grpo_core.engine.trl_args import to_grpo_config, to_lora_config
 from grpo_core.rewards.compose import build_reward_funcs, guard_reward_funcs
 from grpo_core.rewards.plugin import load_plugin_function
@@ -127,6 +128,10 @@ def build_trainer(
     bf16 = policy_dtype(device) == torch.bfloat16
     progress(f"loading model from {model_path} on {device} in {'bfloat16' if bf16 else 'float32'}")
     model, tokenizer = load_policy(model_path, device)
+    if config.tools or config.tool_plugins or config.environment:
+        template = use_tool_chat_template(tokenizer)  # a ChatML model whose own template cannot render tools
+        if template:
+            progress(f"the model's chat template cannot render tools: using {template}")
     funcs, processing = reward_funcs_for_trl(funcs)
     funcs = guard_reward_funcs(funcs)  # a rule that raises: None rewards and rewards/<fn>/errors, not a crash
     tap = RolloutTap(funcs[0], end_of_sequence_ids(model, tokenizer), config.max_completion_length)

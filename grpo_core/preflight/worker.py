@@ -183,9 +183,13 @@ def run_preflight(
     if config.tools or config.tool_plugins or config.environment:  # TRL would refuse the run at its start: say so now
         from transformers import AutoTokenizer
 
-        from grpo_core.engine.tool_template import tool_calling_problem
+        from grpo_core.engine.tool_template import tool_calling_problem, use_tool_chat_template
 
-        problem = tool_calling_problem(AutoTokenizer.from_pretrained(model_path))
+        tokenizer = AutoTokenizer.from_pretrained(model_path)
+        template = use_tool_chat_template(tokenizer)  # as the run will: a ChatML model gets a template with tools
+        if template:
+            progress(f"the model's chat template cannot render tools: the run uses {template}")
+        problem = tool_calling_problem(tokenizer)
         if problem:
             raise ConfigError(f"tools: {problem}")
     rewards, opens_think = resolve_for_model(config.rewards, str(model_path), rows)

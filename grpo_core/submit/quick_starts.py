@@ -4,7 +4,11 @@ benchmark (``benchmarks/bench_learning.py``) trains.
 * ``arithmetic``: :class:`~grpo_core.run_config.RunConfig`'s defaults on single-digit sums
   (:data:`~grpo_core.datasets.library.QUICK_START_PATH`);
 * ``code``: the gated code recipe of ``examples/code_quick_start.yaml`` (:data:`CODE_RECIPE_PATH`) on the code tasks
-  (:data:`~grpo_core.datasets.library.CODE_TASKS_PATH`; docs/code-recipe.md).
+  (:data:`~grpo_core.datasets.library.CODE_TASKS_PATH`; docs/code-recipe.md);
+* ``agent``: the calculator recipe of ``examples/agent_quick_start.yaml`` (:data:`AGENT_RECIPE_PATH`) on arithmetic
+  a small model cannot do in its head (:data:`~grpo_core.datasets.library.AGENT_TASKS_PATH`;
+  docs/agent-quick-start.md). SmolLM2's own template cannot render tools: the run sets
+  :data:`~grpo_core.engine.tool_template.CHATML_TOOL_TEMPLATE` (:attr:`QuickStart.template_note` says so).
 
 A recipe's numbers live in one place (the defaults, or the YAML file, which ``grpo-dashboard train`` runs as it is);
 :meth:`QuickStart.recipe` reads them each time. The Launch form selects the recipe's dataset as the library's example
@@ -17,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grpo_core.datasets.library import (
+    AGENT_TASKS_EXAMPLE,
+    AGENT_TASKS_PATH,
     CODE_TASKS_EXAMPLE,
     CODE_TASKS_PATH,
     EXAMPLES_DIR,
@@ -27,6 +33,13 @@ from grpo_core.run_config import RunConfig, load_run_config, parse_run_config
 
 #: The code quick start's recipe: the one file holding its rules, model and generation settings.
 CODE_RECIPE_PATH = EXAMPLES_DIR / "code_quick_start.yaml"
+#: The agent quick start's recipe.
+AGENT_RECIPE_PATH = EXAMPLES_DIR / "agent_quick_start.yaml"
+#: What the agent quick start's note says of its chat template (kept equal to
+#: :data:`grpo_core.engine.tool_template.CHATML_TOOL_TEMPLATE` by a test; this module imports no torch or TRL).
+CHATML_TOOL_TEMPLATE_NOTE = ("SmolLM2's own chat template cannot render tools, so the run sets TRL's Qwen2.5 chat "
+                             "template (trl/chat_templates/qwen2_5.jinja): the same ChatML tokens, tools in the "
+                             "system message, calls as <tool_call>{...}</tool_call>")
 
 
 @dataclass(frozen=True)
@@ -34,7 +47,7 @@ class QuickStart:
     """One quick start.
 
     Attributes:
-        key: ``"arithmetic"`` or ``"code"`` (``bench_learning.py --task``, the Launch tab's buttons).
+        key: ``"arithmetic"``, ``"code"`` or ``"agent"`` (``bench_learning.py --task``, the Launch tab's buttons).
         label: the Launch tab's button.
         example: the library's name of its dataset (:func:`grpo_core.datasets.library.register_examples`).
         trains: what the model learns, a phrase ("single-digit sums").
@@ -43,6 +56,7 @@ class QuickStart:
             for the note's minutes.
         recipe_file: the run YAML holding the recipe; ``None``: :class:`RunConfig`'s defaults.
         dataset_path: the training file (an absolute path under ``examples/``).
+        template_note: what the run does to the model's chat template, a clause for the Launch tab ("" none).
     """
 
     key: str
@@ -53,6 +67,7 @@ class QuickStart:
     seconds_per_step: float
     recipe_file: Path | None
     dataset_path: Path
+    template_note: str = ""
 
     def recipe(self) -> RunConfig:
         """The recipe, on its training file (``dataset_path`` absolute), as ``grpo-dashboard train`` runs it.
@@ -102,6 +117,18 @@ QUICK_STARTS: tuple[QuickStart, ...] = (
         seconds_per_step=45.0,  # 43-49 s/step measured over 6 steps of the recipe on two quiet cores
         recipe_file=CODE_RECIPE_PATH,
         dataset_path=CODE_TASKS_PATH,
+    ),
+    QuickStart(
+        key="agent",
+        label="Agent quick start",
+        example=AGENT_TASKS_EXAMPLE,
+        trains="arithmetic with a calculator tool",
+        expect=("watch `tools/call_frequency`: the base model makes almost no calls, and this recipe has not been "
+                "seen to learn yet (docs/agent-quick-start.md)"),
+        seconds_per_step=40.0,  # an estimate, not measured on quiet cores (docs/agent-quick-start.md)
+        recipe_file=AGENT_RECIPE_PATH,
+        dataset_path=AGENT_TASKS_PATH,
+        template_note=CHATML_TOOL_TEMPLATE_NOTE,
     ),
 )
 

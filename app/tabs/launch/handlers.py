@@ -248,7 +248,8 @@ def quick_start_form(ctx: AppContext, key: str) -> dict[str, Any]:
     return filled_form(ctx, config) | {
         "clone": None,
         "clone_status": f"Form filled with the **{chosen.label.lower()}**: {config.max_steps} steps on "
-                        f"*{chosen.example}*; Launch as it stands, or change what you like.",
+                        f"*{chosen.example}*; Launch as it stands, or change what you like."
+                        + (f" {chosen.template_note}." if chosen.template_note else ""),
     }
 
 

@@ -80,7 +80,8 @@ def quick_start_note(load: tuple[float, int] | None = None) -> str:
         lora = " (LoRA)" if recipe.use_lora else ""
         opens, where = (" (as the form opens)", " on two quiet CPU cores") if index == 0 else ("", "")
         parts.append(f"**{chosen.label}**{opens}: {recipe.model}{lora} on {chosen.trains}, {recipe.max_steps} "
-                     f"steps, about {chosen.minutes():.0f} min{where}; {chosen.expect}.")
+                     f"steps, about {chosen.minutes():.0f} min{where}; {chosen.expect}"
+                     + (f" ({chosen.template_note})." if chosen.template_note else "."))
     parts.append(busy_sentence(load if load is not None else machine_load()))
     return " ".join(parts)  # one paragraph: the page stays as short as with one quick start
 

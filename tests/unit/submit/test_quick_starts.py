@@ -12,6 +12,9 @@ import pytest
 from app.cli.main import _as_given, build_parser
 from grpo_core.datasets.formats import load_prompt_dataset
 from grpo_core.datasets.library import (
+    AGENT_HELDOUT_PATH,
+    AGENT_TASKS_EXAMPLE,
+    AGENT_TASKS_PATH,
     CODE_HELDOUT_FAMILIES_PATH,
     CODE_HELDOUT_INSTANCES_PATH,
     CODE_TASKS_EXAMPLE,
@@ -87,3 +90,32 @@ def test_the_code_recipe_pays_no_degenerate_completion_and_the_reference_its_tes
     assert results and not flagged(results), [(r.probe, r.total, r.rule) for r in flagged(results)]
     assert all(r.total == 0.0 for r in results)  # gated: a completion that passes no test earns nothing at all
     assert all(r.best_real >= 0.7 for r in results)  # the reference passes every test: code_tests' 0.7 at least
+
+
+def test_the_agent_recipe_is_valid_on_its_dataset_and_a_call_alone_never_outpays_a_right_answer(store, settings):
+    recipe = quick_start("agent").recipe()
+    assert recipe.tools == ["calculator"] and recipe.max_tool_calling_iterations
+    assert recipe.dataset_path == str(AGENT_TASKS_PATH)
+    assert (recipe.per_device_train_batch_size * recipe.gradient_accumulation_steps) % recipe.num_generations == 0
+    register_examples(store, settings)
+    dataset = store.find_dataset(AGENT_TASKS_EXAMPLE)
+    assert dataset is not None and dataset.num_rows == load_prompt_dataset(AGENT_TASKS_PATH).num_rows
+    validate_run_config(store, quick_start("agent").for_dataset(dataset.id), model_cache_dir=settings.model_cache_dir)
+    train = load_prompt_dataset(AGENT_TASKS_PATH).rows
+    heldout = load_prompt_dataset(AGENT_HELDOUT_PATH).rows
+    assert heldout and not {str(r["prompt"]) for r in heldout} & {str(r["prompt"]) for r in train}
+    row = train[0]
+    call = {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
+        "name": "calculator", "arguments": {"expression": row["prompt"][-1]["content"][8:-1]}}}]}
+    gold = {"role": "tool", "name": "calculator", "content": str(row["answer"])}
+    trajectories = {
+        "call, then the right answer": [call, gold, {"role": "assistant", "content": str(row["answer"])}],
+        "right answer, no call": [{"role": "assistant", "content": str(row["answer"])}],
+        "call, then a wrong answer": [call, gold, {"role": "assistant", "content": str(row["answer"] + 1)}],
+        "call alone": [call, gold],
+        "nothing": [{"role": "assistant", "content": "I cannot say."}],
+    }
+    totals = dict(zip(trajectories, score_group(recipe.rewards, list(trajectories.values()), row).total, strict=True))
+    assert totals["call, then the right answer"] == max(totals.values())
+    assert totals["call alone"] == totals["call, then a wrong answer"] < totals["right answer, no call"]
+    assert totals["nothing"] == 0.0

@@ -10,7 +10,7 @@ import pytest
 
 from app.tabs.launch import handlers
 from app.tabs.launch.form import FORM_FIELDS, RULE_SLOTS, config_to_form, slot_field
-from grpo_core.datasets.library import CODE_TASKS_EXAMPLE, QUICK_START_EXAMPLE, delete_dataset
+from grpo_core.datasets.library import AGENT_TASKS_EXAMPLE, CODE_TASKS_EXAMPLE, QUICK_START_EXAMPLE, delete_dataset
 from grpo_core.rewards import get_rule
 from grpo_core.run_config import RunConfig, parse_run_config
 from grpo_core.submit.quick_starts import quick_start
@@ -158,6 +158,21 @@ def test_code_quick_start_then_launch_queues_exactly_the_recipe(ctx, monkeypatch
     recipe = chosen.recipe()
     assert queued.model_dump(exclude={"dataset_id", "dataset_path"}) == recipe.model_dump(
         exclude={"dataset_id", "dataset_path"})
+
+
+def test_agent_quick_start_then_launch_queues_the_recipe_with_its_tool_and_says_which_template(ctx, monkeypatch):
+    monkeypatch.setattr(ctx.launcher, "tick", lambda: None)  # queued, no worker started here
+    chosen = quick_start("agent")
+    dataset = ctx.store.find_dataset(AGENT_TASKS_EXAMPLE)
+    filled = handlers.quick_start_form(ctx, "agent")
+    assert set(FORM_FIELDS) <= set(filled) and filled["dataset_id"]["value"] == dataset.id
+    assert "Qwen2.5 chat template" in filled["clone_status"] and "cannot render tools" in filled["clone_status"]
+    assert filled["tools"] == ["calculator"]
+    status, run_id = handlers.launch(ctx, None, _launched_values(filled))
+    assert status.startswith("✅"), status
+    queued = parse_run_config(ctx.store.get_run(run_id).config)
+    assert queued == _with_rule_defaults(chosen.for_dataset(dataset.id))
+    assert queued.tools == ["calculator"] and queued.max_tool_calling_iterations == chosen.recipe().max_tool_calling_iterations
 
 
 def test_arithmetic_quick_start_puts_the_form_back_to_the_defaults(ctx, monkeypatch):
