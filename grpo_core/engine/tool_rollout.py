@@ -56,10 +56,11 @@ class Rollout:
     environment_reward: dict[str, float | None] = field(default_factory=dict)
 
 
-def bounded_tool(tool: Callable[..., Any], timeout_s: float = CALL_TIMEOUT_S) -> Callable[..., Any]:
+def bounded_tool(tool: Callable[..., Any], timeout_s: float | None = None) -> Callable[..., Any]:
     """``tool`` called in a daemon thread, raising :class:`ToolTimeout` past ``timeout_s`` and re-raising its own
     errors (TRL turns both into a failed call); its name and signature are kept (TRL looks tools up by
-    ``__name__``)."""
+    ``__name__``). ``timeout_s`` defaults to :data:`CALL_TIMEOUT_S`."""
+    timeout_s = CALL_TIMEOUT_S if timeout_s is None else timeout_s
 
     @functools.wraps(tool)
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -157,7 +158,7 @@ def sample_tool_rollouts(
     generate: Callable[[list[int], int], list[tuple[list[int], bool]]],
     max_completion_length: int,
     max_iterations: int | None,
-    timeout_s: float = CALL_TIMEOUT_S,
+    timeout_s: float | None = None,
 ) -> list[Rollout]:
     """Sample ``num_rollouts`` multi-turn completions of one chat ``prompt`` (see the module docstring).
 
@@ -171,6 +172,7 @@ def sample_tool_rollouts(
             the run's settings.
         max_completion_length: TRL's bound on the whole completion (model and tool tokens), in tokens.
         max_iterations: ``max_tool_calling_iterations`` (``None``: no limit).
+        timeout_s: longest a tool call may take (default :data:`CALL_TIMEOUT_S`); past it the call failed.
 
     Returns:
         One :class:`Rollout` per completion, in order.
