@@ -281,6 +281,17 @@ class RunConfig(BaseModel):
             raise ValueError("a tool is listed twice")
         return value
 
+    @field_validator("tool_plugins", "environment")
+    @classmethod
+    def _plugin_targets(cls, value: list[str] | str) -> list[str] | str:
+        """Each target written as a plugin's (``file.py:function`` or ``module:function``); nothing is imported."""
+        from grpo_core.rewards.plugin import parse_plugin_target
+
+        for target in [value] if isinstance(value, str) else value:
+            if isinstance(value, list) or target.strip():
+                parse_plugin_target(target)
+        return value.strip() if isinstance(value, str) else [target.strip() for target in value]
+
     @field_validator("trl_args")
     @classmethod
     def _known_trl_args(cls, value: dict[str, Any]) -> dict[str, Any]:

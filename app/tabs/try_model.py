@@ -17,6 +17,7 @@ import gradio as gr
 
 from app.catalog_sync import CatalogSync, run_choices
 from app.context import MODEL_JOBS, AppContext, boundary_of, fair_share
+from app.views.trajectories import turns_html
 from grpo_core.bounded_parse import ParseError, load_json
 from grpo_core.child_jobs.slots import MODEL_SLOTS
 from grpo_core.datasets.prompt_dataset import DatasetError
@@ -68,8 +69,8 @@ def weights_options(folder) -> list[tuple[str, str]]:
 
 
 def side_html(side: dict[str, Any] | None, title: str) -> str:
-    """One side of the comparison as HTML: mean total, then each completion with its text, tokens, truncation,
-    per-rule rewards and weighted total (``side`` as :func:`grpo_core.try_model.worker.try_model` returns it)."""
+    """One side of the comparison as HTML: mean total, then each completion with its text (a multi-turn rollout's
+    turns as blocks, as Inspect shows them), tokens, truncation, per-rule rewards and weighted total (``side`` as :func:`grpo_core.try_model.worker.try_model` returns it)."""
     if side is None:
         return f'<div class="try-side"><h4>{html.escape(title)}</h4><i>not sampled</i></div>'
     mean = side.get("mean_total")
@@ -91,7 +92,8 @@ def side_html(side: dict[str, Any] | None, title: str) -> str:
             f'<div class="try-completion" data-total="{"" if total is None else total}">'
             f"<div>#{number} · total <b>{'–' if total is None else f'{total:.3f}'}</b> · "
             f"{completion.get('num_tokens', 0)} tokens{badge}</div>"
-            f"<pre>{html.escape(completion.get('text', ''))}</pre><table>{rules}</table></div>"
+            + (turns_html(completion.get("turns")) or f"<pre>{html.escape(completion.get('text', ''))}</pre>")
+            + f"<table>{rules}</table></div>"
         )
     parts.append("</div>")
     return "".join(parts)

@@ -89,3 +89,43 @@ def tool_calling_problem(tokenizer) -> str | None:
                     "trl.chat_template_utils.add_response_schema); set the tokenizer's response_template, or use a "
                     "model whose template TRL ships (trl/chat_templates/)")
     return None
+
+
+def training_template_name(tokenizer) -> str | None:
+    """The name of the template TRL swaps in for multi-turn rollouts, or ``None`` when it keeps the model's own.
+
+    TRL's ``GRPOTrainer`` with tools renders each tool result after the prompt and the model's call with
+    ``self.chat_template``: the model's template when it is prefix-preserving
+    (``is_chat_template_prefix_preserving``), else ``get_training_chat_template(tokenizer)``, one of the files TRL
+    ships in ``trl/chat_templates/`` (named here by its file, ``qwen3_training.jinja``; ``"TRL's training template"``
+    when no file holds that text).
+    """
+    from pathlib import Path
+
+    import trl
+    from trl.chat_template_utils import get_training_chat_template, is_chat_template_prefix_preserving
+
+    try:
+        if is_chat_template_prefix_preserving(tokenizer):
+            return None
+        training = get_training_chat_template(tokenizer)
+    except (ValueError, TypeError):
+        return None
+    if training is None:
+        return None
+    for path in sorted((Path(trl.__file__).parent / "chat_templates").glob("*.jinja")):
+        if path.read_text(encoding="utf-8") == training:
+            return path.name
+    return "TRL's training template"
+
+
+def tool_template_report(tokenizer) -> dict[str, str | None]:
+    """What the Launch form says of a model's chat template for a run with tools (JSON-able).
+
+    Returns:
+        ``{"problem": str | None, "training_template": str | None}``: :func:`tool_calling_problem`'s sentence
+        (``None``: TRL can train it with tools), and, when it can, :func:`training_template_name` (``None``: the
+        model's own template renders every turn).
+    """
+    problem = tool_calling_problem(tokenizer)
+    return {"problem": problem, "training_template": None if problem else training_template_name(tokenizer)}

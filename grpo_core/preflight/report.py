@@ -53,6 +53,8 @@ class SampledGroup:
         score: the rewards, totals and advantages of :func:`grpo_core.rewards.compose.score_group`.
         probes: the reward-hacking probe of this row against these completions (:func:`grpo_core.rewards.hacking_probe.
             probe_row`); empty when it was not run.
+        turns: per completion of a run with tools, its turns (:func:`grpo_core.tools.turns.turns_of_completion`;
+            ``None`` for a single-turn one); empty for a run without tools.
     """
 
     row_index: int
@@ -62,6 +64,7 @@ class SampledGroup:
     truncated: list[bool]
     score: GroupScore
     probes: list[ProbeResult] = field(default_factory=list)
+    turns: list[list[dict[str, Any]] | None] = field(default_factory=list)
 
 
 @dataclass
@@ -103,6 +106,7 @@ class ExampleCompletion:
     advantage: float
     num_tokens: int
     truncated: bool
+    turns: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -150,6 +154,9 @@ class PreflightReport:
             with ``template_opened_think: auto`` read completions as starting inside it).
         finish_gain: mean total reward of the finished completions minus that of the cut ones; ``None`` when the
             sample lacks either kind (whether finishing pays, i.e. whether the cuts teach or block).
+        tool_call_frequency, tool_failure_frequency: for a run with tools, TRL's ``tools/call_frequency`` (tool calls
+            per completion) and ``tools/failure_frequency`` (failed calls per call; ``None`` without a call) over the
+            sampled rollouts; ``None`` without tools.
     """
 
     model: str
@@ -174,6 +181,8 @@ class PreflightReport:
     prompt_leak_notes: list[str] = field(default_factory=list)
     template_opened_think: bool = False
     finish_gain: float | None = None
+    tool_call_frequency: float | None = None
+    tool_failure_frequency: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (round-trips through :meth:`from_dict`); NaN and infinities become ``None``."""
@@ -281,6 +290,7 @@ def summarize(
                     advantage=group.score.advantages[i],
                     num_tokens=group.num_tokens[i],
                     truncated=group.truncated[i],
+                    turns=group.turns[i] if group.turns else None,
                 )
             )
     return PreflightReport(
@@ -301,7 +311,19 @@ def summarize(
         seconds=seconds,
         probes=flagged([p for g in groups for p in g.probes]),
         finish_gain=_finish_gain(groups),
+        **_tool_frequencies(groups, completions),
     )
+
+
+def _tool_frequencies(groups: Sequence[SampledGroup], completions: int) -> dict[str, float | None]:
+    """TRL's ``tools/call_frequency`` and ``tools/failure_frequency`` of the sampled rollouts, from their turns (each
+    tool result is an executed call; an error result a failed one); empty for a run without tools."""
+    if not any(g.turns for g in groups):
+        return {}
+    results = [t for g in groups for turns in g.turns for t in turns or () if t.get("kind") == "tool_result"]
+    failed = sum(1 for t in results if t.get("error"))
+    return {"tool_call_frequency": len(results) / completions,
+            "tool_failure_frequency": failed / len(results) if results else None}
 
 
 def _finish_gain(groups: Sequence[SampledGroup]) -> float | None:

@@ -10,6 +10,10 @@ end-of-sequence token (:meth:`~grpo_core.engine.policy_model.EndOfSequence.cut`)
 ``length`` counts tokens), and run the reward-hacking probe (:func:`grpo_core.rewards.hacking_probe.probe_row`, degenerate
 completions against each group's best). The report and its verdict come from :mod:`grpo_core.preflight.report`.
 
+A run with tools or an environment samples multi-turn rollouts with TRL's own tool loop
+(:mod:`grpo_core.engine.tool_rollout`: model -> tool call -> tool result -> model, at most
+``max_tool_calling_iterations`` rounds, tools run as in training) and keeps each completion's turns.
+
 What it leaves out: it samples from the model as it is before training (no LoRA update, no reference model),
 one process, no vLLM; with a handful of prompts every share it reports is rough (4 prompts -> steps of 25 %).
 
@@ -122,6 +126,11 @@ def sample_groups(
         num_return_sequences=config.num_generations,
     )
     torch.manual_seed(config.seed)
+    tools = None
+    if uses_tools(config):  # the run's tools, loaded as the trainer loads them (checked at launch)
+        from grpo_core.engine.trainer import tool_arguments
+
+        tools = tool_arguments(config)
     groups = []
     for number, index in enumerate(indices, start=1):
         row = dict(rows[index])
@@ -129,6 +138,11 @@ def sample_groups(
             raise ValueError(f"row {index} has no 'prompt' column")
         prompt = row["prompt"]
         chat = isinstance(prompt, list)
+        if tools is not None:
+            progress(f"prompt {number}/{len(indices)} (row {index}): sampling {config.num_generations} multi-turn "
+                     "rollouts")
+            groups.append(_tool_group(config, model, tokenizer, row, index, tools, generation_config, end, device))
+            continue
         if chat:
             text = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
             encoded = tokenizer(text, return_tensors="pt", add_special_tokens=False)
@@ -162,6 +176,57 @@ def sample_groups(
     return groups
 
 
+def uses_tools(config: RunConfig) -> bool:
+    """Whether ``config`` gives the policy tools or an environment (its rollouts are multi-turn)."""
+    return bool(config.tools or config.tool_plugins or config.environment)
+
+
+def _tool_group(config: RunConfig, model, tokenizer, row: dict[str, Any], index: int, tools: dict[str, Any],
+                generation_config, end, device: str) -> SampledGroup:
+    """One group of multi-turn rollouts of ``row`` (TRL's tool loop, :mod:`grpo_core.engine.tool_rollout`), scored
+    as the trainer scores them (the rules read each final assistant turn; an environment's reward added).
+
+    Raises:
+        ValueError: the prompt is not a chat (TRL renders tools only into chat prompts), or the template cannot
+            carry tools.
+    """
+    import copy
+
+    import torch
+
+    from grpo_core.engine.tool_rollout import sample_tool_rollouts, with_environment_rewards
+    from grpo_core.rewards.registry import completion_text
+    from grpo_core.tools.turns import turns_of_completion
+
+    prompt = row["prompt"]
+    if not isinstance(prompt, list):
+        raise ValueError(f"row {index}: a run with tools needs chat prompts (a list of messages); this one is text")
+
+    def generate(prompt_ids: list[int], count: int) -> list[tuple[list[int], bool]]:
+        options = copy.deepcopy(generation_config)
+        options.num_return_sequences = count
+        inputs = torch.tensor([prompt_ids], device=device)
+        with torch.no_grad():
+            output = model.generate(input_ids=inputs, attention_mask=torch.ones_like(inputs),
+                                    generation_config=options)
+        return [end.cut(ids) for ids in output[:, len(prompt_ids):].tolist()]
+
+    rollouts = sample_tool_rollouts(
+        model, tokenizer, prompt, row, num_rollouts=config.num_generations, tools=tools.get("tools", []),
+        environment_factory=tools.get("environment_factory"), generate=generate,
+        max_completion_length=config.max_completion_length, max_iterations=config.max_tool_calling_iterations)
+    completions = [rollout.messages for rollout in rollouts]
+    ids = [rollout.completion_ids for rollout in rollouts]
+    score = score_group(config.rewards, completions, row, completion_ids=ids, scale_rewards=config.scale_rewards)
+    score = with_environment_rewards(score, rollouts, config.scale_rewards)
+    texts = [completion_text(messages) for messages in completions]
+    return SampledGroup(
+        row_index=index, prompt=prompt_text(prompt), texts=texts,
+        num_tokens=[sum(rollout.tool_mask) for rollout in rollouts],  # the model's tokens, as TRL counts them
+        truncated=[rollout.truncated for rollout in rollouts], score=score,
+        turns=[turns_of_completion(rollout.messages, rollout.environment_reward) for rollout in rollouts])
+
+
 def run_preflight(
     config: RunConfig,
     rows: Sequence[Mapping[str, Any]],
@@ -180,7 +245,7 @@ def run_preflight(
     model_path = prepare_model(config.model, model_cache_dir, progress)
     if (Path(model_path) / "tokenizer.json").is_file():  # the run would refuse these prompts: so does the preflight
         require_prompts_fit(rows, model_path, config.max_completion_length)
-    if config.tools or config.tool_plugins or config.environment:  # TRL would refuse the run at its start: say so now
+    if uses_tools(config):  # TRL would refuse the run at its start: say so now
         from transformers import AutoTokenizer
 
         from grpo_core.engine.tool_template import tool_calling_problem, use_tool_chat_template

@@ -117,6 +117,12 @@ def python(code: str) -> str:
 LIBRARY: dict[str, Callable[..., str]] = {"calculator": calculator, "python": python}
 
 
+def library_descriptions() -> dict[str, str]:
+    """Each library tool's name -> the first line of its docstring (what TRL renders into the prompt as the
+    tool's description)."""
+    return {name: (tool.__doc__ or "").strip().splitlines()[0] for name, tool in LIBRARY.items()}
+
+
 def library_tools(names: Sequence[str]) -> list[Callable[..., str]]:
     """The library tools named in ``names``, in that order.
 

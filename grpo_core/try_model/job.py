@@ -59,6 +59,10 @@ class TryRequest(BaseModel):
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
     model_cache_dir: str = Field(description="Where GGUF models are converted to safetensors (the data dir's).")
+    tools: list[str] = Field(default_factory=list, description="The run's library tools (multi-turn rollouts).")
+    tool_plugins: list[str] = Field(default_factory=list, description="The run's tool plugins, as checked at launch.")
+    environment: str = Field("", description="The run's environment class (TRL's environment_factory), or ''.")
+    max_tool_calling_iterations: int | None = Field(None, ge=1, le=100)
 
 
 def build_request(
@@ -73,7 +77,8 @@ def build_request(
     temperature: float | None = None,
     seed: int = 0,
 ) -> TryRequest:
-    """A :class:`TryRequest` for ``run``: its model, the chosen weights in its folder and its reward rules.
+    """A :class:`TryRequest` for ``run``: its model, the chosen weights in its folder, its reward rules and its tools
+    (a run with tools samples multi-turn rollouts; the caller checks the stored config against the login's boundary).
 
     Args:
         weights: ``latest``, ``adapter`` or ``checkpoint-<step>`` (see :func:`grpo_core.runs.files.resolve_weights`);
@@ -106,6 +111,10 @@ def build_request(
         seed=seed,
         device=config.device,
         model_cache_dir=str(settings.model_cache_dir),
+        tools=list(config.tools),
+        tool_plugins=list(config.tool_plugins),
+        environment=config.environment,
+        max_tool_calling_iterations=config.max_tool_calling_iterations,
     )
 
 

@@ -6,7 +6,10 @@ adapter, or full weights when the run trained without LoRA) and generates again 
 and scores both sets with the run's reward rules exactly as the trainer would
 (:func:`grpo_core.rewards.compose.score_group`). Prompts are tokenized the way TRL's ``GRPOTrainer`` does: chat
 messages through the tokenizer's chat template with the generation prompt, plain text as is; completions end at
-the model's end tokens by TRL's rule (:func:`grpo_core.engine.policy_model.end_of_sequence_ids`). The request comes from
+the model's end tokens by TRL's rule (:func:`grpo_core.engine.policy_model.end_of_sequence_ids`). A run with tools or an
+environment samples multi-turn rollouts with TRL's own tool loop (:mod:`grpo_core.engine.tool_rollout`: model -> tool
+call -> tool result -> model, at most ``max_tool_calling_iterations`` rounds, tools run as in training) and returns
+each completion's turns. The request comes from
 :mod:`grpo_core.try_model.job` (web side). What it leaves out: batching several prompts, and vLLM.
 """
 
@@ -75,6 +78,33 @@ def _generate(model, tokenizer, prompt_ids: list[int], request: TryRequest, end:
     return completions
 
 
+def uses_tools(request: TryRequest) -> bool:
+    """Whether the run gives the policy tools or an environment (its rollouts are multi-turn)."""
+    return bool(request.tools or request.tool_plugins or request.environment)
+
+
+def _tool_rollouts(model, tokenizer, prompt_ids: list[int], request: TryRequest, end: EndOfSequence, device: str,
+                   tools: dict[str, Any]) -> list[dict[str, Any]]:
+    """``num_samples`` multi-turn rollouts with TRL's tool loop (:mod:`grpo_core.engine.tool_rollout`), each as
+    :func:`_generate`'s completions plus ``messages``, ``tool_mask`` and ``environment_reward``; ``num_tokens`` counts
+    the model's tokens (TRL's completion length with tools)."""
+    from grpo_core.engine.tool_rollout import sample_tool_rollouts
+
+    if not isinstance(request.prompt, list):
+        raise ValueError("a run with tools needs a chat prompt (a list of messages); tick 'chat' and give messages")
+
+    def generate(ids: list[int], count: int) -> list[tuple[list[int], bool]]:
+        sampled = _generate(model, tokenizer, ids, request.model_copy(update={"num_samples": count}), end, device)
+        return [(c["ids"], c["truncated"]) for c in sampled]
+
+    rollouts = sample_tool_rollouts(
+        model, tokenizer, request.prompt, {**request.row, "prompt": request.prompt}, num_rollouts=request.num_samples,
+        tools=tools.get("tools", []), environment_factory=tools.get("environment_factory"), generate=generate,
+        max_completion_length=request.max_new_tokens, max_iterations=request.max_tool_calling_iterations)
+    return [{"ids": r.completion_ids, "text": "", "num_tokens": sum(r.tool_mask), "truncated": r.truncated,
+             "messages": r.messages, "environment_reward": r.environment_reward} for r in rollouts]
+
+
 def _side(label: str, request: TryRequest, completions: list[dict[str, Any]]) -> dict[str, Any]:
     """One side of the comparison: each completion with its per-rule rewards and weighted total (as the trainer
     would score it), and the mean total (``None`` when no rule applied to any completion)."""
@@ -82,21 +112,31 @@ def _side(label: str, request: TryRequest, completions: list[dict[str, Any]]) ->
     from grpo_core.rewards.compose import score_group
 
     enable_reward_model_scoring()  # a reward_model rule scores here, as the trainer would
+    from grpo_core.tools.turns import turns_of_completion
+
     chat = isinstance(request.prompt, list)
-    texts: list[Any] = [[{"role": "assistant", "content": c["text"]}] if chat else c["text"] for c in completions]
+    texts: list[Any] = [c["messages"] if "messages" in c else [{"role": "assistant", "content": c["text"]}] if chat
+                        else c["text"] for c in completions]
     scored = None
     if request.rewards:
         row = {**request.row, "prompt": request.prompt}
         scored = score_group(request.rewards, texts, row, [c["ids"] for c in completions])
     out = []
     for k, completion in enumerate(completions):
+        rewards = {} if scored is None else {n: scored.rewards[i][k] for i, n in enumerate(scored.names)}
+        environment = completion.get("environment_reward") or {}
+        total = None if scored is None else scored.total[k]
+        for name, value in environment.items():  # TRL adds an environment's reward with weight 1
+            rewards[name] = value
+            total = value if total is None else (total if value is None else total + value)
         out.append(
             {
                 "text": completion_text(texts[k]),
                 "num_tokens": completion["num_tokens"],
                 "truncated": completion["truncated"],
-                "rewards": {} if scored is None else {n: scored.rewards[i][k] for i, n in enumerate(scored.names)},
-                "total": None if scored is None else scored.total[k],
+                "rewards": rewards,
+                "total": total,
+                "turns": turns_of_completion(texts[k], environment) if "messages" in completion else None,
             }
         )
     totals = [c["total"] for c in out if c["total"] is not None]
@@ -110,7 +150,8 @@ def try_model(request: TryRequest, progress: Callable[[str], None] = print) -> d
         ``{"prompt_text": str, "device": str, "seconds": float, "names": [rule names], "weights": [floats],
         "sides": {"base": side, "trained": side}}`` (``trained`` absent without ``weights``), where ``side`` is
         ``{"label": str, "mean_total": float | None, "completions": [{"text", "num_tokens", "truncated",
-        "rewards": {name: float | None}, "total": float | None}]}``. Both sides use the same seed.
+        "rewards": {name: float | None}, "total": float | None, "turns": [turn] | None}]}`` (``turns``: a
+        multi-turn rollout's, :func:`grpo_core.tools.turns.turns_of_completion`). Both sides use the same seed.
 
     Raises:
         ValueError: a reward rule is invalid, or ``weights`` is not a model or adapter folder.
@@ -136,9 +177,22 @@ def try_model(request: TryRequest, progress: Callable[[str], None] = print) -> d
     end = end_of_sequence_ids(model, tokenizer)
 
     prompt_ids = _prompt_ids(tokenizer, request.prompt)
+    tools = None
+    if uses_tools(request):  # the run's tools, loaded as the trainer loads them (checked at launch)
+        from grpo_core.engine.trainer import tool_arguments
+        from grpo_core.run_config import RunConfig
+
+        tools = tool_arguments(RunConfig(tools=request.tools, tool_plugins=request.tool_plugins,
+                                         environment=request.environment))
+
+    def sample(policy) -> list[dict[str, Any]]:
+        if tools is None:
+            return _generate(policy, tokenizer, prompt_ids, request, end, device)
+        return _tool_rollouts(policy, tokenizer, prompt_ids, request, end, device, tools)
+
     sides: dict[str, Any] = {}
     progress("sampling the base model")
-    base = _generate(model, tokenizer, prompt_ids, request, end, device)
+    base = sample(model)
     sides[BASE] = _side(f"base: {request.model}", request, base)
     if request.weights:
         folder = Path(request.weights)
@@ -154,7 +208,7 @@ def try_model(request: TryRequest, progress: Callable[[str], None] = print) -> d
         else:
             raise ValueError(f"{folder} holds neither a PEFT adapter nor a model")
         progress("sampling the trained weights")
-        tuned = _generate(trained, tokenizer, prompt_ids, request, end, device)
+        tuned = sample(trained)
         sides[TRAINED] = _side(f"trained: {folder.name}", request, tuned)
     return {
         "prompt_text": tokenizer.decode(prompt_ids, skip_special_tokens=False),

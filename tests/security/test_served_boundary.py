@@ -60,6 +60,11 @@ def test_uploaded_code_and_module_targets_are_refused_before_any_import(shared_d
         sweep = _refused(alice, _config(alice_dataset, model, rewards=rewards, sweep={"beta": [0.0, 0.1]}),
                          api_name="/launch_sweep")
         assert "nothing was launched" in sweep and "plugin" in sweep
+    for target in targets[:3] + targets[-3:]:  # a tool plugin or an environment is plugin code too
+        tools = _refused(alice, _config(alice_dataset, model, tools=["calculator"], tool_plugins=[target]))
+        assert "tool plugin 1" in tools and ("plugin folder" in tools or "define" in tools), (target, tools)
+        environment = _refused(alice, _config(alice_dataset, model, environment=target))
+        assert "environment" in environment and ("plugin folder" in environment or "define" in environment)
     # the admin is refused too: [admin] is about runs, [run-code] about code
     message = _refused(dash.client("admin"), _config(alice_dataset, model, rewards=[
         {"rule": "plugin", "params": {"target": f"{uploaded}:f"}}, {"rule": "numeric_answer"}]))
@@ -164,7 +169,8 @@ def test_a_plugin_in_the_admins_folder_trains(shared_dashboard, alice_dataset):
 
 def test_the_pages_own_handlers_refuse_the_same(shared_dashboard):
     """The Launch tab's launch, reward bench and preflight handlers, called as the page calls them (by
-    ``fn_index`` on the queue, as alice), refuse an uploaded plugin and a stdlib target before importing either,
+    ``fn_index`` on the queue, as alice), refuse an uploaded plugin and a stdlib target before importing either (as
+    a reward rule, as the Tools group's environment or tool function),
     and an outside model folder without reading it; the tab lists the admin's plugin file with its SHA-256."""
     import hashlib
 
@@ -185,6 +191,13 @@ def test_the_pages_own_handlers_refuse_the_same(shared_dashboard):
     assert "plugin folder" in bench[1], bench
     preflight = dash.ui("alice", "preflight-button", plugin)
     assert "Preflight not started" in preflight[0] and "plugin folder" in preflight[0], preflight
+    for fields, where in (({"hp-environment": f"{uploaded}:f"}, "environment"),
+                          ({"hp-tool_plugins": f"{dash.plugin_dir}/good_reward.py:length_reward\nos:system",
+                            "hp-tools": ["python"]}, "tool plugin 2")):
+        launched = dash.ui("alice", "launch-button", {"launch-model": str(dash.model_dir), **fields})[0]
+        assert "Not launched" in launched and where in launched and "plugin folder" in launched, launched
+        preflight = dash.ui("alice", "preflight-button", {"launch-model": str(dash.model_dir), **fields})
+        assert "Preflight not started" in preflight[0] and where in preflight[0], preflight
     outside_model = dash.ui("alice", "launch-button", {"launch-model": str(dash.outside)})[0]
     assert "Not launched" in outside_model and "outside" in outside_model and "config.json" not in outside_model
     assert not marker.exists()

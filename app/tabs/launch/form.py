@@ -82,20 +82,30 @@ ADVANCED_FIELDS: list[tuple[str, str, dict[str, Any]]] = [
     ("eval_fraction", "eval_fraction", {"minimum": 0, "maximum": 0.9}),
     ("eval_dataset_id", "eval dataset", {}),
     ("eval_steps", "eval_steps", {"minimum": 1}),
-    ("tools", "tools the policy may call", {}),
-    ("max_tool_calling_iterations", "max_tool_calling_iterations (0 = no limit)", {"minimum": 0}),
     ("report_to", "also report to", {}),
     ("trl_args", "other GRPOConfig fields (YAML or JSON mapping)", {}),
 ]
+#: The "Tools" group: the library's tools (a checkbox each, with its description), the user's own tool functions
+#: (one plugin target a line) and environment class (TRL's ``environment_factory``), and the iteration limit.
+TOOL_FIELDS: list[tuple[str, str, dict[str, Any]]] = [
+    ("tools", "library tools the policy may call", {}),
+    ("tool_plugins", "your own tool functions (plugins, one 'file.py:function' a line)", {}),
+    ("environment", "your environment class (plugin, 'file.py:Class')", {}),
+    ("max_tool_calling_iterations", "max_tool_calling_iterations (0 = no limit)", {"minimum": 0}),
+]
 #: Every config field the form shows, in the form's order.
-CONFIG_FIELDS = HYPERPARAMETERS + GPU_FIELDS + VLLM_FIELDS + GRPO_FIELDS + ADVANCED_FIELDS
+CONFIG_FIELDS = HYPERPARAMETERS + GPU_FIELDS + VLLM_FIELDS + GRPO_FIELDS + ADVANCED_FIELDS + TOOL_FIELDS
 #: Number fields whose default is ``None`` (off): an empty box reaches the server as 0, which means the same.
 ZERO_MEANS_UNSET = ("epsilon_high", "steps_per_generation", "min_p", "delta", "off_policy_mask_threshold",
                     "vllm_importance_sampling_clip_min", "max_tool_calling_iterations")
 #: Fields whose component is not the one their type suggests: a GPU list, a stored dataset, a YAML mapping.
-SPECIAL_KINDS = {"gpus": "gpus", "dataset_id": "dataset", "eval_dataset_id": "dataset", "trl_args": "mapping"}
+SPECIAL_KINDS = {"gpus": "gpus", "dataset_id": "dataset", "eval_dataset_id": "dataset", "trl_args": "mapping",
+                 "tool_plugins": "lines"}
+#: Most lines the form reads from a ``lines`` field (a run names a handful of tool plugins).
+MAX_FORM_LINES = 32
 
-FormKind = Literal["checkbox", "dropdown", "multiselect", "integer", "number", "text", "gpus", "dataset", "mapping"]
+FormKind = Literal["checkbox", "dropdown", "multiselect", "integer", "number", "text", "gpus", "dataset", "mapping",
+                   "lines"]
 
 
 def slot_field(part: str, index: int) -> str:
@@ -185,6 +195,28 @@ def read_form(components: Mapping[str, Any], values: Mapping[Any, Any]) -> dict[
     """The values of a Gradio event given its inputs as a set (``values``: component -> value), keyed by the names
     ``components`` (name -> component) gives them; components not in ``values`` are left out."""
     return {name: values[component] for name, component in components.items() if component in values}
+
+
+def lines_text(values: list[str]) -> str:
+    """A list field (``tool_plugins``) as the form's text, one value a line."""
+    return "\n".join(values)
+
+
+def parse_lines_text(field: str, text: Any) -> list[str]:
+    """The form's text of a list field (``tool_plugins``) as its values: one a line, blank lines and surrounding
+    spaces dropped.
+
+    Raises:
+        ConfigError: not text, or more than :data:`MAX_FORM_LINES` values; the message names the field.
+    """
+    if isinstance(text, (list, tuple)):
+        text = "\n".join(str(item) for item in text)
+    if not isinstance(text, str):
+        raise ConfigError(f"{field}: write one value a line")
+    values = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(values) > MAX_FORM_LINES:
+        raise ConfigError(f"{field}: {len(values)} lines, more than the {MAX_FORM_LINES} the form takes")
+    return values
 
 
 def trl_args_text(args: dict[str, Any]) -> str:
@@ -302,7 +334,8 @@ def reward_specs(form: Mapping[str, Any], *, blank_weight: float = 1.0) -> list[
 def form_to_config(form: Mapping[str, Any]) -> RunConfig:
     """Build a :class:`RunConfig` from the form's values, keyed by field name (:data:`FORM_FIELDS`; any may be
     missing). Empty values keep the config's defaults; a whole number box's float becomes an ``int``; ``trl_args``
-    is YAML/JSON text; a 0 in a :data:`ZERO_MEANS_UNSET` field means "off" (``None``).
+    is YAML/JSON text, ``tool_plugins`` one target a line; a 0 in a :data:`ZERO_MEANS_UNSET` field means "off"
+    (``None``).
 
     Raises:
         ConfigError: a field is invalid; the message names it (and the rule slot).
@@ -319,6 +352,10 @@ def form_to_config(form: Mapping[str, Any]) -> RunConfig:
         value = form.get(field)
         if field == "trl_args" and field in form:
             value = parse_trl_args_text(value)
+        elif field_kind(field) == "lines" and field in form:
+            value = parse_lines_text(field, value or "")
+        elif field == "environment" and isinstance(value, str):
+            value = value.strip()
         elif field in ZERO_MEANS_UNSET and value == 0:
             value = None
         if value is None or value == "":
@@ -333,7 +370,7 @@ def config_to_form(config: RunConfig) -> dict[str, Any]:
     """The form's values for ``config`` by field name (:data:`FORM_FIELDS`): the inverse of :func:`form_to_config`.
 
     Each slot's parameters are JSON with the rule's defaults filled in; unused slots are ``(none)``; ``trl_args`` is
-    YAML text. Rules past the :data:`RULE_SLOTS`-th, rule metric names and fields the form does not show are left
+    YAML text; ``tool_plugins`` one target a line. Rules past the :data:`RULE_SLOTS`-th, rule metric names and fields the form does not show are left
     out (:func:`form_omissions`). ``form_to_config(config_to_form(c))`` equals ``c`` for any config the form can
     express.
     """
@@ -346,7 +383,12 @@ def config_to_form(config: RunConfig) -> dict[str, Any]:
             values = (spec.rule, spec.weight, json.dumps(params, indent=1, ensure_ascii=False), gate_text(spec.gate))
         form |= {slot_field(part, index): value for part, value in zip(SLOT_PARTS, values, strict=True)}
     for field, *_ in CONFIG_FIELDS:
-        form[field] = trl_args_text(config.trl_args) if field == "trl_args" else getattr(config, field)
+        if field == "trl_args":
+            form[field] = trl_args_text(config.trl_args)
+        elif field_kind(field) == "lines":
+            form[field] = lines_text(getattr(config, field))
+        else:
+            form[field] = getattr(config, field)
     return form
 
 

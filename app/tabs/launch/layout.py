@@ -35,6 +35,7 @@ from app.tabs.launch.form import (
     slot_field,
     trl_args_help,
 )
+from app.tabs.launch.tool_fields import build_tool_fields
 from app.tabs.launch.tools import BENCH_HEADERS, RULE_TABLE_HEADERS, template_think_markdown
 from app.views.tables import empty_frame
 from grpo_core.access.boundary import plugin_files
@@ -146,6 +147,8 @@ def field_component(ctx: AppContext, field: str, label: str, extra: dict[str, An
         return gr.CheckboxGroup(value=value, choices=field_choices(field), **common)
     if kind == "dataset":
         return gr.Dropdown(choices=dataset_choices(ctx), value=None, **common)
+    if kind == "lines":
+        return gr.Textbox(value="\n".join(value), lines=2, max_lines=8, **common)
     if kind == "mapping":
         return gr.Code(label="other GRPOConfig / TrainingArguments fields (YAML or JSON mapping; fields the dashboard "
                        "sets are refused with the reason)", language="yaml", lines=3, elem_id=f"hp-{field}")
@@ -258,7 +261,8 @@ def build_launch_layout(ctx: AppContext) -> Components:
     field of :data:`app.tabs.launch.form.FORM_FIELDS` under its own name;
     the rule slots' parts (:func:`_rule_slots`); ``sandbox_line`` (shown while a code rule is chosen); ``gpu_fields``
     (the row of :data:`GPU_FIELDS`, shown on a machine with GPUs) and ``vllm_fields`` (the row of :data:`VLLM_FIELDS`,
-    shown while vLLM generation is on); ``launched_run`` (a hidden box: the id of the run Launch queued); ``clone``, ``clone_status``, ``template_line``, ``trl_args_help``, ``launch``,
+    shown while vLLM generation is on); the Tools group's parts (:func:`app.tabs.launch.tool_fields.build_tool_fields`);
+    ``launched_run`` (a hidden box: the id of the run Launch queued); ``clone``, ``clone_status``, ``template_line``, ``trl_args_help``, ``launch``,
     ``status``, ``panels`` (an empty column under the status for the memory and sweep panels), ``preview``; the
     bench's and the preflight's parts (see :func:`_bench`, :func:`_preflight`).
     """
@@ -312,6 +316,7 @@ def build_launch_layout(ctx: AppContext) -> Components:
                     parts[field] = field_component(ctx, field, label, extra)
         parts["trl_args"] = field_component(ctx, "trl_args", "", {})
         parts["trl_args_help"] = gr.Markdown(trl_args_help(""), elem_id="trl-args-help")
+    build_tool_fields(ctx, parts, lambda field, label, extra: field_component(ctx, field, label, extra))
 
     with gr.Row():
         parts["launch"] = gr.Button("Launch", variant="primary", elem_id="launch-button")

@@ -28,6 +28,7 @@ from app.tabs.launch.form import FORM_FIELDS, RULE_SLOTS, SLOT_FIELDS, read_form
 from app.tabs.launch.layout import build_launch_layout, uses_code_rule
 from app.tabs.launch.memory import create_memory_panel
 from app.tabs.launch.sweep import create_sweep_panel
+from app.tabs.launch.tool_fields import TOOL_INPUTS, tool_template_markdown, uses_tools
 from app.tabs.launch.tools import template_think_markdown
 from grpo_core.child_jobs.slots import MODEL_SLOTS, PREVIEW_SLOTS
 from grpo_core.submit.quick_starts import QUICK_STARTS
@@ -153,6 +154,16 @@ def create_launch_tab(
 
     parts["model"].change(on_model, inputs=parts["model"],
                           outputs=parts["template_line"], show_progress="hidden")
+
+    def on_tools(model: str, tools: list[str], tool_plugins: str, environment: str, request: gr.Request):
+        """Inputs: :data:`TOOL_INPUTS`. Outputs: the tool template line (empty without tools; a child checks it)."""
+        return tool_template_markdown(ctx, model, uses_tools(tools, tool_plugins, environment), request)
+
+    # one check at a time on the server, the latest change only: each is a child process
+    gr.on(triggers=[parts["model"].change, parts["tools"].change, parts["tool_plugins"].blur,
+                    parts["environment"].blur], fn=on_tools, inputs=[parts[name] for name in TOOL_INPUTS],
+          outputs=parts["tool_template"], trigger_mode="always_last", concurrency_limit=1,
+          concurrency_id="tool-template", show_progress="minimal")
     parts["probe_button"].click(fair_share(PREVIEW_SLOTS, on_probe), inputs=inputs(PROBE_FIELDS), outputs=bench_outputs)
     parts["bench_row_pick"].click(on_pick_row, inputs=inputs(PICK_ROW_FIELDS),
                                   outputs=[parts["bench_row"], parts["bench_prompt"], parts["bench_status"]])

@@ -19,6 +19,7 @@ import gradio as gr
 import pandas as pd
 
 from app.context import AppContext, boundary_of
+from app.views.trajectories import turns_html
 from grpo_core.access.boundary import BoundaryError
 from grpo_core.datasets.formats import read_normalized, read_normalized_row
 from grpo_core.datasets.prompt_dataset import DatasetError
@@ -99,6 +100,11 @@ def verdict_markdown(report: PreflightReport) -> str:
         f"**{report.truncation_rate:.0%}**, mean length **{report.mean_completion_tokens:.1f} tokens**; the chat "
         f"template {'opens' if report.template_opened_think else 'does not open'} `<think>` in the prompt.",
     ]
+    if report.tool_call_frequency is not None:
+        failures = report.tool_failure_frequency
+        lines += ["", f"**Multi-turn rollouts:** {report.tool_call_frequency:.2f} tool calls per completion (TRL's "
+                  f"`tools/call_frequency`), failed calls "
+                  f"{'–' if failures is None else f'{failures:.0%}'} (`tools/failure_frequency`)."]
     probes = describe(report.probes)
     in_verdict = verdict is not None and any(a.startswith("reward hacking:") for a in verdict.advice)
     if probes and in_verdict:  # each finding is listed once, in the verdict's advice above
@@ -117,7 +123,8 @@ def verdict_markdown(report: PreflightReport) -> str:
             cut = ", truncated" if ex.truncated else ""
             lines.append(
                 f"<p>row {ex.row_index}: total {total}, advantage {ex.advantage:+.2f} ({ex.num_tokens} tokens{cut}; "
-                f"{html.escape(rewards)})</p><pre>{html.escape(ex.text[:400])}</pre>"
+                f"{html.escape(rewards)})</p>" + (turns_html(ex.turns, max_chars=400) if ex.turns
+                                                  else f"<pre>{html.escape(ex.text[:400])}</pre>")
             )
         lines += ["", "</details>"]
     return "\n".join(lines)

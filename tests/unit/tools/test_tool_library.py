@@ -150,6 +150,17 @@ def test_the_launch_form_offers_the_library_tools_and_the_iteration_limit():
     again = form_to_config(form)
     assert (again.tools, again.max_tool_calling_iterations) == (["python", "calculator"], 3)
     assert form_to_config({**form, "max_tool_calling_iterations": 0}).max_tool_calling_iterations is None
-    # the plugin fields are set in the config text: a form launch of such a run says what it leaves out
-    with_plugin = RunConfig(dataset_id=1, environment="/srv/plugins/env.py:Shop")
-    assert any("environment=" in note for note in form_omissions(with_plugin))
+    # the plugin tools (one target a line) and the environment are on the form too: nothing is left out
+    with_plugin = RunConfig(dataset_id=1, tools=["calculator"], environment="/srv/plugins/env.py:Shop",
+                            tool_plugins=["/srv/plugins/agent_tools.py:weather", "agent_pkg.tools:lookup"])
+    form = config_to_form(with_plugin)
+    assert form["tool_plugins"] == "/srv/plugins/agent_tools.py:weather\nagent_pkg.tools:lookup"
+    again = form_to_config({**form, "tool_plugins": "  /srv/plugins/agent_tools.py:weather \n\n agent_pkg.tools:lookup",
+                            "environment": " /srv/plugins/env.py:Shop "})
+    assert (again.tools, again.tool_plugins, again.environment) == (
+        with_plugin.tools, with_plugin.tool_plugins, with_plugin.environment)
+    assert form_omissions(with_plugin) == []
+    with pytest.raises(ConfigError, match="tool_plugins: 33 lines"):
+        form_to_config({**form, "tool_plugins": "\n".join(f"m:f{i}" for i in range(33))})
+    with pytest.raises(ConfigError, match="tool_plugins"):
+        form_to_config({**form, "tool_plugins": "no-colon-here"})
