@@ -93,7 +93,8 @@ def environment_tools(environment: Any) -> list[Callable[..., Any]]:
 
 
 def prepare_tool_tokenizer(tokenizer) -> tuple[Any, str | None]:
-    """``(tokenizer, chat_template)`` as ``GRPOTrainer.__init__`` sets them for a run with tools: a response template
+    """``(tokenizer, chat_template)`` as the training worker and ``GRPOTrainer.__init__`` set them for a run with
+    tools: TRL's Qwen2.5 template on a ChatML model whose own cannot render tools, a response template
     added when none is set (``add_response_schema``: TRL's parser of the calls), and TRL's training template when the
     model's is not prefix-preserving (``None``: the model's own).
 
@@ -107,8 +108,9 @@ def prepare_tool_tokenizer(tokenizer) -> tuple[Any, str | None]:
         is_chat_template_prefix_preserving,
     )
 
-    from grpo_core.engine.tool_template import tool_calling_problem
+    from grpo_core.engine.tool_template import tool_calling_problem, use_tool_chat_template
 
+    use_tool_chat_template(tokenizer)  # as the run will: a ChatML model gets a template that renders tools
     problem = tool_calling_problem(tokenizer)
     if problem:
         raise ValueError(f"tools: {problem}")

@@ -119,13 +119,18 @@ def training_template_name(tokenizer) -> str | None:
     return "TRL's training template"
 
 
-def tool_template_report(tokenizer) -> dict[str, str | None]:
+def tool_template_report(tokenizer) -> dict[str, str | bool | None]:
     """What the Launch form says of a model's chat template for a run with tools (JSON-able).
 
     Returns:
-        ``{"problem": str | None, "training_template": str | None}``: :func:`tool_calling_problem`'s sentence
-        (``None``: TRL can train it with tools), and, when it can, :func:`training_template_name` (``None``: the
-        model's own template renders every turn).
+        ``{"problem": str | None, "training_template": str | None, "dashboard_template": bool}``: :func:`tool_calling_problem`'s sentence
+        (``None``: TRL can train it with tools), and, when it can, :data:`CHATML_TOOL_TEMPLATE` when the run's worker
+        sets it (:func:`use_tool_chat_template`, applied to ``tokenizer`` here as the worker will), else
+        :func:`training_template_name` (``None``: the model's own template renders every turn).
     """
+    set_by_dashboard = use_tool_chat_template(tokenizer)  # what the run's worker will do
     problem = tool_calling_problem(tokenizer)
-    return {"problem": problem, "training_template": None if problem else training_template_name(tokenizer)}
+    if problem:
+        return {"problem": problem, "training_template": None, "dashboard_template": False}
+    return {"problem": None, "training_template": set_by_dashboard or training_template_name(tokenizer),
+            "dashboard_template": set_by_dashboard is not None}

@@ -32,11 +32,14 @@ TOOL_TEMPLATE_JOB = WorkerJob(
 class ToolTemplateCheck:
     """The answer: ``on_disk`` False when the tokenizer is not on disk yet (a hub id, a GGUF not yet converted:
     checked at the run's start); ``problem`` what stops TRL from training it with tools (``None``: nothing);
-    ``training_template`` the template TRL swaps in for multi-turn rollouts (``None``: the model's own)."""
+    ``training_template`` the template that renders multi-turn rollouts (``None``: the model's own);
+    ``dashboard_template`` True when that is the one the dashboard sets on a ChatML model whose own template cannot
+    render tools (``grpo_core.engine.tool_template.use_tool_chat_template``), else TRL's training template."""
 
     on_disk: bool
     problem: str | None = None
     training_template: str | None = None
+    dashboard_template: bool = False
 
 
 def check_tool_template(model: str, model_cache_dir: Path, *, env: Mapping[str, str] | None = None,
@@ -54,4 +57,5 @@ def check_tool_template(model: str, model_cache_dir: Path, *, env: Mapping[str, 
     if not isinstance(answer, dict) or "error" in answer:
         raise ToolTemplateError(str(answer.get("error") if isinstance(answer, dict) else answer)[:1000])
     return ToolTemplateCheck(on_disk=bool(answer.get("on_disk")), problem=answer.get("problem") or None,
-                             training_template=answer.get("training_template") or None)
+                             training_template=answer.get("training_template") or None,
+                             dashboard_template=answer.get("dashboard_template") is True)

@@ -66,6 +66,10 @@ def tool_template_markdown(ctx: AppContext, model: str | None, active: bool, req
                 "chat template renders tool calls (TRL's `supports_tool_calling`).")
     if check.problem:
         return f"❌ **The chat template cannot carry tools:** {check.problem}."
+    if check.dashboard_template:
+        return (f"✅ Tool template: the model's own chat template cannot render tools, so the dashboard sets "
+                f"{check.training_template} (the model writes ChatML turns) for the run, the preflight and Try the "
+                "model.")
     template = (f"TRL renders the turns with its training template `{check.training_template}` (the model's own is "
                 "not prefix-preserving)" if check.training_template else "the model's own template renders every turn")
     return f"✅ Tool template: the chat template renders tool calls and TRL parses them; {template}."

@@ -42,3 +42,16 @@ def test_a_chatml_model_that_cannot_render_tools_gets_the_qwen2_5_template_and_n
     assert "Qwen2.5 chat template" in CHATML_TOOL_TEMPLATE and "Qwen2.5 chat template" in CHATML_TOOL_TEMPLATE_NOTE
     tokenizer.chat_template = llama3_chat_template  # not ChatML: left to tool_calling_problem to name a fix
     assert use_tool_chat_template(tokenizer) is None and tokenizer.chat_template == llama3_chat_template
+
+
+def test_the_launch_forms_report_says_the_template_the_run_will_set(tiny_model_dir):
+    from trl.chat_template_utils import llama3_chat_template
+
+    from grpo_core.engine.tool_template import CHATML_TOOL_TEMPLATE, tool_template_report
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)  # ChatML, no tools: the worker sets Qwen2.5's
+    assert tool_template_report(tokenizer) == {"problem": None, "training_template": CHATML_TOOL_TEMPLATE,
+                                               "dashboard_template": True}
+    tokenizer.chat_template = llama3_chat_template  # not ChatML: nothing set, the problem named
+    report = tool_template_report(tokenizer)
+    assert report["problem"] and report["dashboard_template"] is False
