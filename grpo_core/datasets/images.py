@@ -104,9 +104,28 @@ def stored_image_path(rows_file: str | Path, name: Any) -> Path:
     Raises:
         ValueError: ``name`` is not a stored image's name (``<sha256>.png``); it is never used as a path then.
     """
+    return image_in_folder(image_folder(rows_file), name)
+
+
+def image_in_folder(folder: Path, name: Any) -> Path:
+    """The path of a stored image ``name`` in an image ``folder``.
+
+    Raises:
+        ValueError: ``name`` is not a stored image's name (``<sha256>.png``); it is never used as a path then.
+    """
     if not isinstance(name, str) or not STORED_NAME.match(name):
         raise ValueError(f"not a stored image name: {str(name)[:80]!r}")
-    return image_folder(rows_file) / name
+    return folder / name
+
+
+def rows_images_folder(store: Any, config: Any, rows: list[dict[str, Any]]) -> Path | None:
+    """The image folder of the stored dataset a run config names, when its ``rows`` carry images; else ``None``."""
+    if not any(row_image_names(row) for row in rows[:1]):
+        return None
+    from grpo_core.datasets.rows import dataset_file
+
+    path = dataset_file(store, config)
+    return image_folder(path) if path is not None else None
 
 
 def row_image_names(row: dict[str, Any]) -> list[str]:

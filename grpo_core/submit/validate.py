@@ -20,6 +20,7 @@ from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.datasets.rows import column_mapping, load_rows
 from grpo_core.models.prompt_lengths import model_text_folder, require_prompts_fit
 from grpo_core.models.source import ModelSourceError, describe_model
+from grpo_core.models.vision import check_model_reads_images
 from grpo_core.reward_check.job import check_plugins, has_plugins
 from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_coverage
 from grpo_core.rewards.compose import build_reward_funcs
@@ -172,6 +173,12 @@ def validate_checked_config(store: Store, config: RunConfig, *, model_cache_dir:
     warnings += coverage_lines(dataset_answer_coverage(rows, rules))
     warnings += leak_lines(rows)  # a final assistant message or the answer inside the prompt: copying is paid
     folder = model_text_folder(config.model, model_cache_dir)
+    try:  # an image dataset trains only a vision-language model
+        images_warning = check_model_reads_images(config.model, folder, rows)
+    except ValueError as exc:
+        raise ConfigError(f"model: {exc}") from None
+    if images_warning:
+        warnings.append(images_warning)
     if folder is None:
         if describe_model(config.model).kind != "folder":
             warnings.append(
