@@ -12,6 +12,7 @@ import pandas as pd
 
 from app.catalog_sync import CatalogSync, dataset_choices
 from app.context import AppContext, actor_of, boundary_of
+from app.views.images import images_html
 from app.views.tables import cell_text, empty_frame
 from grpo_core.access.boundary import BoundaryError
 from grpo_core.access.ownership import NotOwnerError, check_may_change, may_change
@@ -54,11 +55,25 @@ def preview_frame(rows: list[dict[str, Any]], limit: int = 8) -> pd.DataFrame:
     return pd.DataFrame(shown) if shown else empty_frame(PREVIEW_HEADERS)
 
 
-def stored_thumbnails(ctx: AppContext, info, rows: list[dict[str, Any]], request: object = None) -> list:
-    """The first rows' images of the stored dataset ``info`` as gallery items; none for a login that may not read
-    them (only the dataset's owner, an admin, or anyone for a dataset without an owner)."""
+def thumbnails_html(items: list) -> str:
+    """Thumbnails (``(PIL image, "row N")`` pairs) as inline pictures (:func:`app.views.images.images_html`): no
+    image becomes a file Gradio serves."""
+    import base64
+    import io
+
+    urls = []
+    for image, _ in items:
+        out = io.BytesIO()
+        image.save(out, format="PNG")
+        urls.append("data:image/png;base64," + base64.b64encode(out.getvalue()).decode("ascii"))
+    return images_html(urls, "preview")
+
+
+def stored_thumbnails(ctx: AppContext, info, rows: list[dict[str, Any]], request: object = None) -> str:
+    """The first rows' images of the stored dataset ``info`` as inline thumbnails; none for a login that may not
+    read them (only the dataset's owner, an admin, or anyone for a dataset without an owner)."""
     if not may_change(actor_of(ctx, request), info.owner):
-        return []
+        return ""
 
     def load(name: str) -> bytes | None:
         try:
@@ -66,7 +81,7 @@ def stored_thumbnails(ctx: AppContext, info, rows: list[dict[str, Any]], request
         except (OSError, ValueError):
             return None
 
-    return thumbnails(rows, load)
+    return thumbnails_html(thumbnails(rows, load))
 
 
 def mapping_from_form(prompt_column: str | None, system_prompt: str | None, renames: str | None) -> ColumnMapping:
@@ -140,7 +155,7 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
             hub_add = gr.Button("Add from the hub", elem_id="dataset-hub-add")
     preview = gr.Dataframe(value=empty_frame(PREVIEW_HEADERS), label="preview", interactive=False,
                            elem_id="dataset-preview", wrap=True)
-    gallery = gr.Gallery(label="images of the first rows", columns=8, height=140, elem_id="dataset-images")
+    gallery = gr.HTML(elem_id="dataset-images")  # the first rows' images, inline
     model_view = gr.Textbox(label="prompts as the model gets them", lines=8, interactive=False,
                             elem_id="dataset-model-view")
     table = gr.Dataframe(
@@ -170,13 +185,13 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
             dataset = load_upload(file_path, source_name=Path(file_path).name,
                                   max_upload_mb=ctx.settings.max_upload_mb, mapping=mapping)
         except (DatasetError, ValueError) as exc:
-            return f"❌ **Not valid.** {exc}", gr.skip(), gr.skip(), []
+            return f"❌ **Not valid.** {exc}", gr.skip(), gr.skip(), ""
         staged = dataset.images.files if dataset.images is not None else {}
         pictures = f", {len(staged)} images" if staged else ""
         message = (f"✅ Valid: {dataset.num_rows} rows, columns {', '.join(dataset.columns)}, "
                    f"{dataset.prompt_kind} prompts{pictures}. Not added yet.{answer_coverage_markdown(dataset.rows)}")
         return (message, preview_frame(dataset.rows), model_view_text(ctx, dataset.rows, model, request),
-                thumbnails(dataset.rows, staged.get))
+                thumbnails_html(thumbnails(dataset.rows, staged.get)))
 
     def added_outputs(info, model: str, request: gr.Request = None):
         rows = read_normalized(Path(info.path))
