@@ -50,3 +50,17 @@ def test_a_text_only_model_is_refused_with_an_image_dataset(store, settings, tin
     with pytest.raises(ConfigError, match=r"model: the dataset has images \(up to 1 a row\) but .* is a text-only"):
         submit_run(store, _config(tiny_model_dir, info.id), model_cache_dir=settings.model_cache_dir)
     assert store.list_runs() == []
+
+
+def test_the_preflight_samples_the_tiny_vlm_with_the_rows_pictures(store, settings, tiny_vlm_dir, tmp_path):
+    from grpo_core.datasets.images import rows_images_folder
+    from grpo_core.datasets.rows import load_rows
+    from grpo_core.preflight.worker import sample_groups
+
+    info = _image_dataset(store, settings, tmp_path)
+    config = _config(tiny_vlm_dir, info.id)
+    rows = load_rows(store, config)
+    folder = rows_images_folder(store, config, rows)
+    assert folder is not None and len(list(folder.iterdir())) == 4
+    groups = sample_groups(config, rows, str(tiny_vlm_dir), num_prompts=1, progress=lambda _: None, images=folder)
+    assert len(groups) == 1 and len(groups[0].texts) == 4
