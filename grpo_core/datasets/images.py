@@ -57,8 +57,8 @@ class ImageBudget:
         max_pixels: most pixels (width x height) of one image, read from its header before decoding (default
             4096 x 4096, about 16.8 million).
         max_file_bytes: most bytes of one encoded image (default 32 MiB).
-        max_total_pixels: most pixels of all the dataset's distinct images together (default 2**28, 268 million,
-            about 1 GB as RGB).
+        max_total_pixels: most pixels decoded for one dataset, its distinct images' together (equal bytes are
+            decoded once; default 2**28, 268 million, about 1 GB as RGB).
     """
 
     max_pixels: int = 4096 * 4096
@@ -252,6 +252,7 @@ class _Decoder:
     def __init__(self, name: str, base: Path | None, budget: ImageBudget, staged: StagedImages) -> None:
         self.name, self.base, self.budget, self.staged = name, base, budget, staged
         self.by_source: dict[str, str] = {}  # a file name in the upload -> its stored name
+        self.by_digest: dict[bytes, str] = {}  # the SHA-256 of an image's bytes as uploaded -> its stored name
 
     def __call__(self, value: Any, row: int, column: str, position: int | None) -> str:
         where = {"row": row, "field": column}
@@ -312,14 +313,18 @@ class _Decoder:
         if len(data) > self.budget.max_file_bytes:
             raise refuse(f"the image is {len(data) / 2**20:,.1f} MB; the limit is "
                          f"{self.budget.max_file_bytes / 2**20:,.0f} MB an image")
+        digest = hashlib.sha256(data).digest()
+        if digest in self.by_digest:  # the same bytes again (another row, another name): decoded once
+            return self.by_digest[digest]
         png, pixels = decode_image(data, self.budget.max_pixels, refuse)
+        # every decode counts, not only distinct pictures: the work of one upload is bounded too
+        self.staged.total_pixels += pixels
+        if self.staged.total_pixels > self.budget.max_total_pixels:
+            raise refuse(f"the dataset's images hold over {self.budget.max_total_pixels:,} pixels together, "
+                         "the most one dataset may; split it or make the images smaller")
         stored = hashlib.sha256(png).hexdigest() + ".png"
-        if stored not in self.staged.files:
-            self.staged.total_pixels += pixels
-            if self.staged.total_pixels > self.budget.max_total_pixels:
-                raise refuse(f"the dataset's images hold over {self.budget.max_total_pixels:,} pixels together, "
-                             "the most one dataset may; split it or make the images smaller")
-            self.staged.files[stored] = png
+        self.staged.files.setdefault(stored, png)
+        self.by_digest[digest] = stored
         return stored
 
 

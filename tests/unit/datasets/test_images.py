@@ -134,3 +134,19 @@ def _real(folder: Path) -> Path:
     folder.mkdir()
     (folder / "a.png").write_bytes(RED)
     return folder
+
+
+def test_the_datasets_pixels_are_bounded_together_and_equal_bytes_decode_once(tmp_path):
+    from grpo_core.datasets.formats import load_prompt_dataset
+    from grpo_core.datasets.images import attach_images
+
+    folder = tmp_path / "pics"
+    folder.mkdir()
+    for name, data in (("a.png", RED), ("a-again.png", RED), ("b.png", BLUE)):
+        (folder / name).write_bytes(data)
+    rows = jsonl({"prompt": "x", "images": ["a.png", "a-again.png"]}, {"prompt": "y", "images": ["b.png"]})
+    dataset = load_prompt_dataset(_write(tmp_path / "d.jsonl", rows))
+    _, staged = attach_images(dataset, folder, ImageBudget(max_total_pixels=12 * 8 + 9 * 9))
+    assert staged.total_pixels == 12 * 8 + 9 * 9 and len(staged.files) == 2
+    with pytest.raises(DatasetError, match=r"d.jsonl, row 2, column 'images': .*pixels together"):
+        attach_images(dataset, folder, ImageBudget(max_total_pixels=12 * 8 + 9 * 9 - 1))
