@@ -243,3 +243,7 @@ def test_inspect_shows_the_picture_beside_its_group(page, vision_run):
     box, prompt = picture.bounding_box(), group.locator(".grpo-prompt").bounding_box()
     assert box["y"] >= prompt["y"] + prompt["height"] - 1  # under the prompt, above the completions
     assert box["y"] + box["height"] <= group.locator(".grpo-completions").bounding_box()["y"] + 1
+    # the same picture above the prompt's history across steps
+    _open(page, "inspect-history-panel", "One prompt across steps")
+    pick(page, "inspect-prompt-row", "row 0 · 1 group")
+    expect(page.locator('#prompt-history > .grpo-images img[alt="dataset row 0 image 1"]')).to_be_visible()

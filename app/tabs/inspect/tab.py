@@ -9,16 +9,15 @@ import gradio as gr
 
 from app.catalog_sync import CatalogSync, run_choices
 from app.context import AppContext, actor_of
+from app.tabs.inspect.pictures import prompt_pictures
 from app.tabs.inspect.tokens import create_token_view
 from app.tabs.inspect.tools import create_inspect_tools
 from app.tabs.runs.tab import parse_chart_click
 from app.views.charts import step_groups_figure
-from app.views.images import images_html
 from app.views.inspect import GROUP_FILTERS, filter_groups, pass_at_g, pass_share, step_totals
 from app.views.latest_view import LatestOnly
 from app.views.runs import groups_html, reward_error_map
-from grpo_core.access.ownership import Actor, NotOwnerError
-from grpo_core.runs.images import group_images
+from grpo_core.access.ownership import Actor
 from storage import StoreError
 
 STEP_CHOICES = 1000
@@ -98,23 +97,6 @@ def step_view(ctx: AppContext, run_id: int | None, step_value: int | None, sort_
     return text, groups_html(shown, sort_by_advantage=sort_by_advantage,
                              pictures=prompt_pictures(ctx, info, shown, actor)), figure
 
-
-def prompt_pictures(ctx: AppContext, run, groups, actor: Actor | None) -> dict[tuple[str, int], str]:
-    """``{(split, row_index): images HTML}`` of the groups' prompts that have images, for ``actor``; empty when
-    ``actor`` is ``None`` or may not read the run's images."""
-    if actor is None:
-        return {}
-    pictures: dict[tuple[str, int], str] = {}
-    for group in groups:
-        key = (group.split, group.row_index)
-        if key in pictures:
-            continue
-        try:
-            found = group_images(ctx.store, run, group.row_index, split=group.split, actor=actor)
-        except NotOwnerError:
-            return {}
-        pictures[key] = images_html([image.data_url() for image in found], f"dataset row {group.row_index}")
-    return pictures
 
 
 #: The redraw tickets of Inspect's step views, per page.
