@@ -136,6 +136,9 @@ def validate_checked_config(store: Store, config: RunConfig, *, model_cache_dir:
         rows = load_rows(store, config)
     except (DatasetError, OSError) as exc:
         raise ConfigError(f"dataset: {exc}") from None
+    if config.dataset_id is None and rows and ("image" in rows[0] or "images" in rows[0]):
+        raise ConfigError("dataset_path: a file with images trains only as a stored dataset; add it in the Datasets "
+                          "tab (or with add_dataset), which checks and stores its images, and name its dataset_id")
     if columns is None or column_mapping(config) is not None:
         columns = list(dict.fromkeys(key for row in rows for key in row))
     try:

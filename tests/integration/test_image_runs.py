@@ -64,3 +64,11 @@ def test_the_preflight_samples_the_tiny_vlm_with_the_rows_pictures(store, settin
     assert folder is not None and len(list(folder.iterdir())) == 4
     groups = sample_groups(config, rows, str(tiny_vlm_dir), num_prompts=1, progress=lambda _: None, images=folder)
     assert len(groups) == 1 and len(groups[0].texts) == 4
+
+
+def test_a_dataset_file_with_images_is_refused_by_path(store, settings, tiny_vlm_dir, tmp_path):
+    upload = image_parquet(tmp_path / "colours.parquet",
+                           [{"prompt": "Colour?", "images": [{"bytes": png_bytes(), "path": None}]}])
+    config = _config(tiny_vlm_dir, None).model_copy(update={"dataset_path": str(upload)})
+    with pytest.raises(ConfigError, match="dataset_path: a file with images trains only as a stored dataset"):
+        submit_run(store, config, model_cache_dir=settings.model_cache_dir)
