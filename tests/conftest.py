@@ -92,6 +92,15 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_vlm_dir(tmp_path_factory) -> Path:
+    """A random-weight tiny LLaVA (vision tower, projector, the tiny Llama) and its processor, built locally once per
+    session (see tests/tiny_model.py)."""
+    from tests.tiny_model import build_tiny_vlm
+
+    return build_tiny_vlm(tmp_path_factory.mktemp("tiny-vlm"))
+
+
+@pytest.fixture(scope="session")
 def tiny_tool_model_dir(tmp_path_factory) -> Path:
     """The tiny Llama taught to call a tool (a few hundred supervised steps on the conversation TRL renders with a
     tool in the prompt; see tests/tiny_model.py), built once per session."""

@@ -312,3 +312,45 @@ def wait_until_worker_gone(store, launcher: Launcher, run_id: int) -> None:
     """Resume refuses while the previous worker is still exiting (its interpreter shutting down)."""
     pid = store.get_run(run_id).worker_pid
     wait_for(lambda: not process_alive(pid), 60, interval_s=0.2, launcher=launcher)
+
+
+# What the image-dataset tests share: small pictures, made here, and hostile ones.
+
+
+def png_bytes(colour: tuple[int, int, int] = (200, 30, 30), size: tuple[int, int] = (12, 8)) -> bytes:
+    """A small RGB PNG of one colour."""
+    import io
+
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", size, colour).save(out, format="PNG")
+    return out.getvalue()
+
+
+def png_bomb(width: int = 60000, height: int = 60000) -> bytes:
+    """A PNG of a few dozen bytes whose header claims ``width`` x ``height`` pixels (a decompression bomb): a 1 x 1
+    PNG with its IHDR chunk's size rewritten and its CRC computed again."""
+    import struct
+    import zlib
+
+    data = bytearray(png_bytes(size=(1, 1)))
+    start = 8 + 4  # signature, then the IHDR chunk's length
+    data[start + 4: start + 12] = struct.pack(">II", width, height)
+    data[start + 17: start + 21] = struct.pack(">I", zlib.crc32(bytes(data[start: start + 17])))
+    return bytes(data)
+
+
+def image_parquet(path: Path, rows: list[dict], image_column: str = "images") -> Path:
+    """A Parquet file as ``datasets`` writes ``Image`` features: each image a ``{bytes, path}`` struct; a row's
+    ``image_column`` value is one struct or a list of them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    first = rows[0][image_column]
+    kind = pa.list_(image_type) if isinstance(first, list) else image_type
+    columns = {key: [row[key] for row in rows] for key in rows[0]}
+    arrays = {key: pa.array(values, type=kind if key == image_column else None) for key, values in columns.items()}
+    pq.write_table(pa.table(arrays), path)
+    return path

@@ -139,3 +139,50 @@ def build_tiny_tool_model(folder: Path, *, steps: int = 400, seed: int = 0) -> P
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+#: The tiny VLM's chat template: ChatML, an image block rendered as the processor's ``<image>`` placeholder.
+VLM_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' }}"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' %}{{ '<image>' }}{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}{{ '<|im_end|>\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def build_tiny_vlm(folder: Path, *, seed: int = 0) -> Path:
+    """Write a random-weight ``LlavaForConditionalGeneration`` (a one-layer CLIP vision tower on 28 x 28 images in
+    14 x 14 patches: 4 image tokens; the tiny Llama as language model; ~60k parameters) and its ``LlavaProcessor``
+    (the PIL CLIP image processor, the tiny tokenizer with an ``<image>`` token, :data:`VLM_TEMPLATE`) to
+    ``folder``. LLaVA is one of the VLM architectures TRL's ``GRPOTrainer`` trains; its processor needs no
+    torchvision (Qwen2-VL's needs its video processor)."""
+    import torch
+    from transformers import AutoTokenizer, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
+    folder = Path(folder)
+    build_tiny_model(folder / "text", seed=seed)
+    tokenizer = AutoTokenizer.from_pretrained(folder / "text")
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    tokenizer.chat_template = VLM_TEMPLATE
+    images = CLIPImageProcessorPil(size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28})
+    processor = LlavaProcessor(image_processor=images, tokenizer=tokenizer, chat_template=VLM_TEMPLATE,
+                               patch_size=14, vision_feature_select_strategy="default", num_additional_image_tokens=1)
+    torch.manual_seed(seed)
+    config = LlavaConfig(
+        text_config={"model_type": "llama", "vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64,
+                     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                     "max_position_embeddings": 1024, "bos_token_id": tokenizer.bos_token_id,
+                     "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id,
+                     "tie_word_embeddings": True},
+        vision_config={"model_type": "clip_vision_model", "hidden_size": 32, "intermediate_size": 64,
+                       "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 28, "patch_size": 14,
+                       "projection_dim": 32},
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"), vision_feature_select_strategy="default",
+        vision_feature_layer=-1,
+    )
+    target = folder / "vlm"
+    LlavaForConditionalGeneration(config).save_pretrained(target)
+    processor.save_pretrained(target)
+    return target

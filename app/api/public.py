@@ -13,6 +13,8 @@ run_metrics     ``run_id``, ``after_step`` (-1: all), ``keys``       ``[{"step",
 run_groups      ``run_id``, ``after_step`` (-1: all), ``step``,      ``[{"step", "row_index", "prompt", "id",
                 ``limit``, ``row_index`` (one dataset row),          "completions": [...]}, ...]``, step by step
                 ``after_group`` (the page's keyset: last id)
+run_images      ``run_id``, ``row_index`` (a group's), ``split``         ``[{"name", "data_url"}, ...]``: the prompt's
+                (``"train"`` or ``"eval"``)                          images; only the run's owner or an admin
 cancel_run      ``run_id``                                           the run (``cancel_requested`` set)
 resume_run      ``run_id``                                           the run, queued again
 delete_run      ``run_id``                                           ``{"run_id", "deleted": true}``
@@ -68,6 +70,7 @@ from grpo_core.merge.job import MergeError, merge_run, zip_merged_folder
 from grpo_core.run_config import ConfigError, parse_run_config_text
 from grpo_core.runs.actions import RunActionError, cancel_run, delete_run, resume_run
 from grpo_core.runs.export import export_run
+from grpo_core.runs.images import group_images
 from grpo_core.submit.queue import submit_run
 from grpo_core.submit.sweeps import parse_sweep_config_text, submit_sweep
 from grpo_core.tools.turns import clean_spans, clean_turns
@@ -91,6 +94,7 @@ PUBLIC_ENDPOINTS = (
     "list_runs",
     "run_metrics",
     "run_groups",
+    "run_images",
     "cancel_run",
     "resume_run",
     "export_run",
@@ -266,6 +270,22 @@ def create_public_api(ctx: AppContext) -> None:
             groups = ctx.store.groups_since(int(run_id), after_step, limit=limit, after_group=after_group)
         return [group_dict(group) for group in groups]
 
+    def run_images(run_id: int, row_index: int, split: str = "train", request: gr.Request = None) -> list:
+        """The images of a group's prompt (dataset row ``row_index`` of the run, ``split`` ``"eval"`` for a held-out
+        group), each as ``{"name": <stored name: sha256 of the PNG>, "data_url": "data:image/png;base64,..."}``;
+        ``[]`` for a text prompt. Only the run's owner or an admin may read them."""
+        run = _run(run_id)
+        index = _whole("run_images", "row_index", row_index)
+        if index is None:
+            raise refused("run_images: give the group's row_index")
+        if split not in ("train", "eval"):
+            raise refused(f"run_images: split must be 'train' or 'eval', got {str(split)[:20]!r}")
+        try:
+            found = group_images(ctx.store, run, index, split=split, actor=actor_of(ctx, request))
+        except NotOwnerError as exc:
+            raise refused(str(exc)) from None
+        return [{"name": image.name, "data_url": image.data_url()} for image in found]
+
     def cancel_run_endpoint(run_id: int, request: gr.Request) -> dict:
         """Ask a run to stop: a queued run is cancelled at once, a running one at the end of its current step.
         Returns the run. Refused unless the login owns the run or is an admin."""
@@ -403,6 +423,7 @@ def create_public_api(ctx: AppContext) -> None:
     gr.api(list_runs, api_name="list_runs")
     gr.api(run_metrics, api_name="run_metrics")
     gr.api(run_groups, api_name="run_groups")
+    gr.api(run_images, api_name="run_images")
     gr.api(cancel_run_endpoint, api_name="cancel_run", api_description=cancel_run_endpoint.__doc__)
     gr.api(resume_run_endpoint, api_name="resume_run", api_description=resume_run_endpoint.__doc__)
     gr.on([], export, inputs=export_id, outputs=[export_out, export_zip], api_name="export_run")

@@ -12,11 +12,13 @@ import pandas as pd
 
 from app.catalog_sync import CatalogSync, dataset_choices
 from app.context import AppContext, actor_of, boundary_of
+from app.views.images import images_html
 from app.views.runs import md_text
 from app.views.tables import cell_text, empty_frame
 from grpo_core.access.boundary import BoundaryError
-from grpo_core.access.ownership import NotOwnerError, check_may_change
+from grpo_core.access.ownership import NotOwnerError, check_may_change, may_change
 from grpo_core.datasets.formats import SUPPORTED_EXTENSIONS, read_normalized
+from grpo_core.datasets.images import stored_image_path, thumbnails
 from grpo_core.datasets.leaks import leak_lines
 from grpo_core.datasets.library import (
     DatasetInUseError,
@@ -52,6 +54,35 @@ def preview_frame(rows: list[dict[str, Any]], limit: int = 8) -> pd.DataFrame:
     lines, long cells shortened); an empty table with a ``prompt`` column when there are none."""
     shown = [{key: cell_text(value) for key, value in row.items()} for row in rows[:limit]]
     return pd.DataFrame(shown) if shown else empty_frame(PREVIEW_HEADERS)
+
+
+def thumbnails_html(items: list) -> str:
+    """Thumbnails (``(PIL image, "row N")`` pairs) as inline pictures (:func:`app.views.images.images_html`): no
+    image becomes a file Gradio serves."""
+    import base64
+    import io
+
+    urls = []
+    for image, _ in items:
+        out = io.BytesIO()
+        image.save(out, format="PNG")
+        urls.append("data:image/png;base64," + base64.b64encode(out.getvalue()).decode("ascii"))
+    return images_html(urls, "preview")
+
+
+def stored_thumbnails(ctx: AppContext, info, rows: list[dict[str, Any]], request: object = None) -> str:
+    """The first rows' images of the stored dataset ``info`` as inline thumbnails; none for a login that may not
+    read them (only the dataset's owner, an admin, or anyone for a dataset without an owner)."""
+    if not may_change(actor_of(ctx, request), info.owner):
+        return ""
+
+    def load(name: str) -> bytes | None:
+        try:
+            return stored_image_path(info.path, name).read_bytes()
+        except (OSError, ValueError):
+            return None
+
+    return thumbnails_html(thumbnails(rows, load))
 
 
 def mapping_from_form(prompt_column: str | None, system_prompt: str | None, renames: str | None) -> ColumnMapping:
@@ -93,9 +124,11 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
     """Build the Datasets tab inside the current ``gr.Blocks``; ``sync`` keeps its table and picker current and
     tells the other tabs of an upload."""
     gr.Markdown(
-        "Upload prompts as **JSONL, JSON, CSV, Parquet**, or a **.zip** of a `save_to_disk` folder. The prompt "
+        "Upload prompts as **JSONL, JSON, CSV, Parquet**, or a **.zip** of a `save_to_disk` folder or of one data "
+        "file with the images it names. The prompt "
         "column (text, or a list of chat messages `{role, content}`) is `prompt` unless you name another below "
-        "(e.g. `question`); every other column (e.g. `answer`, `tests`) is handed to the reward rules."
+        "(e.g. `question`); every other column (e.g. `answer`, `tests`) is handed to the reward rules. Images come "
+        "from an `image` / `images` column or image blocks in the prompt (see docs/images.md)."
     )
     with gr.Row():
         upload = gr.File(label="prompt file", file_types=[*SUPPORTED_EXTENSIONS, ".zip"], elem_id="dataset-file")
@@ -123,6 +156,7 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
             hub_add = gr.Button("Add from the hub", elem_id="dataset-hub-add")
     preview = gr.Dataframe(value=empty_frame(PREVIEW_HEADERS), label="preview", interactive=False,
                            elem_id="dataset-preview", wrap=True)
+    gallery = gr.HTML(elem_id="dataset-images")  # the first rows' images, inline
     model_view = gr.Textbox(label="prompts as the model gets them", lines=8, interactive=False,
                             elem_id="dataset-model-view")
     table = gr.Dataframe(
@@ -146,16 +180,19 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
                  request: gr.Request = None):
         """Inputs: uploaded temp path, mapping, model. Outputs: status, preview, model view."""
         if not file_path:
-            return "**Choose a file first.**", gr.skip(), gr.skip()
+            return "**Choose a file first.**", gr.skip(), gr.skip(), gr.skip()
         try:
             mapping = mapping_from_form(column, system, renamed)
             dataset = load_upload(file_path, source_name=Path(file_path).name,
                                   max_upload_mb=ctx.settings.max_upload_mb, mapping=mapping)
         except (DatasetError, ValueError) as exc:
-            return f"❌ **Not valid.** {exc}", gr.skip(), gr.skip()
+            return f"❌ **Not valid.** {exc}", gr.skip(), gr.skip(), ""
+        staged = dataset.images.files if dataset.images is not None else {}
+        pictures = f", {len(staged)} images" if staged else ""
         message = (f"✅ Valid: {dataset.num_rows} rows, columns {', '.join(dataset.columns)}, "
-                   f"{dataset.prompt_kind} prompts. Not added yet.{answer_coverage_markdown(dataset.rows)}")
-        return message, preview_frame(dataset.rows), model_view_text(ctx, dataset.rows, model, request)
+                   f"{dataset.prompt_kind} prompts{pictures}. Not added yet.{answer_coverage_markdown(dataset.rows)}")
+        return (message, preview_frame(dataset.rows), model_view_text(ctx, dataset.rows, model, request),
+                thumbnails_html(thumbnails(dataset.rows, staged.get)))
 
     def added_outputs(info, model: str, request: gr.Request = None):
         rows = read_normalized(Path(info.path))
@@ -167,6 +204,7 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
             model_view_text(ctx, rows, model, request),
             datasets_frame(ctx),
             gr.update(choices=dataset_choices(ctx), value=info.id),
+            stored_thumbnails(ctx, info, rows, request),
         )
 
     def on_add(file_path: str | None, dataset_name: str, column: str, system: str, renamed: str, model: str,
@@ -174,14 +212,14 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
         """Inputs: uploaded temp path, name, mapping, model. Outputs: status, preview, model view, table,
         dropdown."""
         if not file_path:
-            return "**Choose a file first.**", gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return "**Choose a file first.**", gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
         source_name = Path(file_path).name
         try:
             mapping = mapping_from_form(column, system, renamed)
             info = import_dataset(ctx.store, ctx.settings, file_path, source_name=source_name, name=dataset_name,
                                   mapping=mapping, owner=getattr(request, "username", None))
         except (DatasetError, StoreError, ValueError) as exc:
-            return f"❌ **Not added.** {exc}", gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return f"❌ **Not added.** {exc}", gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
         return added_outputs(info, model, request)
 
     def on_hub_add(dataset_id: str, config: str, split: str, dataset_name: str, column: str, system: str,
@@ -193,18 +231,19 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
                                       split=(split or "").strip() or "train", name=dataset_name or None,
                                       mapping=mapping, owner=getattr(request, "username", None))
         except (DatasetError, StoreError, ValueError) as exc:
-            return f"❌ **Not added.** {exc}", gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return f"❌ **Not added.** {exc}", gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
         return added_outputs(info, model, request)
 
-    def on_pick(dataset_id: int | None):
-        """Inputs: dataset id. Outputs: preview."""
+    def on_pick(dataset_id: int | None, request: gr.Request = None):
+        """Inputs: dataset id. Outputs: preview, its images (its owner's or an admin's)."""
         if dataset_id is None:
-            return gr.skip()
+            return gr.skip(), gr.skip()
         try:
             info = ctx.store.get_dataset(int(dataset_id))
         except StoreError:
-            return gr.skip()
-        return preview_frame(read_normalized(Path(info.path)))
+            return gr.skip(), gr.skip()
+        rows = read_normalized(Path(info.path))
+        return preview_frame(rows), stored_thumbnails(ctx, info, rows, request)
 
     def on_dataset_rename(dataset_id: int | None, name_text: str, request: gr.Request = None):
         """Inputs: picked dataset, new name. Outputs: status, table, picker."""
@@ -247,11 +286,11 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
                 gr.update(choices=dataset_choices(ctx), value=None))
 
     mapping_inputs = [prompt_column, system_prompt, renames, preview_model]
-    check.click(on_check, inputs=[upload, *mapping_inputs], outputs=[status, preview, model_view])
+    check.click(on_check, inputs=[upload, *mapping_inputs], outputs=[status, preview, model_view, gallery])
     added = add.click(on_add, inputs=[upload, name, *mapping_inputs],
-                      outputs=[status, preview, model_view, table, selected])
+                      outputs=[status, preview, model_view, table, selected, gallery])
     hub_added = hub_add.click(on_hub_add, inputs=[hub_id, hub_config, hub_split, name, *mapping_inputs],
-                              outputs=[status, preview, model_view, table, selected])
+                              outputs=[status, preview, model_view, table, selected, gallery])
     renamed_event = rename.click(on_dataset_rename, inputs=[selected, new_name],
                                  outputs=[manage_status, table, selected])
     delete.click(on_dataset_delete_ask, inputs=selected, outputs=[confirm_row, question, pending, manage_status])
@@ -265,8 +304,8 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
         sync.after(hub_added)
         sync.after(renamed_event)
         sync.after(deleted)
-    selected.change(on_pick, inputs=selected, outputs=preview)
+    selected.change(on_pick, inputs=selected, outputs=[preview, gallery])
     return {"upload": upload, "name": name, "add": add, "check": check, "status": status, "preview": preview,
-            "model_view": model_view, "prompt_column": prompt_column, "system_prompt": system_prompt,
+            "model_view": model_view, "gallery": gallery, "prompt_column": prompt_column, "system_prompt": system_prompt,
             "renames": renames, "table": table, "selected": selected, "new_name": new_name, "rename": rename,
             "delete": delete, "confirm": confirm, "manage_status": manage_status}

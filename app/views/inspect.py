@@ -245,13 +245,13 @@ def search_results_html(page: SearchPage) -> str:
 # ------------------------------------------------------------------------------------------ one prompt over time
 
 
-def prompt_history_html(groups: Sequence[GroupRecord], page: PromptPage | None = None) -> str:
+def prompt_history_html(groups: Sequence[GroupRecord], page: PromptPage | None = None, *, pictures: str = "") -> str:
     """One dataset row's groups in step order: a table (step, mean total, best, spread, advantage spread,
     truncated, signal) and then each group's completions.
 
     ``groups`` come from ``Store.groups_for_prompt`` or are ``page.groups`` (``Store.prompt_page``: then a line
     "groups N–M of T" says where the page lies among the row's groups); an empty list says the row was never
-    sampled.
+    sampled. ``pictures``: the HTML of the prompt's images (:func:`app.views.images.images_html`), under it.
     """
     if not groups:
         return '<div class="grpo-empty">This dataset row has no recorded groups in this run.</div>'
@@ -283,7 +283,7 @@ def prompt_history_html(groups: Sequence[GroupRecord], page: PromptPage | None =
         '<table class="grpo-history" style="font-size:13px;border-collapse:collapse">'
         "<tr><th>step</th><th>mean total</th><th>best total</th><th>reward spread</th><th>advantage spread</th>"
         f"<th>truncated</th><th>signal</th></tr>{''.join(rows)}</table>"
-        f'<div class="grpo-prompt" style="margin:8px 0">{html.escape(groups[0].prompt)}</div>'
+        f'<div class="grpo-prompt" style="margin:8px 0">{html.escape(groups[0].prompt)}</div>{pictures}'
         f"{groups_html(list(groups))}</div>"
     )
 

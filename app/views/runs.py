@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -262,14 +263,16 @@ def reward_column_map(group: GroupRecord) -> dict[str, dict[str, object]]:
     return {str(k): v for k, v in logged.items() if isinstance(v, dict)}
 
 
-def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, max_chars: int = 4000) -> str:
+def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, max_chars: int = 4000,
+                pictures: Mapping[tuple[str, int], str] | None = None) -> str:
     """The groups of a step: each prompt with its G completions side by side, coloured by the advantage's sign.
 
     Each completion shows its rank, advantage, total reward, every rule's reward, the columns reward functions
     logged for it (``log_extra``), token count and a truncation badge; a multi-turn completion its turns as distinct
     blocks (:func:`app.views.trajectories.turns_html`); text beyond :data:`FOLD_CHARS` characters folds
     (:func:`fold_html`), text beyond ``max_chars`` is cut
-    with a note.
+    with a note. ``pictures`` maps ``(split, row_index)`` to the HTML of that prompt's images
+    (:func:`app.views.images.images_html`), shown under the prompt.
     """
     if not groups:
         return '<div class="grpo-empty">No groups recorded for this step yet.</div>'
@@ -293,6 +296,7 @@ def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, ma
             f"{' · ' + extra if extra else ''}{signal}</div>"
         )
         out.append(f'<div class="grpo-prompt">{html.escape(group.prompt)}</div>')
+        out.append((pictures or {}).get((group.split, group.row_index), ""))  # the prompt's images, beside its G
         out.append('<div class="grpo-completions">')
         completions = list(group.completions)
         if sort_by_advantage:

@@ -175,13 +175,43 @@ def _checked_prompt(value: Any, name: str, where: dict[str, int], *, json_in_cel
             raise DatasetError(name, f"role {role!r} is not one of {', '.join(MESSAGE_ROLES)}", **at)
         if content is None:
             raise DatasetError(name, "message has no 'content'", **at)
-        if not isinstance(content, str):
-            raise DatasetError(name, f"message 'content' must be text, got {json_type(content)}", **at)
+        if isinstance(content, list):
+            content = _checked_blocks(content, name, at)
+        elif not isinstance(content, str):
+            raise DatasetError(name, f"message 'content' must be text or a list of content blocks, got "
+                                     f"{json_type(content)}", **at)
         # Parquet structs give every message every field of the column (None where unset); drop those.
-        messages.append({k: v for k, v in message.items() if v is not None})
-    if not any(m["content"].strip() for m in messages):
+        messages.append({**{k: v for k, v in message.items() if v is not None}, "content": content})
+    if not any(_has_content(m["content"]) for m in messages):
         raise DatasetError(name, "prompt is empty (every message's content is blank)", field=PROMPT_COLUMN, **where)
     return messages
+
+
+def _checked_blocks(blocks: list[Any], name: str, at: dict[str, Any]) -> list[dict[str, Any]]:
+    """A message's content blocks (``{"type": "text", "text": str}``, ``{"type": "image", ...}``: TRL's
+    multimodal messages), with the unset fields a Parquet struct adds left out.
+
+    Raises:
+        DatasetError: a block that is not an object, of another type, or a text block without text.
+    """
+    checked = []
+    for number, block in enumerate(blocks, start=1):
+        if not isinstance(block, dict):
+            raise DatasetError(name, f"content block {number}: expected an object, got {json_type(block)}", **at)
+        block = {k: v for k, v in block.items() if v is not None}
+        kind = block.get("type")
+        if kind == "text" and not isinstance(block.get("text"), str):
+            raise DatasetError(name, f"content block {number}: a text block needs 'text' as text", **at)
+        if kind not in ("text", "image"):
+            raise DatasetError(name, f"content block {number}: type {kind!r} is not 'text' or 'image'", **at)
+        checked.append(block)
+    return checked
+
+
+def _has_content(content: str | list[dict[str, Any]]) -> bool:
+    if isinstance(content, str):
+        return bool(content.strip())
+    return any(b["type"] == "image" or b["text"].strip() for b in content)
 
 
 def _json_message_list_or_text(cell: str) -> str | list[Any]:

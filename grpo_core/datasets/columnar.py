@@ -68,7 +68,7 @@ def read_parquet(
     _check_decoded_size(table, name, max_decoded_bytes)
     # pandas stores a non-default index as "__index_level_N__" columns; they are not data.
     columns = [c for c in table.column_names if not re.fullmatch(r"__index_level_\d+__", c)]
-    return columns, frame_rows(columns, [table.column(c).to_pylist() for c in columns])
+    return columns, frame_rows(columns, [table.column(c).to_pylist() for c in columns], image_columns(table))
 
 
 def _too_large_decoded(size: int, limit: int) -> str:
@@ -148,7 +148,26 @@ def read_saved_dataset(
         table = table.slice(0, max_rows)
     _check_decoded_size(table, name, max_decoded_bytes)
     columns = list(table.column_names)
-    return columns, frame_rows(columns, [table.column(c).to_pylist() for c in columns])
+    return columns, frame_rows(columns, [table.column(c).to_pylist() for c in columns], image_columns(table))
+
+
+def image_columns(table: Any) -> set[str]:
+    """The columns of ``table`` holding ``datasets.Image`` values (a struct with a binary ``bytes`` field, or a list
+    of them): their bytes stay bytes, for :mod:`grpo_core.datasets.images` to decode."""
+    import pyarrow as pa
+
+    def is_image(kind: Any) -> bool:
+        if pa.types.is_struct(kind):
+            names = {kind.field(i).name: kind.field(i).type for i in range(kind.num_fields)}
+            data = names.get("bytes")
+            if data is not None and pa.types.is_dictionary(data):  # read as a dictionary (columnar_budget)
+                data = data.value_type
+            return data is not None and (pa.types.is_binary(data) or pa.types.is_large_binary(data))
+        if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            return is_image(kind.value_type)
+        return False
+
+    return {f.name for f in table.schema if is_image(f.type)}
 
 
 def _data_file_inside(folder: Path, file_name: str, name: str) -> Path:

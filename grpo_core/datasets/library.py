@@ -23,20 +23,26 @@ from __future__ import annotations
 
 import os
 import re
-import stat
+import shutil
 import subprocess
 import sys
 import tempfile
 import uuid
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from grpo_core.access.logins import max_upload_bytes, upload_too_large_message
+from grpo_core.access.logins import upload_too_large_message
 from grpo_core.access.ownership import SINGLE_USER, Actor, NotOwnerError, check_may_change
-from grpo_core.datasets.columnar_budget import DECODED_PER_UPLOADED
 from grpo_core.datasets.formats import load_prompt_dataset, save_normalized
+from grpo_core.datasets.images import image_folder
 from grpo_core.datasets.prompt_dataset import ColumnMapping, DatasetError, PromptDataset
+from grpo_core.datasets.uploads import (  # noqa: F401  (UploadTooLargeError: re-exported)
+    UploadTooLargeError,
+    decoded_limit,
+    load_file,
+    load_zip,
+    with_images,
+)
 from grpo_core.settings import Settings
 from storage import DatasetInfo, RunInfo, RunStatus, Store, StoreError
 
@@ -77,14 +83,6 @@ class DatasetInUseError(ValueError):
     """A dataset delete refused because a queued or running run uses it; the message names the runs."""
 
 
-class UploadTooLargeError(DatasetError):
-    """An upload over ``Settings.max_upload_mb``; ``str()`` reads ``"doubles.jsonl is 312 MB; the limit is 200 MB"``."""
-
-    def __init__(self, source_name: str, message: str) -> None:
-        super().__init__(source_name, message)
-        self.args = (message,)  # the message names the file already
-
-
 def _dataset_name(name: str | None, source_name: str) -> str:
     candidate = (name or "").strip() or Path(source_name).stem
     if len(candidate) > NAME_MAX_CHARS:
@@ -110,8 +108,10 @@ def store_dataset(
         raise StoreError(f"a dataset named {name!r} already exists; choose another name")
     settings.datasets_dir.mkdir(parents=True, exist_ok=True)
     path = settings.datasets_dir / f"{uuid.uuid4().hex}.jsonl"
-    save_normalized(dataset, path)
     try:
+        if dataset.images is not None:  # the images first: rows never name an image that is not stored
+            dataset.images.write(image_folder(path))
+        save_normalized(dataset, path)
         return store.add_dataset(
             name=name,
             source_name=dataset.source_name,
@@ -124,6 +124,7 @@ def store_dataset(
         )
     except BaseException:
         path.unlink(missing_ok=True)
+        shutil.rmtree(image_folder(path), ignore_errors=True)
         raise
 
 
@@ -162,8 +163,7 @@ def import_dataset(
     if source_name.lower().endswith(".zip"):
         dataset = _load_zipped_folder(Path(upload_path), source_name, settings.max_upload_mb, mapping)
     else:
-        dataset = load_prompt_dataset(upload_path, source_name=source_name, mapping=mapping,
-                                      max_decoded_bytes=_decoded_limit(settings.max_upload_mb))
+        dataset = load_file(Path(upload_path), source_name, settings.max_upload_mb, mapping)
     return store_dataset(store, settings, dataset, _dataset_name(name, source_name), owner=owner)
 
 
@@ -185,56 +185,14 @@ def load_upload(
         raise UploadTooLargeError(source_name, too_large)
     if source_name.lower().endswith(".zip"):
         return _load_zipped_folder(Path(upload_path), source_name, max_upload_mb, mapping)
-    return load_prompt_dataset(upload_path, source_name=source_name, mapping=mapping,
-                               max_decoded_bytes=_decoded_limit(max_upload_mb))
-
-
-def _decoded_limit(max_upload_mb: int) -> int:
-    """What an upload may decode to: :data:`DECODED_PER_UPLOADED` times the upload limit."""
-    return DECODED_PER_UPLOADED * max_upload_bytes(max_upload_mb)
-
-
-def _check_member(member: zipfile.ZipInfo, source_name: str) -> None:
-    """Refuse a zip member that would not land inside the unpacked folder as a plain file or folder: an absolute
-    name, a drive letter, a ``..`` part, or a symbolic link (Unix mode bits in ``external_attr``).
-
-    Raises:
-        DatasetError: naming the member.
-    """
-    name = member.filename
-    parts = name.replace("\\", "/").split("/")
-    mode = member.external_attr >> 16
-    if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name) or ".." in parts or "\x00" in name:
-        raise DatasetError(source_name, f"the zip member {name[:100]!r} would land outside the unpacked folder "
-                                        "(absolute or '..' names are refused)")
-    if stat.S_ISLNK(mode):
-        raise DatasetError(source_name, f"the zip member {name[:100]!r} is a symbolic link; zip the files themselves")
+    return load_file(Path(upload_path), source_name, max_upload_mb, mapping)
 
 
 def _load_zipped_folder(
     path: Path, source_name: str, max_upload_mb: int, mapping: ColumnMapping | None
 ) -> PromptDataset:
-    """A ``.zip`` holding one ``save_to_disk`` folder (at its top or one level down), unpacked to a temporary
-    folder; its unpacked size is bounded by the upload limit too."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            unpacked = sum(member.file_size for member in archive.infolist())
-            if unpacked > max_upload_bytes(max_upload_mb):
-                message = upload_too_large_message(f"{source_name} unpacked", unpacked, max_upload_mb)
-                raise UploadTooLargeError(source_name, message or "")
-            for member in archive.infolist():
-                _check_member(member, source_name)
-            with tempfile.TemporaryDirectory() as tmp:
-                archive.extractall(tmp)  # names checked above; zipfile writes no symbolic links
-                root = Path(tmp)
-                if not any(root.glob("*.arrow")):
-                    inner = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith("__")]
-                    if len(inner) == 1:
-                        root = inner[0]
-                return load_prompt_dataset(root, source_name=source_name, mapping=mapping,
-                                           max_decoded_bytes=_decoded_limit(max_upload_mb))
-    except zipfile.BadZipFile as exc:
-        raise DatasetError(source_name, f"not a valid zip file ({exc})") from exc
+    """A ``.zip`` upload (:func:`grpo_core.datasets.uploads.load_zip`)."""
+    return load_zip(path, source_name, max_upload_mb, mapping)
 
 
 def parse_renames(text: str | None) -> dict[str, str]:
@@ -305,8 +263,9 @@ def import_hub_dataset(
             raise DatasetError(
                 label, f"cannot load it from the hub ({detail}); this needs a network connection, or upload a file"
             )
-        dataset = load_prompt_dataset(target, source_name=label, mapping=mapping,
-                                      max_decoded_bytes=_decoded_limit(settings.max_upload_mb))
+        dataset = with_images(load_prompt_dataset(target, source_name=label, mapping=mapping,
+                                                  max_decoded_bytes=decoded_limit(settings.max_upload_mb)),
+                              target, settings.max_upload_mb)
     default_name = re.sub(r"[^\w .()\-+]", "-", f"{dataset_id.split('/')[-1]} {split}")
     return store_dataset(store, settings, dataset, _dataset_name(name or default_name, label), owner=owner)
 
@@ -424,6 +383,7 @@ def _remove(store: Store, settings: Settings, info: DatasetInfo) -> None:
     path = Path(info.path)
     if path.resolve().parent == settings.datasets_dir.resolve():
         path.unlink(missing_ok=True)
+        shutil.rmtree(image_folder(path), ignore_errors=True)
 
 
 def purge_deleted_dataset(store: Store, settings: Settings, dataset_id: int) -> bool:

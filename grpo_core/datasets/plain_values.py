@@ -16,9 +16,12 @@ import numpy as np
 import pandas as pd
 
 
-def frame_rows(columns: list[str], values_by_column: list[list[Any]]) -> list[dict[str, Any]]:
-    """Rows from column-wise lists, every value made plain."""
-    plain_columns = [[plain(v) for v in values] for values in values_by_column]
+def frame_rows(columns: list[str], values_by_column: list[list[Any]],
+               raw: set[str] | frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """Rows from column-wise lists, every value made plain except those of the ``raw`` columns (image structs,
+    whose bytes must stay bytes), which are kept as the reader gave them."""
+    plain_columns = [values if column in raw else [plain(v) for v in values]
+                     for column, values in zip(columns, values_by_column, strict=True)]
     return [dict(zip(columns, values, strict=True)) for values in zip(*plain_columns, strict=True)]
 
 

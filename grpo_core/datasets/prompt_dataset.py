@@ -104,12 +104,15 @@ class PromptDataset:
         format: ``"jsonl"``, ``"json"`` (a JSON array), ``"csv"``, ``"parquet"`` or ``"arrow"`` (a
             ``save_to_disk`` folder).
         source_name: the original file name; for display only, never used as a path.
+        images: the decoded images of an image dataset not stored yet (a
+            :class:`grpo_core.datasets.images.StagedImages`), else ``None``.
     """
 
     rows: list[dict[str, Any]]
     columns: list[str]
     format: str
     source_name: str
+    images: Any = field(default=None, compare=False)
 
     @property
     def num_rows(self) -> int:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_core.models.source import ModelSourceError, describe_model
+from grpo_core.models.vision import is_vision_model
 
 
 def pick_device(choice: str) -> str:
@@ -104,13 +105,24 @@ def load_policy(model_path: str, device: str) -> tuple[Any, Any]:
     """The policy model and its tokenizer from a folder or hub id (see :func:`prepare_model`), in
     :func:`policy_dtype`; the model stays on the CPU (the caller, or TRL's trainer, moves it).
 
-    A tokenizer without a pad token gets its end-of-sequence token as pad token (as TRL's examples do).
+    A tokenizer without a pad token gets its end-of-sequence token as pad token (as TRL's examples do). A folder
+    whose ``config.json`` has a ``vision_config`` (:func:`grpo_core.models.vision.is_vision_model`) loads as
+    ``AutoModelForImageTextToText`` with its ``AutoProcessor`` in place of the tokenizer.
 
     Raises:
         OSError: the model cannot be loaded.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    if is_vision_model(model_path):  # a vision-language model: its processor (images + text), TRL's VLM path
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        processor = AutoProcessor.from_pretrained(model_path, trust_remote_code=False)
+        if processor.tokenizer.pad_token is None:
+            processor.tokenizer.pad_token = processor.tokenizer.eos_token
+        model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=policy_dtype(device),
+                                                            trust_remote_code=False)
+        return model, processor
     tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=False)  # docs/security.md
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -161,6 +173,7 @@ def end_of_sequence_ids(model: Any, tokenizer: Any) -> EndOfSequence:
     the tokenizer's ``pad_token_id`` counts as an ending for truncation only."""
     declared = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
     declared = [] if declared is None else [declared] if isinstance(declared, int) else list(declared)
+    tokenizer = getattr(tokenizer, "tokenizer", tokenizer)  # a VLM's processor holds its tokenizer
     ids = [t for t in dict.fromkeys([tokenizer.eos_token_id, *declared]) if t is not None]
     return EndOfSequence(ids=tuple(int(t) for t in ids), pad_id=tokenizer.pad_token_id)
 

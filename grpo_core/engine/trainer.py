@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_core.datasets.images import IMAGES_COLUMN, image_in_folder
 from grpo_core.datasets.rows import ROW_INDEX_COLUMN, eval_row_indices
 from grpo_core.engine.group_capture import RolloutTap
 from grpo_core.engine.heartbeat import Heartbeat
@@ -47,13 +48,28 @@ class BuiltTrainer:
     token_capture: TokenCapture | None = None
 
 
-def to_hf_dataset(rows: Sequence[dict[str, Any]], indices: Sequence[int] | None = None):
+def to_hf_dataset(rows: Sequence[dict[str, Any]], indices: Sequence[int] | None = None,
+                  images: Path | None = None):
     """A ``datasets.Dataset`` of the prompt rows (those at ``indices``, default all) plus the :data:`ROW_INDEX_COLUMN`
-    column (each row's 0-based ``row_index`` in ``rows``)."""
-    from datasets import Dataset
+    column (each row's 0-based ``row_index`` in ``rows``). With ``images`` (the dataset's image folder,
+    :func:`grpo_core.datasets.images.image_folder`) each row's ``images`` names become the pictures TRL's
+    ``GRPOTrainer`` hands the processor (a ``datasets.Image`` feature read from the stored PNG files).
+
+    Raises:
+        ValueError: a row names an image that is not a stored image's name.
+    """
+    from datasets import Dataset, Image
+    from datasets import Sequence as FeatureList
 
     chosen = range(len(rows)) if indices is None else indices
-    return Dataset.from_list([{**rows[i], ROW_INDEX_COLUMN: i} for i in chosen])
+    listed = [{**rows[i], ROW_INDEX_COLUMN: i} for i in chosen]
+    if images is None or not any(IMAGES_COLUMN in row for row in listed):
+        return Dataset.from_list(listed)
+    for row in listed:
+        row[IMAGES_COLUMN] = [str(image_in_folder(images, name))
+                              for name in row.get(IMAGES_COLUMN) or []]
+    dataset = Dataset.from_list(listed)
+    return dataset.cast_column(IMAGES_COLUMN, FeatureList(Image()))
 
 
 def split_rows(
@@ -85,6 +101,8 @@ def build_trainer(
     heartbeat: Heartbeat | None = None,
     progress: Callable[[str], None] = print,
     eval_rows: Sequence[dict[str, Any]] | None = None,
+    images: Path | None = None,
+    eval_images: Path | None = None,
 ) -> BuiltTrainer:
     """Assemble a ``trl.GRPOTrainer`` that records into ``store`` as run ``run_id``.
 
@@ -97,6 +115,8 @@ def build_trainer(
         heartbeat: the worker's heartbeat (its cancel flag stops training at the next step).
         progress: receives one-line status messages.
         eval_rows: the rows of the run's ``eval_dataset_id`` (else the ``eval_fraction`` split of ``rows``, if any).
+        images, eval_images: the image folders of ``rows``' and ``eval_rows``' datasets (their ``images`` names),
+            or ``None`` for text datasets.
 
     A ``reward_model`` rule becomes the model TRL scores with (:func:`grpo_core.engine.reward_models.
     reward_funcs_for_trl`); when the first rule is one, the first reward function is moved ahead of it (the
@@ -161,11 +181,12 @@ def build_trainer(
         model=model,
         reward_funcs=funcs,
         args=args,
-        train_dataset=to_hf_dataset(rows, train_ids),
-        eval_dataset=to_hf_dataset(eval_source, eval_ids) if eval_ids else None,
+        train_dataset=to_hf_dataset(rows, train_ids, images),
+        eval_dataset=to_hf_dataset(eval_source, eval_ids, images if eval_rows is None else eval_images)
+        if eval_ids else None,
         processing_class=tokenizer,
         reward_processing_classes=processing,
-        peft_config=to_lora_config(config),
+        peft_config=to_lora_config(config, vision=hasattr(model.config, "vision_config")),
         callbacks=[recorder],
         **tool_arguments(config),
     )

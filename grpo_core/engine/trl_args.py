@@ -103,14 +103,23 @@ def to_grpo_config(
     return GRPOConfig(**kwargs)
 
 
-def to_lora_config(config: RunConfig):
-    """PEFT's ``LoraConfig`` for a causal LM, or ``None`` when ``use_lora`` is off (imports PEFT)."""
+#: The default LoRA targets of a vision-language model: the language model's projections only (PEFT reads a string
+#: as a regular expression over module names), never the vision tower's or the projector's.
+VLM_LORA_TARGETS = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
+
+
+def to_lora_config(config: RunConfig, *, vision: bool = False):
+    """PEFT's ``LoraConfig`` for a causal LM, or ``None`` when ``use_lora`` is off (imports PEFT). With ``vision``
+    (a vision-language policy) and the default targets, LoRA adapts the language model only
+    (:data:`VLM_LORA_TARGETS`)."""
     if not config.use_lora:
         return None
     from peft import LoraConfig
 
     targets: str | list[str] = config.lora_target_modules.strip() or "all-linear"
-    if targets != "all-linear":
+    if vision and targets == "all-linear":
+        targets = VLM_LORA_TARGETS
+    elif targets != "all-linear":
         targets = [t.strip() for t in targets.split(",") if t.strip()]
     return LoraConfig(
         r=config.lora_r,

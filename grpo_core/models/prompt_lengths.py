@@ -26,6 +26,7 @@ from typing import Any
 
 from grpo_core.models import bounded_template
 from grpo_core.models.source import ModelSourceError, describe_model
+from grpo_core.models.vision import image_tokens, most_images
 
 NAMED_LONGEST = 5
 """How many of the longest prompts a message names."""
@@ -247,7 +248,8 @@ def check_prompt_lengths(
     """Count each row's prompt tokens as the model gets them and find those that do not fit.
 
     Args:
-        rows: the run's rows (``row["prompt"]`` text or messages); a row's position is its ``row_index``.
+        rows: the run's rows (``row["prompt"]`` text or messages); a row's position is its ``row_index``; a row's
+            ``images`` count :func:`grpo_core.models.vision.image_tokens` each.
         model_text: from :func:`read_model_text`; its folder must hold ``tokenizer.json``.
         max_completion_length: tokens the completion may take.
 
@@ -262,6 +264,9 @@ def check_prompt_lengths(
     rendered = iter(render_chat_prompts(chats, model_text) if chats else [])
     texts = [row["prompt"] if isinstance(row["prompt"], str) else next(rendered) for row in rows]
     counts = [len(encoding.ids) for encoding in tokenizer.encode_batch(texts, add_special_tokens=False)]
+    if most_images(rows):  # each image becomes its tokens in the prompt (grpo_core.models.vision)
+        per_image = image_tokens(model_text.folder)
+        counts = [n + per_image * len(row.get("images") or []) for n, row in zip(counts, rows, strict=True)]
     ranked = sorted((PromptLength(i, n) for i, n in enumerate(counts)), key=lambda p: (-p.tokens, p.row_index))
     context = model_text.max_position_embeddings
     too_long = [] if context is None else [p for p in ranked if p.tokens + max_completion_length > context]

@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from grpo_core.datasets.images import image_in_folder, row_image_names, rows_images_folder
 from grpo_core.datasets.leaks import leak_lines
 from grpo_core.datasets.rows import load_rows, prompt_text
 from grpo_core.engine.policy_model import end_of_sequence_ids, load_policy, pick_device, prepare_model
@@ -86,6 +87,7 @@ def sample_groups(
     *,
     num_prompts: int = DEFAULT_PROMPTS,
     progress: Callable[[str], None] = print,
+    images: Path | None = None,
 ) -> list[SampledGroup]:
     """Sample and score ``num_prompts`` groups of ``config.num_generations`` completions (imports torch).
 
@@ -95,6 +97,8 @@ def sample_groups(
         model_path: folder or hub id for ``from_pretrained`` (see :func:`grpo_core.engine.policy_model.prepare_model`).
         num_prompts: groups to sample (fewer if the dataset is smaller).
         progress: receives one-line status messages.
+        images: the dataset's image folder when its rows carry ``images`` (a vision-language model then gets each
+            row's pictures, placed as TRL's ``prepare_multimodal_messages`` places them).
 
     Raises:
         ValueError: no rows, a bad rule, a row without ``prompt``.
@@ -114,11 +118,12 @@ def sample_groups(
     model, tokenizer = load_policy(model_path, device)
     model.to(device).eval()
     end = end_of_sequence_ids(model, tokenizer)
+    text_tokenizer = getattr(tokenizer, "tokenizer", tokenizer)  # a VLM's processor holds its tokenizer
     generation_config = GenerationConfig(  # as GRPOTrainer builds it (TRL 1.16), replacing the model's defaults
         max_new_tokens=config.max_completion_length,
         do_sample=True,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
+        pad_token_id=text_tokenizer.pad_token_id,
+        bos_token_id=text_tokenizer.bos_token_id,
         eos_token_id=list(end.ids),
         temperature=config.temperature,
         top_p=config.top_p,
@@ -143,9 +148,16 @@ def sample_groups(
                      "rollouts")
             groups.append(_tool_group(config, model, tokenizer, row, index, tools, generation_config, end, device))
             continue
-        if chat:
+        pictures = _row_pictures(row, images) if hasattr(tokenizer, "image_processor") else []
+        if chat and pictures:
+            from trl.data_utils import prepare_multimodal_messages
+
+            messages = prepare_multimodal_messages(prompt, images=pictures)
+            text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            encoded = tokenizer(text=[text], images=[pictures], return_tensors="pt", add_special_tokens=False)
+        elif chat:
             text = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
-            encoded = tokenizer(text, return_tensors="pt", add_special_tokens=False)
+            encoded = tokenizer(text=text, return_tensors="pt", add_special_tokens=False)
         else:
             encoded = tokenizer(str(prompt), return_tensors="pt")
         encoded = {k: v.to(device) for k, v in encoded.items()}
@@ -155,12 +167,12 @@ def sample_groups(
         generated = output[:, encoded["input_ids"].shape[1] :].tolist()
         cut = [end.cut(ids) for ids in generated]
         ids = [c[0] for c in cut]
-        texts = tokenizer.batch_decode(ids, skip_special_tokens=True)
+        texts = text_tokenizer.batch_decode(ids, skip_special_tokens=True)
         completions: list[Any] = [[{"role": "assistant", "content": t}] for t in texts] if chat else texts
         score = score_group(config.rewards, completions, row, completion_ids=ids, scale_rewards=config.scale_rewards)
         probes = probe_row(
             config.rewards, row, texts, row_index=index, prompt=prompt_text(prompt),
-            tokenize=lambda t: [*tokenizer(t, add_special_tokens=False)["input_ids"], end.ids[0]],
+            tokenize=lambda t: [*text_tokenizer(t, add_special_tokens=False)["input_ids"], end.ids[0]],
         )
         groups.append(
             SampledGroup(
@@ -227,6 +239,19 @@ def _tool_group(config: RunConfig, model, tokenizer, row: dict[str, Any], index:
         turns=[turns_of_completion(rollout.messages, rollout.environment_reward) for rollout in rollouts])
 
 
+def _row_pictures(row: Mapping[str, Any], images: Path | None) -> list:
+    """The row's stored images as RGB PIL images (``[]`` without an image folder or images)."""
+    if images is None:
+        return []
+    from PIL import Image
+
+    pictures = []
+    for name in row_image_names(dict(row)):
+        with Image.open(image_in_folder(images, name), formats=["PNG"]) as picture:
+            pictures.append(picture.convert("RGB"))
+    return pictures
+
+
 def run_preflight(
     config: RunConfig,
     rows: Sequence[Mapping[str, Any]],
@@ -234,8 +259,10 @@ def run_preflight(
     model_cache_dir: Path,
     num_prompts: int = DEFAULT_PROMPTS,
     progress: Callable[[str], None] = print,
+    images: Path | None = None,
 ) -> PreflightReport:
-    """Prepare the model, sample and score ``num_prompts`` groups, summarise and judge them (imports torch).
+    """Prepare the model, sample and score ``num_prompts`` groups, summarise and judge them (imports torch);
+    ``images``: the dataset's image folder (see :func:`sample_groups`).
 
     Raises:
         grpo_core.models.source.ModelSourceError: the model cannot be found or converted.
@@ -259,7 +286,7 @@ def run_preflight(
             raise ConfigError(f"tools: {problem}")
     rewards, opens_think = resolve_for_model(config.rewards, str(model_path), rows)
     config = config.model_copy(update={"rewards": rewards})  # as the run will resolve template_opened_think: auto
-    groups = sample_groups(config, rows, model_path, num_prompts=num_prompts, progress=progress)
+    groups = sample_groups(config, rows, model_path, num_prompts=num_prompts, progress=progress, images=images)
     report = summarize(groups, config=config, seconds=time.monotonic() - started)
     report.template_opened_think = opens_think
     # the web-side check (missing, prose, not one number) over every row; math-verify's parse costs ~10 ms a row, and
@@ -312,6 +339,7 @@ def preflight_command(
 
             store = Store(settings.db_url)
         rows = load_rows(store, config, base_dir=Path(config_path).resolve().parent)
+        images = rows_images_folder(store, config, rows)
     except (ConfigError, ValueError, OSError) as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         write_json({"error": str(exc)})
@@ -323,7 +351,8 @@ def preflight_command(
     try:
         settings.model_cache_dir.mkdir(parents=True, exist_ok=True)
         report = run_preflight(
-            config, rows, model_cache_dir=settings.model_cache_dir, num_prompts=prompts, progress=progress
+            config, rows, model_cache_dir=settings.model_cache_dir, num_prompts=prompts, progress=progress,
+            images=images,
         )
     except Exception as exc:  # noqa: BLE001 - any failure is reported, to the terminal and to the JSON file
         message = f"{type(exc).__name__}: {exc}"

@@ -20,6 +20,7 @@ from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.datasets.rows import column_mapping, load_rows
 from grpo_core.models.prompt_lengths import model_text_folder, require_prompts_fit
 from grpo_core.models.source import ModelSourceError, describe_model
+from grpo_core.models.vision import check_model_reads_images
 from grpo_core.reward_check.job import check_plugins, has_plugins
 from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_coverage
 from grpo_core.rewards.compose import build_reward_funcs
@@ -135,6 +136,9 @@ def validate_checked_config(store: Store, config: RunConfig, *, model_cache_dir:
         rows = load_rows(store, config)
     except (DatasetError, OSError) as exc:
         raise ConfigError(f"dataset: {exc}") from None
+    if config.dataset_id is None and rows and ("image" in rows[0] or "images" in rows[0]):
+        raise ConfigError("dataset_path: a file with images trains only as a stored dataset; add it in the Datasets "
+                          "tab (or with add_dataset), which checks and stores its images, and name its dataset_id")
     if columns is None or column_mapping(config) is not None:
         columns = list(dict.fromkeys(key for row in rows for key in row))
     try:
@@ -172,6 +176,12 @@ def validate_checked_config(store: Store, config: RunConfig, *, model_cache_dir:
     warnings += coverage_lines(dataset_answer_coverage(rows, rules))
     warnings += leak_lines(rows)  # a final assistant message or the answer inside the prompt: copying is paid
     folder = model_text_folder(config.model, model_cache_dir)
+    try:  # an image dataset trains only a vision-language model
+        images_warning = check_model_reads_images(config.model, folder, rows)
+    except ValueError as exc:
+        raise ConfigError(f"model: {exc}") from None
+    if images_warning:
+        warnings.append(images_warning)
     if folder is None:
         if describe_model(config.model).kind != "folder":
             warnings.append(

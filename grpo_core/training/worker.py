@@ -27,6 +27,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from grpo_core.datasets.images import rows_images_folder
 from grpo_core.datasets.rows import dataset_file, load_rows
 from grpo_core.engine.heartbeat import Heartbeat, SilentHeartbeat
 from grpo_core.engine.policy_model import prepare_model
@@ -123,6 +124,9 @@ def train_run(store: Store, settings: Settings, run_id: int) -> RunStatus:
         progress("loading dataset")
         rows = load_rows(store, run.config)
         eval_rows = load_rows(store, {"dataset_id": config.eval_dataset_id}) if config.eval_dataset_id is not None else None
+        images = rows_images_folder(store, run.config, rows)
+        eval_images = (rows_images_folder(store, {"dataset_id": config.eval_dataset_id}, eval_rows)
+                       if eval_rows is not None else None)
         progress("preparing model")
         model_path = prepare_model(config.model, settings.model_cache_dir, progress)
         if (Path(model_path) / "tokenizer.json").is_file():  # before the model is loaded: the tokenizer only
@@ -142,6 +146,8 @@ def train_run(store: Store, settings: Settings, run_id: int) -> RunStatus:
             heartbeat=heartbeat,
             progress=progress,
             eval_rows=eval_rows,
+            images=images,
+            eval_images=eval_images,
         )
         if main_process:
             store.update_run(run_id, provenance=collect_provenance(

@@ -200,3 +200,50 @@ def test_inspect_filters_search_history_and_diff(page, demo_runs):
     diff.wait_for()
     assert "zebra" in diff.inner_text()
     assert diff.locator(".diff_chg, .diff_add, .diff_sub").count() >= 1
+
+
+@pytest.fixture(scope="module")
+def vision_run(server, tmp_path_factory):
+    """A finished run "vision-demo" on an image dataset (a red picture at row 0) with one recorded group."""
+    import zipfile
+
+    from grpo_core.datasets.library import import_dataset
+    from grpo_core.settings import load_settings
+    from tests.helpers import png_bytes
+
+    upload = tmp_path_factory.mktemp("vision") / "colours.zip"
+    with zipfile.ZipFile(upload, "w") as archive:
+        archive.writestr("data.jsonl", '{"prompt": "What colour is it?", "image": "red.png", "answer": "red"}\n')
+        archive.writestr("red.png", png_bytes((220, 20, 20), size=(32, 24)))
+    store = Store(sqlite_url(server["data_dir"] / "grpo.db"))
+    try:
+        info = import_dataset(store, load_settings(data_dir=server["data_dir"]), upload, source_name="colours.zip")
+        run = store.create_run(name="vision-demo", config=_config("vision-demo", dataset_id=info.id,
+                                                                  dataset_path=None),
+                               dataset_id=info.id, max_steps=1)
+        store.finish_run(run.id, RunStatus.COMPLETED)
+        group = _group(1, 0, flat=False, truncated=False)
+        store.record_groups(run.id, 1, [GroupRecord(step=1, row_index=0, prompt="user: What colour is it?",
+                                                    completions=group.completions)])
+        yield run.id
+    finally:
+        store.close()
+
+
+def test_inspect_shows_the_picture_beside_its_group(page, vision_run):
+    page.get_by_role("tab", name="Inspect").click()
+    pick(page, "inspect-run", "vision-demo")
+    group = page.locator("#inspect-groups .grpo-group")
+    expect(group).to_have_count(1)
+    picture = group.locator('img[alt="dataset row 0 image 1"]')
+    expect(picture).to_be_visible()
+    assert picture.evaluate("image => [image.complete, image.naturalWidth, image.naturalHeight]") == [True, 32, 24]
+    expect(group.locator(".grpo-completion")).to_have_count(4)
+    expect(group.locator(".grpo-adv").first).to_contain_text("advantage 1.")  # sorted by advantage, highest first
+    box, prompt = picture.bounding_box(), group.locator(".grpo-prompt").bounding_box()
+    assert box["y"] >= prompt["y"] + prompt["height"] - 1  # under the prompt, above the completions
+    assert box["y"] + box["height"] <= group.locator(".grpo-completions").bounding_box()["y"] + 1
+    # the same picture above the prompt's history across steps
+    _open(page, "inspect-history-panel", "One prompt across steps")
+    pick(page, "inspect-prompt-row", "row 0 · 1 group")
+    expect(page.locator('#prompt-history > .grpo-images img[alt="dataset row 0 image 1"]')).to_be_visible()

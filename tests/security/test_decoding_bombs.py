@@ -111,3 +111,49 @@ def test_a_parquet_bomb_through_the_served_api_is_refused_and_the_server_answers
     with pytest.raises(Exception, match="decodes to about"):
         alice.predict(file=handle_file(str(bomb)), name="bomb", api_name="/add_dataset")
     assert "bomb" not in str(shared_dashboard.client("bob").predict(api_name="/list_datasets"))
+
+
+def _image_zip(path, rows: str, members: dict) -> str:
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("data.jsonl", rows)
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return str(path)
+
+
+def test_hostile_images_through_the_served_api_are_refused_with_their_place(shared_dashboard, tmp_path):
+    from tests.helpers import png_bomb, png_bytes
+
+    alice = shared_dashboard.client("alice")
+    row = '{"prompt": "Colour?", "image": "%s"}\n'
+    cases = [("bomb.png", {"bomb.png": png_bomb()}, "decompression bomb"),
+             ("../../etc/passwd", {}, "not a plain relative name inside the zip"),
+             ("fake.png", {"fake.png": b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n"}, r"not an image of an accepted format")]
+    for number, (named, members, reason) in enumerate(cases):
+        upload = _image_zip(tmp_path / f"hostile{number}.zip", row % "ok.png" + row % named,
+                            {"ok.png": png_bytes(), **members})
+        with pytest.raises(Exception, match=rf"hostile{number}.zip/data.jsonl, row 2, column 'image': .*{reason}"):
+            alice.predict(file=handle_file(upload), name=f"hostile {number}", api_name="/add_dataset")
+    assert "hostile" not in str(shared_dashboard.client("bob").predict(api_name="/list_datasets"))
+
+
+def test_a_plain_login_cannot_read_another_logins_images(shared_dashboard, tmp_path):
+    from storage import Store, sqlite_url
+    from tests.helpers import png_bytes
+
+    upload = _image_zip(tmp_path / "pictures.zip", '{"prompt": "Colour?", "image": "red.png"}\n',
+                        {"red.png": png_bytes((220, 20, 20))})
+    dataset = shared_dashboard.client("alice").predict(file=handle_file(upload), name="alice pictures",
+                                                       api_name="/add_dataset")
+    store = Store(sqlite_url(shared_dashboard.data_dir / "grpo.db"))
+    try:  # a run of alice's on it (claimed at once: never trained); its groups would name row 0
+        run = store.create_run(name="alice vlm", config={"model": "/nonexistent", "dataset_id": dataset["id"]},
+                               dataset_id=dataset["id"], max_steps=1, owner="alice")
+        store.claim_run(run.id)
+    finally:
+        store.close()
+    own = shared_dashboard.client("alice").predict(run.id, 0, "train", api_name="/run_images")
+    assert len(own) == 1 and own[0]["data_url"].startswith("data:image/png;base64,")
+    assert shared_dashboard.client("admin").predict(run.id, 0, "train", api_name="/run_images") == own
+    with pytest.raises(Exception, match="bob may not see the images of run"):
+        shared_dashboard.client("bob").predict(run.id, 0, "train", api_name="/run_images")

@@ -8,7 +8,8 @@ from __future__ import annotations
 import gradio as gr
 
 from app.catalog_sync import CatalogSync, run_choices
-from app.context import AppContext
+from app.context import AppContext, actor_of
+from app.tabs.inspect.pictures import prompt_pictures
 from app.tabs.inspect.tokens import create_token_view
 from app.tabs.inspect.tools import create_inspect_tools
 from app.tabs.runs.tab import parse_chart_click
@@ -16,6 +17,7 @@ from app.views.charts import step_groups_figure
 from app.views.inspect import GROUP_FILTERS, filter_groups, pass_at_g, pass_share, step_totals
 from app.views.latest_view import LatestOnly
 from app.views.runs import groups_html, md_text, reward_error_map
+from grpo_core.access.ownership import Actor
 from storage import StoreError
 
 STEP_CHOICES = 1000
@@ -57,9 +59,10 @@ def open_step(ctx: AppContext, run_id: int | None, step: float | None) -> tuple[
 
 
 def step_view(ctx: AppContext, run_id: int | None, step_value: int | None, sort_by_advantage: bool = True,
-              mode: str = "all", n=3, pass_threshold: float | None = 0.5) -> tuple:
+              mode: str = "all", n=3, pass_threshold: float | None = 0.5, *, actor: Actor | None = None) -> tuple:
     """Inspect's view of one step, every part read from the one ``step_value``: ``(summary markdown, groups HTML,
-    stats figure)`` (``gr.skip()`` for the figure when there is no run or step)."""
+    stats figure)`` (``gr.skip()`` for the figure when there is no run or step). The prompts' images are shown
+    to ``actor`` when it may read them (the run's owner or an admin; none without an actor)."""
     if run_id is None or step_value is None:
         return "Choose a run and a step.", "", gr.skip()
     try:
@@ -91,7 +94,9 @@ def step_view(ctx: AppContext, run_id: int | None, step_value: int | None, sort_
         text += f" Showing {len(shown)} of {len(records)}: {label}."
         if not shown:
             return text, '<div class="grpo-empty">No group of this step matches the filter.</div>', figure
-    return text, groups_html(shown, sort_by_advantage=sort_by_advantage), figure
+    return text, groups_html(shown, sort_by_advantage=sort_by_advantage,
+                             pictures=prompt_pictures(ctx, info, shown, actor)), figure
+
 
 
 #: The redraw tickets of Inspect's step views, per page.
@@ -154,14 +159,15 @@ def create_inspect_tab(
         the same output, so the dropdowns and the view can never show two steps (no view for no run)."""
         if run_id is None or step_value is None or isinstance(run_id, dict):
             return (*head, gr.skip(), gr.skip(), gr.skip())
-        return (*head, *draw_latest(VIEWS, request, lambda: step_view(ctx, run_id, step_value, *extra)))
+        return (*head, *draw_latest(VIEWS, request, lambda: step_view(ctx, run_id, step_value, *extra,
+                                                                           actor=actor_of(ctx, request))))
 
     def on_show(run_id: int | None, step_value: int | None, sort_by_advantage: bool, mode: str = "all", n=3,
                 pass_threshold: float | None = 0.5, request: gr.Request | None = None):
         """Inputs: run, step, sort, filter, N, pass@G threshold. Outputs: summary, groups HTML, stats chart: all of
         one step, or no change when a newer redraw of this page started meanwhile (:mod:`app.views.latest_view`)."""
         return draw_latest(VIEWS, request, lambda: step_view(ctx, run_id, step_value, sort_by_advantage, mode, n,
-                                                             pass_threshold))
+                                                             pass_threshold, actor=actor_of(ctx, request)))
 
     def on_reload(run_id: int | None, step_value: int | None, sort_by_advantage: bool, mode: str = "all", n=3,
                   pass_threshold: float | None = 0.5, request: gr.Request | None = None):
@@ -171,7 +177,8 @@ def create_inspect_tab(
         steps = step_choices(ctx, run_id, keep=step_value)
         if step_value not in steps:
             step_value = steps[0] if steps else None
-        summary_text, html, figure = step_view(ctx, run_id, step_value, sort_by_advantage, mode, n, pass_threshold)
+        summary_text, html, figure = step_view(ctx, run_id, step_value, sort_by_advantage, mode, n, pass_threshold,
+                                               actor=actor_of(ctx, request))
         if not VIEWS.is_latest(_page(request), ticket):
             return gr.skip(), gr.skip(), gr.skip(), gr.skip()
         return gr.update(choices=steps, value=step_value), summary_text, html, figure

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app.context import AppContext
+from app.context import AppContext, actor_of
+from app.tabs.inspect.pictures import prompt_pictures
 from app.views.inspect import (
     completion_choices,
     completion_diff_html,
@@ -15,8 +16,9 @@ from app.views.inspect import (
     search_results_html,
 )
 from app.views.trajectories import trajectory_text
+from grpo_core.access.ownership import Actor
 from grpo_core.datasets.rows import PROMPT_KEY_BASE, is_prompt_key
-from storage import GroupRecord, PromptPage
+from storage import GroupRecord, PromptPage, StoreError
 
 SEARCH_PAGE_SIZE = 10
 HISTORY_PAGE_SIZE = 50
@@ -114,11 +116,22 @@ def diff_choices(
     return gr.update(choices=completion_choices(groups), value=None)
 
 
-def _history_outputs(page: PromptPage | None) -> tuple[str, dict | None]:
-    """The history panel's HTML and state for ``page`` (``None``: no run or row chosen)."""
+def _history_outputs(page: PromptPage | None, ctx: AppContext | None = None, run_id: int | None = None,
+                     actor: Actor | None = None) -> tuple[str, dict | None]:
+    """The history panel's HTML and state for ``page`` (``None``: no run or row chosen), the prompt's images
+    shown to ``actor`` when it may see them."""
     if page is None:
         return "", None
-    return prompt_history_html(page.groups, page), page_state(page)
+    pictures = ""
+    if ctx is not None and run_id is not None and actor is not None and page.groups:
+        try:
+            run = ctx.store.get_run(int(run_id))
+        except (StoreError, ValueError):
+            run = None
+        if run is not None:
+            first = page.groups[0]
+            pictures = prompt_pictures(ctx, run, [first], actor).get((first.split, first.row_index), "")
+    return prompt_history_html(page.groups, page, pictures=pictures), page_state(page)
 
 
 def create_inspect_tools(
@@ -159,7 +172,7 @@ def create_inspect_tools(
         """Inputs: run. Outputs: dataset-row dropdown, history, history page, search results, search offset."""
         return gr.update(choices=prompt_row_choices(ctx, run_id), value=None), "", None, "", 0
 
-    def on_reload(run_id: int | None, row_index: int | None, shown: dict | None):
+    def on_reload(run_id: int | None, row_index: int | None, shown: dict | None, request: gr.Request = None):
         """Inputs: run, dataset row, history page. Outputs: dataset-row dropdown (new rows of a live run), history,
         history page (the same page again, from its first group: a live run adds groups after it)."""
         if shown and shown.get("first") and shown.get("row_index") == row_index:
@@ -169,7 +182,7 @@ def create_inspect_tools(
                 page = history_page(ctx, run_id, row_index, "latest")
         else:
             page = history_page(ctx, run_id, row_index)
-        html_, state = _history_outputs(page)
+        html_, state = _history_outputs(page, ctx, run_id, actor_of(ctx, request))
         return gr.update(choices=prompt_row_choices(ctx, run_id)), html_, state
 
     def on_search(run_id: int | None, text: str, offset: int):
@@ -183,10 +196,11 @@ def create_inspect_tools(
         return search_results_html(page), page.offset
 
     def on_history(run_id: int | None, row_index: int | None, move: str = "first", shown: dict | None = None,
-                   step_value: float | None = None):
+                   step_value: float | None = None, request: gr.Request = None):
         """Inputs: run, dataset row, the move (first/earlier/later/latest), history page, from step. Outputs: one
         page of the row's groups in step order, history page (the diff's choices follow it)."""
-        return _history_outputs(history_page(ctx, run_id, row_index, move, shown, step_value))
+        return _history_outputs(history_page(ctx, run_id, row_index, move, shown, step_value), ctx, run_id,
+                                actor_of(ctx, request))
 
     def on_choices(run_id: int | None, step_value: int | None, row_index: int | None, shown: dict | None):
         """Inputs: run, step, dataset row, history page. Outputs: both diff dropdowns, the diff."""
@@ -223,17 +237,27 @@ def create_inspect_tools(
         outputs=[results, offset_state],
     )
     history_out = [history, history_state]
-    prompt_row.change(lambda r, i: on_history(r, i), inputs=[run, prompt_row], outputs=history_out).then(
+
+    def on_row(r, i, request: gr.Request = None):
+        return on_history(r, i, request=request)
+
+    def mover(move: str):
+        def on_move(r, i, shown, request: gr.Request = None):
+            return on_history(r, i, move, shown, request=request)
+        return on_move
+
+    def on_from_step(r, i, s, request: gr.Request = None):
+        return on_history(r, i, "first", None, s, request=request)
+
+    prompt_row.change(on_row, inputs=[run, prompt_row], outputs=history_out).then(
         on_choices, inputs=[run, step, prompt_row, history_state], outputs=[left, right, diff])
     for move, button in moves.items():
         button.click(
-            lambda r, i, shown, move=move: on_history(r, i, move, shown),
-            inputs=[run, prompt_row, history_state], outputs=history_out,
+            mover(move), inputs=[run, prompt_row, history_state], outputs=history_out,
         ).then(on_choices, inputs=[run, step, prompt_row, history_state], outputs=[left, right, diff])
     for event in (from_step.submit, from_step.blur):  # Enter, or leaving the box
         event(
-            lambda r, i, s: on_history(r, i, "first", None, s), inputs=[run, prompt_row, from_step],
-            outputs=history_out,
+            on_from_step, inputs=[run, prompt_row, from_step], outputs=history_out,
         ).then(on_choices, inputs=[run, step, prompt_row, history_state], outputs=[left, right, diff])
     step.change(on_choices, inputs=[run, step, prompt_row, history_state], outputs=[left, right, diff])
     left.change(on_diff, inputs=[left, right], outputs=diff)

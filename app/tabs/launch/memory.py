@@ -23,7 +23,9 @@ from grpo_core.models.memory_estimate import (
     prompt_tokens_from_chars,
     resolve_device,
 )
+from grpo_core.models.prompt_lengths import model_text_folder
 from grpo_core.models.source import ModelSourceError
+from grpo_core.models.vision import DEFAULT_IMAGE_TOKENS, image_tokens, most_images
 from grpo_core.run_config import ConfigError, RunConfig
 from storage import StoreError
 
@@ -42,10 +44,17 @@ def fit_markdown(ctx: AppContext, config: RunConfig) -> str:
         except (StoreError, OSError, ValueError):
             rows = []
     prompt_tokens = prompt_tokens_from_chars(longest_prompt_chars(rows))
+    images = most_images(rows)
+    pictures = ""
+    if images:  # each image becomes prompt tokens; the vision tower's weights are in the parameter count
+        folder = model_text_folder(config.model, ctx.settings.model_cache_dir)
+        per_image = image_tokens(folder) if folder is not None else DEFAULT_IMAGE_TOKENS
+        prompt_tokens += images * per_image
+        pictures = f", up to {images} images a prompt at ~{per_image} tokens each, vision tower included"
     device = resolve_device(config.device)
     estimate = estimate_peak_memory(shape, config.model_dump(mode="json"), device=device, prompt_tokens=prompt_tokens)
     lines = [f"**{fit_verdict(estimate, free_memory(device))}** ({device}, {shape.num_params:,} parameters, "
-             f"prompts up to ~{prompt_tokens} tokens, per process)", ""]
+             f"prompts up to ~{prompt_tokens} tokens{pictures}, per process)", ""]
     lines += [f"- {label}: {format_bytes(value)}" for label, value in estimate.parts() if value]
     lines += ["", f"The estimate {ESTIMATE_ERROR}."]
     return "\n".join(lines)
