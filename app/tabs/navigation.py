@@ -42,7 +42,7 @@ def connect_url(blocks: gr.Blocks, tabs: gr.Tabs, view: gr.State, selected: gr.c
     the address can be copied as a link to this view. Call inside ``blocks`` after the tabs are built.
 
     ``first_view`` (the Runs tab's, :func:`app.tabs.runs.tab.create_runs_tab`) is drawn by the same load, in the
-    same answer: ``fn(url_view, *inputs)`` returns its ``outputs``, then each of ``then`` is given the load event to
+    same answer: ``fn(url_view, *inputs, request=request)`` returns its ``outputs``, then each of ``then`` is given the load event to
     chain on. A link's first chart so takes one round trip, not a load and then a change of ``view`` (bench_web.py).
     """
     extra_inputs = list(first_view["inputs"]) if first_view else []
@@ -53,7 +53,7 @@ def connect_url(blocks: gr.Blocks, tabs: gr.Tabs, view: gr.State, selected: gr.c
         tab, if any), then ``first_view``'s outputs."""
         url_view = url_view_of(request)
         head = (url_view, gr.Tabs(selected=url_view["tab"]) if url_view["tab"] else gr.skip())
-        return (*head, *first_view["fn"](url_view, *values)) if first_view else head
+        return (*head, *first_view["fn"](url_view, *values, request=request)) if first_view else head
 
     loaded = blocks.load(on_load, inputs=extra_inputs or None, outputs=[view, tabs, *extra_outputs],
                          show_progress="hidden")

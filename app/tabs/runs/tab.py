@@ -36,6 +36,7 @@ from app.tabs.runs.sidebar import (
 )
 from app.tabs.runs.sweeps import create_sweeps_panel
 from app.views.charts import CHART_KEYS, GPU_KEY_PATTERN, TOOL_KEY_PATTERN, MetricSeries, training_figure
+from app.views.latest_view import LatestOnly
 from app.views.plot_payload import figure_json
 from app.views.run_filter import filter_runs
 from app.views.runs import NO_RUNS_HTML, RECENT_REWARD_STEPS, RUNS_TABLE_HEADERS, run_status_html, runs_table
@@ -73,6 +74,15 @@ CHART_CLICK_JS = """
   attach(50);
 }
 """
+
+
+#: The Runs tab's draws of a selected run, per page: the page load's (a link) and each pick. Gradio runs them
+#: concurrently; an answer that lands after a newer one began is dropped (a slow page load never undoes a pick).
+SELECTIONS = LatestOnly()
+
+
+def _page(request: gr.Request | None) -> str | None:
+    return getattr(request, "session_hash", None) if request is not None else None
 
 
 def parse_chart_click(value: str | None) -> float | None:
@@ -264,16 +274,28 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[st
         return figure_of(run, series, cache, options), series, cache, overlay_legend_html(ctx, run.id, ids)
 
     def on_view(url_view: dict | None, run_id: int | None, checked: list | None = None, cache: dict | None = None,
-                *options):
-        """Inputs: the URL's view, the selected run, overlaid runs, their series, chart controls. Outputs: the
-        selected run (the link's, when it exists), then :func:`on_select`'s outputs."""
+                *options, request: gr.Request | None = None):
+        """Inputs: the URL's view (the page load's, :func:`app.tabs.navigation.connect_url`), the selected run,
+        overlaid runs, their series, chart controls. Outputs: the selected run (the link's, when it names one that
+        exists; else only the current choices, so a pick made while the page loaded stands), then
+        :func:`on_select`'s outputs; nothing at all when a pick of this page began meanwhile (:data:`SELECTIONS`)."""
+        page = _page(request)
+        picked_before = not SELECTIONS.is_latest(page, 0)  # a pick of this page began before its load ran
+        ticket = SELECTIONS.begin(page)
         wanted = url_view.get("run") if isinstance(url_view, dict) else None
+        linked = None
         if isinstance(wanted, int) and not isinstance(wanted, bool):
             try:
-                run_id = ctx.store.get_run(wanted).id
+                linked = run_id = ctx.store.get_run(wanted).id
             except StoreError:
                 pass  # a link to a deleted run: the selection stays
-        return (gr.update(choices=run_choices(ctx), value=run_id), *on_select(run_id, checked, cache, *options))
+        if linked is None and picked_before:
+            return (gr.skip(),) * 7
+        drawn = on_select(run_id, checked, cache, *options)
+        if not SELECTIONS.is_latest(page, ticket):
+            return (gr.skip(),) * (1 + len(drawn))
+        head = gr.update(choices=run_choices(ctx), **({"value": linked} if linked is not None else {}))
+        return (head, *drawn)
 
     def on_row(frame: pd.DataFrame, event: gr.SelectData):
         """Inputs: the table, the clicked cell. Outputs: the selected run (the clicked row's)."""
@@ -290,10 +312,14 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[st
     sweep_filter.change(lambda s, t, w: runs_frame(ctx, s, t, w), inputs=[filters["status"], filters["text"],
                                                                         sweep_filter], outputs=table)
     selected_outputs = [status, plot, log_box, series_state, overlay_state, overlay["key"]]
-    def on_pick(run_id: int | None, drawn: MetricSeries | None, checked: list | None = None,
+    def on_pick(request: gr.Request, run_id: int | None, drawn: MetricSeries | None, checked: list | None = None,
                 cache: dict | None = None, *options):
-        """Inputs: run, the page's series, overlaid runs, their series, chart controls. Outputs: :func:`on_select`'s."""
-        return on_select(run_id, checked, cache, *options, drawn=drawn)
+        """Inputs: run, the page's series, overlaid runs, their series, chart controls. Outputs: :func:`on_select`'s
+        (no change when a newer pick of this page began meanwhile)."""
+        page = _page(request)
+        ticket = SELECTIONS.begin(page)
+        answer = on_select(run_id, checked, cache, *options, drawn=drawn)
+        return answer if SELECTIONS.is_latest(page, ticket) else (gr.skip(),) * len(answer)
 
     picked = selected.change(on_pick, inputs=[selected, series_state, overlay["runs"], overlay_state, *option_inputs],
                              outputs=selected_outputs, trigger_mode="always_last", **hidden)
