@@ -71,7 +71,7 @@ def build_blocks(ctx: AppContext) -> gr.Blocks:
             with gr.Tab("Launch", id="launch", elem_id="tab-launch"):
                 launch_tab = create_launch_tab(ctx, sync, tabs=tabs)
             with gr.Tab("Runs", id="runs", elem_id="tab-runs"):
-                runs_tab = create_runs_tab(ctx, sync, view=url_view)
+                runs_tab = create_runs_tab(ctx, sync)
             with gr.Tab("Inspect", id="inspect", elem_id="tab-inspect") as inspect_tab:
                 inspect = create_inspect_tab(ctx, inspect_tab, sync, runs=runs_tab, tabs=tabs, view=url_view)
             with gr.Tab("Try the model", id="try", elem_id="tab-try"):
@@ -83,7 +83,7 @@ def build_blocks(ctx: AppContext) -> gr.Blocks:
         # --- navigation: the Runs tab's selection followed by the other tabs, the view in the URL ---
         follow_selection(runs_tab["selected"], try_tab["run"], workbench["run"])  # a link's run=, a Runs pick
         land_on_new_run(ctx, launch_tab["launched_run"], runs_tab["selected"])  # a launch lands on its new run
-        connect_url(blocks, tabs, url_view, runs_tab["selected"], inspect["step"])
+        connect_url(blocks, tabs, url_view, runs_tab["selected"], inspect["step"], first_view=runs_tab["first_view"])
         # --- end navigation ---
         sync.connect(blocks)
         create_public_api(ctx)

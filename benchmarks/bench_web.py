@@ -22,8 +22,14 @@ the one of the user's own keys, at most 48 charts): its keys' histories are read
 line plots), beside our link. trackio is installed for the benchmark only (``pip install trackio``); it is not a
 dependency of the product.
 
+``--side-by-side [KEYS ...]`` prints only that comparison, as one table: for each count of keys (default 30 and
+200) a run is prepared at ``--scale``, written into trackio too, both dashboards served at once and timed round by
+round in the same Chromium (our link, trackio's link, a click on our Runs tab), with our server's own time for the
+first chart; medians of ``--tries`` rounds, and the ratio of our link to trackio's (below 1: ours draws first).
+Absolute times depend on the machine's load; the ratio, taken round by round, much less.
+
 Usage: ``python benchmarks/bench_web.py [--starts 3] [--steps 500] [--scale 1] [--keys 30] [--trackio]
-[--no-browser]``
+[--no-browser]``; the issue's comparison: ``python benchmarks/bench_web.py --scale 10 --side-by-side``
 """
 
 from __future__ import annotations
@@ -143,6 +149,70 @@ def start_trackio(tmp: Path, steps: int, keys: list[str], timeout_s: float = 300
     raise RuntimeError("trackio did not answer:\n" + (tmp / "trackio.log").read_text()[-2000:])
 
 
+def side_by_side(ours: str, theirs: str, tries: int = 3, theirs_timeout_s: float = 120) -> dict[str, list[float]]:
+    """``tries`` rounds, each in fresh Chromium pages, one after the other so a change of the machine's load hits
+    all alike: our link to the run (``?run=1&tab=runs``) to its first chart, a click on our Runs tab (page loaded
+    first) to its first chart, trackio's link to the same data to its first chart (``inf`` past
+    ``theirs_timeout_s``). Returns ``name -> seconds of each round``."""
+    from playwright.sync_api import sync_playwright
+
+    times: dict[str, list[float]] = {"ours": [], "tab": [], "trackio": []}
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        for _ in range(tries):
+            tab_click, deep_link = _time_chart(browser, ours, 1, link_timeout_s=theirs_timeout_s)
+            times["ours"] += deep_link
+            times["tab"] += tab_click
+            page = browser.new_page(viewport={"width": 1440, "height": 900})
+            started = time.perf_counter()
+            page.goto(theirs)
+            try:
+                page.wait_for_function(TRACKIO_DRAWN, polling=20, timeout=theirs_timeout_s * 1000)
+                times["trackio"].append(time.perf_counter() - started)
+            except Exception:  # noqa: BLE001 - never drawn in time: reported as such
+                times["trackio"].append(float("inf"))
+            page.close()
+        browser.close()
+    return times
+
+
+def compare_with_trackio(scale: int, steps: int, key_counts: list[int], tries: int) -> None:
+    """The side-by-side table: for each of ``key_counts``, one run of ``steps * scale`` steps prepared for us and
+    written into trackio, both served at once and timed in turn (:func:`side_by_side`), with our server's own work
+    for the first chart (:func:`time_server_work`); medians of ``tries`` rounds, and the ratio of our link's time to
+    trackio's, round by round (below 1: ours draws first)."""
+    rows = []
+    for count in key_counts:
+        with tempfile.TemporaryDirectory(prefix="bench-web-") as tmp:
+            data_dir = Path(tmp) / "data"
+            data_dir.mkdir()
+            keys = metric_keys(count)
+            prepare(data_dir, steps * scale, keys)
+            work = time_server_work(data_dir, repeats=5)["first chart"]
+            process, _ = start_server(data_dir, _free_port(), Path(tmp) / "server.log")
+            url = next(f"http://127.0.0.1:{c.laddr.port}/"
+                       for c in psutil.Process(process.pid).net_connections(kind="tcp")
+                       if c.status == psutil.CONN_LISTEN)
+            trackio, trackio_url = start_trackio(Path(tmp), steps * scale, keys)
+            try:
+                times = side_by_side(url, trackio_url, tries)
+            finally:
+                stop_server(trackio)
+                stop_server(process)
+        ratios = [o / t for o, t in zip(times["ours"], times["trackio"], strict=True)]
+        rows.append((count, times, ratios, work))
+        print(f"{count} keys: ours {times['ours']}, tab {times['tab']}, trackio {times['trackio']}", flush=True)
+    print(f"\nside by side, {steps * scale} steps, {tries} rounds each (median; each round's values in brackets)")
+    print(f"{'keys':>5} {'our link':>9} {'trackio link':>13} {'ours/trackio':>13} {'Runs tab click':>15} "
+          f"{'server: first chart':>20}")
+    for count, times, ratios, (wall_ms, cpu_ms) in rows:
+        print(f"{count:>5} {statistics.median(times['ours']):>8.2f}s {statistics.median(times['trackio']):>12.2f}s "
+              f"{statistics.median(ratios):>13.2f} {statistics.median(times['tab']):>14.2f}s "
+              f"{wall_ms:>11.0f} ms (cpu {cpu_ms:.0f})"
+              f"   [{', '.join(f'{t:.1f}' for t in times['ours'])} | "
+              f"{', '.join(f'{t:.1f}' for t in times['trackio'])} | {', '.join(f'{t:.1f}' for t in times['tab'])}]")
+
+
 def time_links(ours: str, theirs: str, tries: int = 3) -> tuple[list[float], list[float]]:
     """Seconds from opening each link in a fresh Chromium page to its first chart drawn, ours and trackio's taken in
     turn (so a change of load hits both alike)."""
@@ -258,7 +328,7 @@ CHART_DRAWN = "() => { const d = document.querySelector('#runs-plot .js-plotly-p
               " return !!(d && d._fullData && d._fullData.some(t => t.x && t.x.length > 0)); }"
 
 
-def _time_chart(browser, url: str, tries: int) -> tuple[list[float], list[float]]:
+def _time_chart(browser, url: str, tries: int, link_timeout_s: float = 15) -> tuple[list[float], list[float]]:
     """Seconds from a click on the Runs tab (page already loaded) to its first chart drawn, and from opening a link
     to the run's Runs view (``?run=1&tab=runs``) to its chart drawn; ``tries`` fresh pages each."""
     from playwright.sync_api import expect
@@ -279,7 +349,7 @@ def _time_chart(browser, url: str, tries: int) -> tuple[list[float], list[float]
         started = time.perf_counter()
         page.goto(url + "?run=1&tab=runs")
         try:
-            page.wait_for_function(CHART_DRAWN, polling=20, timeout=15_000)
+            page.wait_for_function(CHART_DRAWN, polling=20, timeout=link_timeout_s * 1000)
             deep_link.append(time.perf_counter() - started)
         except Exception:  # noqa: BLE001 - a dashboard that ignores links never draws it: reported as such
             deep_link.append(float("inf"))
@@ -340,7 +410,14 @@ def main() -> None:
     parser.add_argument("--watch", type=float, default=6.0, help="seconds the Runs tab stays open (refresh ticks)")
     parser.add_argument("--no-browser", action="store_true", help="plain HTTP only, no Chromium")
     parser.add_argument("--trackio", action="store_true", help="time trackio's link to the same data beside ours")
+    parser.add_argument("--side-by-side", type=int, nargs="*", metavar="KEYS",
+                        help="only the table of our link against trackio's, for each count of keys (default 30 200), "
+                             "at --scale (give 10 for the 10x case); --tries rounds each")
+    parser.add_argument("--tries", type=int, default=3, help="rounds of --side-by-side (median reported)")
     args = parser.parse_args()
+    if args.side_by_side is not None:
+        compare_with_trackio(args.scale, args.steps, args.side_by_side or [30, 200], args.tries)
+        return
 
     with tempfile.TemporaryDirectory(prefix="bench-web-") as tmp:
         data_dir = Path(tmp) / "data"

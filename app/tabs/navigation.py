@@ -36,17 +36,29 @@ def url_view_of(request: gr.Request | None) -> dict:
 
 
 def connect_url(blocks: gr.Blocks, tabs: gr.Tabs, view: gr.State, selected: gr.components.Component,
-                step: gr.components.Component) -> None:
+                step: gr.components.Component, *, first_view: dict | None = None) -> None:
     """At page load, read the URL into ``view`` and open its tab in ``tabs``; whenever the ``selected`` run, the
     Inspect ``step`` or the tab changes, write them into the address bar (``history.replaceState``, no reload), so
-    the address can be copied as a link to this view. Call inside ``blocks`` after the tabs are built."""
+    the address can be copied as a link to this view. Call inside ``blocks`` after the tabs are built.
 
-    def on_load(request: gr.Request):
-        """Inputs: the page's request. Outputs: the URL view, the tabs (the link's tab, if any)."""
+    ``first_view`` (the Runs tab's, :func:`app.tabs.runs.tab.create_runs_tab`) is drawn by the same load, in the
+    same answer: ``fn(url_view, *inputs, request=request)`` returns its ``outputs``, then each of ``then`` is given the load event to
+    chain on. A link's first chart so takes one round trip, not a load and then a change of ``view`` (bench_web.py).
+    """
+    extra_inputs = list(first_view["inputs"]) if first_view else []
+    extra_outputs = list(first_view["outputs"]) if first_view else []
+
+    def on_load(request: gr.Request, *values):
+        """Inputs: the page's request, then ``first_view``'s inputs. Outputs: the URL view, the tabs (the link's
+        tab, if any), then ``first_view``'s outputs."""
         url_view = url_view_of(request)
-        return url_view, (gr.Tabs(selected=url_view["tab"]) if url_view["tab"] else gr.skip())
+        head = (url_view, gr.Tabs(selected=url_view["tab"]) if url_view["tab"] else gr.skip())
+        return (*head, *first_view["fn"](url_view, *values, request=request)) if first_view else head
 
-    blocks.load(on_load, inputs=None, outputs=[view, tabs], show_progress="hidden")
+    loaded = blocks.load(on_load, inputs=extra_inputs or None, outputs=[view, tabs, *extra_outputs],
+                         show_progress="hidden")
+    for follow in (first_view or {}).get("then", ()):
+        follow(loaded)
     for event in (selected.change, step.change, tabs.change, tabs.select):
         event(None, inputs=[selected, step], js=WRITE_URL_JS, show_progress="hidden")
 

@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -206,6 +207,20 @@ def _clean(values: Sequence[float | None]) -> list[float | None]:
     return [v if v is not None and math.isfinite(v) else None for v in values]
 
 
+#: A trace of at least this many points gets its x, y and customdata as numpy arrays: plotly then checks and copies
+#: them as one block, not value by value (bench_web.py: most of the first chart's server time for a long run).
+ARRAY_POINTS = 64
+
+
+def _plot_array(values: Sequence) -> object:
+    """``values`` as a trace takes them: a list when short; else a numpy array of the numbers (object dtype when one
+    is ``None``, a gap, so it stays ``None``); text (wall-time axes) stays a list."""
+    values = list(values)
+    if len(values) < ARRAY_POINTS or not all(v is None or isinstance(v, int | float) for v in values):
+        return values
+    return np.array(values, dtype=object) if any(v is None for v in values) else np.asarray(values)
+
+
 def step_dtick(first: int, last: int) -> int:
     """Tick interval for a step axis from ``first`` to ``last``: the smallest of 1, 2, 5, 10, 20, 50, ... that gives
     at most :data:`MAX_STEP_TICKS` ticks, so steps read as integers (never 1.5)."""
@@ -240,15 +255,56 @@ def _legend_rows(names: Sequence[str]) -> int:
 ENVELOPE_FILL = "rgba(100, 116, 139, 0.22)"
 
 
+#: At most this many buckets of a min/max band are drawn: about the width of a panel in pixels (two columns on a
+#: 1440 px page), so a band of 1,000 buckets costs half the points and looks the same (bench_web.py).
+ENVELOPE_BUCKETS = 500
+
+
+def _least(values: Sequence[float | None]) -> float | None:
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    return min(finite) if finite else None
+
+
+def _most(values: Sequence[float | None]) -> float | None:
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    return max(finite) if finite else None
+
+
+def screen_envelope(band: tuple[list[int], list[float | None], list[float | None]],
+                    max_buckets: int = ENVELOPE_BUCKETS) -> tuple[list[int], list[float | None], list[float | None]]:
+    """A min/max band (:attr:`MetricSeries.envelope`: two entries per bucket, its first and last step) with at most
+    ``max_buckets`` buckets: neighbouring buckets merged, each merged bucket spanning from its first bucket's first
+    step to its last bucket's last step, with the least of their lows and the most of their highs, so no extreme is
+    lost (a band no wider than a screen's pixels, as a plot decimates by pixel column). Unchanged when it has at most
+    ``max_buckets`` buckets."""
+    steps, lows, highs = band
+    buckets = len(steps) // 2
+    if buckets <= max_buckets or max_buckets < 1:
+        return band
+    per = math.ceil(buckets / max_buckets)
+    out_steps: list[int] = []
+    out_lows: list[float | None] = []
+    out_highs: list[float | None] = []
+    for first in range(0, buckets, per):
+        last = min(buckets, first + per) - 1
+        low, high = _least(lows[2 * first:2 * last + 2]), _most(highs[2 * first:2 * last + 2])
+        out_steps += [steps[2 * first], steps[2 * last + 1]]
+        out_lows += [low, low]
+        out_highs += [high, high]
+    return out_steps, out_lows, out_highs
+
+
 def _add_envelope(figure: go.Figure, key: str, band: tuple[list[int], list[float | None], list[float | None]],
                   *, row: int, col: int) -> None:
-    """The min/max band of a downsampled key: its highs (no line), then its lows filled up to them. Neither takes
-    hover or clicks, so a click on the chart still lands on a recorded point."""
-    steps, lows, highs = band
+    """The min/max band of a downsampled key (at most :data:`ENVELOPE_BUCKETS` buckets, :func:`screen_envelope`):
+    its highs (no line), then its lows filled up to them. Neither takes hover or clicks, so a click on the chart still
+    lands on a recorded point."""
+    steps, lows, highs = screen_envelope(band)
     common = {"mode": "lines", "line": {"width": 0}, "hoverinfo": "skip", "showlegend": False, "legendgroup": key}
-    figure.add_trace(go.Scatter(x=steps, y=_clean(highs), name=f"{key} max", **common), row=row, col=col)
-    figure.add_trace(go.Scatter(x=steps, y=_clean(lows), name=f"{key} min", fill="tonexty", fillcolor=ENVELOPE_FILL,
-                                **common), row=row, col=col)
+    x = _plot_array(steps)
+    figure.add_trace(go.Scatter(x=x, y=_plot_array(_clean(highs)), name=f"{key} max", **common), row=row, col=col)
+    figure.add_trace(go.Scatter(x=x, y=_plot_array(_clean(lows)), name=f"{key} min", fill="tonexty",
+                                fillcolor=ENVELOPE_FILL, **common), row=row, col=col)
 
 
 def _add_key_traces(figure: go.Figure, series: MetricSeries, key: str, *, row: int, col: int, options: ChartOptions,
@@ -269,16 +325,16 @@ def _add_key_traces(figure: go.Figure, series: MetricSeries, key: str, *, row: i
             "dash": "dash" if key.startswith("eval_") else "solid"}
     if colour is not None:
         line["color"] = colour
-    common = {"x": x, "customdata": list(steps), "legendgroup": f"{run_label or ''}{key}"}
+    common = {"x": _plot_array(x), "customdata": _plot_array(steps), "legendgroup": f"{run_label or ''}{key}"}
     smoothed = options.smoothing > 0
     # markers on a short series (a point to click); a long one is drawn as lines alone: 8 panels of thousands of
     # markers are most of the first chart's drawing time in the browser (bench_web.py)
     figure.add_trace(go.Scatter(
-        y=cleaned, mode="lines+markers" if len(steps) <= MARKER_POINTS else "lines", name=f"{name} (raw)" if smoothed else name,
+        y=_plot_array(cleaned), mode="lines+markers" if len(steps) <= MARKER_POINTS else "lines", name=f"{name} (raw)" if smoothed else name,
         showlegend=in_legend and not smoothed, opacity=RAW_OPACITY if smoothed else 1.0,
         line=line, marker={"size": 5}, meta="raw" if smoothed else "line", **common), row=row, col=col)
     if smoothed:
-        figure.add_trace(go.Scatter(y=ema(cleaned, options.smoothing), mode="lines", name=name, showlegend=in_legend,
+        figure.add_trace(go.Scatter(y=_plot_array(ema(cleaned, options.smoothing)), mode="lines", name=name, showlegend=in_legend,
                                     line=line, meta="smoothed", **common), row=row, col=col)
     return any(v is not None for v in cleaned)
 
@@ -441,3 +497,4 @@ def step_groups_figure(totals: Sequence[float], steps: Sequence[int], pass_share
     figure.update_yaxes(title_text="share of groups", range=[0, 1.05], row=1, col=2)
     figure.update_layout(height=ROW_PX + TITLE_PX, showlegend=False, margin={"t": 50, "b": 40, "l": 50, "r": 20})
     return figure
+

@@ -17,6 +17,7 @@ from collections.abc import Callable
 import gradio as gr
 
 from app.context import AppContext
+from app.tabs.runs.plots import compact_plot
 from app.views.chart_options import ChartOptions
 from app.views.charts import MetricSeries, training_figure
 from app.views.metric_sections import (
@@ -80,7 +81,7 @@ def create_metric_sections(ctx: AppContext, *, chart_options: Callable[..., Char
     for section in ACCORDION_SECTIONS:
         with gr.Accordion(section_label(section, []), open=False, visible=False,
                           elem_id=f"runs-section-{section.id}") as accordion:
-            plot = gr.Plot(show_label=False, elem_id=f"runs-section-plot-{section.id}",
+            plot = compact_plot(show_label=False, elem_id=f"runs-section-plot-{section.id}",
                            elem_classes=["grpo-section-plot"])
         plot.change(None, js=click_js)
         accordions[section.id], plots[section.id] = accordion, plot
@@ -96,11 +97,12 @@ def _run(ctx: AppContext, run_id: object):
 
 
 def connect_metric_sections(ctx: AppContext, sections: dict, *, selected: gr.Dropdown, series_state: gr.State,
-                            overlay_state: gr.State, option_inputs: list, triggers: dict) -> None:
+                            overlay_state: gr.State, option_inputs: list, triggers: dict) -> Callable:
     """Connect the sections after the events of ``triggers["refresh"]`` (every section relabelled and the open ones
-    redrawn when their data moved: the timer's refresh, a new run picked, a link opened) and of
-    ``triggers["search"]`` (the chart controls changed: the same, and with a search over metric names the sections
-    with a matching key open and are drawn)."""
+    redrawn when their data moved: the timer's refresh, a new run picked) and of ``triggers["search"]`` (the chart
+    controls changed: the same, and with a search over metric names the sections with a matching key open and are
+    drawn). Returns ``follow(event)``, which connects the refresh after an event made later (the page load that
+    opens a link, :func:`app.tabs.navigation.connect_url`)."""
     ids = [section.id for section in ACCORDION_SECTIONS]
     accordions = [sections["accordions"][i] for i in ids]
     plots = [sections["plots"][i] for i in ids]
@@ -151,8 +153,11 @@ def connect_metric_sections(ctx: AppContext, sections: dict, *, selected: gr.Dro
     common_inputs = [selected, series_state, overlay_state, open_state, drawn_state, *option_inputs]
     common_outputs = [*accordions, *plots, series_state, overlay_state, open_state, drawn_state]
     hidden = {"show_progress": "hidden"}
-    for event in triggers["refresh"]:
+    def follow(event) -> None:
         event.then(on_refresh, inputs=common_inputs, outputs=common_outputs, **hidden)
+
+    for event in triggers["refresh"]:
+        follow(event)
     for event in triggers["search"]:
         event.then(on_search, inputs=common_inputs, outputs=common_outputs, **hidden)
 
@@ -167,3 +172,4 @@ def connect_metric_sections(ctx: AppContext, sections: dict, *, selected: gr.Dro
 
         accordion.expand(on_expand, inputs=common_inputs, outputs=common_outputs, **hidden)
         accordion.collapse(on_collapse, inputs=open_state, outputs=open_state, **hidden)
+    return follow

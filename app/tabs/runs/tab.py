@@ -21,6 +21,7 @@ from app.tabs.runs.compare import create_compare_panel
 from app.tabs.runs.controls import create_filter_row, create_run_controls
 from app.tabs.runs.doctor import create_doctor_panel
 from app.tabs.runs.export import create_export_panel
+from app.tabs.runs.plots import compact_plot
 from app.tabs.runs.sections import connect_metric_sections, create_metric_sections
 from app.tabs.runs.sidebar import (
     ANY_SWEEP,
@@ -35,6 +36,8 @@ from app.tabs.runs.sidebar import (
 )
 from app.tabs.runs.sweeps import create_sweeps_panel
 from app.views.charts import CHART_KEYS, GPU_KEY_PATTERN, TOOL_KEY_PATTERN, MetricSeries, training_figure
+from app.views.latest_view import LatestOnly
+from app.views.plot_payload import figure_json
 from app.views.run_filter import filter_runs
 from app.views.runs import NO_RUNS_HTML, RECENT_REWARD_STEPS, RUNS_TABLE_HEADERS, run_status_html, runs_table
 from storage import StoreError
@@ -71,6 +74,15 @@ CHART_CLICK_JS = """
   attach(50);
 }
 """
+
+
+#: The Runs tab's draws of a selected run, per page: the page load's (a link) and each pick. Gradio runs them
+#: concurrently; an answer that lands after a newer one began is dropped (a slow page load never undoes a pick).
+SELECTIONS = LatestOnly()
+
+
+def _page(request: gr.Request | None) -> str | None:
+    return getattr(request, "session_hash", None) if request is not None else None
 
 
 def parse_chart_click(value: str | None) -> float | None:
@@ -134,20 +146,24 @@ def create_chart_warmup() -> gr.Plot:
     """A hidden, one-point ``gr.Plot`` to place outside the tabs (``app.server.build_blocks``): mounted with the page,
     it makes the browser load plotly.js (a ~4.6 MB module Gradio imports with the first plot drawn) at page load, so
     the Runs tab's first chart is only drawn when the tab opens (bench_web.py: 3-5 s on a loaded machine with the
-    import, 0.6 s without)."""
+    import, 0.6 s without). It also builds one training chart, so the server's first chart does not pay plotly's
+    first use."""
+    # plotly reads its validators when a figure first uses them (~1 s on a busy machine): done here, at start, not
+    # in the first page's chart
+    figure_json(training_figure(MetricSeries(run_id=0, data={"reward": ([1], [0.0])}, wall={1: 0.0})))
     figure = go.Figure(go.Scatter(x=[0], y=[0]))
     figure.update_layout(height=10, width=10, margin={"l": 0, "r": 0, "t": 0, "b": 0})
     return gr.Plot(value=figure, visible="hidden", elem_id="chart-warmup", show_label=False)
 
 
-def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None, *,
-                    view: gr.State | None = None) -> dict[str, gr.components.Component]:
+def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[str, gr.components.Component]:
     """Build the Runs tab inside the current ``gr.Blocks``; ``sync`` keeps the compare picker current and tells the
     other tabs of a cancel, resume or delete (the tab's own timer refreshes its table and run picker).
 
     The ``selected`` run is the app's selection: a click on a row of the table sets it, the other tabs follow it.
-    ``view`` (a ``gr.State`` the page load fills from the URL, :mod:`app.tabs.navigation`) selects the run a link
-    names and draws its chart at once, without waiting for the timer.
+    ``first_view`` in the result is what the page load runs (:func:`app.tabs.navigation.connect_url`): it selects
+    the run a link names (else the newest) and returns its chart in the load's own answer, without waiting for the
+    timer or a second round trip; the sections follow it.
     """
     timer = gr.Timer(REFRESH_SECONDS)
     # built before their place on the page (render=False, then .render()) so that the panels above them can act on them
@@ -170,7 +186,7 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None, *,
     doctor = create_doctor_panel(ctx, timer=timer, selected=selected)["panel"]
     overlay = create_overlay_picker(choices)
     controls = create_chart_controls()
-    plot = gr.Plot(label="training metrics (click a point to see that step's groups in Inspect)", elem_id="runs-plot")
+    plot = compact_plot(label="training metrics (click a point to see that step's groups in Inspect)", elem_id="runs-plot")
     chart_click = gr.Textbox(visible="hidden", elem_id="runs-chart-step")
     sections = create_metric_sections(ctx, chart_options=chart_options, click_js=CHART_CLICK_JS)
     with gr.Accordion("Log (last lines of train.log)", open=False):
@@ -222,11 +238,15 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None, *,
         options_now = run_choices(ctx)
         return gr.update(choices=options_now, value=options_now[0][1]) if options_now else gr.skip()
 
-    def on_select(run_id: int | None, checked: list | None = None, cache: dict | None = None, *options):
+    def on_select(run_id: int | None, checked: list | None = None, cache: dict | None = None, *options,
+                  drawn: MetricSeries | None = None):
         """Inputs: run, overlaid runs, their series, chart controls. Outputs: status, plot, log, series, overlay
-        series, overlay key (a fresh chart for the new run)."""
+        series, overlay key (a fresh chart for the new run). ``drawn``: the page's series; when it is already the
+        run's (the page load drew it, :func:`on_view`), nothing is drawn again."""
         if run_id is None:
             return gr.skip(), gr.skip(), gr.skip(), None, gr.skip(), gr.skip()
+        if isinstance(drawn, MetricSeries) and drawn.run_id == run_id:
+            return (gr.skip(),) * 6
         try:
             run = ctx.store.get_run(int(run_id))
         except StoreError:
@@ -254,16 +274,28 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None, *,
         return figure_of(run, series, cache, options), series, cache, overlay_legend_html(ctx, run.id, ids)
 
     def on_view(url_view: dict | None, run_id: int | None, checked: list | None = None, cache: dict | None = None,
-                *options):
-        """Inputs: the URL's view, the selected run, overlaid runs, their series, chart controls. Outputs: the
-        selected run (the link's, when it exists), then :func:`on_select`'s outputs."""
+                *options, request: gr.Request | None = None):
+        """Inputs: the URL's view (the page load's, :func:`app.tabs.navigation.connect_url`), the selected run,
+        overlaid runs, their series, chart controls. Outputs: the selected run (the link's, when it names one that
+        exists; else only the current choices, so a pick made while the page loaded stands), then
+        :func:`on_select`'s outputs; nothing at all when a pick of this page began meanwhile (:data:`SELECTIONS`)."""
+        page = _page(request)
+        picked_before = not SELECTIONS.is_latest(page, 0)  # a pick of this page began before its load ran
+        ticket = SELECTIONS.begin(page)
         wanted = url_view.get("run") if isinstance(url_view, dict) else None
+        linked = None
         if isinstance(wanted, int) and not isinstance(wanted, bool):
             try:
-                run_id = ctx.store.get_run(wanted).id
+                linked = run_id = ctx.store.get_run(wanted).id
             except StoreError:
                 pass  # a link to a deleted run: the selection stays
-        return (gr.update(choices=run_choices(ctx), value=run_id), *on_select(run_id, checked, cache, *options))
+        if linked is None and picked_before:
+            return (gr.skip(),) * 7
+        drawn = on_select(run_id, checked, cache, *options)
+        if not SELECTIONS.is_latest(page, ticket):
+            return (gr.skip(),) * (1 + len(drawn))
+        head = gr.update(choices=run_choices(ctx), **({"value": linked} if linked is not None else {}))
+        return (head, *drawn)
 
     def on_row(frame: pd.DataFrame, event: gr.SelectData):
         """Inputs: the table, the clicked cell. Outputs: the selected run (the clicked row's)."""
@@ -280,7 +312,16 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None, *,
     sweep_filter.change(lambda s, t, w: runs_frame(ctx, s, t, w), inputs=[filters["status"], filters["text"],
                                                                         sweep_filter], outputs=table)
     selected_outputs = [status, plot, log_box, series_state, overlay_state, overlay["key"]]
-    picked = selected.change(on_select, inputs=[selected, overlay["runs"], overlay_state, *option_inputs],
+    def on_pick(request: gr.Request, run_id: int | None, drawn: MetricSeries | None, checked: list | None = None,
+                cache: dict | None = None, *options):
+        """Inputs: run, the page's series, overlaid runs, their series, chart controls. Outputs: :func:`on_select`'s
+        (no change when a newer pick of this page began meanwhile)."""
+        page = _page(request)
+        ticket = SELECTIONS.begin(page)
+        answer = on_select(run_id, checked, cache, *options, drawn=drawn)
+        return answer if SELECTIONS.is_latest(page, ticket) else (gr.skip(),) * len(answer)
+
+    picked = selected.change(on_pick, inputs=[selected, series_state, overlay["runs"], overlay_state, *option_inputs],
                              outputs=selected_outputs, trigger_mode="always_last", **hidden)
     table.select(on_row, inputs=table, outputs=selected, **hidden)
     redraw_inputs = [selected, series_state, overlay["runs"], overlay_state, *option_inputs]
@@ -288,12 +329,11 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None, *,
     redrawn = gr.on([overlay["runs"].change, controls["smoothing"].release, controls["x_axis"].change, controls["log_y"].change,
            controls["panel_filter"].submit, controls["panel_filter"].blur, controls["expand"].change],
           on_redraw, inputs=redraw_inputs, outputs=redraw_outputs, trigger_mode="always_last", **hidden)
-    refreshed = [ticked, picked]
-    if view is not None:
-        refreshed.append(view.change(on_view, inputs=[view, selected, overlay["runs"], overlay_state, *option_inputs],
-                                     outputs=[selected, *selected_outputs], **hidden))
-    connect_metric_sections(ctx, sections, selected=selected, series_state=series_state, overlay_state=overlay_state,
-                            option_inputs=option_inputs, triggers={"refresh": refreshed, "search": [redrawn]})
+    follow_sections = connect_metric_sections(ctx, sections, selected=selected, series_state=series_state,
+                                              overlay_state=overlay_state, option_inputs=option_inputs,
+                                              triggers={"refresh": [ticked, picked], "search": [redrawn]})
+    first_view = {"fn": on_view, "inputs": [selected, overlay["runs"], overlay_state, *option_inputs],
+                  "outputs": [selected, *selected_outputs], "then": [follow_sections]}
     plot.change(None, js=CHART_CLICK_JS)
     if sync is not None:
         sync.follow_runs(overlay["runs"])
@@ -302,4 +342,4 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None, *,
             "cancel": cancel, "overlay": overlay["runs"], "overlay_key": overlay["key"], **controls,
             "sweep_filter": sweep_filter,
             "timer": timer, "compare_runs": compare["runs"], "compare_plot": compare["plot"], "doctor": doctor,
-            "sweep_table": sweeps["table"]}
+            "sweep_table": sweeps["table"], "first_view": first_view}
