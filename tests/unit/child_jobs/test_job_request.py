@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from grpo_core.child_jobs.request import WorkerJob, ask_worker
+from grpo_core.child_jobs.request import ChildJob, ask_worker
 
 WORKERS = {
     "echo_worker": """
@@ -54,8 +54,8 @@ def workers(tmp_path: Path) -> dict[str, str]:
     return {"PYTHONPATH": str(folder)}
 
 
-def job(module: str) -> WorkerJob:
-    return WorkerJob(module=module, error=JobFailed, failed="asking the test worker failed",
+def job(module: str) -> ChildJob:
+    return ChildJob(module=module, error=JobFailed, failed="asking the test worker failed",
                      timed_out="the test worker took longer than {timeout_s} s and was stopped")
 
 
