@@ -43,6 +43,7 @@ from grpo_core.rewards.compose import build_reward_funcs, score_group
 from grpo_core.rewards.hacking_probe import probe_row
 from grpo_core.rewards.template_tags import resolve_for_model
 from grpo_core.run_config import ConfigError, RunConfig, load_run_config, parse_run_config
+from grpo_core.settings import Settings, load_settings
 
 # ------------------------------------------------------------------------------------------------- sampling
 
@@ -208,15 +209,13 @@ def run_preflight(
 
 
 def load_inputs(config: RunConfig, *, dataset_id: int | None = None, data_dir: str | None = None,
-                db_url: str | None = None, base_dir: Path | None = None) -> tuple[RunConfig, list[dict[str, Any]], Any]:
+                db_url: str | None = None, base_dir: Path | None = None) -> tuple[RunConfig, list[dict[str, Any]], Settings]:
     """The config (``dataset_id`` put in when given), its dataset rows and the settings (``data_dir``, ``db_url``,
     else the environment's) of a preflight.
 
     Raises:
         ConfigError, ValueError, OSError: the dataset cannot be read (the message says which and why).
     """
-    from grpo_core.settings import load_settings
-
     if dataset_id is not None:
         config = config.model_copy(update={"dataset_id": dataset_id})
     settings = load_settings(data_dir=data_dir, db_url=db_url)
@@ -233,7 +232,7 @@ def load_inputs(config: RunConfig, *, dataset_id: int | None = None, data_dir: s
     return config, rows, settings
 
 
-def _report(config: RunConfig, rows: list[dict[str, Any]], settings: Any, prompts: int,
+def _report(config: RunConfig, rows: list[dict[str, Any]], settings: Settings, prompts: int,
             progress: Callable[[str], None]) -> PreflightReport:
     progress(f"sampling {min(prompts, len(rows))} prompts x {config.num_generations} completions from {config.model}")
     settings.model_cache_dir.mkdir(parents=True, exist_ok=True)
