@@ -1,5 +1,5 @@
 """A model to serve, the web half: merge a finished run's adapter into its base model in a worker process
-(:mod:`grpo_core.merge.worker`, started through :mod:`grpo_core.processes`) and report its progress.
+(:mod:`grpo_core.merge.worker`, a child job: :mod:`grpo_core.child_jobs.request`) and report its progress.
 
 The merged folder goes to ``<data dir>/exports/run-NNNNN-merged-<adapter fingerprint>/`` (safetensors, tokenizer,
 generation config): ``AutoModelForCausalLM.from_pretrained(folder)`` and ``vllm serve folder`` load it. Merging is
@@ -11,13 +11,13 @@ another copy of the model. Imports no torch.
 from __future__ import annotations
 
 import hashlib
-import sys
 import time
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
-from grpo_core.processes import start_process, stop_process, tail_text
+from grpo_core.child_jobs.request import ChildJob, start_child
 from grpo_core.runs.export import exports_dir
 from grpo_core.runs.files import adapter_dir, run_dir
 from grpo_core.settings import Settings
@@ -29,14 +29,24 @@ REUSED = "already merged"
 
 
 class MergeError(RuntimeError):
-    """The merge cannot start or failed; the message carries the reason (the end of the worker's log)."""
+    """The merge cannot start or failed; the message carries the reason (the worker's, or the end of its log)."""
 
 
-def merge_command(settings: Settings, run: RunInfo, dest: Path) -> list[str]:
-    """The worker's argv for merging ``run``'s final adapter into its base model at ``dest``."""
-    return [sys.executable, "-m", "grpo_core.merge.worker", "--model", str(run.config.get("model", "")),
-            "--weights", str(adapter_dir(run_dir(settings, run))), "--dest", str(dest),
-            "--cache-dir", str(settings.model_cache_dir)]
+MERGE_JOB = ChildJob(
+    module="grpo_core.merge.worker",
+    error=MergeError,
+    failed="merging {run} failed",
+    timed_out="merging {run} took longer than {timeout_s} s; stopped",
+    answered="merging {run} failed: {error}",
+    tail_lines=20,
+)
+"""The merge's child job (:mod:`grpo_core.child_jobs.request`); ``{run}`` is ``run #N``."""
+
+
+def merge_request(settings: Settings, run: RunInfo, dest: Path) -> dict[str, Any]:
+    """The worker's request for merging ``run``'s final adapter into its base model at ``dest``."""
+    return {"model": str(run.config.get("model", "")), "weights": str(adapter_dir(run_dir(settings, run))),
+            "dest": str(dest), "cache_dir": str(settings.model_cache_dir)}
 
 
 def adapter_fingerprint(model: str, weights: Path) -> str:
@@ -83,8 +93,10 @@ def merge_run(
     When that folder already holds the merge of the same base model and adapter (:func:`merged_folder`), nothing is
     started: the lines are one beginning with :data:`REUSED`, then the folder.
 
+    Closing the generator (the page went away) stops the worker, as a timeout does.
+
     Raises:
-        MergeError: the run has no final adapter, the worker failed (with the end of its log) or ran past
+        MergeError: the run has no final adapter, the worker failed (its reason, or the end of its log) or ran past
             ``timeout_s`` (it is then stopped).
     """
     dest = merged_folder(settings, run)
@@ -92,27 +104,14 @@ def merge_run(
         yield f"{REUSED}: run #{run.id}'s adapter has not changed since {dest.name} was written; reusing it"
         yield str(dest)
         return
-    root = dest.parent
-    root.mkdir(parents=True, exist_ok=True)
-    log_path = root / f"{dest.name}.log"
-    process = start_process(merge_command(settings, run, dest), log_path=log_path)
-    deadline = time.monotonic() + timeout_s
-    seen = 0
-    while True:
-        code = process.poll()
-        lines = Path(log_path).read_text(encoding="utf-8", errors="replace").splitlines()
-        for line in lines[seen:]:
-            if line.startswith("progress: "):
-                yield line[len("progress: "):]
-        seen = len(lines)
-        if code is not None:
-            break
-        if time.monotonic() > deadline:
-            stop_process(process)
-            raise MergeError(f"merging run #{run.id} took longer than {timeout_s:.0f} s; stopped")
-        sleep(poll_s)
-    if code != 0 or not dest.is_dir():
-        raise MergeError(f"merging run #{run.id} failed:\n{tail_text(log_path, max_lines=20)}")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with start_child(MERGE_JOB, merge_request(settings, run, dest), timeout_s=timeout_s,
+                     context={"run": f"run #{run.id}"}) as job:
+        for events in job.watch(poll_s, sleep):
+            yield from (event.message for event in events if event.message is not None)
+        job.result()
+    if not dest.is_dir():
+        raise MergeError(f"merging run #{run.id} failed: the worker wrote no folder at {dest}")
     yield str(dest)
 
 

@@ -1,29 +1,31 @@
 """Merge a run's LoRA adapter into its base model and save a Hugging Face folder that transformers and vLLM load.
 
-``python -m grpo_core.merge.worker --model MODEL --weights WEIGHTS --dest DEST --cache-dir CACHE`` loads the base
+``python -m grpo_core.merge.worker REQUEST --out ANSWER --progress FILE`` (the child-job protocol,
+:mod:`grpo_core.child_jobs`; the request: ``{"model", "weights", "dest", "cache_dir"}``) loads the base
 model in float32 on the CPU (a GGUF is converted first, :func:`grpo_core.engine.policy_model.prepare_model`), applies the
 PEFT adapter in ``WEIGHTS`` and folds it in (PEFT's ``merge_and_unload``: ``W + B A * alpha / r``), then writes
 ``DEST`` with ``model.safetensors``, ``config.json``, ``generation_config.json`` and the tokenizer. Without LoRA
 ``WEIGHTS`` already holds full weights: they are saved the same way. It writes to ``DEST.partial`` and renames, so a
-folder at ``DEST`` is always complete. Progress lines start with ``progress:`` (read by :mod:`grpo_core.merge.job`).
+folder at ``DEST`` is always complete. Each step is a progress message (shown by :mod:`grpo_core.merge.job`, and
+in the log after ``progress:``).
 Runs in a child process only (imports torch, transformers and peft).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
-import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
+
+from grpo_core.child_jobs.answer_file import answer_request
 
 
-def _progress(message: str) -> None:
-    print(f"progress: {message}", flush=True)
-
-
-def merge_adapter(model: str, weights: str | Path, dest: str | Path, cache_dir: str | Path) -> Path:
-    """Write the merged model of ``model`` + the adapter (or full weights) in ``weights`` to ``dest``. Returns ``dest``.
+def merge_adapter(model: str, weights: str | Path, dest: str | Path, cache_dir: str | Path,
+                  progress: Callable[[str], None] = print) -> Path:
+    """Write the merged model of ``model`` + the adapter (or full weights) in ``weights`` to ``dest``, saying each
+    step to ``progress``. Returns ``dest``.
 
     Raises:
         FileExistsError: ``dest`` exists.
@@ -39,19 +41,19 @@ def merge_adapter(model: str, weights: str | Path, dest: str | Path, cache_dir: 
         raise FileExistsError(f"{dest} exists")
     partial = dest.with_name(dest.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    base_path = prepare_model(model, Path(cache_dir), _progress)
+    base_path = prepare_model(model, Path(cache_dir), progress)
     if (weights / "adapter_config.json").is_file():
         from peft import PeftModel
 
-        _progress(f"loading the base model {base_path}")
+        progress(f"loading the base model {base_path}")
         base = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32, trust_remote_code=False)
-        _progress(f"applying the adapter {weights}")
+        progress(f"applying the adapter {weights}")
         merged = PeftModel.from_pretrained(base, str(weights)).merge_and_unload()
     else:
-        _progress(f"loading the full weights {weights} (the run trained without LoRA)")
+        progress(f"loading the full weights {weights} (the run trained without LoRA)")
         merged = AutoModelForCausalLM.from_pretrained(str(weights), dtype=torch.float32,
                                                       trust_remote_code=False)
-    _progress("saving the merged model (safetensors)")
+    progress("saving the merged model (safetensors)")
     merged.save_pretrained(partial, safe_serialization=True)
     tokenizer_source = str(weights) if (weights / "tokenizer_config.json").is_file() else base_path
     AutoTokenizer.from_pretrained(tokenizer_source, trust_remote_code=False).save_pretrained(partial)
@@ -61,24 +63,22 @@ def merge_adapter(model: str, weights: str | Path, dest: str | Path, cache_dir: 
         generation = GenerationConfig.from_model_config(merged.config)
     generation.save_pretrained(partial)
     os.replace(partial, dest)
-    _progress(f"done: {dest}")
+    progress(f"done: {dest}")
     return dest
 
 
+def answer(request: Mapping[str, Any], progress: Callable[[str], None]) -> dict[str, str]:
+    """The child-job answer: :func:`merge_adapter` of the request ``{"model", "weights", "dest", "cache_dir"}``;
+    ``{"folder": dest}``."""
+    dest = merge_adapter(str(request["model"]), str(request["weights"]), str(request["dest"]),
+                         str(request["cache_dir"]), progress)
+    return {"folder": str(dest)}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point; returns the exit status (1 with the reason on standard error)."""
-    parser = argparse.ArgumentParser(prog="python -m grpo_core.merge.worker", description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--weights", required=True)
-    parser.add_argument("--dest", required=True)
-    parser.add_argument("--cache-dir", required=True)
-    args = parser.parse_args(argv)
-    try:
-        merge_adapter(args.model, args.weights, args.dest, args.cache_dir)
-    except Exception as exc:  # noqa: BLE001 - the parent reads the reason from the log
-        print(f"error: {exc.__class__.__name__}: {exc}", file=sys.stderr, flush=True)
-        return 1
-    return 0
+    """Entry point of ``python -m grpo_core.merge.worker REQUEST --out ANSWER --progress FILE`` (the child-job
+    protocol, :func:`grpo_core.child_jobs.answer_file.answer_request`); exit status 0."""
+    return answer_request("python -m grpo_core.merge.worker", answer, argv, echo="progress: ")
 
 
 if __name__ == "__main__":

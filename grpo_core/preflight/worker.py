@@ -1,4 +1,5 @@
-"""Preflight, the sampling half: ``python -m grpo_core.preflight.worker CONFIG [--prompts 4] [--json OUT]``.
+"""Preflight, the sampling half: ``python -m grpo_core.preflight.worker REQUEST --out ANSWER --progress FILE`` (the
+child-job protocol, :mod:`grpo_core.child_jobs`).
 
 What it does (:func:`run_preflight`): load the model and tokenizer the way the trainer does
 (:mod:`grpo_core.engine.policy_model`: :func:`~grpo_core.engine.policy_model.prepare_model`, float32 on the CPU, bfloat16 on a
@@ -17,15 +18,14 @@ A run with tools or an environment samples multi-turn rollouts with TRL's own to
 What it leaves out: it samples from the model as it is before training (no LoRA update, no reference model),
 one process, no vLLM; with a handful of prompts every share it reports is rough (4 prompts -> steps of 25 %).
 
-Entry points: this module and ``grpo-dashboard preflight run.yaml`` (one argument parser,
-:func:`grpo_core.preflight.job.add_preflight_arguments`); the dashboard runs this module in a subprocess
-(:mod:`grpo_core.preflight.job`). Imports torch and transformers when sampling; worker processes only.
+Entry points: this module, which the dashboard runs in a subprocess (:mod:`grpo_core.preflight.job`), and
+``grpo-dashboard preflight run.yaml`` (:func:`preflight_command`, in the command line's own process, its arguments
+from :func:`grpo_core.preflight.job.add_preflight_arguments`). Imports torch and transformers when sampling; worker processes only.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import sys
@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from grpo_core.child_jobs.answer_file import answer_request, error_answer, write_answer
 from grpo_core.datasets.images import image_in_folder, row_image_names, rows_images_folder
 from grpo_core.datasets.leaks import leak_lines
 from grpo_core.datasets.rows import load_rows, prompt_text
@@ -46,7 +47,8 @@ from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_cov
 from grpo_core.rewards.compose import build_reward_funcs, score_group
 from grpo_core.rewards.hacking_probe import probe_row
 from grpo_core.rewards.template_tags import resolve_for_model
-from grpo_core.run_config import ConfigError, RunConfig, load_run_config
+from grpo_core.run_config import ConfigError, RunConfig, load_run_config, parse_run_config
+from grpo_core.settings import Settings, load_settings
 
 # ------------------------------------------------------------------------------------------------- sampling
 
@@ -302,6 +304,40 @@ def run_preflight(
 # ------------------------------------------------------------------------------------------------- entry point
 
 
+def load_inputs(config: RunConfig, *, dataset_id: int | None = None, data_dir: str | None = None,
+                db_url: str | None = None, base_dir: Path | None = None,
+                ) -> tuple[RunConfig, list[dict[str, Any]], Settings, Path | None]:
+    """The config (``dataset_id`` put in when given), its dataset rows, the settings (``data_dir``, ``db_url``,
+    else the environment's) and the dataset's image folder (``None``: its rows carry no images) of a preflight.
+
+    Raises:
+        ConfigError, ValueError, OSError: the dataset cannot be read (the message says which and why).
+    """
+    if dataset_id is not None:
+        config = config.model_copy(update={"dataset_id": dataset_id})
+    settings = load_settings(data_dir=data_dir, db_url=db_url)
+    store = None
+    try:
+        if config.dataset_id is not None:
+            from storage import Store
+
+            store = Store(settings.db_url)
+        rows = load_rows(store, config, base_dir=base_dir)
+        images = rows_images_folder(store, config, rows)
+    finally:
+        if store is not None:
+            store.close()
+    return config, rows, settings, images
+
+
+def _report(config: RunConfig, rows: list[dict[str, Any]], settings: Settings, prompts: int,
+            progress: Callable[[str], None], images: Path | None = None) -> PreflightReport:
+    progress(f"sampling {min(prompts, len(rows))} prompts x {config.num_generations} completions from {config.model}")
+    settings.model_cache_dir.mkdir(parents=True, exist_ok=True)
+    return run_preflight(config, rows, model_cache_dir=settings.model_cache_dir, num_prompts=prompts,
+                         progress=progress, images=images)
+
+
 def preflight_command(
     config_path: str,
     *,
@@ -312,52 +348,32 @@ def preflight_command(
     json_out: str | None = None,
     prog: str = "preflight",
 ) -> int:
-    """Run a preflight from a config file, print the report; exit status 0, 2 for a bad config, 1 on failure.
+    """``grpo-dashboard preflight``: run a preflight from a config file, print the report; exit status 0, 2 for a
+    bad config, 1 on failure.
 
-    With ``json_out`` the report (or ``{"error": message}``) is written there as JSON, atomically.
+    With ``json_out`` the report (or the error shape ``{"error": message}``) is written there as JSON, atomically.
     """
-    from grpo_core.settings import load_settings
 
     def write_json(data: dict[str, Any]) -> None:
         if json_out:
-            target = Path(json_out)
-            tmp = target.with_name(target.name + ".tmp")
-            tmp.write_text(json.dumps(data, ensure_ascii=False, allow_nan=False), encoding="utf-8")
-            os.replace(tmp, target)
+            write_answer(Path(json_out), data)
 
     def progress(message: str) -> None:
         print(f"[preflight] {message}", flush=True)
 
-    store = None
     try:
-        config = load_run_config(config_path)
-        if dataset_id is not None:
-            config = config.model_copy(update={"dataset_id": dataset_id})
-        settings = load_settings(data_dir=data_dir, db_url=db_url)
-        if config.dataset_id is not None:
-            from storage import Store
-
-            store = Store(settings.db_url)
-        rows = load_rows(store, config, base_dir=Path(config_path).resolve().parent)
-        images = rows_images_folder(store, config, rows)
+        config, rows, settings, images = load_inputs(load_run_config(config_path), dataset_id=dataset_id,
+                                                     data_dir=data_dir, db_url=db_url,
+                                                     base_dir=Path(config_path).resolve().parent)
     except (ConfigError, ValueError, OSError) as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         write_json({"error": str(exc)})
         return 2
-    finally:
-        if store is not None:
-            store.close()
-    progress(f"sampling {min(prompts, len(rows))} prompts x {config.num_generations} completions from {config.model}")
     try:
-        settings.model_cache_dir.mkdir(parents=True, exist_ok=True)
-        report = run_preflight(
-            config, rows, model_cache_dir=settings.model_cache_dir, num_prompts=prompts, progress=progress,
-            images=images,
-        )
+        report = _report(config, rows, settings, prompts, progress, images)
     except Exception as exc:  # noqa: BLE001 - any failure is reported, to the terminal and to the JSON file
-        message = f"{type(exc).__name__}: {exc}"
-        print(f"{prog}: {message}", file=sys.stderr)
-        write_json({"error": message})
+        print(f"{prog}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        write_json(error_answer(exc))
         return 1
     print(format_report(report), flush=True)
     write_json(report.to_dict())
@@ -366,7 +382,7 @@ def preflight_command(
 
 def preflight_from_args(args: argparse.Namespace, prog: str) -> int:
     """:func:`preflight_command` on arguments parsed by :func:`grpo_core.preflight.job.add_preflight_arguments`
-    (``python -m grpo_core.preflight.worker`` and ``grpo-dashboard preflight``); returns the exit status."""
+    (``grpo-dashboard preflight``); returns the exit status."""
     return preflight_command(
         args.config,
         prompts=args.prompts,
@@ -378,12 +394,24 @@ def preflight_from_args(args: argparse.Namespace, prog: str) -> int:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m grpo_core.preflight.worker`` (the arguments of ``grpo-dashboard preflight``)."""
-    from grpo_core.preflight.job import build_preflight_parser
+def answer(request: Mapping[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
+    """The child-job answer (:mod:`grpo_core.preflight.job`'s request ``{"config", "num_prompts", "data_dir"}``; the
+    store URL in the environment): the report as JSON (:meth:`PreflightReport.to_dict`), also printed to the log.
 
-    prog = "python -m grpo_core.preflight.worker"
-    return preflight_from_args(build_preflight_parser(prog).parse_args(argv), prog="grpo_core.preflight.worker")
+    Raises:
+        ConfigError, ValueError, OSError: the config or its dataset cannot be used; as :func:`run_preflight`.
+    """
+    config = parse_run_config(request["config"], source="the preflight's config")
+    config, rows, settings, images = load_inputs(config, data_dir=str(request["data_dir"]))
+    report = _report(config, rows, settings, max(1, int(request["num_prompts"])), progress, images)
+    print(format_report(report), flush=True)
+    return report.to_dict()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m grpo_core.preflight.worker REQUEST --out ANSWER --progress FILE`` (the child-job
+    protocol, :func:`grpo_core.child_jobs.answer_file.answer_request`); exit status 0."""
+    return answer_request("python -m grpo_core.preflight.worker", answer, argv, echo="[preflight] ")
 
 
 if __name__ == "__main__":

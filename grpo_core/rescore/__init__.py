@@ -3,6 +3,7 @@ recorded, and keep the result as a rescoring of the run (never over what the run
 torch.
 
 advantages.py (TRL's group-relative advantage, pure), request.py (a rescoring request and its bounds), compare.py
-(the comparison of two scorings, pure), composition.py (launch config, presets), job.py (the web half: start, poll,
-stop the child), worker.py (the child: ``python -m grpo_core.rescore.worker``).
+(the comparison of two scorings, pure), composition.py (launch config, presets), job.py (the web half: the request,
+the count copied into the store, the comparison stored), worker.py (the child: ``python -m grpo_core.rescore.worker``);
+the two talk through :mod:`grpo_core.child_jobs`.
 """

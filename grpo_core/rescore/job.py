@@ -8,29 +8,25 @@ its composition is checked against the caller's boundary (plugin targets, reward
 :meth:`grpo_core.access.boundary.Boundary.check_rewards`) before anything is imported, a ``dataset_path`` run's file
 against its dataset roots, and its size against :mod:`grpo_core.rescore.request`'s bounds. The child runs plugins
 (as the plugin check does) and code rules (in the sandbox, as in training); it is killed with its process group on
-cancel or past :data:`RESCORE_TIMEOUT_S`. Users' regular expressions are bounded per group in the child
+cancel or past :data:`RESCORE_TIMEOUT_S` (the child-job protocol, :mod:`grpo_core.child_jobs.request`). Users' regular expressions are bounded per group in the child
 (:data:`grpo_core.rescore.worker.GROUP_REGEX_BUDGET_S`). Rescorings share :data:`grpo_core.child_jobs.slots.RESCORE_SLOTS`:
 a few at once, one a login, so one login's rescoring never holds every slot.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import shutil
-import sys
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from grpo_core.access.boundary import OPEN, Boundary, BoundaryError
+from grpo_core.child_jobs.request import ChildJob, RunningJob, start_child
 from grpo_core.child_jobs.slots import RESCORE_SLOTS, JobSlots, SlotsBusy
 from grpo_core.datasets.rows import ROW_INDEX_COLUMN, load_rows
-from grpo_core.processes import start_process, stop_process, tail_text
 from grpo_core.rescore.compare import compare_scorings
 from grpo_core.rescore.request import (
     MAX_GROUPS,
@@ -51,6 +47,14 @@ RESCORE_TIMEOUT_S = 3600.0
 
 POLL_S = 0.25
 """How often the job reads the child's progress and the cancel flag."""
+
+RESCORE_JOB = ChildJob(
+    module="grpo_core.rescore.worker",
+    error=RescoreError,
+    failed="the rescoring child failed",
+    timed_out="stopped after {timeout_s} s",
+)
+"""The rescoring's child job (:mod:`grpo_core.child_jobs.request`); its messages are the stored rescoring's error."""
 
 MAX_SAMPLED_FROM = 100_000
 """The most groups a ``sample`` is drawn from (the first of the range)."""
@@ -153,47 +157,33 @@ def _scored_form(completion: Mapping[str, Any]) -> str | list[dict[str, Any]]:
 def execute_rescoring(store: Store, rescoring_id: int, prepared: PreparedRescoring, *, workdir: Path,
                       workers: int | None = None, timeout_s: float = RESCORE_TIMEOUT_S,
                       on_progress: Callable[[int, int], None] | None = None) -> RescoringInfo:
-    """Run the child for rescoring ``rescoring_id`` and store how it ended (completed, failed or cancelled); the
-    folder ``workdir/<id>`` holds its request, answer and log while it runs and is removed after."""
-    folder = Path(workdir) / f"rescoring-{rescoring_id}"
-    folder.mkdir(parents=True, exist_ok=True)
+    """Run the child for rescoring ``rescoring_id`` (:data:`RESCORE_JOB`) and store how it ended (completed,
+    failed or cancelled); its job folder under ``workdir`` holds its request, answer, progress and log while it runs
+    and is removed after."""
     try:
-        return _execute(store, rescoring_id, prepared, folder, workers, timeout_s, on_progress)
+        with start_child(RESCORE_JOB, _child_request(prepared, workers), timeout_s=timeout_s,
+                         workdir=Path(workdir)) as job:
+            return _follow(store, rescoring_id, prepared, job, on_progress)
     except Exception as exc:  # noqa: BLE001 - nothing is lost: the rescoring says why it failed
         log.exception("rescoring %s failed", rescoring_id)
         return store.finish_rescoring(rescoring_id, "failed", error=f"{type(exc).__name__}: {exc}")
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
-def _execute(store: Store, rescoring_id: int, prepared: PreparedRescoring, folder: Path, workers: int | None,
-             timeout_s: float, on_progress: Callable[[int, int], None] | None) -> RescoringInfo:
-    request_path, answer_path = folder / "request.json", folder / "answer.json"
-    progress_path, log_path = folder / "progress.json", folder / "log"
-    request_path.write_text(json.dumps(_child_request(prepared, workers), default=str), encoding="utf-8")
-    command = [sys.executable, "-m", "grpo_core.rescore.worker", str(request_path), "--out", str(answer_path),
-               "--progress", str(progress_path)]
-    process = start_process(command, log_path=log_path, env=dict(os.environ))
-    deadline = time.monotonic() + timeout_s
+def _follow(store: Store, rescoring_id: int, prepared: PreparedRescoring, job: RunningJob,
+            on_progress: Callable[[int, int], None] | None) -> RescoringInfo:
+    """Copy the child's count into the store every :data:`POLL_S`; the store's cancel flag cancels it."""
     total = prepared.num_completions
-    while process.poll() is None:
-        done = _read_done(progress_path)
+    for _ in job.watch(POLL_S):
+        done = job.latest.done or 0
         if on_progress is not None:
             on_progress(done, total)
         if store.set_rescoring_progress(rescoring_id, done):
-            stop_process(process)
+            job.cancel()
             return store.finish_rescoring(rescoring_id, "cancelled")
-        if time.monotonic() > deadline:
-            stop_process(process)
-            return store.finish_rescoring(rescoring_id, "failed", error=f"stopped after {timeout_s:.0f} s")
-        time.sleep(POLL_S)
-    if process.returncode != 0 or not answer_path.is_file():
-        output = tail_text(log_path, max_lines=30, max_bytes=3000)
-        return store.finish_rescoring(rescoring_id, "failed",
-                                      error=f"the rescoring child failed (exit status {process.returncode}):\n{output}")
-    answer = json.loads(answer_path.read_text(encoding="utf-8"))
-    if "error" in answer:
-        return store.finish_rescoring(rescoring_id, "failed", error=str(answer["error"]))
+    try:
+        answer = job.result()
+    except RescoreError as exc:
+        return store.finish_rescoring(rescoring_id, "failed", error=str(exc))
     result = compare_scorings(prepared.groups, answer, scale_rewards=prepared.scale_rewards,
                               multi_objective_aggregation=prepared.aggregation)
     result.update(run_id=prepared.request.run_id, rewards=prepared.specs, probe=answer.get("probe") or [],
@@ -201,13 +191,6 @@ def _execute(store: Store, rescoring_id: int, prepared: PreparedRescoring, folde
     if on_progress is not None:
         on_progress(total, total)
     return store.finish_rescoring(rescoring_id, "completed", result=result)
-
-
-def _read_done(path: Path) -> int:
-    try:
-        return int(json.loads(path.read_text(encoding="utf-8")).get("done", 0))
-    except (OSError, ValueError, AttributeError):
-        return 0
 
 
 def start_rescoring(store: Store, request: RescoreRequest, *, workdir: Path, boundary: Boundary = OPEN,

@@ -1,6 +1,7 @@
 """``python -m grpo_core.rescore.worker REQUEST --out ANSWER --progress FILE``: scores recorded completions with a
-reward composition, away from the web process (:mod:`grpo_core.rescore.job` starts it, polls ``FILE`` and may kill
-its process group to cancel).
+reward composition, away from the web process (:mod:`grpo_core.rescore.job` starts it through the child-job
+protocol, :mod:`grpo_core.child_jobs`: it reads the count of completions scored from ``FILE`` and may kill the
+process group to cancel).
 
 The request (JSON): ``{"specs": [...], "groups": [{"id", "row_index", "completions": [text, ...]}, ...],
 (a multi-turn completion is its list of messages instead of a text, as TRL hands it to reward functions)
@@ -22,13 +23,12 @@ import dataclasses
 import json
 import os
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 from typing import Any
 
 from grpo_core.child_jobs.answer_file import answer_request
+from grpo_core.child_jobs.progress import ProgressWriter
 from grpo_core.rewards.compose import _ignore_log_extra, _ignore_log_metric, build_reward_funcs
 from grpo_core.rewards.hacking_probe import flagged, probe_row
 from grpo_core.rewards.regex_budget import time_budget
@@ -88,26 +88,19 @@ def _score_chunk(chunk: list[tuple[Any, list[str], dict[str, Any]]], chat: bool)
     return [(gid, *score_group_rewards(funcs, names, texts, row, chat)) for gid, texts, row in chunk]
 
 
-class _Progress:
-    """Writes ``{"done", "total"}`` to the progress file, at most every 0.2 s (atomically: the reader never sees
-    half a file)."""
+class _Counter:
+    """Completions scored so far, reported through the job's progress writer (counts at most every 0.2 s)."""
 
-    def __init__(self, path: Path | None, total: int) -> None:
-        self.path, self.total, self.done, self._last = path, total, 0, 0.0
+    def __init__(self, progress: ProgressWriter, total: int) -> None:
+        self.progress, self.total, self.done = progress, total, 0
 
     def add(self, count: int, *, force: bool = False) -> None:
         self.done += count
-        now = time.monotonic()
-        if self.path is None or (not force and now - self._last < 0.2):
-            return
-        self._last = now
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"done": self.done, "total": self.total}))
-        os.replace(tmp, self.path)
+        self.progress.report(done=self.done, total=self.total, force=force)
 
 
-def score_batch(request: Mapping[str, Any], progress_path: Path | None = None) -> dict[str, Any]:
-    """The answer to one request (see the module docstring)."""
+def score_batch(request: Mapping[str, Any], progress: ProgressWriter | None = None) -> dict[str, Any]:
+    """The answer to one request (see the module docstring); the count of completions scored goes to ``progress``."""
     specs = request["specs"]
     chat = bool(request.get("chat"))
     rows = {int(k): v for k, v in (request.get("rows") or {}).items()}
@@ -116,7 +109,7 @@ def score_batch(request: Mapping[str, Any], progress_path: Path | None = None) -
     funcs, weights, names = _FUNCS
     items = [(g["id"], list(g["completions"]), rows.get(int(g["row_index"]), {"prompt": g.get("prompt", "")}))
              for g in request["groups"]]
-    progress = _Progress(progress_path, sum(len(texts) for _, texts, _ in items))
+    progress = _Counter(progress or ProgressWriter(None), sum(len(texts) for _, texts, _ in items))
     progress.add(0, force=True)
     categories = {get_rule(str(s.get("rule"))).category for s in specs}
     parallel = bool(categories & set(PARALLEL_CATEGORIES))
@@ -171,7 +164,7 @@ def _probe(specs: Sequence[Mapping[str, Any]], items: Sequence[tuple[Any, list[s
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return answer_request("python -m grpo_core.rescore.worker", score_batch, argv, progress=True)
+    return answer_request("python -m grpo_core.rescore.worker", score_batch, argv)
 
 
 if __name__ == "__main__":

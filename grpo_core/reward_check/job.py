@@ -1,8 +1,9 @@
 """Reward plugins, tried away from the web process: the check before a run is queued, and the try-out bench's
 scoring when it includes plugins. Imports no torch, and never the user's code.
 
-Both run :mod:`grpo_core.reward_check.worker` as a child process (:func:`grpo_core.child_jobs.request.ask_worker`): the
-user's module is imported there, called as TRL's ``GRPOTrainer`` would call it, and the child answers in a JSON file.
+Both run :mod:`grpo_core.reward_check.worker` as a child process (the child-job protocol,
+:func:`grpo_core.child_jobs.request.ask_worker`): the user's module is imported there, called as TRL's
+``GRPOTrainer`` would call it, and the child answers in a JSON file.
 
 * :func:`check_plugins` refuses, in seconds, a plugin that does not import, whose parameters TRL's call cannot fill,
   or that does not return one number (or ``None``) per completion when called once on a real dataset row
@@ -15,13 +16,22 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from grpo_core.child_jobs.request import WorkerJob, ask_worker
+from grpo_core.child_jobs.request import ChildJob, ask_worker
 from grpo_core.rewards.compose import GroupScore, RewardSpec
 
 #: Seconds a check or a bench scoring may take (importing the plugin's module included) before it is stopped.
 REWARD_CHECK_TIMEOUT_S = 60.0
 
-REWARD_CHECK_JOB = WorkerJob(
+#: The check before a launch; the worker's error answer is worded as a failed check.
+REWARD_CHECK_JOB = ChildJob(
+    module="grpo_core.reward_check.worker",
+    error=ValueError,
+    failed="trying the reward plugins failed",
+    timed_out="the reward plugins did not answer within {timeout_s} s and were stopped",
+    answered="checking the reward plugins failed: {error}",
+)
+#: The try-out bench's scoring; the worker's error answer is what ``score_group`` raised, as it said it.
+REWARD_SCORE_JOB = ChildJob(
     module="grpo_core.reward_check.worker",
     error=ValueError,
     failed="trying the reward plugins failed",
@@ -38,15 +48,17 @@ def has_plugins(specs: Sequence[RewardSpec | Mapping[str, Any]]) -> bool:
     return any(_spec_dict(spec).get("rule") == "plugin" for spec in specs)
 
 
-def ask_reward_check(request: Mapping[str, Any], *, timeout_s: float = REWARD_CHECK_TIMEOUT_S) -> dict[str, Any]:
+def ask_reward_check(request: Mapping[str, Any], *, timeout_s: float = REWARD_CHECK_TIMEOUT_S,
+                     job: ChildJob = REWARD_CHECK_JOB) -> dict[str, Any]:
     """Answer ``request`` in ``python -m grpo_core.reward_check.worker`` and return its JSON answer
     (:func:`grpo_core.child_jobs.request.ask_worker`).
 
     Raises:
-        ValueError: the child timed out (it is killed with its process group), failed, or wrote no answer; the
-            message ends with the tail of its output (what the plugin printed, a traceback).
+        ValueError: the worker answered an error (``job``'s wording), or the child timed out (it is killed with its
+            process group), failed, or wrote no answer; the message then ends with the tail of its output (what the
+            plugin printed, a traceback).
     """
-    return ask_worker(REWARD_CHECK_JOB, request, timeout_s=timeout_s)
+    return ask_worker(job, request, timeout_s=timeout_s)
 
 
 def check_plugins(
@@ -68,8 +80,6 @@ def check_plugins(
     if not has_plugins(dicts):
         return
     answer = ask_reward_check({"action": "check", "specs": dicts, "row": dict(row)}, timeout_s=timeout_s)
-    if "error" in answer:
-        raise ValueError(f"checking the reward plugins failed: {answer['error']}")
     for index, (spec, problem) in enumerate(zip(dicts, answer["problems"], strict=True), start=1):
         if problem:
             problem = problem.removeprefix(f"reward rule 1 ({spec['rule']}): ")
@@ -100,7 +110,4 @@ def score_group_isolated(
         "scale_rewards": scale_rewards,
         "multi_objective_aggregation": multi_objective_aggregation,
     }
-    answer = ask_reward_check(request, timeout_s=timeout_s)
-    if "error" in answer:
-        raise ValueError(answer["error"])
-    return GroupScore(**answer)
+    return GroupScore(**ask_reward_check(request, timeout_s=timeout_s, job=REWARD_SCORE_JOB))

@@ -1,5 +1,6 @@
-"""``python -m grpo_core.reward_check.worker REQUEST --out RESULT``: runs a user's reward plugins once, away from the
-web process (:mod:`grpo_core.reward_check.job` starts it and reads its answer).
+"""``python -m grpo_core.reward_check.worker REQUEST --out RESULT --progress FILE``: runs a user's reward plugins
+once, away from the web process (:mod:`grpo_core.reward_check.job` starts it and reads its answer, through the
+child-job protocol of :mod:`grpo_core.child_jobs`).
 
 Two requests, both JSON:
 
@@ -23,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
-from grpo_core.child_jobs.answer_file import answer_request
+from grpo_core.child_jobs.answer_file import answer_request, error_answer
 from grpo_core.rewards.compose import _ignore_log_extra, _ignore_log_metric, build_reward_funcs, score_group
 from grpo_core.rewards.plugin import PluginReward, call_reward_function, check_rewards
 
@@ -118,7 +119,7 @@ def answer(request: Mapping[str, Any]) -> dict[str, Any]:
                 multi_objective_aggregation=request.get("multi_objective_aggregation", "sum_then_normalize"),
             )
         except Exception as exc:  # noqa: BLE001 - shown to the user as is
-            return {"error": f"{type(exc).__name__}: {exc}"}
+            return error_answer(exc)
         return dataclasses.asdict(score)
     return {"error": f"unknown action {action!r}"}
 

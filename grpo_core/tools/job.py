@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from grpo_core.child_jobs.request import WorkerJob, ask_worker
+from grpo_core.child_jobs.request import ChildJob, ask_worker
 
 #: Wall-clock limit of one check (importing transformers and TRL and loading a tokenizer), seconds.
 TOOL_TEMPLATE_TIMEOUT_S = 120.0
@@ -20,7 +20,7 @@ class ToolTemplateError(RuntimeError):
     """The check failed or timed out; the message says why (with the end of the child's output)."""
 
 
-TOOL_TEMPLATE_JOB = WorkerJob(
+TOOL_TEMPLATE_JOB = ChildJob(
     module="grpo_core.tools.worker",
     error=ToolTemplateError,
     failed="checking the chat template for tools failed",

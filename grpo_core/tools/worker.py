@@ -16,7 +16,7 @@ from typing import Any
 from grpo_core.child_jobs.answer_file import answer_request
 
 
-def answer(request: dict[str, Any], _progress: Path | None = None) -> dict[str, Any]:
+def answer(request: dict[str, Any], _progress: Any = None) -> dict[str, Any]:
     """The check's answer for one request (see the module docstring)."""
     from transformers import AutoTokenizer
 

@@ -17,11 +17,11 @@ module imports no torch (nor Ray: the Ray executor imports it when it first subm
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
 from collections.abc import Sequence
 
+from grpo_core.child_jobs.request import worker_argv
 from grpo_core.processes import free_port
 from grpo_core.runs.files import log_path as run_log_path
 from grpo_core.runs.files import run_dir
@@ -34,6 +34,11 @@ from storage import RunInfo, RunStatus, Store
 
 log = logging.getLogger(__name__)
 
+TRAINING_WORKER = "grpo_core.training.worker"
+"""Training's child, ``python -m grpo_core.training.worker RUN_ID``: started like every child job
+(:func:`grpo_core.child_jobs.request.worker_argv`, :mod:`grpo_core.processes`), but not a request/answer job: it
+outlives the web process and reports its steps, its end and reads its cancel flag through the store."""
+
 
 def worker_command(settings: Settings, run: RunInfo, main_process_port: int | None = None) -> list[str]:
     """The argv that trains ``run``: the worker module, or ``accelerate launch`` of it for several processes.
@@ -44,29 +49,18 @@ def worker_command(settings: Settings, run: RunInfo, main_process_port: int | No
     """
     # The store URL travels in the environment (GRPO_DB_URL, see _spawn), never in argv: a password in it would show in
     # `ps` and in the log.
-    worker_args = ["-m", "grpo_core.training.worker", str(run.id), "--data-dir", str(settings.data_dir)]
+    worker_args = [str(run.id), "--data-dir", str(settings.data_dir)]
     if settings.shared_dir is not None:
         worker_args += ["--shared-dir", str(settings.shared_dir)]
     processes = int(run.config.get("num_processes", 1) or 1)
     if processes > 1:
         port = ["--main_process_port", str(main_process_port)] if main_process_port else []
-        return [
-            sys.executable,
-            "-m",
-            "accelerate.commands.launch",
-            "--multi_gpu",
-            *port,
-            "--num_processes",
-            str(processes),
-            "--num_machines",
-            "1",
-            "--mixed_precision",
-            "no",
-            "--dynamo_backend",
-            "no",
-            *worker_args,
-        ]
-    return [sys.executable, *worker_args]
+        return worker_argv(
+            "accelerate.commands.launch", "--multi_gpu", *port, "--num_processes", str(processes),
+            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+            "-m", TRAINING_WORKER, *worker_args,
+        )
+    return worker_argv(TRAINING_WORKER, *worker_args)
 
 
 def worker_launch(

@@ -1,5 +1,5 @@
 """Try the model, the web half: build the request for a run and run :mod:`grpo_core.try_model.worker` in a
-subprocess (:mod:`grpo_core.child_jobs.request`). Imports no torch.
+subprocess (:mod:`grpo_core.child_jobs.request`, the child-job protocol). Imports no torch.
 
 The child samples the run's base model and its trained weights (the final adapter or a checkpoint, see
 :mod:`grpo_core.runs.files`) on the same prompt, side by side, and scores both with the run's reward rules.
@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grpo_core.child_jobs.request import WorkerJob, ask_worker
+from grpo_core.child_jobs.request import ChildJob, ask_worker
 from grpo_core.rewards.registry import first_missing_column
 from grpo_core.run_config import parse_run_config
 from grpo_core.runs.files import resolve_weights, run_dir
@@ -29,11 +29,12 @@ class TryModelError(RuntimeError):
     """Sampling failed; the message carries the reason (the end of the subprocess's output)."""
 
 
-TRY_JOB = WorkerJob(
+TRY_JOB = ChildJob(
     module="grpo_core.try_model.worker",
     error=TryModelError,
     failed="trying the model failed",
     timed_out="trying the model took longer than {timeout_s} s and was stopped",
+    answered="trying the model failed: {error}",
     tail_lines=60,
 )
 
@@ -134,6 +135,7 @@ def try_in_subprocess(
         The result mapping described in :func:`grpo_core.try_model.worker.try_model`.
 
     Raises:
-        TryModelError: the child failed, timed out or wrote no result; the message ends with its output's tail.
+        TryModelError: the child failed (the reason it gave, else the end of its output), timed out or wrote no
+            result.
     """
     return ask_worker(TRY_JOB, request, timeout_s=timeout_s, env=env, workdir=workdir)

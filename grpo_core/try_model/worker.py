@@ -1,4 +1,5 @@
-"""Try the model, the worker half: ``python -m grpo_core.try_model.worker REQUEST.json --out RESULT.json``.
+"""Try the model, the worker half: ``python -m grpo_core.try_model.worker REQUEST.json --out RESULT.json
+--progress FILE`` (the child-job protocol, :mod:`grpo_core.child_jobs`).
 
 Loads the base model (the run's ``model`` field, converted from GGUF once like the trainer does, see
 :mod:`grpo_core.engine.policy_model`), generates ``num_samples`` completions, then applies the trained weights (a PEFT
@@ -15,16 +16,14 @@ each completion's turns. The request comes from
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import sys
 import time
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from grpo_core.child_jobs.answer_file import answer_request
+from grpo_core.child_jobs.progress import ProgressWriter
 from grpo_core.engine.policy_model import EndOfSequence, end_of_sequence_ids, load_policy, pick_device, policy_dtype
 from grpo_core.rewards.registry import completion_text
 from grpo_core.try_model.job import BASE, TRAINED, TryRequest
@@ -220,28 +219,20 @@ def try_model(request: TryRequest, progress: Callable[[str], None] = print) -> d
     }
 
 
+def answer(request: Any, progress: ProgressWriter) -> dict[str, Any]:
+    """The child-job answer: :func:`try_model` on the JSON request (a :class:`TryRequest`).
+
+    Raises:
+        pydantic.ValidationError: the request is not a TryRequest.
+    """
+    return try_model(TryRequest.model_validate(request), progress=progress)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m grpo_core.try_model.worker REQUEST.json --out RESULT.json``; exit status 0 on
-    success, 1 when generation failed (the traceback goes to standard error), 2 for an unreadable request."""
-    parser = argparse.ArgumentParser(prog="python -m grpo_core.try_model.worker", description=__doc__.splitlines()[0])
-    parser.add_argument("request", help="JSON file holding a TryRequest")
-    parser.add_argument("--out", required=True, help="where to write the result JSON")
-    args = parser.parse_args(argv)
-    try:
-        request = TryRequest.model_validate_json(Path(args.request).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        print(f"grpo_core.try_model.worker: bad request {args.request}: {exc}", file=sys.stderr)
-        return 2
-    try:
-        result = try_model(request, progress=lambda message: print(f"[try] {message}", flush=True))
-    except Exception:  # noqa: BLE001 - report any failure through the exit status and the log
-        traceback.print_exc()
-        return 1
-    out = Path(args.out)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, ensure_ascii=False), encoding="utf-8")
-    os.replace(tmp, out)
-    return 0
+    """Entry point of ``python -m grpo_core.try_model.worker REQUEST.json --out RESULT.json --progress FILE`` (the
+    child-job protocol, :func:`grpo_core.child_jobs.answer_file.answer_request`: a failure is an ``{"error": ...}``
+    answer, its traceback in the log); exit status 0."""
+    return answer_request("python -m grpo_core.try_model.worker", answer, argv, echo="[try] ")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import pytest
 
 from app.cli.main import main as cli_main
 from grpo_core.datasets.library import import_dataset
-from grpo_core.preflight.job import PreflightError, start_preflight
+from grpo_core.preflight.job import PreflightError, preflight_report, start_preflight
 from grpo_core.run_config import RunConfig
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "arithmetic.jsonl"
@@ -49,9 +49,11 @@ def test_preflight_subprocess_writes_a_report(settings, tiny_model_dir):
     try:
         wait_done(job)
         assert "prompt 3/3" in job.log_tail(50)
-        report = job.result()
+        messages = [event.message for event in job.read_progress()]  # the same steps, as progress messages
+        assert any(m and m.startswith("prompt 3/3") for m in messages), messages
+        report = preflight_report(job)
     finally:
-        job.stop()
+        job.close()
     assert not job.folder.exists()
 
     assert (report.num_prompts, report.num_generations, report.max_completion_length) == (3, 3, 10)
@@ -116,6 +118,6 @@ def test_preflight_reports_what_went_wrong(settings, tiny_model_dir, tmp_path, o
     try:
         wait_done(job, 120)
         with pytest.raises(PreflightError, match=message):
-            job.result()
+            preflight_report(job)
     finally:
-        job.stop()
+        job.close()

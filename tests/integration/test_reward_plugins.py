@@ -105,7 +105,7 @@ def test_broken_plugin_is_refused_at_submit_before_any_model_loads(store, tiny_m
 
 
 def test_preflight_scores_a_reward_model_and_an_async_plugin(settings, tiny_model_dir, tmp_path):
-    from grpo_core.preflight.job import start_preflight
+    from grpo_core.preflight.job import preflight_report, start_preflight
     from tests.tiny_model import build_tiny_reward_model
 
     scorer = build_tiny_reward_model(tmp_path / "tiny-reward-model")
@@ -122,8 +122,8 @@ def test_preflight_scores_a_reward_model_and_an_async_plugin(settings, tiny_mode
         while not job.poll():
             assert time.monotonic() < deadline, job.log_tail()
             time.sleep(0.5)
-        report = job.result()
+        report = preflight_report(job)
     finally:
-        job.stop()
+        job.close()
     assert [r.name for r in report.rules] == ["reward_model", "judge"]
     assert all(rule.count == 6 and rule.none_share == 0 for rule in report.rules)

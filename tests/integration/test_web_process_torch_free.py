@@ -34,7 +34,7 @@ DRIVER = textwrap.dedent(
     from grpo_core.runs.export import export_run
     from grpo_core.models.memory_estimate import estimate_peak_memory, free_memory, model_shape
     from grpo_core.merge.job import merge_run
-    from grpo_core.preflight.job import start_preflight
+    from grpo_core.preflight.job import preflight_report, start_preflight
     from grpo_core.runs.actions import delete_run, resume_run
     from grpo_core.submit.queue import submit_run
     from grpo_core.settings import load_settings
@@ -67,9 +67,9 @@ DRIVER = textwrap.dedent(
         while not job.poll():
             assert time.monotonic() < deadline, job.log_tail()
             time.sleep(0.5)
-        done["preflight"] = job.result().num_prompts
+        done["preflight"] = preflight_report(job).num_prompts
     finally:
-        job.stop()
+        job.close()
 
     request = build_request(settings, final, prompt="What is 2 + 2?", row={"answer": 4},   # try the model
                             num_samples=1, max_new_tokens=4)

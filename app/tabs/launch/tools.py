@@ -2,15 +2,14 @@
 bench's dataset-row picker. Handlers live in :mod:`app.tabs.launch.handlers`; this module holds what they
 call (views of a preflight report, the streaming preflight runner, the bench's row reader), so it stays testable.
 
-The preflight samples from the model, which needs torch: it runs in a subprocess
-(:func:`grpo_core.preflight.job.start_preflight`) and this module only reads its JSON report.
+The preflight samples from the model, which needs torch: it runs in a subprocess, a child job
+(:func:`grpo_core.preflight.job.start_preflight`), and this module only shows its progress and its JSON report.
 """
 
 from __future__ import annotations
 
 import html
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from grpo_core.access.boundary import BoundaryError
 from grpo_core.datasets.formats import read_normalized, read_normalized_row
 from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.datasets.rows import dataset_file
-from grpo_core.preflight.job import PREFLIGHT_TIMEOUT_S, PreflightError, start_preflight
+from grpo_core.preflight.job import PREFLIGHT_TIMEOUT_S, PreflightError, preflight_report, start_preflight
 from grpo_core.preflight.report import LEVEL_OK, LEVEL_PROBLEM, PreflightReport
 from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_coverage
 from grpo_core.rewards.hacking_probe import describe
@@ -135,8 +134,8 @@ def stream_preflight(
 ) -> Iterator[tuple[Any, Any]]:
     """Run a preflight of ``config`` in a subprocess, yielding ``(verdict Markdown, table)`` updates.
 
-    While it runs, the Markdown says "sampling N prompts × G completions…" with the subprocess's last log line and
-    the table is left as is (``gr.skip()``); at the end the verdict and the per-rule table, or the error. The
+    While it runs, the Markdown says "sampling N prompts × G completions…" with the child's newest progress message
+    and the table is left as is (``gr.skip()``); at the end the verdict and the per-rule table, or the error. The
     subprocess is killed if the generator is closed (the browser went away) or after ``timeout_s``.
     """
     num_prompts = max(1, int(num_prompts or 1))
@@ -147,19 +146,16 @@ def stream_preflight(
     except OSError as exc:
         yield f"❌ **Preflight not started.** {exc}", gr.skip()
         return
-    try:
-        while not job.poll():
-            time.sleep(POLL_SECONDS)
-            line = job.last_line()
+    with job:
+        for _ in job.watch(POLL_SECONDS):
+            line = job.latest.message or ""
             yield f"{header}\n\n`{line[:200]}` ({job.elapsed_s:.0f} s)" if line else header, gr.skip()
         try:
-            report = job.result()
+            report = preflight_report(job)
         except PreflightError as exc:
             yield f"❌ **Preflight failed.**\n\n```\n{str(exc)[-3000:]}\n```", gr.skip()
             return
         yield verdict_markdown(report), rules_frame(report)
-    finally:
-        job.stop()
 
 
 def template_think_markdown(ctx: AppContext, model: str | None, request: object = None) -> str:

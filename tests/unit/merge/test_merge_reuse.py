@@ -31,7 +31,7 @@ def test_same_run_and_adapter_reuse_the_merged_folder(store, settings, monkeypat
     def no_worker(*args, **kwargs):
         raise AssertionError("a merge of an already merged adapter must not start a worker")
 
-    monkeypatch.setattr(merge_job, "start_process", no_worker)
+    monkeypatch.setattr(merge_job, "start_child", no_worker)
     lines = list(merge_run(settings, run))
     assert lines[-1] == str(dest)
     assert lines[0].startswith(REUSED) and dest.name in lines[0]
