@@ -34,25 +34,32 @@ def _is_chatml(tokenizer) -> bool:
     return all(token in vocab for token in _CHATML_TOKENS)
 
 
+def _training_template_renders_tools(tokenizer) -> bool:
+    """Whether TRL ships a training template for ``tokenizer`` (``get_training_chat_template``) that renders a
+    tool-calling conversation (``supports_tool_calling``); ``tokenizer`` itself is left as it is."""
+    from trl.chat_template_utils import get_training_chat_template, supports_tool_calling
+
+    try:
+        training = get_training_chat_template(tokenizer)
+    except (ValueError, TypeError):
+        return False
+    if training is None:
+        return False
+    patched = copy.copy(tokenizer)
+    patched.chat_template = training
+    return bool(supports_tool_calling(patched))
+
+
 def use_tool_chat_template(tokenizer) -> str | None:
     """Give a ChatML ``tokenizer`` whose own template cannot render a tool-calling conversation (TRL's
     ``supports_tool_calling``), and for which TRL has no training template that can, TRL's Qwen2.5 template (set on
     ``tokenizer`` in place); returns :data:`CHATML_TOOL_TEMPLATE` then, else ``None`` (nothing changed: the model's
     own template renders tools, TRL will set its training template, or the model is not ChatML and
     :func:`tool_calling_problem` says what to do)."""
-    from trl.chat_template_utils import get_training_chat_template, qwen2_5_chat_template, supports_tool_calling
+    from trl.chat_template_utils import qwen2_5_chat_template, supports_tool_calling
 
-    if not _is_chatml(tokenizer) or supports_tool_calling(tokenizer):
+    if not _is_chatml(tokenizer) or supports_tool_calling(tokenizer) or _training_template_renders_tools(tokenizer):
         return None
-    try:
-        training = get_training_chat_template(tokenizer)
-    except (ValueError, TypeError):
-        training = None
-    if training is not None:
-        patched = copy.copy(tokenizer)
-        patched.chat_template = training
-        if supports_tool_calling(patched):
-            return None
     tokenizer.chat_template = qwen2_5_chat_template
     return CHATML_TOOL_TEMPLATE
 
@@ -60,24 +67,17 @@ def use_tool_chat_template(tokenizer) -> str | None:
 def tool_calling_problem(tokenizer) -> str | None:
     """``None`` when TRL can train ``tokenizer``'s model with tools; else what is wrong and what to do, in one
     sentence or two."""
-    from trl.chat_template_utils import add_response_schema, get_training_chat_template, supports_tool_calling
+    from trl.chat_template_utils import add_response_schema, supports_tool_calling
 
     if getattr(tokenizer, "chat_template", None) is None:
         return ("the tokenizer has no chat template, so TRL cannot render tools or tool calls; use a chat model "
                 "(e.g. a Qwen2.5 or Qwen3 instruct model)")
     if not supports_tool_calling(tokenizer):
-        try:
-            training = get_training_chat_template(tokenizer)
-        except (ValueError, TypeError):
-            training = None
-        if training is not None:
-            patched = copy.copy(tokenizer)
-            patched.chat_template = training
-            if supports_tool_calling(patched):
-                return ("the model's chat template cannot render a tool-calling conversation (TRL's "
-                        "supports_tool_calling); TRL's training template for it can: set "
-                        "trl.chat_template_utils.get_training_chat_template(tokenizer) as the tokenizer's "
-                        "chat_template")
+        if _training_template_renders_tools(tokenizer):
+            return ("the model's chat template cannot render a tool-calling conversation (TRL's "
+                    "supports_tool_calling); TRL's training template for it can: set "
+                    "trl.chat_template_utils.get_training_chat_template(tokenizer) as the tokenizer's "
+                    "chat_template")
         return ("the model's chat template cannot render a tool-calling conversation (TRL's supports_tool_calling) "
                 "and TRL ships no training template for it; use a model whose template renders tools (Qwen2.5, "
                 "Qwen3, Llama 3.1/3.2, GPT-OSS: see trl/chat_templates/)")

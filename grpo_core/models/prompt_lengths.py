@@ -26,7 +26,7 @@ from typing import Any
 
 from grpo_core.models import bounded_template
 from grpo_core.models.source import ModelSourceError, describe_model
-from grpo_core.models.vision import image_tokens, most_images
+from grpo_core.models.vision import image_tokens, most_images, read_json_object
 
 NAMED_LONGEST = 5
 """How many of the longest prompts a message names."""
@@ -128,14 +128,6 @@ def model_text_folder(model: str, model_cache_dir: Path | None) -> Path | None:
     return folder if (folder / "tokenizer.json").is_file() else None
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def _token_text(value: Any) -> str | None:
     if isinstance(value, str):
         return value
@@ -149,7 +141,7 @@ def read_model_text(folder: str | Path) -> ModelText:
     ``chat_template``, the ``"default"`` one of a named list), special tokens and ``max_position_embeddings``
     (also looked up in ``text_config``, and as ``n_positions`` / ``max_sequence_length``)."""
     folder = Path(folder)
-    tokenizer_config = _read_json(folder / "tokenizer_config.json")
+    tokenizer_config = read_json_object(folder / "tokenizer_config.json")
     template: Any = None
     jinja_file = folder / "chat_template.jinja"
     if jinja_file.is_file():  # read no more than a template may be (a huge file is refused when rendered)
@@ -161,7 +153,7 @@ def read_model_text(folder: str | Path) -> ModelText:
             named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
             template = named.get("default") or next(iter(named.values()), None)
     specials = {k: text for k in _SPECIAL_TOKEN_KEYS if (text := _token_text(tokenizer_config.get(k))) is not None}
-    config = _read_json(folder / "config.json")
+    config = read_json_object(folder / "config.json")
     context = None
     for holder in (config, config.get("text_config") or {}):
         for key in ("max_position_embeddings", "n_positions", "max_sequence_length"):

@@ -19,7 +19,8 @@ from typing import Any
 DEFAULT_IMAGE_TOKENS = 256
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; ``{}`` when it is missing, unreadable or not an object."""
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -30,7 +31,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 def is_vision_model(folder: str | Path) -> bool | None:
     """Whether the model folder holds a vision-language model (its ``config.json`` has a ``vision_config``); ``None``
     when there is no readable ``config.json`` (a hub id not on disk, a GGUF file)."""
-    config = _read_json(Path(folder) / "config.json")
+    config = read_json_object(Path(folder) / "config.json")
     if not config:
         return None
     return isinstance(config.get("vision_config"), dict)
@@ -39,10 +40,10 @@ def is_vision_model(folder: str | Path) -> bool | None:
 def image_tokens(folder: str | Path) -> int:
     """Prompt tokens one image becomes for the model in ``folder`` (see the module's docstring)."""
     folder = Path(folder)
-    config = _read_json(folder / "config.json")
+    config = read_json_object(folder / "config.json")
     if isinstance(config.get("mm_tokens_per_image"), int):
         return int(config["mm_tokens_per_image"])
-    processor = _read_json(folder / "processor_config.json") or _read_json(folder / "preprocessor_config.json")
+    processor = read_json_object(folder / "processor_config.json") or read_json_object(folder / "preprocessor_config.json")
     processor = processor.get("image_processor", processor) if isinstance(processor, dict) else {}
     if isinstance(processor.get("max_pixels"), int) and isinstance(processor.get("patch_size"), int):
         merge = int(processor.get("merge_size") or 2)
