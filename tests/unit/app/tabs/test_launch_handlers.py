@@ -83,6 +83,15 @@ def test_the_bench_scores_the_named_slots(ctx):
     assert table["total"].tolist() == table["numeric_answer"].tolist()
 
 
+def test_the_bench_and_probe_tables_show_line_breaks(ctx):
+    values = _bench_values("length", "{}") | {"bench_completions": "82\nbecause I said so\n---\n82"}
+    table, _ = handlers.bench(ctx, None, values)
+    assert table["completion"].tolist() == ["82⏎because I said so", "82"]
+    table, _ = handlers.probe(ctx, None, values)
+    shown = dict(zip(table["probe"], table["completion"], strict=True))
+    assert shown["answer_then_line"].startswith("82⏎") and "\n" not in "".join(shown.values())
+
+
 def test_the_bench_needs_a_rule(ctx):
     values = _bench_values("(none)", "{}") | {"rule_1": "(none)"}
     table, status = handlers.bench(ctx, None, values)
