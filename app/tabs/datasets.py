@@ -127,7 +127,9 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
     table = gr.Dataframe(
         value=lambda: datasets_frame(ctx), label="datasets", interactive=False, elem_id="datasets-table"
     )
-    selected = gr.Dropdown(label="preview a stored dataset", choices=dataset_choices(ctx), elem_id="dataset-pick")
+    # nothing picked at first (not Gradio's default, the first choice): a picked dataset always shows its preview
+    selected = gr.Dropdown(label="preview a stored dataset", choices=dataset_choices(ctx), value=None,
+                           elem_id="dataset-pick")
     with gr.Accordion("Rename or delete the dataset picked above (its owner or an admin)", open=False,
                       elem_id="dataset-manage"):
         with gr.Row():
@@ -150,8 +152,8 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
             mapping = mapping_from_form(column, system, renamed)
             dataset = load_upload(file_path, source_name=Path(file_path).name,
                                   max_upload_mb=ctx.settings.max_upload_mb, mapping=mapping)
-        except (DatasetError, ValueError) as exc:
-            return f"❌ **Not valid.** {exc}", gr.skip(), gr.skip()
+        except (DatasetError, ValueError) as exc:  # the preview of an earlier file would read as this one's
+            return f"❌ **Not valid.** {exc}", empty_frame(PREVIEW_HEADERS), ""
         message = (f"✅ Valid: {dataset.num_rows} rows, columns {', '.join(dataset.columns)}, "
                    f"{dataset.prompt_kind} prompts. Not added yet.{answer_coverage_markdown(dataset.rows)}")
         return message, preview_frame(dataset.rows), model_view_text(ctx, dataset.rows, model, request)
@@ -180,7 +182,7 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
             info = import_dataset(ctx.store, ctx.settings, file_path, source_name=source_name, name=dataset_name,
                                   mapping=mapping, owner=getattr(request, "username", None))
         except (DatasetError, StoreError, ValueError) as exc:
-            return f"❌ **Not added.** {exc}", gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return f"❌ **Not added.** {exc}", empty_frame(PREVIEW_HEADERS), "", gr.skip(), gr.skip()
         return added_outputs(info, model, request)
 
     def on_hub_add(dataset_id: str, config: str, split: str, dataset_name: str, column: str, system: str,
@@ -245,7 +247,12 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
         return (gr.update(visible=False), None, f"✅ {done.message()}", datasets_frame(ctx),
                 gr.update(choices=dataset_choices(ctx), value=None))
 
+    def on_upload():
+        """Outputs: status, preview, model view, all cleared: they described the file chosen before."""
+        return "", empty_frame(PREVIEW_HEADERS), ""
+
     mapping_inputs = [prompt_column, system_prompt, renames, preview_model]
+    upload.change(on_upload, outputs=[status, preview, model_view], show_progress="hidden")
     check.click(on_check, inputs=[upload, *mapping_inputs], outputs=[status, preview, model_view])
     added = add.click(on_add, inputs=[upload, name, *mapping_inputs],
                       outputs=[status, preview, model_view, table, selected])
