@@ -30,6 +30,7 @@ from app.tabs.launch.form import (
 )
 from app.tabs.launch.tools import (
     BENCH_HEADERS,
+    RULE_TABLE_HEADERS,
     bench_coverage_markdown,
     bench_specs,
     clone_drift_notes,
@@ -242,6 +243,17 @@ def filled_form(ctx: AppContext, config: RunConfig) -> dict[str, Any]:
     for index in range(1, RULE_SLOTS + 1):
         form[slot_field("help", index)] = rule_help(form[slot_field("rule", index)])
     return form
+
+
+STALE_RESULTS = ("status", "bench_table", "bench_status", "preflight_verdict", "preflight_table")
+"""What a refilled form makes stale: the last launch's status (with its warnings, e.g. on prompt length), the bench's
+scores and probe, the preflight's verdict and table: they described the form before."""
+
+
+def stale_cleared() -> dict[str, Any]:
+    """:data:`STALE_RESULTS` by name, emptied: what a quick start or a cloned run's fill also outputs."""
+    return {"status": "", "bench_table": empty_frame(BENCH_HEADERS), "bench_status": "", "preflight_verdict": "",
+            "preflight_table": empty_frame(RULE_TABLE_HEADERS)}
 
 
 def quick_start_form(ctx: AppContext, key: str) -> dict[str, Any]:

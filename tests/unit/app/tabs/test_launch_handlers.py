@@ -189,3 +189,27 @@ def test_a_quick_start_whose_example_is_gone_says_so_and_leaves_the_form(ctx, se
     assert list(filled) == ["clone_status"]
     assert filled["clone_status"].startswith("❌") and repr(CODE_TASKS_EXAMPLE) in filled["clone_status"]
     assert handlers.shown_after_clone(filled, [True, False, True, False]) == [True, False, True, False]
+
+
+def test_a_refilled_form_clears_the_results_of_the_form_before():
+    """A quick start or a cloned run refills the form: the last launch's status (its warnings), the bench's rows
+    and probe, the preflight's verdict are emptied with it."""
+    cleared = handlers.stale_cleared()
+    assert set(cleared) == set(handlers.STALE_RESULTS)
+    assert cleared["status"] == cleared["bench_status"] == cleared["preflight_verdict"] == ""
+    assert cleared["bench_table"].empty and cleared["preflight_table"].empty
+
+
+def test_the_quick_start_button_empties_the_launch_status(settings):
+    from app.server import build_blocks, create_context
+
+    context = create_context(settings)
+    try:
+        blocks = build_blocks(context)
+        [fn] = [f.fn for f in blocks.fns.values()
+                if getattr(f.fn, "__qualname__", "").endswith("quick_starter.<locals>.on_quick_start")][:1]
+        [status] = [b for b in blocks.blocks.values() if getattr(b, "elem_id", None) == "launch-status"]
+        out = fn([True, True, False, False])
+        assert out[status] == ""
+    finally:
+        context.store.close()
