@@ -245,15 +245,17 @@ def filled_form(ctx: AppContext, config: RunConfig) -> dict[str, Any]:
     return form
 
 
-STALE_RESULTS = ("status", "bench_table", "bench_status", "preflight_verdict", "preflight_table")
+STALE_RESULTS = ("status", "bench_table", "bench_status", "preflight_verdict", "preflight_table", "memory_estimate",
+                 "sweep_status")
 """What a refilled form makes stale: the last launch's status (with its warnings, e.g. on prompt length), the bench's
-scores and probe, the preflight's verdict and table: they described the form before."""
+scores and probe, the preflight's verdict and table, the memory estimate, the last sweep's status: they described the
+form before."""
 
 
 def stale_cleared() -> dict[str, Any]:
     """:data:`STALE_RESULTS` by name, emptied: what a quick start or a cloned run's fill also outputs."""
     return {"status": "", "bench_table": empty_frame(BENCH_HEADERS), "bench_status": "", "preflight_verdict": "",
-            "preflight_table": empty_frame(RULE_TABLE_HEADERS)}
+            "preflight_table": empty_frame(RULE_TABLE_HEADERS), "memory_estimate": "", "sweep_status": ""}
 
 
 def quick_start_form(ctx: AppContext, key: str) -> dict[str, Any]:

@@ -143,8 +143,9 @@ def create_launch_tab(
     launch_outputs = [parts["status"], parts["launched_run"], *([tabs] if tabs is not None else [])]
     launched = parts["launch"].click(on_launch, inputs=set(form.values()), outputs=launch_outputs)
     with parts["panels"]:
-        create_memory_panel(ctx, form)
+        parts["memory_estimate"] = create_memory_panel(ctx, form)["result"]
         sweep = create_sweep_panel(ctx, form, sync)
+        parts["sweep_status"] = sweep["status"]
     bench_outputs = [parts["bench_table"], parts["bench_status"]]
     parts["bench_button"].click(fair_share(PREVIEW_SLOTS, on_bench), inputs=inputs(BENCH_FIELDS), outputs=bench_outputs)
 
