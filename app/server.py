@@ -78,8 +78,8 @@ def build_blocks(ctx: AppContext) -> gr.Blocks:
                 try_tab = create_try_model_tab(ctx, sync)
             with gr.Tab("API tokens", id="tokens", elem_id="tab-tokens") as tokens_tab:  # scripts over HTTP
                 create_api_tokens_tab(ctx, tokens_tab)
-            with gr.Tab("Reward workbench", id="workbench", elem_id="tab-workbench"):  # re-score a run's groups
-                workbench = create_workbench_tab(ctx, sync, inspect=inspect, tabs=tabs)
+            with gr.Tab("Reward workbench", id="workbench", elem_id="tab-workbench") as workbench_tab:  # re-score
+                workbench = create_workbench_tab(ctx, sync, inspect=inspect, tabs=tabs, tab=workbench_tab)
         # --- navigation: the Runs tab's selection followed by the other tabs, the view in the URL ---
         follow_selection(runs_tab["selected"], try_tab["run"], workbench["run"])  # a link's run=, a Runs pick
         land_on_new_run(ctx, launch_tab["launched_run"], runs_tab["selected"])  # a launch lands on its new run

@@ -29,8 +29,11 @@ from grpo_core.rewards.compose import RewardSpec
 from grpo_core.trl_fields import check_choice, trl_field
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
-#: A completion that is just a (signed, maybe decimal) number, with an optional final period.
+#: A completion that is just a (signed, maybe decimal) number, with an optional final period: matched with
+#: ``mode="fullmatch"`` (:data:`NUMBER_ONLY_MODE`), so that the whole completion must be the number ("82\nbecause"
+#: fails; in ``search`` mode, ``MULTILINE`` let any line holding only a number pass).
 NUMBER_ONLY_PATTERN = r"^\s*-?\d+(\.\d+)?\s*\.?\s*$"
+NUMBER_ONLY_MODE = "fullmatch"
 
 
 #: The shipped tools a run may give its policy (:data:`grpo_core.tools.library.LIBRARY`, kept equal by a test).
@@ -46,7 +49,7 @@ def _default_rewards() -> list[RewardSpec]:
     what a small model learns first, and it makes groups differ before any answer is right)."""
     return [
         RewardSpec(rule="numeric_answer", weight=1.0),
-        RewardSpec(rule="format_regex", weight=0.5, params={"pattern": NUMBER_ONLY_PATTERN}),
+        RewardSpec(rule="format_regex", weight=0.5, params={"pattern": NUMBER_ONLY_PATTERN, "mode": NUMBER_ONLY_MODE}),
     ]
 
 

@@ -72,7 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--auth", metavar="USER:PASSWORD", help="require this login (env GRPO_AUTH; default: no login)"
     )
     serve.add_argument(
-        "--auth-file", metavar="FILE", help="require a login listed in FILE, one user:password a line (env GRPO_AUTH_FILE)"
+        "--auth-file", metavar="FILE",
+        help="require a login listed in FILE: one user:<scrypt hash> a line, written by 'grpo-dashboard auth add' "
+        "([admin] / [run-code] marks; a plain-text password line is rewritten as its hash) (env GRPO_AUTH_FILE)",
     )
     serve.add_argument(
         "--ingest-max-runs", type=int, metavar="N",

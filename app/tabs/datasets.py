@@ -162,7 +162,9 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
     table = gr.Dataframe(
         value=lambda: datasets_frame(ctx), label="datasets", interactive=False, elem_id="datasets-table"
     )
-    selected = gr.Dropdown(label="preview a stored dataset", choices=dataset_choices(ctx), elem_id="dataset-pick")
+    # nothing picked at first (not Gradio's default, the first choice): a picked dataset always shows its preview
+    selected = gr.Dropdown(label="preview a stored dataset", choices=dataset_choices(ctx), value=None,
+                           elem_id="dataset-pick")
     with gr.Accordion("Rename or delete the dataset picked above (its owner or an admin)", open=False,
                       elem_id="dataset-manage"):
         with gr.Row():
@@ -185,8 +187,8 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
             mapping = mapping_from_form(column, system, renamed)
             dataset = load_upload(file_path, source_name=Path(file_path).name,
                                   max_upload_mb=ctx.settings.max_upload_mb, mapping=mapping)
-        except (DatasetError, ValueError) as exc:
-            return f"❌ **Not valid.** {exc}", gr.skip(), gr.skip(), ""
+        except (DatasetError, ValueError) as exc:  # the preview of an earlier file would read as this one's
+            return f"❌ **Not valid.** {exc}", empty_frame(PREVIEW_HEADERS), "", ""
         staged = dataset.images.files if dataset.images is not None else {}
         pictures = f", {len(staged)} images" if staged else ""
         message = (f"✅ Valid: {dataset.num_rows} rows, columns {', '.join(dataset.columns)}, "
@@ -219,7 +221,7 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
             info = import_dataset(ctx.store, ctx.settings, file_path, source_name=source_name, name=dataset_name,
                                   mapping=mapping, owner=getattr(request, "username", None))
         except (DatasetError, StoreError, ValueError) as exc:
-            return f"❌ **Not added.** {exc}", gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return f"❌ **Not added.** {exc}", empty_frame(PREVIEW_HEADERS), "", gr.skip(), gr.skip(), ""
         return added_outputs(info, model, request)
 
     def on_hub_add(dataset_id: str, config: str, split: str, dataset_name: str, column: str, system: str,
@@ -285,7 +287,12 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
         return (gr.update(visible=False), None, f"✅ {done.message()}", datasets_frame(ctx),
                 gr.update(choices=dataset_choices(ctx), value=None))
 
+    def on_upload():
+        """Outputs: status, preview, model view, pictures, all cleared: they described the file chosen before."""
+        return "", empty_frame(PREVIEW_HEADERS), "", ""
+
     mapping_inputs = [prompt_column, system_prompt, renames, preview_model]
+    upload.change(on_upload, outputs=[status, preview, model_view, gallery], show_progress="hidden")
     check.click(on_check, inputs=[upload, *mapping_inputs], outputs=[status, preview, model_view, gallery])
     added = add.click(on_add, inputs=[upload, name, *mapping_inputs],
                       outputs=[status, preview, model_view, table, selected, gallery])

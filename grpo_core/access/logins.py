@@ -2,8 +2,9 @@
 
 The dashboard can launch training (which runs plugin reward code) and shows every dataset, so one that others can
 reach needs a login. Credentials come from ``--auth USER:PASSWORD`` / ``GRPO_AUTH`` and from a file of
-``user:password`` lines (``--auth-file`` / ``GRPO_AUTH_FILE``); Gradio's own login (``launch(auth=...)``) checks
-them. A line may start with marks in brackets, each followed by white space: ``[admin] user:password`` marks an
+``user:<scrypt hash>`` lines written by ``grpo-dashboard auth add`` (``--auth-file`` / ``GRPO_AUTH_FILE``; a plain
+``user:password`` line is rewritten as its hash, :mod:`grpo_core.access.auth_file`); Gradio's own login
+(``launch(auth=...)``) checks them. Below, ``user:password`` stands for either form of a line. A line may start with marks in brackets, each followed by white space: ``[admin] user:password`` marks an
 admin, one who may cancel, resume, delete or annotate anyone's run (:mod:`grpo_core.access.ownership`);
 ``[run-code] user:password`` lets that login run code of its own choosing on the server (any reward plugin file or
 module, ``trust_remote_code``; :mod:`grpo_core.access.boundary`). Both may be given (``[admin] [run-code] user:password``);

@@ -266,10 +266,42 @@ def _read_csv(text: str, name: str, max_rows: int | None) -> tuple[list[str], li
     except (pd.errors.ParserError, ValueError) as e:
         detail = str(e).strip()
         match = re.search(r"\bline (\d+)", detail)
-        line = int(match.group(1)) if match else None
-        raise DatasetError(name, f"not valid CSV ({detail})", line=line) from e
+        line, column = (int(match.group(1)), None) if match else (None, None)
+        opened = _unclosed_quote(text) if line is None else None
+        if opened is not None:
+            line, column = opened
+            detail = f"a quoted field opened here is never closed; {detail}"
+        raise DatasetError(name, f"not valid CSV ({detail})", line=line, column=column) from e
     columns = [str(c) for c in frame.columns]
     return columns, frame_rows(columns, [frame[c].tolist() for c in frame.columns])
+
+
+def _unclosed_quote(text: str) -> tuple[int, int] | None:
+    """``(line, column)`` (1-based, the header is line 1; the column counts characters) of the ``"`` that opens a
+    quoted CSV field never closed before the end of ``text``, as RFC 4180 reads quotes (a quote opens a field only
+    at its start, ``""`` inside is one quote); ``None`` when every quoted field is closed. pandas's message for this
+    ("EOF inside string starting at row 2") counts rows of records, not lines of the file."""
+    line, column = 1, 1
+    in_quote, field_start, opened = False, True, None
+    index, end = 0, len(text)
+    while index < end:
+        char = text[index]
+        if in_quote:
+            if char == '"':
+                if index + 1 < end and text[index + 1] == '"':
+                    index, column = index + 2, column + 2
+                    continue
+                in_quote, field_start = False, False
+        elif char == '"' and field_start:
+            in_quote, opened = True, (line, column)
+        else:
+            field_start = char in ",\r\n"
+        if char == "\n" or (char == "\r" and text[index + 1:index + 2] != "\n"):
+            line, column = line + 1, 1
+        else:
+            column += 1
+        index += 1
+    return opened if in_quote else None
 
 
 def _unreadable_json(error: Exception) -> str:

@@ -15,6 +15,11 @@ try-out bench). A probe is flagged when
   that has not learned the format yet, not a reward to hack); the finding names the rule responsible (the one whose
   weighted reward gives the probe its edge).
 
+The :data:`PADDED_ANSWER` probes (the row's answer followed by junk on its line, the answer then a second line of
+junk, junk then the answer on its own line) are judged otherwise: they are flagged when a format rule with a positive
+weight pays them, since a format rule that pays "42\nbecause I said so" does not check that the reply is the answer
+and nothing else (the quick start's number-alone pattern matched in ``search`` mode with ``MULTILINE`` did).
+
 Exceptions: ``answer_only`` (the answer column's value with no work shown) is the right answer in the form the
 arithmetic defaults ask for, so it is never flagged; ``prompt_echo`` is not flagged when the prompt itself ends
 with the row's answer (``What is 0 + 4?`` with answer 4: the rule reads a right final answer).
@@ -43,6 +48,16 @@ PADDING_CHARACTERS = 4000
 NEVER_FLAGGED = ("answer_only",)
 """Probes that are a right answer in the requested form (see the module docstring)."""
 
+PADDED_ANSWER = ("answer_then_junk", "answer_then_line", "junk_then_answer")
+"""Probes that are the right answer with junk text around it: a task rule may pay them (the answer is there), but a
+*format* rule (category :data:`FORMAT_CATEGORY`) that pays them pays junk (see the module docstring)."""
+
+FORMAT_CATEGORY = "format"
+"""The rule category that judges the form of a reply (``format_regex``, ``think_answer_format``, ...)."""
+
+JUNK = "because I said so, and here is some rambling"
+"""The junk text of the :data:`PADDED_ANSWER` probes."""
+
 TASK_CATEGORIES = ("answer", "code")
 """Rule categories (:class:`grpo_core.rewards.registry.RewardRule`) that judge the task itself..."""
 
@@ -67,7 +82,9 @@ def probe_completions(row: Mapping[str, Any], prompt: str) -> list[tuple[str, st
     """The degenerate completions for one dataset row, as ``(probe name, completion text)``.
 
     Probes: ``empty``, ``whitespace``, ``prompt_echo`` (the prompt text), ``bare_fence`` (an empty Python code
-    fence), ``pass`` (a fence holding ``pass``), ``answer_only`` (the row's ``answer`` value; left out when the row has none), ``repeated_number`` (a wrong number 64 times),
+    fence), ``pass`` (a fence holding ``pass``), ``answer_only`` (the row's ``answer`` value), ``answer_then_junk``,
+    ``answer_then_line`` and ``junk_then_answer`` (:data:`PADDED_ANSWER`; these four are left out when the row has no
+    answer), ``repeated_number`` (a wrong number 64 times),
     ``long_padding`` (:data:`PADDING_CHARACTERS` characters), ``wrong_in_format`` (``<think>`` / ``<answer>`` tags
     around a wrong answer, and ``#### wrong`` after them, so both common answer formats are present).
     """
@@ -81,7 +98,13 @@ def probe_completions(row: Mapping[str, Any], prompt: str) -> list[tuple[str, st
         ("pass", "```python\npass\n```"),
     ]
     if answer is not None and str(answer).strip():
-        probes.append(("answer_only", str(answer).strip()))
+        value = str(answer).strip()
+        probes += [
+            ("answer_only", value),
+            ("answer_then_junk", f"{value} {JUNK}"),
+            ("answer_then_line", f"{value}\n{JUNK}"),
+            ("junk_then_answer", f"{JUNK}\n{value}"),
+        ]
     probes += [
         ("repeated_number", " ".join([wrong if wrong != "wrong" else "7"] * 64)),
         ("long_padding", "." * PADDING_CHARACTERS),
@@ -99,7 +122,7 @@ class ProbeResult:
         text: the probe's completion, cut to 80 characters.
         total: its weighted total (``None``: no rule applied); ``best_real``: the best real completion's total.
         flagged: True when the probe scores above 0 on a task rule, or at or above the best real completion
-            (never for :data:`NEVER_FLAGGED` probes).
+            (never for :data:`NEVER_FLAGGED` probes); for :data:`PADDED_ANSWER` probes, when a format rule pays it.
         rule: when flagged, the metric name of the rule responsible, else ``None``.
         rewards: the probe's raw reward per rule (metric name -> reward).
         paid_by_task: flagged because a task rule (``rule``) gives the probe more than 0.
@@ -142,6 +165,22 @@ def _task_rules(specs: Sequence[RewardSpec | Mapping[str, Any]], weights: Sequen
         except ValueError:
             category = None
         if category in TASK_CATEGORIES and name not in NOT_TASK_RULES and weights[index] > 0:
+            found.append(index)
+    return found
+
+
+def _format_rules(specs: Sequence[RewardSpec | Mapping[str, Any]], weights: Sequence[float]) -> list[int]:
+    """Indices of the format rules of ``specs`` (category :data:`FORMAT_CATEGORY`, weight > 0)."""
+    from grpo_core.rewards.registry import get_rule
+
+    found = []
+    for index, spec in enumerate(specs):
+        name = spec.rule if isinstance(spec, RewardSpec) else str(spec.get("rule"))
+        try:
+            category = get_rule(name).category
+        except ValueError:
+            category = None
+        if category == FORMAT_CATEGORY and weights[index] > 0:
             found.append(index)
     return found
 
@@ -204,13 +243,17 @@ def probe_row(
     task = _task_rules(specs, weights)
     echo_answers = _ends_with_answer(prompt_text, row.get(ANSWER_COLUMN))
     best_done = best_k is not None and any((score.rewards[r][best_k] or 0.0) > TIE_ATOL for r in task)
+    form = _format_rules(specs, weights)
     results = []
     for offset, (name, text) in enumerate(probes):
         k = real + offset
         total = score.total[k]
         paid = [r for r in task if (score.rewards[r][k] or 0.0) > TIE_ATOL]
         exempt = name in NEVER_FLAGGED or (name == "prompt_echo" and echo_answers)
-        if exempt:
+        if name in PADDED_ANSWER:  # the answer is there: only a format rule paying the junk is a finding
+            paid = [r for r in form if (score.rewards[r][k] or 0.0) > TIE_ATOL]
+            flagged = bool(paid)
+        elif exempt:
             paid = []
             flagged = False
         elif paid:
@@ -223,7 +266,10 @@ def probe_row(
             flagged = True
         else:
             flagged = total >= best_total - TIE_ATOL
-        if paid:
+        if paid and name in PADDED_ANSWER:
+            rule = score.names[paid[0]]
+            paid = []  # not paid by a task rule: described as a win, not as task pay
+        elif paid:
             rule = score.names[max(paid, key=lambda r: score.rewards[r][k] or 0.0)]
         else:
             rule = _responsible(score, weights, k, best_k) if flagged else None
@@ -262,7 +308,11 @@ def describe(results: Sequence[ProbeResult]) -> list[str]:
     out (a bare code fence would break Markdown); see :func:`probe_completions`."""
     lines = []
     for r in flagged(results):
-        if r.paid_by_task:
+        if r.probe in PADDED_ANSWER:
+            lines.append(f"the probe '{r.probe}' (the answer with junk text) scores "
+                         f"{_fmt(r.rewards.get(r.rule or ''))} on the format rule `{r.rule}` on row {r.row_index}: it "
+                         "pays a reply that is not the answer alone")
+        elif r.paid_by_task:
             reward = r.rewards.get(r.rule or "")
             lines.append(f"the probe '{r.probe}' scores {_fmt(reward)} on rule `{r.rule}` on row {r.row_index}: a "
                          "degenerate completion should earn nothing for the task")

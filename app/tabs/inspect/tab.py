@@ -185,11 +185,15 @@ def create_inspect_tab(
 
     def on_tab(run_id: int | None, step_value: int | None):
         """Inputs: run, step. Outputs: the step dropdown's choices (its value kept; the latest step when none is
-        chosen). The view is drawn by the step's change alone: the tab opening never redraws it from a step value
-        read while another event (a chart click) was setting a new one."""
-        if run_id is None or step_value is None:  # read while another event sets them: leave them to it
+        chosen, e.g. a run selected after Launch, before it recorded groups). The view is drawn by the step's change
+        alone: the tab opening never redraws it from a step value read while another event (a chart click) was
+        setting a new one."""
+        if run_id is None or isinstance(run_id, dict):  # no run, or read while another event sets it
             return gr.skip()
-        return gr.update(choices=step_choices(ctx, run_id, keep=step_value))
+        steps = step_choices(ctx, run_id, keep=step_value)
+        if step_value is None or step_value not in steps:
+            return gr.update(choices=steps, value=steps[0] if steps else None)
+        return gr.update(choices=steps)
 
     if sync is not None:
         sync.follow_runs(run)

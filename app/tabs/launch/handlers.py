@@ -30,6 +30,7 @@ from app.tabs.launch.form import (
 )
 from app.tabs.launch.tools import (
     BENCH_HEADERS,
+    RULE_TABLE_HEADERS,
     bench_coverage_markdown,
     bench_specs,
     clone_drift_notes,
@@ -42,7 +43,7 @@ from grpo_core.access.boundary import Boundary
 from grpo_core.bounded_parse import load_json
 from grpo_core.reward_check.job import has_plugins, score_group_isolated
 from grpo_core.rewards import RewardSpec, score_group
-from grpo_core.rewards.hacking_probe import flagged, probe_row
+from grpo_core.rewards.hacking_probe import PADDED_ANSWER, flagged, probe_row
 from grpo_core.rewards.regex_budget import time_budget
 from grpo_core.run_config import ConfigError, RunConfig, parse_run_config
 from grpo_core.submit.queue import submit_run
@@ -127,6 +128,16 @@ def _error_line(exc: Exception) -> str:
     return f"❌ {message if message.startswith(prefix) else prefix + message}"
 
 
+LINE_BREAK = "⏎"
+"""How a table cell shows a completion's line break (a table cell's HTML would fold it into a space)."""
+
+
+def shown_text(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters for a table cell, each line break shown as :data:`LINE_BREAK`, so that
+    "82\\nbecause" does not read as "82 because"."""
+    return text[:limit].replace("\r\n", "\n").replace("\r", "\n").replace("\n", LINE_BREAK)
+
+
 def bench(ctx: AppContext, request: Any, values: Values) -> tuple[pd.DataFrame, str]:
     """Inputs: ``bench_row``, ``bench_completions``, ``model``, ``dataset_id`` and the rule slots. Outputs: the score
     table (emptied on an error: the last table scored other rules), the status."""
@@ -142,7 +153,7 @@ def bench(ctx: AppContext, request: Any, values: Values) -> tuple[pd.DataFrame, 
             score = (score_group_isolated if has_plugins(specs) else score_group)(specs, completions, row)
     except Exception as exc:  # noqa: BLE001 - any rule error is shown, not raised
         return empty_frame(BENCH_HEADERS), _error_line(exc)
-    table = {"completion": [c[:80] for c in completions]}
+    table = {"completion": [shown_text(c, 80) for c in completions]}
     for name, rewards in zip(score.names, score.rewards, strict=True):
         table[name] = [None if r is None or r != r else round(r, 6) for r in rewards]
     table["total"] = [round(t, 6) for t in score.total]
@@ -154,6 +165,10 @@ def bench(ctx: AppContext, request: Any, values: Values) -> tuple[pd.DataFrame, 
 
 def _probe_line(result) -> str:
     """One flagged probe of the bench as a Markdown list item: what it earns and from which rule."""
+    if result.probe in PADDED_ANSWER:
+        reward = result.rewards.get(result.rule or "")
+        return (f"- **{result.probe}** (the answer with junk text) earns {'-' if reward is None else f'{reward:.3g}'} "
+                f"on the format rule `{result.rule}`: it pays a reply that is not the answer alone")
     if result.paid_by_task:
         reward = result.rewards.get(result.rule or "")
         earned = "-" if reward is None else f"{reward:.3g}"
@@ -182,7 +197,7 @@ def probe(ctx: AppContext, request: Any, values: Values) -> tuple[Any, str]:
         return gr.skip(), f"❌ {exc}"
     table = pd.DataFrame({
         "probe": [r.probe for r in results],
-        "completion": [r.text[:40] for r in results],
+        "completion": [shown_text(r.text, 40) for r in results],
         "total": [r.total for r in results],
         "best real": [r.best_real for r in results],
         "wins": ["⚠️ yes" if r.flagged else "" for r in results],
@@ -229,6 +244,19 @@ def filled_form(ctx: AppContext, config: RunConfig) -> dict[str, Any]:
     for index in range(1, RULE_SLOTS + 1):
         form[slot_field("help", index)] = rule_help(form[slot_field("rule", index)])
     return form
+
+
+STALE_RESULTS = ("status", "bench_table", "bench_status", "preflight_verdict", "preflight_table", "memory_estimate",
+                 "sweep_status")
+"""What a refilled form makes stale: the last launch's status (with its warnings, e.g. on prompt length), the bench's
+scores and probe, the preflight's verdict and table, the memory estimate, the last sweep's status: they described the
+form before."""
+
+
+def stale_cleared() -> dict[str, Any]:
+    """:data:`STALE_RESULTS` by name, emptied: what a quick start or a cloned run's fill also outputs."""
+    return {"status": "", "bench_table": empty_frame(BENCH_HEADERS), "bench_status": "", "preflight_verdict": "",
+            "preflight_table": empty_frame(RULE_TABLE_HEADERS), "memory_estimate": "", "sweep_status": ""}
 
 
 def quick_start_form(ctx: AppContext, key: str) -> dict[str, Any]:

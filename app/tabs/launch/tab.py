@@ -96,7 +96,8 @@ def create_launch_tab(
         """Inputs: run id, which rule slots show. Outputs: the form, the rules' help, clone status (those the handler
         names), the slots' groups, which show, "+ add rule"."""
         form = handlers.clone(ctx, request, run_id)
-        return {**{parts[name]: value for name, value in form.items()},
+        stale = handlers.stale_cleared() if "dataset_id" in form else {}  # the form was refilled
+        return {**{parts[name]: value for name, value in {**form, **stale}.items()},
                 **slot_visibility(handlers.shown_after_clone(form, shown))}
 
     groups = [parts[slot_field("rule_group", index)] for index in range(1, RULE_SLOTS + 1)]
@@ -143,8 +144,9 @@ def create_launch_tab(
     launch_outputs = [parts["status"], parts["launched_run"], *([tabs] if tabs is not None else [])]
     launched = parts["launch"].click(on_launch, inputs=set(form.values()), outputs=launch_outputs)
     with parts["panels"]:
-        create_memory_panel(ctx, form)
+        parts["memory_estimate"] = create_memory_panel(ctx, form)["result"]
         sweep = create_sweep_panel(ctx, form, sync)
+        parts["sweep_status"] = sweep["status"]
     bench_outputs = [parts["bench_table"], parts["bench_status"]]
     parts["bench_button"].click(fair_share(PREVIEW_SLOTS, on_bench), inputs=inputs(BENCH_FIELDS), outputs=bench_outputs)
 
@@ -170,22 +172,25 @@ def create_launch_tab(
     parts["preflight_button"].click(fair_share(MODEL_SLOTS, on_preflight), inputs=inputs(["preflight_prompts", *FORM_FIELDS]),
                                     outputs=[parts["preflight_verdict"], parts["preflight_table"]], **MODEL_JOBS)
     help_boxes = [parts[slot_field("help", index)] for index in range(1, RULE_SLOTS + 1)]
+    stale_outputs = [parts[name] for name in handlers.STALE_RESULTS]
     parts["clone"].input(on_clone, inputs=[parts["clone"], parts["rule_shown"]],
-                         outputs=[*form.values(), *help_boxes, parts["clone_status"], *visibility_outputs])
+                         outputs=[*form.values(), *help_boxes, parts["clone_status"], *visibility_outputs, *stale_outputs])
 
     def quick_starter(key: str):
         def on_quick_start(shown: list[bool]):
             """Inputs: which rule slots show. Outputs: the form, the rules' help, the clone picker, its status (those
             the handler names), the slots' groups, which show, "+ add rule"."""
             form = handlers.quick_start_form(ctx, key)
-            return {**{parts[name]: value for name, value in form.items()},
+            stale = handlers.stale_cleared() if "dataset_id" in form else {}  # the form was refilled
+            return {**{parts[name]: value for name, value in {**form, **stale}.items()},
                     **slot_visibility(handlers.shown_after_clone(form, shown))}
         return on_quick_start
 
     for chosen in QUICK_STARTS:
         parts[f"quick_start_{chosen.key}"].click(
             quick_starter(chosen.key), inputs=parts["rule_shown"],
-            outputs=[*form.values(), *help_boxes, parts["clone"], parts["clone_status"], *visibility_outputs])
+            outputs=[*form.values(), *help_boxes, parts["clone"], parts["clone_status"], *visibility_outputs,
+                     *stale_outputs])
     if sync is not None:
         sync.follow_datasets(parts["eval_dataset_id"])
         sync.follow_datasets(parts["dataset_id"])

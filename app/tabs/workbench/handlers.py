@@ -43,10 +43,20 @@ def rules_for_run(ctx: AppContext, run_id: int | None) -> tuple[str, str]:
         run = ctx.store.get_run(int(run_id))
     except StoreError as exc:
         return "", str(exc)
-    steps = ctx.store.group_steps(run.id)
-    recorded = (f"Recorded groups at {len(steps)} steps ({steps[0]}–{steps[-1]})." if steps
-                else "This run has no recorded groups yet.")
-    return dump_yaml(list((run.config or {}).get("rewards") or [])), recorded
+    return dump_yaml(list((run.config or {}).get("rewards") or [])), recorded_line(ctx, run.id)
+
+
+def recorded_line(ctx: AppContext, run_id: Any) -> str:
+    """What the run has recorded, read now (a live run records groups after it was chosen): ``Recorded groups at N
+    steps (first–last).``, ``This run has no recorded groups yet.``, or ``""`` for no run. Inputs: run."""
+    if run_id is None:
+        return ""
+    try:
+        steps = ctx.store.group_steps(int(run_id))
+    except (StoreError, TypeError, ValueError) as exc:
+        return str(exc)
+    return (f"Recorded groups at {len(steps)} steps ({steps[0]}–{steps[-1]})." if steps
+            else "This run has no recorded groups yet.")
 
 
 def request_from_form(form: Mapping[str, Any]) -> dict[str, Any]:

@@ -27,10 +27,11 @@ FORM = ("run", "rules", "first_step", "last_step", "sample", "scale_rewards", "l
         "preset_shared")
 
 
-def create_workbench_tab(ctx: AppContext, sync=None, *, inspect: dict | None = None, tabs: gr.Tabs | None = None
-                         ) -> dict[str, gr.components.Component]:
+def create_workbench_tab(ctx: AppContext, sync=None, *, inspect: dict | None = None, tabs: gr.Tabs | None = None,
+                         tab: gr.Tab | None = None) -> dict[str, gr.components.Component]:
     """Build the Reward workbench tab. With ``inspect`` (Inspect's components: ``run``, ``step``) and ``tabs``, "Open
-    this step in Inspect" selects that tab on the chosen changed group's run and step."""
+    this step in Inspect" selects that tab on the chosen changed group's run and step. Selecting ``tab`` reads the
+    chosen run's recorded groups again (a live run records them after it was chosen)."""
     c = layout_workbench(ctx)
     if sync is not None:
         sync.follow_runs(c["run"])
@@ -42,32 +43,39 @@ def create_workbench_tab(ctx: AppContext, sync=None, *, inspect: dict | None = N
     results = [c["progress"], c["summary"], c["plot"], c["steps"], c["probe"], c["group"], c["changed"]]
 
     def shown(info):
-        """Outputs: the rescoring id, then ``results``."""
+        """Outputs: the rescoring id, then ``results``, then the run's recorded line (read again once it is done)."""
         if info.status != "completed" or info.result is None:
-            return info.id, progress_html(info), *(gr.skip(),) * 6
+            return info.id, progress_html(info), *(gr.skip(),) * 6, gr.skip()
         r = info.result
         plot = gr.LinePlot(value=steps_frame(r), sort=step_order(r))  # whole steps as ticks, in step order
         return (info.id, progress_html(info), summary_html(r), plot, steps_html(r), probe_html(r),
                 gr.update(choices=group_choices(r), value=0 if r.get("changed_groups") else None),
-                changed_groups_html(r))
+                changed_groups_html(r), handlers.recorded_line(ctx, r.get("run_id")))
 
     def on_rescore(values: dict, request: gr.Request):
-        """Inputs: the form. Outputs: rescoring id, progress, summary, plot, steps, probe, group, changed."""
+        """Inputs: the form. Outputs: rescoring id, progress, summary, plot, steps, probe, group, changed, the
+        run's recorded line (read now: the run may have recorded groups since it was chosen)."""
+        form = by_name(values)
         try:
-            started = handlers.start(ctx, by_name(values), request)
+            started = handlers.start(ctx, form, request)
         except (RescoreError, StoreError) as exc:
-            yield None, f"<p class='rescore-error'>{html.escape(str(exc))}</p>", *(gr.skip(),) * 6
+            yield (None, f"<p class='rescore-error'>{html.escape(str(exc))}</p>", *(gr.skip(),) * 6,
+                   handlers.recorded_line(ctx, form.get("run")))
             return
         for info in handlers.follow(ctx, started.id):
             yield shown(info)
 
-    c["rescore"].click(on_rescore, inputs=form_inputs, outputs=[c["rescoring"], *results])
+    c["rescore"].click(on_rescore, inputs=form_inputs, outputs=[c["rescoring"], *results, c["recorded"]])
     def on_cancel_rescoring(rescoring_id, request: gr.Request):
         return handlers.cancel(ctx, rescoring_id, request)
 
     c["cancel"].click(on_cancel_rescoring, inputs=c["rescoring"], outputs=c["launched"])
     c["run"].change(lambda run_id: handlers.rules_for_run(ctx, run_id), inputs=c["run"],
                     outputs=[c["rules"], c["recorded"]])
+
+    if tab is not None:
+        tab.select(lambda run_id: handlers.recorded_line(ctx, run_id), inputs=c["run"], outputs=c["recorded"],
+                   show_progress="hidden")
 
     def on_load(name, request: gr.Request):
         try:

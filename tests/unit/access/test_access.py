@@ -243,3 +243,12 @@ def test_serve_with_malformed_credentials_exits_2_before_serving(clean_env, tmp_
     assert "grpo-dashboard serve: --auth / GRPO_AUTH: expected USER:PASSWORD" in capsys.readouterr().err
     assert cli_main(["serve", "--data-dir", str(tmp_path), "--max-upload-mb", "0"]) == 2
     assert "at least 1 MB" in capsys.readouterr().err
+
+
+def test_serve_help_says_the_auth_file_holds_hashes_written_by_auth_add():
+    from app.cli.main import build_parser
+
+    serve = next(a for a in build_parser()._subparsers._group_actions[0].choices.values() if a.prog.endswith("serve"))
+    text = " ".join(serve.format_help().split())
+    assert "user:password a line" not in text
+    assert "scrypt hash" in text and "grpo-dashboard auth add" in text

@@ -160,6 +160,13 @@ ERROR_CASES = [
         id="csv-tokenizing-error-keeps-pandas-location",
     ),
     pytest.param(
+        "broken.csv",
+        'prompt,answer\n"a ""quoted"" one",1\nb,"2\nc,3\n',
+        ["broken.csv, line 3, column 3: not valid CSV (a quoted field opened here is never closed"],
+        {"line": 3, "column": 3},
+        id="csv-unclosed-quote-line-and-column",
+    ),
+    pytest.param(
         "d.csv",
         "prompt,answer\n" + "".join(f"q{i},{i}\n" for i in range(11)) + ",12\n",
         ["d.csv, row 12, column 'prompt': prompt is missing"],

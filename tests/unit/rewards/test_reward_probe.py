@@ -24,12 +24,39 @@ FAILING_CODE = ['print("hello")', "```python\ndef f(x):\n    return x\n```"]
 
 def test_probe_completions_cover_every_kind():
     names = [name for name, _ in probe_completions(ARITHMETIC_ROW, "What is 40 + 2?")]
-    assert names == ["empty", "whitespace", "prompt_echo", "bare_fence", "pass", "answer_only", "repeated_number",
-                     "long_padding", "wrong_in_format"]
+    assert names == ["empty", "whitespace", "prompt_echo", "bare_fence", "pass", "answer_only", "answer_then_junk",
+                     "answer_then_line", "junk_then_answer", "repeated_number", "long_padding", "wrong_in_format"]
     texts = dict(probe_completions(ARITHMETIC_ROW, "What is 40 + 2?"))
     assert texts["answer_only"] == "42"
     assert "43" in texts["wrong_in_format"] and "42" not in texts["wrong_in_format"]
     assert "answer_only" not in dict(probe_completions(CODE_ROW, "p"))
+    assert texts["answer_then_line"].startswith("42\n") and texts["junk_then_answer"].endswith("\n42")
+
+
+NUMBER_ALONE = r"^\s*-?\d+(\.\d+)?\s*\.?\s*$"
+
+
+@pytest.mark.parametrize("mode", ["search", "fullmatch"])
+def test_a_format_rule_that_pays_the_answer_with_junk_is_flagged(mode):
+    """The number-alone pattern matched in search mode with MULTILINE pays "42\\nbecause I said so": the probe must
+    say so; matched whole (fullmatch), it pays nothing of the kind."""
+    specs = [{"rule": "numeric_answer"}, {"rule": "format_regex", "weight": 0.5,
+                                          "params": {"pattern": NUMBER_ALONE, "mode": mode}}]
+    results = probe_row(specs, ARITHMETIC_ROW, ["42", "The answer is 42."])
+    found = {(r.probe, r.rule) for r in flagged(results)}
+    if mode == "search":
+        assert found == {("answer_then_line", "format_regex"), ("junk_then_answer", "format_regex")}
+        assert any("not the answer alone" in line for line in describe(results))
+    else:
+        assert found == set()
+
+
+def test_the_quick_start_format_rule_needs_the_whole_completion_to_be_the_number():
+    from grpo_core.rewards.compose import score_group
+
+    texts = ["82", " -3.5.\n", "82\nbecause I said so", "because\n82", "82 because"]
+    score = score_group(RunConfig().rewards, texts, {"answer": 82})
+    assert score.rewards[score.names.index("format_regex")] == [1.0, 1.0, 0.0, 0.0, 0.0]
 
 
 PROBE_CASES = [

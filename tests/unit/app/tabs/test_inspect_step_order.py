@@ -85,6 +85,17 @@ def test_redraws_of_other_pages_are_kept(built, monkeypatch):
     assert _steps_shown(on_show(run, 2, True, "all", 3, 0.5, None)) == {"2"}
 
 
+def test_opening_the_tab_on_a_preselected_run_lists_its_steps_at_the_latest(built):
+    """A run selected before it recorded groups (after Launch, from a link) has no steps listed: opening the tab lists
+    them and chooses the latest, so the view is drawn without pressing "↻ steps"."""
+    _ctx, blocks, run = built
+    on_tab = _handler(blocks, "on_tab")
+    update = on_tab(run, None)
+    assert [c[0] if isinstance(c, tuple) else c for c in update["choices"]] == [6, 4, 2]
+    assert update["value"] == 6
+    assert "value" not in on_tab(run, 4)  # a chosen step is kept
+
+
 @pytest.mark.parametrize("step", [2, 4, 6])
 def test_every_part_of_a_view_shows_the_one_step(built, step):
     ctx, _blocks, run = built

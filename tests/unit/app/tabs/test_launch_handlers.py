@@ -83,6 +83,15 @@ def test_the_bench_scores_the_named_slots(ctx):
     assert table["total"].tolist() == table["numeric_answer"].tolist()
 
 
+def test_the_bench_and_probe_tables_show_line_breaks(ctx):
+    values = _bench_values("length", "{}") | {"bench_completions": "82\nbecause I said so\n---\n82"}
+    table, _ = handlers.bench(ctx, None, values)
+    assert table["completion"].tolist() == ["82⏎because I said so", "82"]
+    table, _ = handlers.probe(ctx, None, values)
+    shown = dict(zip(table["probe"], table["completion"], strict=True))
+    assert shown["answer_then_line"].startswith("82⏎") and "\n" not in "".join(shown.values())
+
+
 def test_the_bench_needs_a_rule(ctx):
     values = _bench_values("(none)", "{}") | {"rule_1": "(none)"}
     table, status = handlers.bench(ctx, None, values)
@@ -195,3 +204,27 @@ def test_a_quick_start_whose_example_is_gone_says_so_and_leaves_the_form(ctx, se
     assert list(filled) == ["clone_status"]
     assert filled["clone_status"].startswith("❌") and repr(CODE_TASKS_EXAMPLE) in filled["clone_status"]
     assert handlers.shown_after_clone(filled, [True, False, True, False]) == [True, False, True, False]
+
+
+def test_a_refilled_form_clears_the_results_of_the_form_before():
+    """A quick start or a cloned run refills the form: the last launch's status (its warnings), the bench's rows
+    and probe, the preflight's verdict are emptied with it."""
+    cleared = handlers.stale_cleared()
+    assert set(cleared) == set(handlers.STALE_RESULTS)
+    assert cleared["status"] == cleared["bench_status"] == cleared["preflight_verdict"] == ""
+    assert cleared["bench_table"].empty and cleared["preflight_table"].empty
+
+
+def test_the_quick_start_button_empties_the_launch_status(settings):
+    from app.server import build_blocks, create_context
+
+    context = create_context(settings)
+    try:
+        blocks = build_blocks(context)
+        [fn] = [f.fn for f in blocks.fns.values()
+                if getattr(f.fn, "__qualname__", "").endswith("quick_starter.<locals>.on_quick_start")][:1]
+        [status] = [b for b in blocks.blocks.values() if getattr(b, "elem_id", None) == "launch-status"]
+        out = fn([True, True, False, False])
+        assert out[status] == ""
+    finally:
+        context.store.close()
