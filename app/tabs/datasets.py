@@ -287,12 +287,7 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
         return (gr.update(visible=False), None, f"✅ {done.message()}", datasets_frame(ctx),
                 gr.update(choices=dataset_choices(ctx), value=None))
 
-    def on_upload():
-        """Outputs: status, preview, model view, pictures, all cleared: they described the file chosen before."""
-        return "", empty_frame(PREVIEW_HEADERS), "", ""
-
     mapping_inputs = [prompt_column, system_prompt, renames, preview_model]
-    upload.change(on_upload, outputs=[status, preview, model_view, gallery], show_progress="hidden")
     check.click(on_check, inputs=[upload, *mapping_inputs], outputs=[status, preview, model_view, gallery])
     added = add.click(on_add, inputs=[upload, name, *mapping_inputs],
                       outputs=[status, preview, model_view, table, selected, gallery])

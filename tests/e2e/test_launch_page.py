@@ -53,7 +53,7 @@ def test_the_form_shows_what_applies_and_cuts_no_label(page):
     assert page.evaluate(CUT_TEXT_JS, "#tab-launch") == []
     height = page.evaluate("() => document.documentElement.scrollHeight")
     page.get_by_text("Sampling, eval split, trackers").click()
-    assert height < 2400, height
+    assert height < 2500, height  # the budget includes the closed Tools group's header (about 60 px)
 
 
 def test_the_preview_is_filled_on_load(page):

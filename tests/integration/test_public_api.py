@@ -22,8 +22,8 @@ from tests.helpers import FINISHED
 from tests.servers import serving
 
 USER, PASSWORD = "user", "pw"
-PUBLIC = {"/add_dataset", "/launch_run", "/launch_sweep", "/list_runs", "/run_metrics", "/run_groups", "/cancel_run",
-          "/resume_run", "/export_run", "/delete_run", "/merge_run", "/list_datasets", "/rename_dataset",
+PUBLIC = {"/add_dataset", "/launch_run", "/launch_sweep", "/list_runs", "/run_metrics", "/run_groups", "/run_images",
+          "/cancel_run", "/resume_run", "/export_run", "/delete_run", "/merge_run", "/list_datasets", "/rename_dataset",
           "/delete_dataset", "/rescore_run"}
 REWARDS = [
     {"rule": "numeric_answer", "weight": 1.0},

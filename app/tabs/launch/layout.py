@@ -152,6 +152,8 @@ def field_component(ctx: AppContext, field: str, label: str, extra: dict[str, An
     if kind == "mapping":
         return gr.Code(label="other GRPOConfig / TrainingArguments fields (YAML or JSON mapping; fields the dashboard "
                        "sets are refused with the reason)", language="yaml", lines=3, elem_id=f"hp-{field}")
+    if kind == "text":
+        return gr.Textbox(value=value, **common, **extra)
     precision = {"precision": 0} if kind == "integer" else {}
     return gr.Number(value=value, **common, **precision, **extra)
 

@@ -1,5 +1,6 @@
-"""The Datasets tab never shows one file's preview under another's result: a failed Check or a new upload clears
-it, and the stored-dataset picker starts with nothing picked (not a dataset beside an empty preview)."""
+"""The Datasets tab never shows one file's preview under another's result: a failed Check clears it (a new upload
+does not clear it by itself: that event could land after a quick Add and wipe its result), and the stored-dataset
+picker starts with nothing picked (not a dataset beside an empty preview)."""
 
 from __future__ import annotations
 
@@ -12,21 +13,19 @@ def _fn(blocks, name: str):
     return fn
 
 
-def test_a_failed_check_and_a_new_upload_clear_the_preview(settings, tmp_path):
+def test_a_failed_check_clears_the_preview(settings, tmp_path):
     ctx = create_context(settings)
     try:
         blocks = build_blocks(ctx)
         on_check = _fn(blocks, "on_check")
         good = tmp_path / "good.jsonl"
         good.write_text('{"prompt": "What is 1 + 1?", "answer": 2}\n')
-        status, preview, _ = on_check(str(good), "", "", "", "")
+        status, preview, _, _ = on_check(str(good), "", "", "", "")
         assert status.startswith("✅") and len(preview) == 1
         broken = tmp_path / "broken.jsonl"
         broken.write_text('{"prompt": "x"\n')
-        status, preview, model_view = on_check(str(broken), "", "", "", "")
-        assert status.startswith("❌") and preview.empty and model_view == ""
-        status, preview, model_view = _fn(blocks, "on_upload")()
-        assert status == "" and preview.empty and model_view == ""
+        status, preview, model_view, pictures = on_check(str(broken), "", "", "", "")
+        assert status.startswith("❌") and preview.empty and model_view == "" and pictures == ""
         [picker] = [b for b in blocks.blocks.values() if getattr(b, "elem_id", None) == "dataset-pick"]
         assert picker.choices and picker.value is None
     finally:

@@ -34,3 +34,16 @@ def test_the_template_line_says_whether_the_template_carries_tools(ctx, tiny_too
     assert swapped.startswith("✅") and "cannot render tools, so the dashboard sets" in swapped
     assert "Qwen2.5 chat template" in swapped
     assert "not on disk yet" in tool_template_markdown(ctx, "someone/absent-model", True)
+
+
+def test_every_text_field_of_the_form_is_a_text_box(ctx):
+    import gradio as gr
+
+    from app.tabs.launch.form import CONFIG_FIELDS, field_kind
+    from app.tabs.launch.layout import field_component
+
+    text_fields = [(field, label, extra) for field, label, extra in CONFIG_FIELDS if field_kind(field) == "text"]
+    assert "environment" in [field for field, *_ in text_fields]  # 'file.py:Class': a number box refused it
+    with gr.Blocks():
+        for field, label, extra in text_fields:
+            assert isinstance(field_component(ctx, field, label, extra), gr.Textbox), field
