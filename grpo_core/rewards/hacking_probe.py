@@ -153,8 +153,9 @@ def _responsible(score: GroupScore, weights: Sequence[float], probe: int, best: 
     return score.names[top]
 
 
-def _task_rules(specs: Sequence[RewardSpec | Mapping[str, Any]], weights: Sequence[float]) -> list[int]:
-    """Indices of the task rules of ``specs`` (category in :data:`TASK_CATEGORIES`, not in :data:`NOT_TASK_RULES`, weight > 0)."""
+def _weighted_categories(specs: Sequence[RewardSpec | Mapping[str, Any]],
+                         weights: Sequence[float]) -> list[tuple[int, str, str | None]]:
+    """``(index, rule name, category or None when unknown)`` of each rule of ``specs`` with weight > 0."""
     from grpo_core.rewards.registry import get_rule
 
     found = []
@@ -164,25 +165,20 @@ def _task_rules(specs: Sequence[RewardSpec | Mapping[str, Any]], weights: Sequen
             category = get_rule(name).category
         except ValueError:
             category = None
-        if category in TASK_CATEGORIES and name not in NOT_TASK_RULES and weights[index] > 0:
-            found.append(index)
+        if weights[index] > 0:
+            found.append((index, name, category))
     return found
+
+
+def _task_rules(specs: Sequence[RewardSpec | Mapping[str, Any]], weights: Sequence[float]) -> list[int]:
+    """Indices of the task rules of ``specs`` (category in :data:`TASK_CATEGORIES`, not in :data:`NOT_TASK_RULES`, weight > 0)."""
+    return [index for index, name, category in _weighted_categories(specs, weights)
+            if category in TASK_CATEGORIES and name not in NOT_TASK_RULES]
 
 
 def _format_rules(specs: Sequence[RewardSpec | Mapping[str, Any]], weights: Sequence[float]) -> list[int]:
     """Indices of the format rules of ``specs`` (category :data:`FORMAT_CATEGORY`, weight > 0)."""
-    from grpo_core.rewards.registry import get_rule
-
-    found = []
-    for index, spec in enumerate(specs):
-        name = spec.rule if isinstance(spec, RewardSpec) else str(spec.get("rule"))
-        try:
-            category = get_rule(name).category
-        except ValueError:
-            category = None
-        if category == FORMAT_CATEGORY and weights[index] > 0:
-            found.append(index)
-    return found
+    return [index for index, _, category in _weighted_categories(specs, weights) if category == FORMAT_CATEGORY]
 
 
 def _ends_with_answer(prompt: str, answer: Any) -> bool:
