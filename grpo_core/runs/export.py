@@ -256,11 +256,28 @@ def metrics_frame(store: Store, run_id: int) -> pd.DataFrame:
     return wide.reset_index().sort_values("step", kind="stable").reset_index(drop=True)
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+"""A cell starting with one of these is a formula (or a DDE call) to Excel, LibreOffice and Google Sheets; the
+full-width forms too, which some of them fold (OWASP, "CSV Injection")."""
+
+
+def spreadsheet_safe(text: str) -> str:
+    """``text`` as a spreadsheet shows it literally: prefixed with ``'`` if it starts with a formula character
+    (:data:`FORMULA_STARTS`), otherwise unchanged. Metric names come from logins and ingest tokens."""
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
 def export_metrics_csv(store: Store, run_id: int, dest: Path) -> Path:
-    """Write :func:`metrics_frame` of the run to ``dest`` as CSV (UTF-8, header row, no index). Returns ``dest``."""
+    """Write :func:`metrics_frame` of the run to ``dest`` as CSV (UTF-8, header row, no index). Returns ``dest``.
+
+    The header's metric names go through :func:`spreadsheet_safe` (the cells below are numbers): a name such as
+    ``=HYPERLINK(...)`` recorded by a script must not become a formula in whoever opens the export.
+    """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    metrics_frame(store, run_id).to_csv(dest, index=False)
+    frame = metrics_frame(store, run_id)
+    frame.columns = [spreadsheet_safe(str(c)) for c in frame.columns]
+    frame.to_csv(dest, index=False)
     return dest
 
 

@@ -21,6 +21,7 @@ from grpo_core.runs.export import (
     export_adapter_zip,
     export_config_yaml,
     export_groups_parquet,
+    export_metrics_csv,
     export_run,
     metrics_frame,
 )
@@ -89,6 +90,16 @@ def test_metrics_frame_is_wide_one_row_per_step(store, run):
     assert math.isnan(frame["kl"][1]) and frame["kl"][2] == pytest.approx(0.03)
     assert frame["loss"].isna().all()  # NaN is stored as NULL and comes back empty
     assert frame["rewards/numeric_answer/mean"].isna().tolist() == [True, True, False]
+
+
+def test_metric_names_that_a_spreadsheet_reads_as_formulas_are_quoted_in_the_csv(store, tmp_path):
+    hostile = ["=HYPERLINK(\"http://x\")", "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)", "\t=1", "\uff1d1+1"]
+    info = store.create_run(name="csv", config={}, dataset_id=None, max_steps=1)
+    record_metrics(store, info.id, 1, {**{k: 1.0 for k in hostile}, "reward": -0.5}, wall_time=1.0)
+    header = pd.read_csv(export_metrics_csv(store, info.id, tmp_path / "m.csv"), dtype=str)
+    names = [c for c in header.columns if c not in ("step", "wall_time", "reward")]
+    assert sorted(names) == sorted("'" + k for k in hostile)
+    assert header["reward"].tolist() == ["-0.5"]  # a negative number stays a number
 
 
 def test_metrics_frame_of_a_run_without_metrics(store):
