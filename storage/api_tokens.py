@@ -36,6 +36,11 @@ from storage.tables import ApiTokenRow, IngestCursorRow, RunRow, RunStatus, utcn
 TOKEN_PREFIX = "grpo_"
 #: Longest login or token name, in characters.
 MAX_NAME_CHARS = 200
+MAX_LIVE_TOKENS = 50
+"""API tokens a login may hold at once (neither revoked nor expired): one per script or machine is the use."""
+MAX_TOKEN_ROWS = 1_000
+"""Tokens a login may ever have in the store, revoked and expired ones included (they stay, as the runs they
+created name them): creating and revoking in a loop must not fill the store."""
 
 
 #: Seconds between two writes of a token's ``last_used_at``.
@@ -143,13 +148,24 @@ class ApiTokenQueries:
         its plain value (shown once, never stored).
 
         Raises:
-            StoreError: an empty or over-long login or name; an expiry not in (0, :data:`MAX_EXPIRY_S`].
+            StoreError: an empty or over-long login or name; an expiry not in (0, :data:`MAX_EXPIRY_S`]; the login
+                already holds :data:`MAX_LIVE_TOKENS` live tokens or has had :data:`MAX_TOKEN_ROWS` in all.
         """
         login, name = _check_name(login, "the login"), _check_name(name, "the token name")
         expires_in_s = parse_expiry(expires_in_s)
         plain = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        expires_at = None if expires_in_s is None else utcnow() + timedelta(seconds=expires_in_s)
+        now = utcnow()
+        expires_at = None if expires_in_s is None else now + timedelta(seconds=expires_in_s)
         with self._session() as session:
+            mine = select(func.count()).select_from(ApiTokenRow).where(ApiTokenRow.login == login)
+            if session.scalar(mine) >= MAX_TOKEN_ROWS:
+                raise StoreError(f"{login} has had {MAX_TOKEN_ROWS} API tokens, the most a login may create; "
+                                 "ask an admin to remove old ones")
+            live = mine.where(ApiTokenRow.revoked_at.is_(None)).where(
+                (ApiTokenRow.expires_at.is_(None)) | (ApiTokenRow.expires_at > now))
+            if session.scalar(live) >= MAX_LIVE_TOKENS:
+                raise StoreError(f"{login} already holds {MAX_LIVE_TOKENS} live API tokens, the most a login may; "
+                                 "revoke one it no longer uses first")
             row = ApiTokenRow(login=login, name=name, token_hash=token_hash(plain), expires_at=expires_at)
             session.add(row)
             session.commit()

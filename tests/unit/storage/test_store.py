@@ -582,3 +582,23 @@ def test_metric_summary_follows_a_replayed_step_a_resume_and_a_delete(store):
     store.delete_run(run.id)
     assert _summary_rows(store, run.id) == 0
     assert _count(store, "SELECT COUNT(*) FROM metric_series WHERE run_id = :run", run=run.id) == 0
+
+
+def test_a_login_holds_a_bounded_number_of_api_tokens(store, monkeypatch):
+    import storage.api_tokens as api_tokens
+
+    monkeypatch.setattr(api_tokens, "MAX_LIVE_TOKENS", 3)
+    monkeypatch.setattr(api_tokens, "MAX_TOKEN_ROWS", 6)
+    first = [store.create_api_token("alice", f"t{i}")[0] for i in range(3)]
+    with pytest.raises(StoreError, match="already holds 3 live API tokens"):
+        store.create_api_token("alice", "one too many")
+    store.create_api_token("bob", "bob's own")  # each login has its own bound
+    store.revoke_api_token(first[0].id, login="alice")
+    store.create_api_token("alice", "after a revoke")
+    for token in first[1:]:
+        store.revoke_api_token(token.id, login="alice")
+    store.create_api_token("alice", "t5")
+    store.create_api_token("alice", "t6")  # 2 live of 3, 6 in all
+    with pytest.raises(StoreError, match="has had 6 API tokens"):  # revoked ones count towards the store's bound
+        store.create_api_token("alice", "t7")
+    assert len(store.list_api_tokens("alice")) == 6
