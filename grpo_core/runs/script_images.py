@@ -31,8 +31,9 @@ MAX_SOURCE_PIXELS = 8192 * 8192
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-class ImageRefused(ValueError):
-    """An image a request carries is not one the dashboard keeps; the message says why."""
+class ImageRefused(Exception):
+    """An image a request carries is not one the dashboard keeps; the message says why. Not a ``ValueError``:
+    :func:`~grpo_core.datasets.images.decode_image` reads one as a picture that does not decode."""
 
 
 def _named(png: bytes) -> tuple[str, bytes]:
