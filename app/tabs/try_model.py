@@ -20,6 +20,7 @@ import gradio as gr
 
 from app.catalog_sync import CatalogSync, run_choices
 from app.context import MODEL_JOBS, AppContext, actor_of, boundary_of, fair_share
+from app.views.images import images_html
 from app.views.trajectories import turns_html
 from grpo_core.access.ownership import Actor, NotOwnerError
 from grpo_core.bounded_parse import ParseError, load_json
@@ -276,7 +277,8 @@ def create_try_model_tab(ctx: AppContext, sync: CatalogSync | None = None) -> di
             f"Sampled on {result.get('device')} in {result.get('seconds', 0):.1f} s · mean total reward: base "
             f"**{mean(base)}**, trained **{mean(trained)}** · rules: {', '.join(result.get('names', [])) or 'none'}"
         )
-        return text, side_html(base, "base model"), side_html(trained, "trained weights")
+        shown = images_html(["data:image/png;base64," + picture for picture in images], "prompt")
+        return text, shown + side_html(base, "base model"), side_html(trained, "trained weights")
 
     run.change(on_run, inputs=[run, row_index],
                outputs=[weights, max_tokens, temperature, prompt, columns, chat, status])
