@@ -55,6 +55,9 @@ MAX_METRICS = 2000
 #: Runs tab reads every name of the run it shows).
 MAX_RUN_METRIC_KEYS = 2000
 MAX_REWARDS = 64
+#: Most bytes of the pictures one step record carries, its groups' together (before base64): a step with more sends
+#: the rest of its groups without pictures, so that it fits in :data:`MAX_BODY_BYTES`.
+MAX_STEP_IMAGE_BYTES = 16 * 1024 * 1024
 #: Bounds of a run's config, its provenance and a group's extra columns, each: those of config text
 #: (:data:`grpo_core.bounded_parse.DEFAULT_LIMITS`: 64 KB of JSON, 10,000 values, 32 levels).
 JSON_LIMITS = DEFAULT_LIMITS
@@ -206,20 +209,39 @@ def _stats_to_wire(stats: TokenStats | None) -> dict[str, Any] | None:
             "entropy": values(stats.entropy)}
 
 
+def _wire_images(groups: Sequence[tuple[str, Sequence[GroupRecord]]]) -> dict[int, tuple[dict, list[dict]]]:
+    """Each group's extra columns and base64 pictures, by ``id`` of the group, the step's pictures held to
+    :data:`MAX_STEP_IMAGE_BYTES` together: a group whose pictures would pass it is sent without them (and without
+    their names), so that the step fits in a request."""
+    budget = MAX_STEP_IMAGE_BYTES
+    out: dict[int, tuple[dict, list[dict]]] = {}
+    for _, records in groups:
+        for g in records:
+            images = list((g.images or {}).items())[:MAX_GROUP_IMAGES]
+            size = sum(len(data) for _, data in images)
+            if images and size <= budget:
+                budget -= size
+                out[id(g)] = (g.extra, [{"name": name, "png": base64.b64encode(data).decode("ascii")}
+                                        for name, data in images])
+            else:
+                out[id(g)] = ({k: v for k, v in g.extra.items() if k != GROUP_IMAGES_KEY}, [])
+    return out
+
+
 def step_record(seq: int, step: int, *, metrics: dict[str, Any] | None, wall_time: float | None,
                 groups: Sequence[tuple[str, Sequence[GroupRecord]]] = ()) -> dict[str, Any]:
-    """A training step as a wire record (plain JSON values; a metric's NaN stays NaN, a group's becomes ``None``)."""
+    """A training step as a wire record (plain JSON values; a metric's NaN stays NaN, a group's becomes ``None``;
+    the groups' pictures bounded as :func:`_wire_images` says)."""
     import time
 
+    pictures = _wire_images(groups)
     return {
         "seq": seq, "kind": "step", "step": int(step),
         "wall_time": float(wall_time if wall_time is not None else time.time()),
         "metrics": {str(k): (None if v is None else float(v)) for k, v in (metrics or {}).items()
                     if v is None or isinstance(v, (int, float))},
         "groups": [{"split": split, "groups": [{
-            "row_index": g.row_index, "prompt": g.prompt, "extra": g.extra,
-            "images": [{"name": name, "png": base64.b64encode(data).decode("ascii")}
-                       for name, data in list((g.images or {}).items())[:MAX_GROUP_IMAGES]],
+            "row_index": g.row_index, "prompt": g.prompt, "extra": pictures[id(g)][0], "images": pictures[id(g)][1],
             "completions": [{
                 "index": c.index, "text": c.text,
                 "rewards": {name: _finite_or_none(v) for name, v in c.rewards.items()},

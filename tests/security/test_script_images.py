@@ -90,3 +90,18 @@ def test_a_picture_is_named_by_its_checked_bytes_and_a_group_shows_only_those_it
     [group] = store.groups_at(bob.id, 1)
     assert GROUP_IMAGES_KEY not in group.extra and group_images(store, bob, group.row_index, actor=Actor("bob")) == []
     assert store.run_image(bob.id, name) is None
+
+
+def test_a_steps_pictures_are_held_to_a_budget_so_the_step_fits_in_a_request(monkeypatch):
+    from grpo_core.integrations import wire
+    from storage import CompletionRecord, GroupRecord
+
+    red, blue = png_bytes((220, 20, 20)), png_bytes((20, 20, 220))
+    monkeypatch.setattr(wire, "MAX_STEP_IMAGE_BYTES", len(red) + len(blue) // 2)
+    completion = CompletionRecord(index=0, text="red", rewards={}, total_reward=None, advantage=0.0)
+    groups = [GroupRecord(step=1, row_index=2**30 + n, prompt="Colour?", completions=[completion],
+                          extra={GROUP_IMAGES_KEY: [f"{n}" * 64 + ".png"], "answer": "red"},
+                          images={f"{n}" * 64 + ".png": data}) for n, data in ((1, red), (2, blue))]
+    sent = wire.step_record(1, 1, metrics={}, wall_time=1.0, groups=[("train", groups)])["groups"][0]["groups"]
+    assert len(sent[0]["images"]) == 1 and sent[0]["extra"][GROUP_IMAGES_KEY]
+    assert sent[1]["images"] == [] and sent[1]["extra"] == {"answer": "red"}
