@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -57,6 +58,8 @@ class PictureShelf:
         self._pictures: dict[str, Any] = {}
         self._copies: dict[int, tuple[str, bytes] | None] = {}
         self._count = 0
+        # tokens of other processes (gathered by TRL) must never name a picture of this one
+        self._prefix = uuid.uuid4().hex[:12]
 
     def keep(self, cell: Any) -> list[str] | None:
         """Tokens for one completion's pictures (a picture or a list of them; at most
@@ -66,7 +69,7 @@ class PictureShelf:
         with self._lock:
             for picture in pictures[:MAX_GROUP_IMAGES]:
                 self._count += 1
-                token = f"p{self._count}"
+                token = f"{self._prefix}-{self._count}"
                 self._pictures[token] = picture
                 tokens.append(token)
         return tokens or None

@@ -59,8 +59,15 @@ def test_the_pictures_of_a_scripts_groups_are_stored_once_and_read_by_their_owne
     store.delete_run(run.id)  # its pictures go with it
     assert store.run_image(run.id, shown.name) is None
     # the next training scoring empties the shelf: the previous generation was recorded before it
-    _score_and_log(tap, ["Again?"], [red])
-    assert tap.pictures.copy("p1") is None
+    [token] = logs["extra"]["_images"][0]
+    assert tap.pictures.copy(token) is not None
+    again = _score_and_log(tap, ["Again?"], [red])
+    assert tap.pictures.copy(token) is None
+    # another process's tap (accelerate) never names this one's pictures: its tokens are its own
+    other = RolloutTap(lambda completions, **_: [0.0] * len(completions), EndOfSequence(ids=(0,), pad_id=None), 8,
+                       record_images=True)
+    [other_token] = _score_and_log(other, ["Again?"], [blue])["extra"]["_images"][0]
+    assert tap.pictures.copy(other_token) is None and other_token != again["extra"]["_images"][0][0]
 
 
 def test_only_pictures_in_memory_are_copied():
