@@ -241,7 +241,9 @@ def step_record(seq: int, step: int, *, metrics: dict[str, Any] | None, wall_tim
         "metrics": {str(k): (None if v is None else float(v)) for k, v in (metrics or {}).items()
                     if v is None or isinstance(v, (int, float))},
         "groups": [{"split": split, "groups": [{
-            "row_index": g.row_index, "prompt": g.prompt, "extra": pictures[id(g)][0], "images": pictures[id(g)][1],
+            "row_index": g.row_index, "prompt": g.prompt, "extra": pictures[id(g)][0],
+            # only with pictures: a dashboard of an earlier version refuses a field it does not know
+            **({"images": pictures[id(g)][1]} if pictures[id(g)][1] else {}),
             "completions": [{
                 "index": c.index, "text": c.text,
                 "rewards": {name: _finite_or_none(v) for name, v in c.rewards.items()},
