@@ -13,6 +13,7 @@ from sqlalchemy.orm import selectinload
 
 from storage.base import StoreBase, finite, get_row, split_clause
 from storage.records import CompletionRecord, GroupRecord, TokenStats
+from storage.run_images import write_group_images
 from storage.tables import CompletionRow, GroupRow, TokenStatsRow
 
 # The inserts of a step's groups, built once: a step's transaction only binds values, as Core executemany.
@@ -100,6 +101,7 @@ class GroupStore(StoreBase):
                                                       split_clause(split)))
         if not groups:
             return
+        write_group_images(connection, run_id, groups)
         group_ids = connection.execute(
             _INSERT_GROUPS, [_group_values(run_id, step, group, split) for group in groups]
         ).scalars().all()

@@ -228,6 +228,9 @@ class GroupRecord:
     extra: dict[str, Any] = field(default_factory=dict)
     id: int | None = None
     split: str = "train"
+    #: PNG bytes of the prompt's images by stored name (``<sha256>.png``), set only when a training script records
+    #: them (:mod:`storage.run_images` keeps them once per run); a group read back from the store has none here.
+    images: dict[str, bytes] = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from storage.tables import (
     MetricBucketRow,
     MetricRow,
     MetricSeriesRow,
+    RunImageRow,
     RunRow,
     utcnow,
 )
@@ -155,7 +156,7 @@ class RunStore(HistoryStore):
             return get_row(session, RunRow, run_id, "run").to_record()
 
     def delete_run(self, run_id: int) -> None:
-        """Delete a run with its metrics, groups and completions (files are the caller's)."""
+        """Delete a run with its metrics, groups, completions and recorded images (files are the caller's)."""
         with self._session() as session:
             group_ids = select(GroupRow.id).where(GroupRow.run_id == run_id)
             session.execute(delete(CompletionRow).where(CompletionRow.group_id.in_(group_ids)))
@@ -163,6 +164,7 @@ class RunStore(HistoryStore):
             session.execute(delete(MetricRow).where(MetricRow.run_id == run_id))
             session.execute(delete(MetricBucketRow).where(MetricBucketRow.run_id == run_id))
             session.execute(delete(MetricSeriesRow).where(MetricSeriesRow.run_id == run_id))
+            session.execute(delete(RunImageRow).where(RunImageRow.run_id == run_id))
             session.execute(delete(RunRow).where(RunRow.id == run_id))
             session.commit()
 

@@ -19,6 +19,7 @@ own module on the shared engine and sessions of :class:`storage.base.StoreBase`:
 :mod:`storage.steps`      what one training step records, in one transaction
 :mod:`storage.rescorings` rescorings of a run's recorded groups with other reward rules (the reward workbench)
 :mod:`storage.api_tokens` API tokens, and the runs a training script records over HTTP (:mod:`grpo_core.integrations`)
+:mod:`storage.run_images` the prompt images a training script recorded with its groups
 ========================  ==========================================================================================
 """
 
@@ -28,12 +29,14 @@ from storage.api_tokens import ApiTokenQueries
 from storage.datasets import DatasetStore
 from storage.prompts import PromptStore
 from storage.rescorings import RescoringStore  # the reward workbench
+from storage.run_images import RunImageStore
 from storage.runs import RunStore
 from storage.steps import StepStore
 from storage.sweeps import SweepStore
 
 
-class Store(DatasetStore, RunStore, SweepStore, StepStore, PromptStore, RescoringStore, ApiTokenQueries):
+class Store(DatasetStore, RunStore, SweepStore, StepStore, PromptStore, RescoringStore, ApiTokenQueries,
+            RunImageStore):
     """Reads and writes the dashboard's state in a SQL database.
 
     Args:

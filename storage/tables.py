@@ -398,6 +398,17 @@ class IngestCursorRow(Base):
     token_id: Mapped[int] = mapped_column(Integer)
     client_key: Mapped[str] = mapped_column(String(64))
     last_seq: Mapped[int] = mapped_column(Integer, default=0)
+class RunImageRow(Base):
+    """A prompt image a training script recorded with its groups (:mod:`storage.run_images`): PNG bytes under their
+    SHA-256 name, stored once per run however many groups show it; deleted with its run."""
+
+    __tablename__ = "run_images"
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(80), primary_key=True)  # "<sha256>.png"
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
 # --- end of API tokens --------------------------------------------------------------------------------------------
 
 

@@ -3,7 +3,9 @@ on the same prompt, side by side, each completion scored by the run's reward rul
 
 Sampling happens in a subprocess (``python -m grpo_core.try_model.worker``, started by :mod:`grpo_core.try_model.job`);
 this module, like the whole web process, never imports torch. A prompt comes from a row of the run's dataset (its other columns, e.g. ``answer``, feed the rules)
-and can be edited, or typed from scratch.
+and can be edited, or typed from scratch. A vision-language run's prompt takes pictures: the row's own (its
+``images`` column, read from the run's dataset for its owner or an admin) and pictures uploaded beside it, each
+checked by decoding under bounds before the child is started (:func:`prompt_pictures`).
 """
 
 from __future__ import annotations
@@ -11,20 +13,34 @@ from __future__ import annotations
 import functools
 import html
 import json
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
 from app.catalog_sync import CatalogSync, run_choices
-from app.context import MODEL_JOBS, AppContext, boundary_of, fair_share
+from app.context import MODEL_JOBS, AppContext, actor_of, boundary_of, fair_share
+from app.views.images import images_html
 from app.views.trajectories import turns_html
+from grpo_core.access.ownership import Actor, NotOwnerError
 from grpo_core.bounded_parse import ParseError, load_json
 from grpo_core.child_jobs.slots import MODEL_SLOTS
+from grpo_core.datasets.images import ImageBudget, image_folder, image_in_folder, row_image_names
 from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.datasets.rows import dataset_file, editable_prompt_text, load_rows, prompt_from_text
 from grpo_core.run_config import ConfigError
 from grpo_core.runs.files import ArtifactError, run_dir, weights_choices
-from grpo_core.try_model.job import BASE, TRAINED, TryModelError, build_request, try_in_subprocess
+from grpo_core.runs.images import check_may_read_images
+from grpo_core.try_model.job import (
+    BASE,
+    MAX_TRY_IMAGES,
+    TRAINED,
+    PictureError,
+    TryModelError,
+    build_request,
+    checked_pictures,
+    try_in_subprocess,
+)
 from storage import RunInfo, StoreError
 
 TRY_CSS = """
@@ -99,6 +115,38 @@ def side_html(side: dict[str, Any] | None, title: str) -> str:
     return "".join(parts)
 
 
+def prompt_pictures(ctx: AppContext, run: RunInfo, row: dict[str, Any], files: list[Any] | None,
+                    actor: Actor) -> list[str]:
+    """The pictures to send with the prompt, as :func:`grpo_core.try_model.job.checked_pictures` gives them: the
+    row's stored pictures (its ``images`` column: names of the run's dataset's images, read only for the run's owner
+    or an admin; any other value is never a path) then the uploaded ``files`` (Gradio's upload paths), at most
+    :data:`~grpo_core.try_model.job.MAX_TRY_IMAGES` together, each checked by decoding.
+
+    Raises:
+        PictureError: a picture is refused, too many are given, or the row names a picture its dataset lacks.
+        NotOwnerError: the row names pictures and ``actor`` may not read the run's images.
+    """
+    uploads: list[tuple[str, bytes]] = []
+    names = row_image_names(row)
+    if names:
+        check_may_read_images(actor, run)
+        source = dataset_file(ctx.store, run.config)
+        if source is None:
+            raise PictureError("the row names pictures but the run's dataset file is gone; remove its 'images'")
+        for name in names[:MAX_TRY_IMAGES + 1]:
+            try:
+                uploads.append((f"dataset picture {name[:12]}", image_in_folder(image_folder(source), name).read_bytes()))
+            except OSError:
+                raise PictureError(f"the row's picture {name[:16]}... is not in the run's dataset") from None
+    limit = ImageBudget().max_file_bytes
+    for upload in list(files or [])[:MAX_TRY_IMAGES + 1]:
+        path = Path(getattr(upload, "name", upload))
+        if path.stat().st_size > limit:
+            raise PictureError(f"picture {path.name}: over {limit:,} bytes")
+        uploads.append((path.name, path.read_bytes()))
+    return checked_pictures(uploads)
+
+
 def create_try_model_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[str, gr.components.Component]:
     """Build the Try the model tab inside the current ``gr.Blocks``; ``sync`` keeps its run list current, "↻ weights"
     re-reads the chosen run's checkpoints (a live run saves new ones)."""
@@ -116,6 +164,8 @@ def create_try_model_tab(ctx: AppContext, sync: CatalogSync | None = None) -> di
         chat = gr.Checkbox(label="chat prompt (plain text becomes one user message)", value=True, scale=2,
                            elem_id="try-chat")
     prompt = gr.Textbox(label="prompt (text, or a JSON list of chat messages)", lines=4, elem_id="try-prompt")
+    pictures = gr.File(label=f"pictures for a vision-language model (at most {MAX_TRY_IMAGES}, with the row's own)",
+                       file_count="multiple", file_types=["image"], type="filepath", elem_id="try-pictures")
     columns = gr.Code(label="the row's other columns, as JSON (read by the reward rules)", language="json",
                       value="{}", lines=3, interactive=True, elem_id="try-columns")
     with gr.Row():
@@ -183,8 +233,8 @@ def create_try_model_tab(ctx: AppContext, sync: CatalogSync | None = None) -> di
         return gr.update(choices=options, value=value)
 
     def on_sample(run_id, weights_value, prompt_text, columns_text, is_chat, samples, tokens, temp, seed_value,
-                  login: gr.Request = None):
-        """Inputs: run, weights, prompt, columns JSON, chat, samples, max tokens, temperature, seed.
+                  files=None, login: gr.Request = None):
+        """Inputs: run, weights, prompt, columns JSON, chat, samples, max tokens, temperature, seed, pictures.
         Outputs: status, base HTML, trained HTML."""
         info = _run(run_id)
         if info is None:
@@ -197,6 +247,7 @@ def create_try_model_tab(ctx: AppContext, sync: CatalogSync | None = None) -> di
             return "The columns must be a JSON object, like {\"answer\": 42}.", "", ""
         try:
             boundary_of(ctx, login).check_stored(info.config or {}, "sample from")
+            images = prompt_pictures(ctx, info, row, files, actor_of(ctx, login))
             request = build_request(
                 ctx.settings,
                 info,
@@ -207,8 +258,9 @@ def create_try_model_tab(ctx: AppContext, sync: CatalogSync | None = None) -> di
                 max_new_tokens=int(tokens or 0) or None,
                 temperature=None if temp is None else max(0.0, float(temp)),
                 seed=int(seed_value or 0),
+                images=images,
             )
-        except (ValueError, ArtifactError, ConfigError) as exc:
+        except (ValueError, ArtifactError, ConfigError, PictureError, NotOwnerError, OSError) as exc:
             return f"Cannot sample: {exc}", "", ""
         try:
             result = try_in_subprocess(request, env=ctx.launcher.env)
@@ -225,7 +277,8 @@ def create_try_model_tab(ctx: AppContext, sync: CatalogSync | None = None) -> di
             f"Sampled on {result.get('device')} in {result.get('seconds', 0):.1f} s · mean total reward: base "
             f"**{mean(base)}**, trained **{mean(trained)}** · rules: {', '.join(result.get('names', [])) or 'none'}"
         )
-        return text, side_html(base, "base model"), side_html(trained, "trained weights")
+        shown = images_html(["data:image/png;base64," + picture for picture in images], "prompt")
+        return text, shown + side_html(base, "base model"), side_html(trained, "trained weights")
 
     run.change(on_run, inputs=[run, row_index],
                outputs=[weights, max_tokens, temperature, prompt, columns, chat, status])
@@ -235,9 +288,9 @@ def create_try_model_tab(ctx: AppContext, sync: CatalogSync | None = None) -> di
     load_row.click(on_load_row, inputs=[run, row_index], outputs=[prompt, columns, chat, status])
     button.click(
         fair_share(MODEL_SLOTS, on_sample),
-        inputs=[run, weights, prompt, columns, chat, num_samples, max_tokens, temperature, seed],
+        inputs=[run, weights, prompt, columns, chat, num_samples, max_tokens, temperature, seed, pictures],
         outputs=[status, base_box, trained_box],
         **MODEL_JOBS,
     )
-    return {"run": run, "weights": weights, "row": row_index, "prompt": prompt, "columns": columns,
+    return {"run": run, "weights": weights, "row": row_index, "prompt": prompt, "columns": columns, "pictures": pictures,
             "button": button, "status": status, "base": base_box, "trained": trained_box}

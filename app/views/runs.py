@@ -16,6 +16,7 @@ from grpo_core.rewards.logged import REWARD_COLUMNS_KEY
 from grpo_core.runs.provenance import short_hash
 from grpo_core.runs.script_runs import describe_origin
 from storage import GroupRecord, RunInfo, RunStatus
+from storage.run_images import GROUP_IMAGES_KEY
 
 STATUS_COLOURS = {
     RunStatus.QUEUED: "#6b7280",
@@ -282,7 +283,7 @@ def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, ma
         spread = (max(totals) - min(totals)) if totals else 0.0
         signal = "" if spread > 1e-9 else ' · <span class="grpo-badge">all rewards equal: no learning signal</span>'
         extra = ", ".join(f"{html.escape(k)}={html.escape(_short(v))}" for k, v in group.extra.items()
-                          if k not in (REWARD_ERRORS_KEY, REWARD_COLUMNS_KEY))
+                          if k not in (REWARD_ERRORS_KEY, REWARD_COLUMNS_KEY, GROUP_IMAGES_KEY))
         errors = reward_error_map(group)
         logged = reward_column_map(group)
         out.append(

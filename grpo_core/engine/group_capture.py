@@ -3,7 +3,9 @@
 * :class:`RolloutTap` wraps the first reward function; TRL calls it once per generation batch with the
   ``completion_ids`` and the dataset columns, and it passes each completion's token count, truncation flag, dataset
   row (and the columns asked to be kept) to TRL's ``log_extra`` hook, which gathers them across processes in the same
-  order as TRL's own buffers.
+  order as TRL's own buffers. In a user's script (``record_images``) it also hands on the row's pictures (TRL's
+  ``image`` / ``images`` columns) by a token per picture, kept on a :class:`PictureShelf` until the writer thread
+  copies them (:func:`grpo_core.runs.script_images.recorded_copy`).
 * :func:`groups_from_trl_logs` cuts those buffers (``GRPOTrainer._logs``: prompts, completions, per-function rewards,
   **TRL's advantages**) into :class:`~storage.GroupRecord` groups of ``num_generations``; :func:`snapshot_of_trl_logs`
   and :func:`tail_of_trl_logs` copy them for the recorder's writer thread.
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import json
 import math
+import threading
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,8 +28,10 @@ from grpo_core.engine.policy_model import EndOfSequence
 from grpo_core.rewards.compose import REWARD_ERRORS_KEY, REWARD_ERRORS_PREFIX
 from grpo_core.rewards.logged import REWARD_COLUMNS_KEY, is_reward_column
 from grpo_core.rewards.registry import completion_text
+from grpo_core.runs.script_images import MAX_GROUP_IMAGES, recorded_copy
 from grpo_core.tools.turns import final_assistant_text, mask_spans, turns_of_completion
 from storage import CompletionRecord, GroupRecord
+from storage.run_images import GROUP_IMAGES_KEY
 
 _EXTRA_TOKENS = "_num_tokens"
 _EXTRA_TRUNCATED = "_truncated"
@@ -33,6 +39,61 @@ _EXTRA_TRUNCATED = "_truncated"
 _EXTRA_TOOL_MASK = "_tool_mask"
 #: Prefix of the ``log_extra`` columns holding a kept dataset column (``keep_columns``), one value per completion.
 _EXTRA_COLUMN_PREFIX = "_column/"
+#: The ``log_extra`` column of each completion's picture tokens (:class:`PictureShelf`), a list or ``None``.
+_EXTRA_IMAGES = "_images"
+#: TRL's dataset columns holding a row's pictures (``GRPOTrainer._generate_and_score_completions``).
+_PICTURE_COLUMNS = ("images", "image")
+
+
+class PictureShelf:
+    """The pictures of the batches being scored, by token, for the writer thread to copy: the tap puts each
+    completion's pictures here (:meth:`keep`) and logs the tokens, the writer thread turns the tokens of each group's
+    first completion into PNG copies (:meth:`copy`). Emptied when a training batch is scored (the writer has
+    recorded the previous one by then: the tap waits for it), so it holds one generation's pictures, which TRL holds
+    anyway. A token from another process (``accelerate launch``) is not on this shelf: its pictures are not recorded.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pictures: dict[str, Any] = {}
+        self._copies: dict[int, tuple[str, bytes] | None] = {}
+        self._count = 0
+        # tokens of other processes (gathered by TRL) must never name a picture of this one
+        self._prefix = uuid.uuid4().hex[:12]
+
+    def keep(self, cell: Any) -> list[str] | None:
+        """Tokens for one completion's pictures (a picture or a list of them; at most
+        :data:`~grpo_core.runs.script_images.MAX_GROUP_IMAGES`); ``None`` without any."""
+        pictures = list(cell) if isinstance(cell, (list, tuple)) else ([] if cell is None else [cell])
+        tokens = []
+        with self._lock:
+            for picture in pictures[:MAX_GROUP_IMAGES]:
+                self._count += 1
+                token = f"{self._prefix}-{self._count}"
+                self._pictures[token] = picture
+                tokens.append(token)
+        return tokens or None
+
+    def clear(self) -> None:
+        with self._lock:
+            self._pictures.clear()
+            self._copies.clear()
+
+    def copy(self, token: Any) -> tuple[str, bytes] | None:
+        """The stored name and PNG bytes of the picture of ``token`` (one copy per picture object), or ``None``
+        (unknown token, not a picture in memory, over a bound)."""
+        with self._lock:
+            picture = self._pictures.get(token) if isinstance(token, str) else None
+            if picture is None:
+                return None
+            key = id(picture)
+            if key in self._copies:
+                return self._copies[key]
+        made = recorded_copy(picture)
+        with self._lock:
+            if token in self._pictures:  # still the same object: its id cannot have been reused
+                self._copies[key] = made
+        return made
 
 
 class RolloutTap:
@@ -45,11 +106,14 @@ class RolloutTap:
         max_completion_length: the generation limit, in tokens.
         keep_columns: dataset columns whose value each completion's row has, to be kept with its group (a user's
             own script has no dashboard dataset to look them up in); a column the batch lacks is skipped.
+        record_images: put each completion's pictures (TRL's ``images`` / ``image`` column) on :attr:`pictures`
+            and log their tokens (a user's script: its dataset is not the dashboard's).
     """
 
     def __init__(self, func, end: EndOfSequence, max_completion_length: int,
-                 keep_columns: Sequence[str] = ()) -> None:
+                 keep_columns: Sequence[str] = (), record_images: bool = False) -> None:
         self.func = func
+        self.pictures: PictureShelf | None = PictureShelf() if record_images else None
         self.keep_columns = tuple(keep_columns)
         self.__name__ = getattr(func, "__name__", type(func).__name__)
         self.end = end
@@ -64,6 +128,8 @@ class RolloutTap:
 
     def __call__(self, completions, **kwargs) -> list[float | None]:
         self.before_scoring()
+        if self.pictures is not None and not self.in_eval():
+            self.pictures.clear()  # the previous generation is recorded (before_scoring waited for the writer)
         log_extra = kwargs.get("log_extra")
         if log_extra is not None:
             ids = kwargs.get("completion_ids") or [[] for _ in completions]
@@ -81,6 +147,10 @@ class RolloutTap:
                 values = kwargs.get(column)
                 if isinstance(values, list) and len(values) == len(completions):
                     log_extra(_EXTRA_COLUMN_PREFIX + column, [_jsonable(v) for v in values])
+            if self.pictures is not None:
+                cells = next((kwargs[c] for c in _PICTURE_COLUMNS if isinstance(kwargs.get(c), list)), None)
+                if cells is not None and len(cells) == len(completions):
+                    log_extra(_EXTRA_IMAGES, [self.pictures.keep(cell) for cell in cells])
         # ``calls`` counts training generations only; an evaluation's completions are counted apart, so that the
         # recorder can cut them off the tail of TRL's buffers as eval groups.
         if self.in_eval():
@@ -151,6 +221,7 @@ def groups_from_trl_logs(
     rows: Sequence[dict[str, Any]] | None = None,
     split: str = "train",
     environment_rewards: Sequence[str] = (),
+    pictures: Callable[[Any], tuple[str, bytes] | None] | None = None,
 ) -> list[GroupRecord]:
     """Cut TRL's latest-generation buffers (``GRPOTrainer._logs``) into groups of ``num_generations``, each marked
     with ``split``.
@@ -163,6 +234,11 @@ def groups_from_trl_logs(
     A completion with tool calls (TRL's ``tools``/``environment_factory``: a list of assistant and tool messages) is
     recorded as its turns (:func:`grpo_core.tools.turns.turns_of_completion`, each of ``environment_rewards`` as a
     reward turn) with its tool mask, and its ``text`` is its final assistant turn; a single-turn one as before.
+
+    ``pictures`` (:meth:`PictureShelf.copy`) turns the picture tokens the :class:`RolloutTap` logged for a group's
+    first completion into PNG copies: the group carries them as :attr:`GroupRecord.images` and names them in
+    ``extra[GROUP_IMAGES_KEY]``; its prompt key then counts the names too (the same question about two pictures is
+    two prompts).
 
     Returns:
         One :class:`GroupRecord` per prompt, its ``row_index`` the dataset row's, or where the batch has no row index
@@ -179,6 +255,7 @@ def groups_from_trl_logs(
     tokens = list(extra.get(_EXTRA_TOKENS, []))
     truncated = list(extra.get(_EXTRA_TRUNCATED, []))
     masks = list(extra.get(_EXTRA_TOOL_MASK, []))
+    picture_tokens = list(extra.get(_EXTRA_IMAGES, [])) if pictures is not None else []
     count = min(len(prompts), len(completions), len(advantages))
     groups: list[GroupRecord] = []
     for start in range(0, count - count % num_generations, num_generations):
@@ -203,7 +280,9 @@ def groups_from_trl_logs(
                 )
             )
         text = prompt_text(prompts[start])
-        row_index = row_ids[start] if start < len(row_ids) and row_ids[start] is not None else prompt_key(text)
+        images = _group_pictures(picture_tokens[start] if start < len(picture_tokens) else None, pictures)
+        keyed = text if not images else text + "\n" + " ".join(images)
+        row_index = row_ids[start] if start < len(row_ids) and row_ids[start] is not None else prompt_key(keyed)
         row_extra: dict[str, Any] = {}
         if rows is not None and 0 <= row_index < len(rows):
             row_extra = {k: v for k, v in rows[row_index].items() if k not in ("prompt", ROW_INDEX_COLUMN)}
@@ -217,6 +296,8 @@ def groups_from_trl_logs(
         logged = _reward_columns(extra, start, num_generations)
         if logged:
             row_extra[REWARD_COLUMNS_KEY] = logged
+        if images:
+            row_extra[GROUP_IMAGES_KEY] = list(images)
         groups.append(
             GroupRecord(
                 step=step,
@@ -225,9 +306,22 @@ def groups_from_trl_logs(
                 completions=members,
                 extra=row_extra,
                 split=split,
+                images=images,
             )
         )
     return groups
+
+
+def _group_pictures(tokens: Any, pictures: Callable[[Any], tuple[str, bytes] | None] | None) -> dict[str, bytes]:
+    """``{stored name: PNG bytes}`` of a group's picture tokens, in their order (a picture twice is kept once)."""
+    if pictures is None or not isinstance(tokens, list):
+        return {}
+    found: dict[str, bytes] = {}
+    for token in tokens[:MAX_GROUP_IMAGES]:
+        made = pictures(token)
+        if made is not None:
+            found.setdefault(*made)
+    return found
 
 
 def _reward_errors(extra: dict[str, Any], start: int, size: int) -> dict[str, dict[str, str]]:

@@ -324,11 +324,12 @@ class RunRecorder(TrainerCallback):
         capture = self.token_capture
         captured = capture.snapshot() if capture is not None else None  # now: the next generation resets it
         names, weights, size, rows = self.reward_names, self.reward_weights, self.num_generations, self.rows
-        environments = tuple(self.environment_rewards)
+        environments, pictures = tuple(self.environment_rewards), self._pictures()
 
         def build() -> list[GroupRecord]:
             groups = groups_from_trl_logs(logs, step=step, num_generations=size, reward_names=names,
-                                          reward_weights=weights, rows=rows, environment_rewards=environments)
+                                          reward_weights=weights, rows=rows, environment_rewards=environments,
+                                          pictures=pictures)
             return groups if capture is None else capture.attach(groups, captured)
 
         return build
@@ -352,14 +353,19 @@ class RunRecorder(TrainerCallback):
         if not batches:
             return None
         names, weights, size, rows = self.reward_names, self.reward_weights, self.num_generations, self.eval_rows
-        environments = tuple(self.environment_rewards)
+        environments, pictures = tuple(self.environment_rewards), self._pictures()
 
         def build() -> list[GroupRecord]:
             return [group for step, logs in batches for group in groups_from_trl_logs(
                 logs, step=step, num_generations=size, reward_names=names, reward_weights=weights, rows=rows,
-                split="eval", environment_rewards=environments)]
+                split="eval", environment_rewards=environments, pictures=pictures)]
 
         return build
+
+    def _pictures(self):
+        """The tap's picture copier (a user's script records its prompts' pictures), else ``None``."""
+        shelf = self.tap.pictures if self.tap is not None else None
+        return shelf.copy if shelf is not None else None
 
 
 _release_registered = False

@@ -159,7 +159,8 @@ class DashboardCallback(TrainerCallback):
                 processing = trainer.processing_class
                 tokenizer = getattr(processing, "tokenizer", processing)
                 tap = RolloutTap(func, end_of_sequence_ids(trainer.model, tokenizer),
-                                 trainer.args.max_completion_length, keep_columns=self.keep_columns)
+                                 trainer.args.max_completion_length, keep_columns=self.keep_columns,
+                                 record_images=True)
                 funcs[position] = tap
                 return tap
         raise ValueError("DashboardCallback needs at least one reward function that is a Python function")

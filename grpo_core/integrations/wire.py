@@ -11,6 +11,12 @@ Every request body is JSON, read at most :data:`MAX_BODY_BYTES`, and validated h
   answered). A record is a training step (:class:`StepRecord`: TRL's logged metrics and the step's groups, with
   advantages and token values) or the end of training (:class:`FinishRecord`).
 
+A group may carry its prompt's images (:class:`WireImage`: base64 PNG bytes, at most
+:data:`~grpo_core.runs.script_images.MAX_GROUP_IMAGES`); :func:`groups_from_wire` decodes each under bounds
+(:func:`grpo_core.runs.script_images.checked_copy`), names it by the SHA-256 of its re-encoded bytes whatever name
+the request gave, and keeps in the group's ``extra[GROUP_IMAGES_KEY]`` only the names of images the group itself
+carried: a request never names a file, and never another run's image.
+
 A run's config, its provenance and each group's extra columns are held to the bounds of config text
 (:data:`JSON_LIMITS`: size, values, nesting), counted before anything walks them; what breaks one is refused (422),
 never stored. :func:`step_record` and :func:`groups_from_wire` convert between :class:`storage.GroupRecord` and the wire form.
@@ -19,6 +25,8 @@ Imports neither torch nor TRL (the web process validates with it).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
@@ -26,8 +34,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from grpo_core.bounded_parse import DEFAULT_LIMITS, ParseError, check_shape
+from grpo_core.runs.script_images import MAX_GROUP_IMAGES, ImageRefused, checked_copy
 from grpo_core.tools.turns import MAX_MASK_SPANS, MAX_TURNS, clean_spans, clean_turns
 from storage import CompletionRecord, GroupRecord, TokenStats
+from storage.run_images import GROUP_IMAGES_KEY, IMAGE_NAME, MAX_IMAGE_BYTES
 
 #: Largest request body, in bytes.
 MAX_BODY_BYTES = 32 * 1024 * 1024
@@ -45,6 +55,9 @@ MAX_METRICS = 2000
 #: Runs tab reads every name of the run it shows).
 MAX_RUN_METRIC_KEYS = 2000
 MAX_REWARDS = 64
+#: Most bytes of the pictures one step record carries, its groups' together (before base64): a step with more sends
+#: the rest of its groups without pictures, so that it fits in :data:`MAX_BODY_BYTES`.
+MAX_STEP_IMAGE_BYTES = 16 * 1024 * 1024
 #: Bounds of a run's config, its provenance and a group's extra columns, each: those of config text
 #: (:data:`grpo_core.bounded_parse.DEFAULT_LIMITS`: 64 KB of JSON, 10,000 values, 32 levels).
 JSON_LIMITS = DEFAULT_LIMITS
@@ -92,11 +105,17 @@ class WireCompletion(_Strict):
         return value
 
 
+class WireImage(_Strict):
+    name: str = Field(pattern=IMAGE_NAME.pattern)
+    png: str = Field(min_length=1, max_length=(MAX_IMAGE_BYTES + 2) // 3 * 4)  # base64
+
+
 class WireGroup(_Strict):
     row_index: int = Field(ge=-1, le=2**31 - 1)
     prompt: str = Field(max_length=MAX_TEXT)
     completions: list[WireCompletion] = Field(min_length=1, max_length=MAX_COMPLETIONS)
     extra: dict[str, Any] = Field(default_factory=dict)
+    images: list[WireImage] = Field(default_factory=list, max_length=MAX_GROUP_IMAGES)
 
     @field_validator("extra")
     @classmethod
@@ -190,18 +209,41 @@ def _stats_to_wire(stats: TokenStats | None) -> dict[str, Any] | None:
             "entropy": values(stats.entropy)}
 
 
+def _wire_images(groups: Sequence[tuple[str, Sequence[GroupRecord]]]) -> dict[int, tuple[dict, list[dict]]]:
+    """Each group's extra columns and base64 pictures, by ``id`` of the group, the step's pictures held to
+    :data:`MAX_STEP_IMAGE_BYTES` together: a group whose pictures would pass it is sent without them (and without
+    their names), so that the step fits in a request."""
+    budget = MAX_STEP_IMAGE_BYTES
+    out: dict[int, tuple[dict, list[dict]]] = {}
+    for _, records in groups:
+        for g in records:
+            images = list((g.images or {}).items())[:MAX_GROUP_IMAGES]
+            size = sum(len(data) for _, data in images)
+            if images and size <= budget:
+                budget -= size
+                out[id(g)] = (g.extra, [{"name": name, "png": base64.b64encode(data).decode("ascii")}
+                                        for name, data in images])
+            else:
+                out[id(g)] = ({k: v for k, v in g.extra.items() if k != GROUP_IMAGES_KEY}, [])
+    return out
+
+
 def step_record(seq: int, step: int, *, metrics: dict[str, Any] | None, wall_time: float | None,
                 groups: Sequence[tuple[str, Sequence[GroupRecord]]] = ()) -> dict[str, Any]:
-    """A training step as a wire record (plain JSON values; a metric's NaN stays NaN, a group's becomes ``None``)."""
+    """A training step as a wire record (plain JSON values; a metric's NaN stays NaN, a group's becomes ``None``;
+    the groups' pictures bounded as :func:`_wire_images` says)."""
     import time
 
+    pictures = _wire_images(groups)
     return {
         "seq": seq, "kind": "step", "step": int(step),
         "wall_time": float(wall_time if wall_time is not None else time.time()),
         "metrics": {str(k): (None if v is None else float(v)) for k, v in (metrics or {}).items()
                     if v is None or isinstance(v, (int, float))},
         "groups": [{"split": split, "groups": [{
-            "row_index": g.row_index, "prompt": g.prompt, "extra": g.extra,
+            "row_index": g.row_index, "prompt": g.prompt, "extra": pictures[id(g)][0],
+            # only with pictures: a dashboard of an earlier version refuses a field it does not know
+            **({"images": pictures[id(g)][1]} if pictures[id(g)][1] else {}),
             "completions": [{
                 "index": c.index, "text": c.text,
                 "rewards": {name: _finite_or_none(v) for name, v in c.rewards.items()},
@@ -216,7 +258,8 @@ def groups_from_wire(record: StepRecord) -> list[tuple[str, list[GroupRecord]]]:
     """The ``(split, groups)`` pairs of a validated step record, for :meth:`storage.Store.record_step`.
 
     Raises:
-        ValueError: a completion's token values differ in length from its pieces.
+        ValueError: a completion's token values differ in length from its pieces; an image is not base64, not a
+            PNG, over its bounds or corrupt (the message says which group and image).
     """
     pairs = []
     for part in record.groups:
@@ -235,8 +278,36 @@ def groups_from_wire(record: StepRecord) -> list[tuple[str, list[GroupRecord]]]:
                                                     total_reward=c.total_reward, advantage=c.advantage,
                                                     num_tokens=c.num_tokens, truncated=c.truncated,
                                                     token_stats=stats, turns=c.turns, tool_mask=c.tool_mask))
+            extra, images = _group_images(group, f"step {record.step}, {part.split} group {len(groups) + 1}")
             groups.append(GroupRecord(step=record.step, row_index=group.row_index, prompt=group.prompt,
-                                      completions=completions, extra=dict(group.extra), split=part.split))
+                                      completions=completions, extra=extra, split=part.split, images=images))
         if groups:
             pairs.append((part.split, groups))
     return pairs
+
+
+def _group_images(group: WireGroup, where: str) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """A wire group's extra columns and its checked images: each image decoded and named anew
+    (:func:`~grpo_core.runs.script_images.checked_copy`), ``extra[GROUP_IMAGES_KEY]`` rewritten to those names, in
+    the order the group sent them (a name it did not carry is dropped).
+
+    Raises:
+        ValueError: an image is refused; ``where`` and its number say which.
+    """
+    extra = dict(group.extra)
+    extra.pop(GROUP_IMAGES_KEY, None)
+    images: dict[str, bytes] = {}
+    renamed: dict[str, str] = {}
+    for number, image in enumerate(group.images, start=1):
+        try:
+            data = base64.b64decode(image.png, validate=True)
+            name, png = checked_copy(data)
+        except (binascii.Error, ImageRefused) as exc:
+            raise ValueError(f"{where}, image {number}: {exc}") from None
+        images.setdefault(name, png)
+        renamed[image.name] = name
+    sent = group.extra.get(GROUP_IMAGES_KEY)
+    named = [renamed[n] for n in sent if isinstance(n, str) and n in renamed] if isinstance(sent, list) else []
+    if images:
+        extra[GROUP_IMAGES_KEY] = named or list(images)
+    return extra, images

@@ -204,8 +204,10 @@ def completion_text(completion: str | Sequence[dict] | Any) -> str:
     for message in completion:
         if isinstance(message, dict):
             content = message.get("content", "")
-            if isinstance(content, list):  # multimodal content blocks
-                content = "".join(block.get("text", "") for block in content if isinstance(block, dict))
+            if isinstance(content, list):  # multimodal content blocks; an image block's "text" may be None (Arrow
+                # gives every block of a column every key)
+                content = "".join(block["text"] for block in content
+                                  if isinstance(block, dict) and isinstance(block.get("text"), str))
             parts.append(str(content))
         else:
             parts.append(str(message))

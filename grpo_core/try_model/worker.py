@@ -10,12 +10,17 @@ messages through the tokenizer's chat template with the generation prompt, plain
 the model's end tokens by TRL's rule (:func:`grpo_core.engine.policy_model.end_of_sequence_ids`). A run with tools or an
 environment samples multi-turn rollouts with TRL's own tool loop (:mod:`grpo_core.engine.tool_rollout`: model -> tool
 call -> tool result -> model, at most ``max_tool_calling_iterations`` rounds, tools run as in training) and returns
-each completion's turns. The request comes from
+each completion's turns. A vision-language model's prompt may carry pictures (the request's ``images``, decoded
+again here under the datasets' bounds): the prompt is built as TRL builds it (``prepare_multimodal_messages``, the
+processor's chat template, the processor's image inputs); a text-only model refuses them. The request comes from
 :mod:`grpo_core.try_model.job` (web side). What it leaves out: batching several prompts, and vLLM.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import io
 import sys
 import time
 from collections.abc import Callable
@@ -24,9 +29,10 @@ from typing import Any
 
 from grpo_core.child_jobs.answer_file import answer_request
 from grpo_core.child_jobs.progress import ProgressWriter
+from grpo_core.datasets.images import ImageBudget, decode_image
 from grpo_core.engine.policy_model import EndOfSequence, end_of_sequence_ids, load_policy, pick_device, policy_dtype
 from grpo_core.rewards.registry import completion_text
-from grpo_core.try_model.job import BASE, TRAINED, TryRequest
+from grpo_core.try_model.job import BASE, TRAINED, PictureError, TryRequest
 
 
 def _prompt_ids(tokenizer, prompt: str | list[dict[str, Any]]) -> list[int]:
@@ -38,7 +44,52 @@ def _prompt_ids(tokenizer, prompt: str | list[dict[str, Any]]) -> list[int]:
     return list(tokenizer(text=prompt)["input_ids"])
 
 
-def _generate(model, tokenizer, prompt_ids: list[int], request: TryRequest, end: EndOfSequence, device: str):
+def _pictures(request: TryRequest) -> list[Any]:
+    """The request's pictures as RGB PIL images, each decoded under :class:`ImageBudget`'s bounds again.
+
+    Raises:
+        PictureError: one is not base64, not an accepted image, over the bounds or corrupt (its number says which).
+    """
+    from PIL import Image
+
+    budget, pictures = ImageBudget(), []
+    for number, text in enumerate(request.images, start=1):
+        try:
+            data = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise PictureError(f"picture {number}: not base64 ({exc})") from None
+        if len(data) > budget.max_file_bytes:
+            raise PictureError(f"picture {number}: {len(data):,} bytes; the limit is {budget.max_file_bytes:,}")
+        png, _ = decode_image(data, budget.max_pixels, lambda reason, n=number: PictureError(f"picture {n}: {reason}"))
+        with Image.open(io.BytesIO(png), formats=["PNG"]) as picture:
+            pictures.append(picture.convert("RGB"))
+    return pictures
+
+
+def _vision_prompt(processor, prompt: list[dict[str, Any]], pictures: list[Any]) -> tuple[list[int], dict[str, Any]]:
+    """The prompt's token ids and the processor's other inputs (``pixel_values``, ...) as TRL's ``GRPOTrainer``
+    builds a vision-language model's prompt: the pictures put in the messages' image blocks (or before the first
+    user message's text) by ``prepare_multimodal_messages``, the processor's chat template, the processor.
+
+    Raises:
+        ValueError: the model has no image processor (a text-only model).
+    """
+    from trl.data_utils import prepare_multimodal_messages
+
+    if not hasattr(processor, "image_processor"):
+        raise ValueError("the model is text-only (it has no image processor): it cannot read a picture; remove the "
+                         "picture or try a run of a vision-language model")
+    messages = prepare_multimodal_messages(prompt, images=pictures)
+    text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    encoded = dict(processor(text=[text], images=[pictures], return_tensors="pt", add_special_tokens=False))
+    ids = encoded.pop("input_ids")[0].tolist()
+    encoded.pop("attention_mask", None)
+    return ids, encoded
+
+
+def _generate(model, tokenizer, prompt_ids: list[int], request: TryRequest, end: EndOfSequence, device: str,
+              vision: dict[str, Any] | None = None):
+    """``request.num_samples`` completions of the prompt; ``vision``: the processor's image inputs for it."""
     import torch
 
     torch.manual_seed(request.seed)
@@ -51,12 +102,15 @@ def _generate(model, tokenizer, prompt_ids: list[int], request: TryRequest, end:
         options.update(temperature=request.temperature, top_p=request.top_p, top_k=0)
     # Greedy decoding gives one answer however often it is asked; generate it once and repeat it.
     sequences = request.num_samples if do_sample else 1
+    text_tokenizer = getattr(tokenizer, "tokenizer", tokenizer)  # a VLM's processor holds its tokenizer
+    for name, value in (vision or {}).items():
+        options[name] = value.to(device) if hasattr(value, "to") else value
     with torch.inference_mode():
         output = model.generate(
             input_ids=inputs,
             attention_mask=torch.ones_like(inputs),
             num_return_sequences=sequences,
-            pad_token_id=tokenizer.pad_token_id,
+            pad_token_id=text_tokenizer.pad_token_id,
             eos_token_id=list(end.ids),
             **options,
         )
@@ -69,7 +123,7 @@ def _generate(model, tokenizer, prompt_ids: list[int], request: TryRequest, end:
         completions.append(
             {
                 "ids": ids,
-                "text": tokenizer.decode(ids, skip_special_tokens=True),
+                "text": text_tokenizer.decode(ids, skip_special_tokens=True),
                 "num_tokens": len(ids),
                 "truncated": truncated,
             }
@@ -156,13 +210,15 @@ def try_model(request: TryRequest, progress: Callable[[str], None] = print) -> d
         ValueError: a reward rule is invalid, or ``weights`` is not a model or adapter folder.
         grpo_core.models.source.ModelSourceError: the model cannot be found.
     """
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
     from grpo_core.engine.policy_model import prepare_model
+    from grpo_core.models.vision import is_vision_model
     from grpo_core.rewards.compose import build_reward_funcs
     from grpo_core.rewards.template_tags import resolve_for_model
 
     started = time.monotonic()
+    pictures = _pictures(request)  # checked before the model loads
     _, weights, names = build_reward_funcs(request.rewards) if request.rewards else ([], [], [])
     device = pick_device(request.device)
     dtype = policy_dtype(device)
@@ -175,7 +231,12 @@ def try_model(request: TryRequest, progress: Callable[[str], None] = print) -> d
     model = model.to(device).eval()
     end = end_of_sequence_ids(model, tokenizer)
 
-    prompt_ids = _prompt_ids(tokenizer, request.prompt)
+    vision = None
+    if pictures:
+        prompt = request.prompt if isinstance(request.prompt, list) else [{"role": "user", "content": request.prompt}]
+        prompt_ids, vision = _vision_prompt(tokenizer, prompt, pictures)
+    else:
+        prompt_ids = _prompt_ids(tokenizer, request.prompt)
     tools = None
     if uses_tools(request):  # the run's tools, loaded as the trainer loads them (checked at launch)
         from grpo_core.engine.trainer import tool_arguments
@@ -186,7 +247,7 @@ def try_model(request: TryRequest, progress: Callable[[str], None] = print) -> d
 
     def sample(policy) -> list[dict[str, Any]]:
         if tools is None:
-            return _generate(policy, tokenizer, prompt_ids, request, end, device)
+            return _generate(policy, tokenizer, prompt_ids, request, end, device, vision)
         return _tool_rollouts(policy, tokenizer, prompt_ids, request, end, device, tools)
 
     sides: dict[str, Any] = {}
@@ -202,15 +263,15 @@ def try_model(request: TryRequest, progress: Callable[[str], None] = print) -> d
             trained = PeftModel.from_pretrained(model, str(folder)).to(device).eval()
         elif (folder / "config.json").is_file():
             del model
-            trained = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype,
-                                                           trust_remote_code=False).to(device).eval()
+            auto = AutoModelForImageTextToText if is_vision_model(folder) else AutoModelForCausalLM
+            trained = auto.from_pretrained(str(folder), dtype=dtype, trust_remote_code=False).to(device).eval()
         else:
             raise ValueError(f"{folder} holds neither a PEFT adapter nor a model")
         progress("sampling the trained weights")
         tuned = sample(trained)
         sides[TRAINED] = _side(f"trained: {folder.name}", request, tuned)
     return {
-        "prompt_text": tokenizer.decode(prompt_ids, skip_special_tokens=False),
+        "prompt_text": getattr(tokenizer, "tokenizer", tokenizer).decode(prompt_ids, skip_special_tokens=False),
         "device": device,
         "seconds": round(time.monotonic() - started, 3),
         "names": names,

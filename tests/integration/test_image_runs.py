@@ -72,3 +72,19 @@ def test_a_dataset_file_with_images_is_refused_by_path(store, settings, tiny_vlm
     config = _config(tiny_vlm_dir, None).model_copy(update={"dataset_path": str(upload)})
     with pytest.raises(ConfigError, match="dataset_path: a file with images trains only as a stored dataset"):
         submit_run(store, config, model_cache_dir=settings.model_cache_dir)
+
+
+def test_try_the_model_samples_the_tiny_vlm_with_a_picture_and_a_text_model_refuses_it(settings, tiny_vlm_dir):
+    from grpo_core.try_model.job import TryRequest, checked_pictures
+    from grpo_core.try_model.worker import try_model
+
+    pictures = checked_pictures([("red.png", png_bytes((220, 20, 20), (40, 30)))])
+    request = TryRequest(model=str(tiny_vlm_dir), prompt=[{"role": "user", "content": "Colour?"}], images=pictures,
+                         rewards=REWARDS, num_samples=2, max_new_tokens=4, device="cpu",
+                         model_cache_dir=str(settings.model_cache_dir))
+    result = try_model(request, progress=lambda _: None)
+    assert result["prompt_text"].count("<image>") == 4  # the picture's 4 image tokens, as TRL builds the prompt
+    assert len(result["sides"]["base"]["completions"]) == 2
+    text_only = request.model_copy(update={"model": str(tiny_vlm_dir.parent / "text")})
+    with pytest.raises(ValueError, match="the model is text-only .* cannot read a picture"):
+        try_model(text_only, progress=lambda _: None)

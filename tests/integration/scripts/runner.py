@@ -15,6 +15,7 @@ from tests.store_helpers import token_stats_indexes
 
 REPO = Path(__file__).resolve().parents[3]
 SCRIPT = Path(__file__).with_name("trl_grpo_script.py")
+VLM_SCRIPT = Path(__file__).with_name("trl_vlm_script.py")
 
 
 def script_env(**extra: str) -> dict[str, str]:
@@ -35,11 +36,11 @@ def script_args(model: Path, output_dir: Path, *, target: str | None, steps: int
 
 
 def start_script(model: Path, output_dir: Path, log: Path, *, target: str | None, steps: int = 2,
-                 launcher: list[str] | None = None, env: dict[str, str] | None = None,
+                 launcher: list[str] | None = None, env: dict[str, str] | None = None, script: Path = SCRIPT,
                  **options) -> subprocess.Popen:
-    """The script as a child process (``launcher``: e.g. ``accelerate launch`` and its flags), its output in
-    ``log``."""
-    command = [*(launcher or [sys.executable]), str(SCRIPT), *script_args(model, output_dir, target=target,
+    """The script (by default ``trl_grpo_script.py``; ``VLM_SCRIPT``: a vision-language model's) as a child process
+    (``launcher``: e.g. ``accelerate launch`` and its flags), its output in ``log``."""
+    command = [*(launcher or [sys.executable]), str(script), *script_args(model, output_dir, target=target,
                                                                           steps=steps, **options)]
     handle = open(log, "w")  # noqa: SIM115 - closed with the process by the caller's wait
     return subprocess.Popen(command, cwd=REPO, env=script_env(**(env or {})), stdout=handle,

@@ -301,3 +301,11 @@ def test_score_group_checks_reward_count(tmp_path: Path) -> None:
 def test_get_rule_unknown_lists_known_rules() -> None:
     with pytest.raises(ValueError, match="known rules: .*numeric_answer"):
         get_rule("nope")
+
+
+def test_a_prompts_image_block_without_text_reads_as_no_text():
+    from grpo_core.datasets.rows import prompt_text
+
+    # Arrow gives every content block of a column every key: an image block's "text" is None
+    prompt = [{"role": "user", "content": [{"type": "image", "text": None}, {"type": "text", "text": "Colour?"}]}]
+    assert prompt_text(prompt) == "user: Colour?"
