@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_core.rewards.compose import GroupScore, RewardSpec, score_group
@@ -126,6 +126,8 @@ class ProbeResult:
         rule: when flagged, the metric name of the rule responsible, else ``None``.
         rewards: the probe's raw reward per rule (metric name -> reward).
         paid_by_task: flagged because a task rule (``rule``) gives the probe more than 0.
+        paid_by: the metric names of the rules (weight > 0) that give the probe more than 0 (the trajectory probes
+            of :mod:`grpo_core.rewards.trajectory_probe` fill it; empty here).
     """
 
     row_index: int
@@ -137,6 +139,7 @@ class ProbeResult:
     rule: str | None
     rewards: dict[str, float | None]
     paid_by_task: bool = False
+    paid_by: list[str] = field(default_factory=list)
 
 
 def _responsible(score: GroupScore, weights: Sequence[float], probe: int, best: int | None) -> str:
