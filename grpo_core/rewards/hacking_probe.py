@@ -67,6 +67,10 @@ NOT_TASK_RULES = ("code_style",)
 TIE_ATOL = 1e-9
 """Totals closer than this count as equal."""
 
+WITHOUT_TOOL = "answer_without_tool"
+"""The trajectory probe of a right answer with no tool call (:mod:`grpo_core.rewards.trajectory_probe`), flagged when
+it scores as much as the same answer after a call of the tool."""
+
 
 def _wrong_answer(answer: Any) -> str:
     """A value that is not ``answer``: the number plus one, else a fixed word."""
@@ -311,6 +315,10 @@ def describe(results: Sequence[ProbeResult]) -> list[str]:
             lines.append(f"the probe '{r.probe}' (the answer with junk text) scores "
                          f"{_fmt(r.rewards.get(r.rule or ''))} on the format rule `{r.rule}` on row {r.row_index}: it "
                          "pays a reply that is not the answer alone")
+        elif r.probe == WITHOUT_TOOL:
+            lines.append(f"the probe '{r.probe}' (the right answer with no tool call) scores {_fmt(r.total)} on row "
+                         f"{r.row_index}, as much as the same answer after a call of the tool: rule `{r.rule}` pays "
+                         "whether or not the tool was used")
         elif r.paid_by_task:
             reward = r.rewards.get(r.rule or "")
             lines.append(f"the probe '{r.probe}' scores {_fmt(reward)} on rule `{r.rule}` on row {r.row_index}: a "

@@ -36,6 +36,7 @@ from grpo_core.rewards.compose import GroupScore, RewardSpec, score_group
 from grpo_core.rewards.hacking_probe import (
     ANSWER_COLUMN,
     TIE_ATOL,
+    WITHOUT_TOOL,
     ProbeResult,
     _responsible,
     _task_rules,
@@ -45,8 +46,6 @@ from grpo_core.tools.turns import turns_of_completion
 
 #: Tool calls of the ``many_calls`` probe.
 MANY_CALLS = 12
-#: The probe that is flagged when it scores as much as :data:`REFERENCE` (the reward ignores the tool).
-WITHOUT_TOOL = "answer_without_tool"
 #: The reference rollout (the answer after a call of the expected tool): scored, never flagged.
 REFERENCE = "answer_with_tool"
 #: The tool name used when neither the real rollouts nor the recipe name one.

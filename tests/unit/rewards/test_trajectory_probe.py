@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import textwrap
 
+from grpo_core.rewards.hacking_probe import describe
 from grpo_core.rewards.trajectory_probe import expected_tool, probe_trajectories, recipe_tools
 
 ROW = {"prompt": "What is 6 * 7?", "answer": "42"}
@@ -43,8 +44,11 @@ def test_every_agentic_hack_is_tried_and_a_gated_recipe_pays_none_of_them():
 
 
 def test_an_answer_paid_whether_or_not_the_tool_was_used_is_flagged_with_its_rule():
-    found = by_probe(probe_trajectories([{"rule": "numeric_answer"}], ROW, REAL))
+    results = probe_trajectories([{"rule": "numeric_answer"}], ROW, REAL)
+    found = by_probe(results)
     without = found["answer_without_tool"]
+    [line] = describe(results)  # the preflight's words
+    assert "'answer_without_tool'" in line and "`numeric_answer` pays whether or not the tool was used" in line
     assert without.flagged and without.rule == "numeric_answer" and without.paid_by == ["numeric_answer"]
     assert not found["answer_with_tool"].flagged  # the reference
     assert not any(found[name].flagged for name in ("tool_result_has_answer", "call_without_answer", "many_calls",
