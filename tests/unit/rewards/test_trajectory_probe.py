@@ -89,18 +89,3 @@ def test_the_expected_tool_is_the_one_the_rollouts_call_else_the_recipe_s():
                                         tools=["weather"]))
     assert found["call_without_answer"].paid_by == ["tool_called"]
 
-
-def test_the_workbench_s_probe_tries_trajectories_for_a_recipe_with_tools():
-    from grpo_core.rescore.worker import score_batch
-
-    request = {"specs": [{"rule": "numeric_answer"}], "chat": True, "probe_rows": 4,
-               "rows": {"0": {"prompt": "What is 6 * 7?", "answer": "42", "_row_index": 0}},
-               "groups": [{"id": 1, "row_index": 0, "prompt": "q", "completions": [rollout("42"), "41"]}]}
-    flagged = {p["probe"]: p for p in score_batch(request)["probe"]}
-    assert flagged["answer_without_tool"]["paid_by"] == ["numeric_answer"]
-    assert flagged["answer_without_tool"]["rule"] == "numeric_answer"
-    # recorded as text only (no rollout called a tool): tried when the run gives the model tools
-    request["groups"][0]["completions"] = ["42", "41"]
-    assert "answer_without_tool" not in {p["probe"] for p in score_batch(request)["probe"]}
-    request.update(tools=["calculator"], agentic=True)
-    assert "answer_without_tool" in {p["probe"] for p in score_batch(request)["probe"]}
