@@ -44,3 +44,13 @@ def test_a_run_with_tools_sends_its_tools_to_the_probe(store):
     request = _child_request(prepare_rescoring(store, RescoreRequest(run_id=plain.id,
                                                                      rewards=[{"rule": "numeric_answer"}])), 1)
     assert request["tools"] == [] and request["agentic"] is False
+
+
+def test_the_workbench_names_every_rule_that_pays_a_flagged_trajectory():
+    from app.views.rescore import probe_html
+
+    evil = "<b>x</b>"
+    shown = probe_html({"probe": [{"probe": "tool_result_has_answer", "text": "call calculator", "total": 1.0,
+                                   "best_real": 1.0, "rule": "joined", "paid_by": ["joined", evil]},
+                                  {"probe": "empty", "text": "", "total": 1.0, "best_real": 1.0, "rule": "length"}]})
+    assert "paid by joined, &lt;b&gt;x&lt;/b&gt;" in shown and "paid by length" in shown and evil not in shown
