@@ -64,7 +64,8 @@ def bounded_page(read_after: ReadAfter, after: tuple[int, int | None], limit: in
     page: list[dict] = []
     used = 0
     cursor = after
-    count = min(limit, FIRST_CHUNK)
+    floor = 1 if keep is None else FIRST_CHUNK  # groups read past by ``keep`` take no room on the page
+    count = max(floor, min(limit, FIRST_CHUNK))
     while True:
         chunk = read_after(cursor, count)
         for group in chunk:
@@ -80,7 +81,7 @@ def bounded_page(read_after: ReadAfter, after: tuple[int, int | None], limit: in
             return page  # the end of the groups
         cursor = (chunk[-1].step, chunk[-1].id)
         per_group = max(1, used // max(1, len(page)))
-        count = max(1, min(limit - len(page), (max_chars - used) // per_group + 1))
+        count = max(floor, min(limit - len(page), (max_chars - used) // per_group + 1))
 
 
 def groups_page(store: Store, run_id: int, *, after_step: int = -1, step: int | None = None, limit: int = 200,
@@ -103,5 +104,5 @@ def groups_page(store: Store, run_id: int, *, after_step: int = -1, step: int | 
                 keep = lambda group: group.row_index == row_index  # noqa: E731
 
         def read_after(cursor: tuple[int, int | None], count: int) -> list[GroupRecord]:
-            return store.groups_since(run_id, cursor[0], limit=count, after_group=cursor[1])
+            return store.groups_since(run_id, cursor[0], limit=count, after_group=cursor[1], until_step=step)
     return bounded_page(read_after, after, limit, to_dict, max_chars=max_chars, keep=keep, within=within)
