@@ -24,7 +24,7 @@ from storage import GroupRecord, Store
 #: about 28 groups of 4 long agentic rollouts, thousands of groups of short completions).
 PAGE_CHARS = 2_000_000
 #: Groups read in the first chunk; later chunks are sized from the characters a group carried so far.
-FIRST_CHUNK = 8
+FIRST_CHUNK = 16
 
 #: Reads up to ``count`` groups after the keyset cursor ``(step, group id | None)``, in ``(step, id)`` order.
 ReadAfter = Callable[[tuple[int, int | None], int], list[GroupRecord]]

@@ -12,7 +12,7 @@ list_runs       ``status`` ("" = all, or queued, running, ...)       ``[<run>, .
 run_metrics     ``run_id``, ``after_step`` (-1: all), ``keys``       ``[{"step", "key", "value", "wall_time"}, ...]``
 run_groups      ``run_id``, ``after_step`` (-1: all), ``step``,      ``[{"step", "row_index", "prompt", "id",
                 ``limit``, ``row_index`` (one dataset row),          "completions": [...]}, ...]``, step by step
-                ``after_group`` (the page's keyset: last id)
+                ``after_group`` (the page's keyset: last id)         (a page ends at ~2 million characters of text)
 run_images      ``run_id``, ``row_index`` (a group's), ``split``         ``[{"name", "data_url"}, ...]``: the prompt's
                 (``"train"`` or ``"eval"``)                          images; only the run's owner or an admin
 cancel_run      ``run_id``                                           the run (``cancel_requested`` set)
