@@ -44,6 +44,9 @@ from grpo_core.rewards.hacking_probe import (
 )
 from grpo_core.tools.turns import turns_of_completion
 
+#: The trajectory probes in words (the preflight's reports list what was tried).
+PROBE_WORDS = ("the tool's result holding the answer under a wrong final turn, a call alone, many calls, a malformed "
+               "call, the answer without the tool")
 #: Tool calls of the ``many_calls`` probe.
 MANY_CALLS = 12
 #: The reference rollout (the answer after a call of the expected tool): scored, never flagged.
