@@ -22,6 +22,7 @@ from types import SimpleNamespace
 
 from sqlalchemy import func, select
 
+from app.api.group_pages import groups_page
 from app.api.public import group_dict
 from app.tabs.inspect.tab import step_view
 from app.tabs.inspect.tokens import token_view_html
@@ -111,7 +112,8 @@ def trajectory_queries(ctx: SimpleNamespace, run_id: int, a_step: Callable[[], i
     """The page reads that draw trajectories, as ``(label, function)`` for the benchmark's table: Inspect's step
     view (groups with their turns, filters), one prompt across steps drawn, the diff's choices and a diff of two
     trajectories, the token view, and the named API's ``run_groups`` (one step, a page of :data:`API_PAGE`, one
-    dataset row). The completions they open are drawn first, untimed (a click on a card names one)."""
+    dataset row, through :func:`app.api.group_pages.groups_page`: the endpoint's read, pages bounded by what they
+    carry). The completions they open are drawn first, untimed (a click on a card names one)."""
     store = ctx.store
 
     def nearest(step: int) -> int:
@@ -154,11 +156,12 @@ def trajectory_queries(ctx: SimpleNamespace, run_id: int, a_step: Callable[[], i
         ("trajectories: diff choices (the step's and the row's page)",
          lambda: diff_choices(ctx, run_id, nearest(a_step()), a_row(), None)["choices"]),
         ("trajectories: diff of two trajectories (turn by turn)", diff),
-        ("named API: run_groups(step)", lambda: [group_dict(g) for g in store.groups_at(run_id, nearest(a_step()))]),
+        ("named API: run_groups(step)",
+         lambda: groups_page(store, run_id, step=nearest(a_step()), to_dict=group_dict)),
         (f"named API: run_groups(after_step, limit={API_PAGE})",
-         lambda: [group_dict(g) for g in store.groups_since(run_id, a_step(), limit=API_PAGE)]),
+         lambda: groups_page(store, run_id, after_step=a_step(), limit=API_PAGE, to_dict=group_dict)),
         (f"named API: run_groups(row_index, limit={API_PAGE})",
-         lambda: [group_dict(g) for g in store.groups_for_prompt(run_id, a_row(), API_PAGE)]),
+         lambda: groups_page(store, run_id, row_index=a_row(), limit=API_PAGE, to_dict=group_dict)),
     ]
     if token_refs:
         queries.append(("trajectories: token view (4,096 tokens, tool results marked)",

@@ -183,16 +183,18 @@ class GroupStore(StoreBase):
                                  .order_by(GroupRow.id))
 
     def groups_since(
-        self, run_id: int, after_step: int = -1, *, limit: int = 200, after_group: int | None = None
+        self, run_id: int, after_step: int = -1, *, limit: int = 200, after_group: int | None = None,
+        until_step: int | None = None,
     ) -> list[GroupRecord]:
         """The groups recorded after ``after_step`` (step ascending, then in sampling order), at most ``limit``.
 
         Pass the last step seen to read only what is new (``-1``: from the start). A page cut by ``limit`` inside a
         step goes on with ``after_group``, the id of the last group read: then the groups of ``after_step`` after
-        it come first (the keyset ``(step, id)``, see :meth:`groups_for_prompt`).
+        it come first (the keyset ``(step, id)``, see :meth:`groups_for_prompt`). ``until_step``: none after it.
         """
-        return self._read_groups(with_completions(GroupRow.run_id == run_id, *keyset((after_step, after_group), None))
-                                 .order_by(GroupRow.step, GroupRow.id).limit(max(0, limit)))
+        bound = [] if until_step is None else [GroupRow.step <= int(until_step)]
+        return self._read_groups(with_completions(GroupRow.run_id == run_id, *keyset((after_step, after_group), None),
+                                                  *bound).order_by(GroupRow.step, GroupRow.id).limit(max(0, limit)))
 
     def get_group(self, group_id: int) -> GroupRecord:
         """One group with its completions. Raises StoreError when there is none with that id."""

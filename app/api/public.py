@@ -12,7 +12,7 @@ list_runs       ``status`` ("" = all, or queued, running, ...)       ``[<run>, .
 run_metrics     ``run_id``, ``after_step`` (-1: all), ``keys``       ``[{"step", "key", "value", "wall_time"}, ...]``
 run_groups      ``run_id``, ``after_step`` (-1: all), ``step``,      ``[{"step", "row_index", "prompt", "id",
                 ``limit``, ``row_index`` (one dataset row),          "completions": [...]}, ...]``, step by step
-                ``after_group`` (the page's keyset: last id)
+                ``after_group`` (the page's keyset: last id)         (a page ends at ~2 million characters of text)
 run_images      ``run_id``, ``row_index`` (a group's), ``split``         ``[{"name", "data_url"}, ...]``: the prompt's
                 (``"train"`` or ``"eval"``)                          images; only the run's owner or an admin
 cancel_run      ``run_id``                                           the run (``cancel_requested`` set)
@@ -54,6 +54,7 @@ from typing import Any
 
 import gradio as gr
 
+from app.api.group_pages import groups_page
 from app.api.rescore import create_rescore_api
 from app.context import MODEL_JOBS, AppContext, actor_of, boundary_of, check_webhooks, fair_share
 from grpo_core.access.ownership import NotOwnerError
@@ -249,7 +250,8 @@ def create_public_api(ctx: AppContext) -> None:
         ``step`` when given, else those after ``after_step`` (-1: all), step by step, at most ``limit`` (up to
         1000); only dataset row ``row_index``'s when given (one prompt across steps). Pages: pass the last group's
         ``step`` and ``id`` as ``after_step`` and ``after_group`` (without ``after_group`` every group of
-        ``after_step`` counts as seen)."""
+        ``after_step`` counts as seen) until a page comes back empty: a page of long completions (agentic rollouts)
+        ends before ``limit`` once it carries ~2 million characters of text (:mod:`app.api.group_pages`)."""
         _run(run_id)
         after_step, step, limit, row_index, after_group = (
             _whole("run_groups", name, value)
@@ -259,16 +261,8 @@ def create_public_api(ctx: AppContext) -> None:
         if limit < 1:
             raise refused(f"run_groups: limit must be at least 1, got {limit}")
         limit = min(limit, MAX_GROUPS)
-        after = (after_step, after_group)
-        if step is not None:
-            groups = ctx.store.groups_at(int(run_id), step)
-            if row_index is not None:
-                groups = [g for g in groups if g.row_index == row_index]
-        elif row_index is not None:
-            groups = ctx.store.groups_for_prompt(int(run_id), row_index, limit, after=after)
-        else:
-            groups = ctx.store.groups_since(int(run_id), after_step, limit=limit, after_group=after_group)
-        return [group_dict(group) for group in groups]
+        return groups_page(ctx.store, int(run_id), after_step=after_step, step=step, limit=limit,
+                           row_index=row_index, after_group=after_group, to_dict=group_dict)
 
     def run_images(run_id: int, row_index: int, split: str = "train", request: gr.Request = None) -> list:
         """The images of a group's prompt (dataset row ``row_index`` of the run, or the prompt key of a group a

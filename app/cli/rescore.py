@@ -83,4 +83,5 @@ def print_table(result: dict) -> None:
         print(f"  step {group['step']} row {group['row_index']} (group {group['group_id']}): "
               f"{group['sign_changes']} sign changes, moved {group['max_shift']:.3f}")
     for probe in result.get("probe") or []:
-        print(f"  hacking probe: {probe['probe']} scores {_f(probe['total'])} (paid by {probe['rule']})")
+        paid = ", ".join(str(n) for n in probe.get("paid_by") or ()) or probe["rule"]
+        print(f"  hacking probe: {probe['probe']} scores {_f(probe['total'])} (paid by {paid})")

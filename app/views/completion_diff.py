@@ -4,7 +4,8 @@
 the lines of a changed block: two different completions of 4,000 characters held the web process for about 20 s, and
 its interpreter lock with it, so every login waited (a script's completions over the ingest API are up to a million
 characters). :func:`diff_table` therefore runs in a child that is killed after :data:`TIMEOUT_S`; each side is cut
-at :data:`MAX_DIFF_CHARS` first. The child imports the standard library only.
+at :data:`MAX_DIFF_CHARS` first. The child imports the standard library only (it runs this file as a script,
+``python -I -S``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 #: Wall-clock seconds the child may take; then the diff is not drawn (the page says why).
 TIMEOUT_S = 5.0
@@ -105,8 +107,10 @@ def bounded_diff(left: str, right: str, labels: Sequence[str], width: int) -> tu
     request = json.dumps({"left": left[:MAX_DIFF_CHARS], "right": right[:MAX_DIFF_CHARS], "labels": list(labels),
                           "width": width})
     try:
-        done = subprocess.run([sys.executable, "-m", __name__], input=request.encode("utf-8"), capture_output=True,
-                              timeout=TIMEOUT_S, check=False)
+        # this file run as a script, isolated and without ``site`` (the child needs the standard library only):
+        # ``-m`` with ``site`` took ~55 ms of the interpreter's start (site-packages' path hooks) a diff
+        done = subprocess.run([sys.executable, "-I", "-S", str(Path(__file__).resolve())],
+                              input=request.encode("utf-8"), capture_output=True, timeout=TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:
         raise DiffTooCostly(f"the two texts differ too much to be compared within {TIMEOUT_S:g} s") from None
     if done.returncode != 0:

@@ -245,13 +245,21 @@ def search_results_html(page: SearchPage) -> str:
 # ------------------------------------------------------------------------------------------ one prompt over time
 
 
+_TRAJECTORY_NOTE = ('<div class="grpo-meta" id="prompt-history-turns-note">Trajectories show a summary of their turns '
+                    "and the final answer here; every turn in full: the step's groups (pick the step), or the diff "
+                    "(its lists hold this page's completions).</div>")
+
+
 def prompt_history_html(groups: Sequence[GroupRecord], page: PromptPage | None = None, *, pictures: str = "") -> str:
     """One dataset row's groups in step order: a table (step, mean total, best, spread, advantage spread,
     truncated, signal) and then each group's completions.
 
     ``groups`` come from ``Store.groups_for_prompt`` or are ``page.groups`` (``Store.prompt_page``: then a line
     "groups N–M of T" says where the page lies among the row's groups); an empty list says the row was never
-    sampled. ``pictures``: the HTML of the prompt's images (:func:`app.views.images.images_html`), under it.
+    sampled. ``pictures``: the HTML of the prompt's images (:func:`app.views.images.images_html`), under it. A
+    multi-turn completion (an agentic rollout) shows a summary line of its turns and its final answer, not its turns'
+    texts (a page of 50 groups of long rollouts drew ~5 MB of HTML): a note says where they are in full (the step's
+    view, the diff).
     """
     if not groups:
         return '<div class="grpo-empty">This dataset row has no recorded groups in this run.</div>'
@@ -284,7 +292,8 @@ def prompt_history_html(groups: Sequence[GroupRecord], page: PromptPage | None =
         "<tr><th>step</th><th>mean total</th><th>best total</th><th>reward spread</th><th>advantage spread</th>"
         f"<th>truncated</th><th>signal</th></tr>{''.join(rows)}</table>"
         f'<div class="grpo-prompt" style="margin:8px 0">{html.escape(groups[0].prompt)}</div>{pictures}'
-        f"{groups_html(list(groups))}</div>"
+        f"{_TRAJECTORY_NOTE if any(c.turns for g in groups for c in g.completions) else ''}"
+        f"{groups_html(list(groups), turns=False)}</div>"
     )
 
 

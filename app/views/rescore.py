@@ -143,14 +143,21 @@ def _sign(value: Any) -> int:
     return (value > 1e-6) - (value < -1e-6)
 
 
+def _paid_by(probe: Mapping[str, Any]) -> str:
+    """The rules that pay a flagged probe: its ``paid_by`` list (the trajectory probes), else its ``rule``."""
+    paid = probe.get("paid_by")
+    return ", ".join(str(name) for name in paid) if isinstance(paid, list) and paid else str(probe.get("rule"))
+
+
 def probe_html(result: Mapping[str, Any]) -> str:
-    """The reward-hacking probe's flagged probes under the new rules (degenerate completions that score as well as
-    real ones), or a line saying none was."""
+    """The reward-hacking probe's flagged probes under the new rules (degenerate completions, and for a recipe with
+    tools degenerate trajectories, that score as well as real ones, with the rules that pay them), or a line saying
+    none was."""
     flagged = result.get("probe") or []
     if not flagged:
         return "<p class='rescore-probe'>Hacking probe: no degenerate completion scores like a real one under the " \
                "new rules.</p>"
-    items = "".join(f"<li><b>{html.escape(p['probe'])}</b> ({html.escape(repr(p['text']))}) scores "
+    items = "".join(f"<li><b>{html.escape(str(p['probe']))}</b> ({html.escape(repr(p['text']))}) scores "
                     f"{_num(p['total'])} vs the best real {_num(p['best_real'])}, paid by "
-                    f"{html.escape(str(p['rule']))}</li>" for p in flagged)
+                    f"{html.escape(_paid_by(p))}</li>" for p in flagged)
     return f"<div class='rescore-probe'>Hacking probe under the new rules flags:<ul>{items}</ul></div>"

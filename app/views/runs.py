@@ -10,12 +10,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from app.views.trajectories import TURN_CSS, turns_html
+from app.views.trajectories import TURN_CSS, turns_html, turns_summary_html
 from grpo_core.rewards.compose import REWARD_ERRORS_KEY
 from grpo_core.rewards.logged import REWARD_COLUMNS_KEY
 from grpo_core.runs.provenance import short_hash
 from grpo_core.runs.script_runs import describe_origin
-from storage import GroupRecord, RunInfo, RunStatus
+from storage import CompletionRecord, GroupRecord, RunInfo, RunStatus
 from storage.run_images import GROUP_IMAGES_KEY
 
 STATUS_COLOURS = {
@@ -265,7 +265,7 @@ def reward_column_map(group: GroupRecord) -> dict[str, dict[str, object]]:
 
 
 def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, max_chars: int = 4000,
-                pictures: Mapping[tuple[str, int], str] | None = None) -> str:
+                pictures: Mapping[tuple[str, int], str] | None = None, turns: bool = True) -> str:
     """The groups of a step: each prompt with its G completions side by side, coloured by the advantage's sign.
 
     Each completion shows its rank, advantage, total reward, every rule's reward, the columns reward functions
@@ -273,7 +273,8 @@ def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, ma
     blocks (:func:`app.views.trajectories.turns_html`); text beyond :data:`FOLD_CHARS` characters folds
     (:func:`fold_html`), text beyond ``max_chars`` is cut
     with a note. ``pictures`` maps ``(split, row_index)`` to the HTML of that prompt's images
-    (:func:`app.views.images.images_html`), shown under the prompt.
+    (:func:`app.views.images.images_html`), shown under the prompt. ``turns=False`` shows a multi-turn completion
+    as a one-line summary of its turns (:func:`app.views.trajectories.turns_summary_html`) and its final answer.
     """
     if not groups:
         return '<div class="grpo-empty">No groups recorded for this step yet.</div>'
@@ -326,12 +327,20 @@ def groups_html(groups: list[GroupRecord], *, sort_by_advantage: bool = True, ma
                 f"{ref}>"
                 f'<div><span class="grpo-adv">advantage {_fmt(c.advantage)}</span> · total {_fmt(c.total_reward)}'
                 f"{badge}</div>"
-                f"{turns_html(c.turns, max_chars=max_chars) or fold_html(c.text, max_chars=max_chars)}"
+                f"{_completion_body(c, turns, max_chars)}"
                 f"<table>{rules}<tr><td>tokens</td><td style='text-align:right'>{c.num_tokens or '–'}</td></tr>"
                 f"<tr><td>completion</td><td style='text-align:right'>#{c.index}</td></tr></table></div>"
             )
         out.append("</div></div>")
     return "".join(out)
+
+
+def _completion_body(completion: CompletionRecord, turns: bool, max_chars: int) -> str:
+    """A card's text: a multi-turn completion's turns as blocks (or, ``turns=False``, their summary line and the final
+    answer), a single-turn one's text folded."""
+    if turns:
+        return turns_html(completion.turns, max_chars=max_chars) or fold_html(completion.text, max_chars=max_chars)
+    return turns_summary_html(completion.turns) + fold_html(completion.text, max_chars=max_chars)
 
 
 def _short(value: Any, limit: int = 80) -> str:

@@ -26,6 +26,8 @@ TURN_CSS = """
 .grpo-turn[data-kind="reward"] { border-color: #d97706; }
 .grpo-turn.failed { border-color: #dc2626; background: #fef2f2; }
 .grpo-turn .turn-label { font-weight: 600; color: #374151; }
+.grpo-turn-summary { border-left: 3px solid #7c3aed; padding: 2px 6px; margin: 4px 0; font-size: 12px; }
+.grpo-turn-summary.failed { border-color: #dc2626; }
 """
 
 #: The trajectory filters of the Inspect tab: (label, key), each keeping the groups with at least one such completion.
@@ -111,6 +113,34 @@ def turns_html(turns: Any, *, max_chars: int = 4000) -> str:
     if not blocks:
         return ""
     return f'<div class="grpo-trajectory">{"".join(blocks)}</div>'
+
+
+def turns_summary_html(turns: Any) -> str:
+    """A completion's turns as one line instead of their blocks: how many assistant turns and tool calls (by tool),
+    how many failed, whether it stopped on a call without a result; ``""`` for a single-turn completion. Where many
+    trajectories are listed (one prompt across steps: 50 groups of G), their turns' texts (tens of kB each) are
+    left to the views of one step or one pair (the step view, the diff).
+
+    The block is ``<div class="grpo-turn-summary" data-turns data-calls data-failures data-ended-on-call>``, marked
+    ``failed`` when a call failed; tool names are HTML-escaped (hostile)."""
+    cleaned = clean_turns(turns)
+    if not cleaned:
+        return ""
+    summary = trajectory_summary(cleaned)
+    assistant = sum(1 for turn in cleaned if turn["kind"] == "assistant")
+    tools: dict[str, int] = {}
+    for name in summary["tools"]:
+        tools[name or "?"] = tools.get(name or "?", 0) + 1
+    called = ", ".join(f"{html.escape(name)} ×{count}" for name, count in tools.items())
+    parts = [f"{assistant} assistant turn{'s' if assistant != 1 else ''}",
+             f"{summary['calls']} tool call{'s' if summary['calls'] != 1 else ''}" + (f" ({called})" if called else "")]
+    if summary["failures"]:
+        parts.append(f"{summary['failures']} failed")
+    if summary["ended_on_call"]:
+        parts.append("stopped on a call without a result")
+    return (f'<div class="grpo-turn-summary{" failed" if summary["failures"] else ""}" data-turns="{len(cleaned)}" '
+            f'data-calls="{summary["calls"]}" data-failures="{summary["failures"]}" '
+            f'data-ended-on-call="{int(summary["ended_on_call"])}">{" · ".join(parts)} · final answer:</div>')
 
 
 def trajectory_text(completion: CompletionRecord) -> str:

@@ -25,6 +25,7 @@ from typing import Any
 
 from grpo_core.rewards.compose import GroupScore, build_reward_funcs
 from grpo_core.rewards.hacking_probe import ProbeResult, describe, flagged
+from grpo_core.rewards.trajectory_probe import PROBE_WORDS
 from grpo_core.run_config import RunConfig
 
 DEFAULT_PROMPTS = 4
@@ -376,8 +377,9 @@ def format_report(report: PreflightReport) -> str:
             f"({ex.num_tokens} tokens{cut}; {rewards})"
         )
         lines.append("    " + json.dumps(ex.text[:200], ensure_ascii=False))
+    tried = "" if report.tool_call_frequency is None else f"; with tools: {PROBE_WORDS}"
     lines += ["", "Reward-hacking probe (empty, whitespace, prompt echo, bare code fence, answer alone, repeated "
-              "number, padding, wrong answer in format):"]
+              f"number, padding, wrong answer in format{tried}):"]
     probe_lines = describe(report.probes)
     if probe_lines and report.verdict is not None and any(a.startswith("reward hacking:") for a in report.verdict.advice):
         lines.append(f"  {len(probe_lines)} finding(s), listed once in the verdict below")  # each finding once

@@ -210,6 +210,7 @@ def _tool_group(config: RunConfig, model, tokenizer, row: dict[str, Any], index:
 
     from grpo_core.engine.tool_rollout import sample_tool_rollouts, with_environment_rewards
     from grpo_core.rewards.registry import completion_text
+    from grpo_core.rewards.trajectory_probe import probe_trajectories, recipe_tools
     from grpo_core.tools.turns import turns_of_completion
 
     prompt = row["prompt"]
@@ -238,7 +239,9 @@ def _tool_group(config: RunConfig, model, tokenizer, row: dict[str, Any], index:
         row_index=index, prompt=prompt_text(prompt), texts=texts,
         num_tokens=[sum(rollout.tool_mask) for rollout in rollouts],  # the model's tokens, as TRL counts them
         truncated=[rollout.truncated for rollout in rollouts], score=score,
-        turns=[turns_of_completion(rollout.messages, rollout.environment_reward) for rollout in rollouts])
+        turns=[turns_of_completion(rollout.messages, rollout.environment_reward) for rollout in rollouts],
+        probes=probe_trajectories(config.rewards, row, completions, row_index=index,
+                                  tools=recipe_tools(config.model_dump(mode="json"))))
 
 
 def _row_pictures(row: Mapping[str, Any], images: Path | None) -> list:

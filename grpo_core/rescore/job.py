@@ -36,6 +36,7 @@ from grpo_core.rescore.request import (
     sample_groups,
     select_steps,
 )
+from grpo_core.rewards.trajectory_probe import has_tools, recipe_tools
 from grpo_core.tools.turns import messages_from_turns
 from storage import GroupRecord, Store, StoreError
 from storage.records import RescoringInfo
@@ -75,6 +76,10 @@ class PreparedRescoring:
     scale_rewards: str
     aggregation: str
     warnings: list[str]
+    tools: tuple[str, ...] = ()
+    """The run's tool names (:func:`grpo_core.rewards.trajectory_probe.recipe_tools`)."""
+    agentic: bool = False
+    """The run gives the model tools (or an environment): the hacking probe tries trajectories too."""
 
     @property
     def num_completions(self) -> int:
@@ -124,7 +129,8 @@ def prepare_rescoring(store: Store, request: RescoreRequest, *, boundary: Bounda
     chat = any(isinstance(row.get("prompt"), list) for row in rows.values())
     scale = request.scale_rewards or str(config.get("scale_rewards") or "group")
     aggregation = str(config.get("multi_objective_aggregation") or "sum_then_normalize")
-    return PreparedRescoring(request, specs, groups, rows, chat, scale, aggregation, warnings)
+    return PreparedRescoring(request, specs, groups, rows, chat, scale, aggregation, warnings,
+                             tools=tuple(recipe_tools(config)), agentic=has_tools(config))
 
 
 def _rows(store: Store, config: Mapping[str, Any], wanted: set[int]) -> tuple[dict[int, dict[str, Any]], list[str]]:
@@ -140,6 +146,7 @@ def _rows(store: Store, config: Mapping[str, Any], wanted: set[int]) -> tuple[di
 
 def _child_request(prepared: PreparedRescoring, workers: int | None) -> dict[str, Any]:
     return {"specs": prepared.specs, "chat": prepared.chat, "probe_rows": PROBE_ROWS,
+            "tools": list(prepared.tools), "agentic": prepared.agentic,
             "workers": workers or os.cpu_count() or 1,
             "rows": {str(k): v for k, v in prepared.rows.items()},
             "groups": [{"id": g["id"], "row_index": g["row_index"], "prompt": g["prompt"],

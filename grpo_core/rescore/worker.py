@@ -5,10 +5,10 @@ process group to cancel).
 
 The request (JSON): ``{"specs": [...], "groups": [{"id", "row_index", "completions": [text, ...]}, ...],
 (a multi-turn completion is its list of messages instead of a text, as TRL hands it to reward functions)
-"rows": {row_index: row}, "chat": bool, "workers": n, "probe_rows": n}``. Each group is scored as TRL's
-``GRPOTrainer`` calls reward functions (:func:`score_batch`: ``prompts``, ``completions``, ``completion_ids=None``,
-the row's columns repeated, ``trainer_state=None``); a rule that raises gives ``None`` for its group's completions and
-the error is reported (as the trainer's guard does). Plugins are imported only here; code rules run in the sandbox
+"rows": {row_index: row}, "chat": bool, "workers": n, "probe_rows": n, "tools": [the recipe's tool names],
+"agentic": bool}``. Each group is scored as TRL's ``GRPOTrainer`` calls reward functions (:func:`score_batch`:
+``prompts``, ``completions``, ``completion_ids=None``, the row's columns repeated, ``trainer_state=None``); a rule
+that raises gives ``None`` for its group's completions and the error is reported (as the trainer's guard does). Plugins are imported only here; code rules run in the sandbox
 as in training. With a ``plugin`` rule the groups are spread over ``workers`` processes (every core); a ``code`` rule
 already runs each group's completions in parallel sandboxes, one per core, so groups are spread over ``workers //
 group size`` processes; text rules run in this process (about 2,000 completions a second). The answer: ``{"names", "weights", "groups":
@@ -33,6 +33,7 @@ from grpo_core.rewards.compose import _ignore_log_extra, _ignore_log_metric, bui
 from grpo_core.rewards.hacking_probe import flagged, probe_row
 from grpo_core.rewards.regex_budget import time_budget
 from grpo_core.rewards.registry import completion_text, get_rule
+from grpo_core.rewards.trajectory_probe import probe_trajectories
 
 PARALLEL_CATEGORIES = ("code", "plugin")
 """Rule categories whose scoring is spread over processes (slow per completion)."""
@@ -140,24 +141,33 @@ def score_batch(request: Mapping[str, Any], progress: ProgressWriter | None = No
     return {
         "names": names, "weights": weights, "errors": errors,
         "groups": [{"id": gid, "rewards": results[gid][0]} for gid, _, _ in items],
-        "probe": _probe(specs, items, int(request.get("probe_rows") or 0)),
+        "probe": _probe(specs, items, int(request.get("probe_rows") or 0),
+                        [str(name)[:200] for name in request.get("tools") or ()], request.get("agentic") is True),
     }
 
 
-def _probe(specs: Sequence[Mapping[str, Any]], items: Sequence[tuple[Any, list[str], dict[str, Any]]],
-           limit: int) -> list[dict[str, Any]]:
+def _probe(specs: Sequence[Mapping[str, Any]], items: Sequence[tuple[Any, list[Any], dict[str, Any]]],
+           limit: int, tools: Sequence[str] = (), agentic: bool = False) -> list[dict[str, Any]]:
     """The reward-hacking probe (:func:`grpo_core.rewards.hacking_probe.probe_row`) on the first ``limit`` distinct
-    rows, their recorded completions as the real ones; the flagged results only."""
-    seen: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    rows, their recorded completions as the real ones; for a recipe with tools (``agentic``, or rollouts with tool
+    calls among the completions; ``tools``: its tool names) the trajectory probe too
+    (:func:`grpo_core.rewards.trajectory_probe.probe_trajectories`); the flagged results only."""
+    seen: dict[str, tuple[dict[str, Any], list[Any]]] = {}
     for _, texts, row in items:
         key = json.dumps(row, sort_keys=True, default=str)[:2000]
         if key not in seen and len(seen) < limit and texts:
-            seen[key] = (row, [completion_text(t) for t in texts])  # the probe degrades text
+            seen[key] = (row, list(texts))
+    agentic = agentic or bool(tools) or any(isinstance(t, list) for _, texts in seen.values() for t in texts)
     results = []
-    for index, (row, texts) in enumerate(seen.values()):
+    for index, (row, completions) in enumerate(seen.values()):
+        row_index = int(row.get("_row_index", index))
         try:
             with time_budget(GROUP_REGEX_BUDGET_S):
-                results += probe_row(specs, row, texts, row_index=int(row.get("_row_index", index)))
+                # the probe degrades text: the real completions as the text a rule judges
+                results += probe_row(specs, row, [completion_text(t) for t in completions], row_index=row_index)
+            if agentic:
+                with time_budget(GROUP_REGEX_BUDGET_S):
+                    results += probe_trajectories(specs, row, completions, tools=tools, row_index=row_index)
         except Exception as exc:  # noqa: BLE001 - the probe is advice; a rule failing on a probe is not fatal
             print(f"hacking probe on a row failed: {type(exc).__name__}: {exc}", file=sys.stderr)
     return [dataclasses.asdict(r) for r in flagged(results)]

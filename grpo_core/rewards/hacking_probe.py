@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_core.rewards.compose import GroupScore, RewardSpec, score_group
@@ -66,6 +66,10 @@ NOT_TASK_RULES = ("code_style",)
 
 TIE_ATOL = 1e-9
 """Totals closer than this count as equal."""
+
+WITHOUT_TOOL = "answer_without_tool"
+"""The trajectory probe of a right answer with no tool call (:mod:`grpo_core.rewards.trajectory_probe`), flagged when
+it scores as much as the same answer after a call of the tool."""
 
 
 def _wrong_answer(answer: Any) -> str:
@@ -126,6 +130,8 @@ class ProbeResult:
         rule: when flagged, the metric name of the rule responsible, else ``None``.
         rewards: the probe's raw reward per rule (metric name -> reward).
         paid_by_task: flagged because a task rule (``rule``) gives the probe more than 0.
+        paid_by: the metric names of the rules (weight > 0) that give the probe more than 0 (the trajectory probes
+            of :mod:`grpo_core.rewards.trajectory_probe` fill it; empty here).
     """
 
     row_index: int
@@ -137,6 +143,7 @@ class ProbeResult:
     rule: str | None
     rewards: dict[str, float | None]
     paid_by_task: bool = False
+    paid_by: list[str] = field(default_factory=list)
 
 
 def _responsible(score: GroupScore, weights: Sequence[float], probe: int, best: int | None) -> str:
@@ -308,6 +315,10 @@ def describe(results: Sequence[ProbeResult]) -> list[str]:
             lines.append(f"the probe '{r.probe}' (the answer with junk text) scores "
                          f"{_fmt(r.rewards.get(r.rule or ''))} on the format rule `{r.rule}` on row {r.row_index}: it "
                          "pays a reply that is not the answer alone")
+        elif r.probe == WITHOUT_TOOL:
+            lines.append(f"the probe '{r.probe}' (the right answer with no tool call) scores {_fmt(r.total)} on row "
+                         f"{r.row_index}, as much as the same answer after a call of the tool: rule `{r.rule}` pays "
+                         "whether or not the tool was used")
         elif r.paid_by_task:
             reward = r.rewards.get(r.rule or "")
             lines.append(f"the probe '{r.probe}' scores {_fmt(reward)} on rule `{r.rule}` on row {r.row_index}: a "

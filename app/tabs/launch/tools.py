@@ -33,6 +33,7 @@ from grpo_core.rewards.template_tags import (
     resolve_template_tags,
     template_opens_think,
 )
+from grpo_core.rewards.trajectory_probe import PROBE_WORDS
 from grpo_core.run_config import RunConfig
 from grpo_core.runs.provenance import current_environment, describe_differences, plugin_files, provenance_differences
 from storage import RunInfo, StoreError
@@ -112,8 +113,9 @@ def verdict_markdown(report: PreflightReport) -> str:
         found = "⚠️ " + "; ".join(probes) + "."
     else:
         found = "✅ no degenerate completion scores at or above the best sampled one."
+    tried = "" if report.tool_call_frequency is None else f"; with tools: {PROBE_WORDS}"
     lines += ["", "**Reward-hacking probe** (empty, whitespace, prompt echo, bare code fence, `pass`, answer alone, "
-              "repeated number, padding, wrong answer in format): " + found]
+              f"repeated number, padding, wrong answer in format{tried}): " + found]
     if report.examples:
         lines += ["", "<details><summary>example completions (best and worst of a group)</summary>", ""]
         for ex in report.examples:

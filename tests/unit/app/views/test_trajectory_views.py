@@ -9,7 +9,7 @@ import re
 import pytest
 
 from app.views.charts import MetricSeries, training_figure
-from app.views.inspect import GROUP_FILTERS, filter_groups
+from app.views.inspect import GROUP_FILTERS, filter_groups, prompt_history_html
 from app.views.runs import groups_html
 from app.views.token_heatmap import token_heatmap_html
 from app.views.trajectories import TRAJECTORY_FILTERS, completion_matches, turns_html
@@ -64,6 +64,20 @@ def test_a_group_shows_its_trajectories_side_by_side_with_rewards_total_and_adva
         assert "advantage" in card
     assert 'class="grpo-trajectory"' not in cards[2] and "final" in cards[2]  # a single-turn completion: its text
     assert "<script>" not in page
+
+
+def test_one_prompt_across_steps_shows_each_trajectory_as_a_summary_line_and_its_final_answer():
+    page = prompt_history_html([_group(CALLED, FAILED + LIMIT, None)])
+    cards = page.split('<div class="grpo-completion ')[1:]
+    assert len(cards) == 3 and 'class="grpo-turn ' not in page  # no turn blocks: their texts are not drawn
+    assert "42 &lt;script&gt;" not in page and "let me" not in page  # the tool's output, the earlier turns
+    assert 'data-calls="1" data-failures="0"' in cards[0] and "look&lt;up&gt; ×1" in cards[0]
+    assert "The answer is 42." not in cards[0] and "final" in cards[0]  # the record's text: its final answer
+    assert 'grpo-turn-summary failed' in cards[1] and 'data-calls="3" data-failures="1"' in cards[1]
+    assert 'data-ended-on-call="1"' in cards[1] and "lookup ×3" in cards[1]
+    assert "grpo-turn-summary" not in cards[2] and "final" in cards[2]
+    assert 'id="prompt-history-turns-note"' in page and "<script>" not in page
+    assert 'prompt-history-turns-note' not in prompt_history_html([_group(None, None)])
 
 
 @pytest.mark.parametrize("key, expected", [
