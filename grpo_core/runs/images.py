@@ -1,8 +1,9 @@
 """The images of a run's recorded groups, read from the run's dataset: a group keeps its ``row_index`` and the
 dataset keeps the images (:mod:`grpo_core.datasets.images`), so nothing is copied twice.
 
-Only the run's owner and admins read them (:func:`grpo_core.access.ownership.may_change`; a dashboard without
-logins is one user's); every route that shows or returns a run's images goes through :func:`group_images`, which
+Only the run's owner and admins read them, and only when that login may also see the dataset's images (its owner
+or an admin: a run of bob's, launched or recorded over the ingest API, may name alice's ``dataset_id``)
+(:func:`grpo_core.access.ownership.may_change`; a dashboard without logins is one user's); every route that shows or returns a run's images goes through :func:`group_images`, which
 raises :class:`~grpo_core.access.ownership.NotOwnerError` for anyone else. Imports no torch.
 """
 
@@ -16,7 +17,7 @@ from grpo_core.access.ownership import SINGLE_USER, Actor, NotOwnerError, may_ch
 from grpo_core.datasets.formats import read_normalized_row
 from grpo_core.datasets.images import image_folder, image_in_folder, row_image_names
 from grpo_core.datasets.prompt_dataset import DatasetError
-from grpo_core.datasets.rows import dataset_file, is_prompt_key
+from grpo_core.datasets.rows import is_prompt_key
 
 #: Most images returned for one group (a row may hold more; the rest are left out).
 MAX_GROUP_IMAGES = 16
@@ -49,20 +50,32 @@ def check_may_read_images(actor: Actor, run) -> None:
 def group_images(store, run, row_index: int, *, split: str = "train", actor: Actor = SINGLE_USER) -> list[GroupImage]:
     """The images of dataset row ``row_index`` of ``run`` (the eval dataset's row for an ``eval`` group of a run
     with ``eval_dataset_id``), at most :data:`MAX_GROUP_IMAGES`; ``[]`` for a text row, a script run's prompt key,
-    a row or file that is gone.
+    a run without a stored dataset (images live only in stored datasets: a ``dataset_path``, which may name another
+    login's rows file under the data directory, gives none), a row or file that is gone.
 
     Raises:
-        NotOwnerError: ``actor`` is neither the run's owner nor an admin (checked before anything is read).
+        NotOwnerError: ``actor`` is neither the run's owner nor an admin, or neither the dataset's owner nor an
+            admin (checked before any row or image is read).
     """
     check_may_read_images(actor, run)
     row_index = int(row_index)
     config = run.config or {}
     if row_index < 0 or is_prompt_key(row_index):
         return []
-    if split == "eval" and config.get("eval_dataset_id") is not None:
-        config = {"dataset_id": config["eval_dataset_id"]}
-    path = dataset_file(store, config)
-    if path is None:
+    dataset_id = config.get("eval_dataset_id") if split == "eval" else None
+    if dataset_id is None:
+        dataset_id = config.get("dataset_id")
+    try:
+        info = store.get_dataset(int(dataset_id)) if dataset_id is not None else None
+    except (TypeError, ValueError, OverflowError):  # storage.StoreError (a ValueError): no such dataset
+        return []
+    if info is None:
+        return []
+    if not may_change(actor, info.owner):
+        raise NotOwnerError(f"{actor.user} may not see the images of dataset #{info.id} (run #{run.id} names it): it "
+                            f"belongs to {info.owner}; only its owner or an admin may")
+    path = Path(info.path)
+    if not path.is_file():
         return []
     try:
         row = read_normalized_row(Path(path), row_index)
