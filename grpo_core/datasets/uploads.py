@@ -22,6 +22,10 @@ from grpo_core.datasets.formats import SUPPORTED_EXTENSIONS, load_prompt_dataset
 from grpo_core.datasets.images import ImageBudget, attach_images
 from grpo_core.datasets.prompt_dataset import ColumnMapping, DatasetError, PromptDataset
 
+#: Most members a zipped upload may hold (each is a file created on the server's disk when unpacked): the images of
+#: one dataset (:attr:`grpo_core.datasets.images.ImageBudget.max_images`) and room for a ``save_to_disk`` folder.
+MAX_ZIP_MEMBERS = 25_000
+
 
 class UploadTooLargeError(DatasetError):
     """An upload over ``Settings.max_upload_mb``; ``str()`` reads ``"doubles.jsonl is 312 MB; the limit is 200 MB"``."""
@@ -83,6 +87,9 @@ def load_zip(path: Path, source_name: str, max_upload_mb: int, mapping: ColumnMa
     """
     try:
         with zipfile.ZipFile(path) as archive:
+            if len(archive.infolist()) > MAX_ZIP_MEMBERS:
+                raise DatasetError(source_name, f"the zip holds {len(archive.infolist()):,} files; the most a "
+                                                f"dataset's zip may hold is {MAX_ZIP_MEMBERS:,}")
             unpacked = sum(member.file_size for member in archive.infolist())
             if unpacked > max_upload_bytes(max_upload_mb):
                 message = upload_too_large_message(f"{source_name} unpacked", unpacked, max_upload_mb)

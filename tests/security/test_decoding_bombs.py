@@ -157,3 +157,42 @@ def test_a_plain_login_cannot_read_another_logins_images(shared_dashboard, tmp_p
     assert shared_dashboard.client("admin").predict(run.id, 0, "train", api_name="/run_images") == own
     with pytest.raises(Exception, match="bob may not see the images of run"):
         shared_dashboard.client("bob").predict(run.id, 0, "train", api_name="/run_images")
+
+
+def test_one_image_file_named_many_ways_is_read_once_and_image_counts_are_bounded(tmp_path, monkeypatch):
+    """A 31 KB zip whose rows name one 30 MB image file under 100 spellings (``a.png``, ``./a.png``, ``.//./a.png``)
+    read and hashed the file once a spelling (2.3 s of the web process's CPU; a million rows, hours). Now a file is
+    read once however it is spelled, a spelling outside the zip is still refused, and a dataset holds at most
+    ``max_images`` distinct images and a zip at most ``MAX_ZIP_MEMBERS`` members."""
+    import itertools
+    import json
+
+    from grpo_core.datasets import images as images_module
+    from grpo_core.datasets import uploads
+    from tests.helpers import png_bytes
+
+    reads = []
+    original = images_module._Decoder._read_inside
+    monkeypatch.setattr(images_module._Decoder, "_read_inside",
+                        lambda self, relative, refuse: reads.append(relative) or original(self, relative, refuse))
+    spellings = ["".join(c) + "a.png" for n in range(6) for c in itertools.product(["./", ".//", "\\"], repeat=n)]
+    spellings = [s for s in spellings if not s.startswith("\\")][:100]
+    rows = "".join(json.dumps({"prompt": "Colour?", "image": s}) + "\n" for s in spellings)
+    upload = _image_zip(tmp_path / "spellings.zip", rows, {"a.png": png_bytes() + b"\0" * (1 << 20)})
+    dataset = _load_zipped_folder(upload, "spellings.zip", 200, None)
+    assert len(dataset.rows) == 100 and len({tuple(row["images"]) for row in dataset.rows}) == 1
+    assert len(reads) == 1, f"the one file was read {len(reads)} times"
+    absolute = _image_zip(tmp_path / "absolute.zip", rows.splitlines()[0] + '\n{"prompt": "x", "image": "/a.png"}\n',
+                          {"a.png": png_bytes()})
+    with pytest.raises(DatasetError, match="row 2, column 'image': .*not a plain relative name"):
+        _load_zipped_folder(absolute, "absolute.zip", 200, None)
+
+    monkeypatch.setattr(uploads, "image_budget", lambda max_upload_mb: images_module.ImageBudget(max_images=3))
+    members = {f"{i}.png": png_bytes((i, 0, 0)) for i in range(4)}
+    many = _image_zip(tmp_path / "many.zip", "".join(f'{{"prompt": "p", "image": "{i}.png"}}\n' for i in range(4)),
+                      members)
+    with pytest.raises(DatasetError, match="row 4, column 'image': .*more than 3 distinct images"):
+        _load_zipped_folder(many, "many.zip", 200, None)
+    monkeypatch.setattr(uploads, "MAX_ZIP_MEMBERS", 4)
+    with pytest.raises(DatasetError, match="the zip holds 5 files; the most a dataset's zip may hold is 4"):
+        _load_zipped_folder(many, "many.zip", 200, None)
