@@ -97,7 +97,12 @@ def load_zip(path: Path, source_name: str, max_upload_mb: int, mapping: ColumnMa
             for member in archive.infolist():
                 check_member(member, source_name)
             with tempfile.TemporaryDirectory() as tmp:
-                archive.extractall(tmp)  # names checked above; zipfile writes no symbolic links
+                for member in archive.infolist():  # names checked above; zipfile writes no symbolic links
+                    try:
+                        archive.extract(member, tmp)
+                    except OSError as exc:  # a name too long, a file where a folder goes: said without the server's path
+                        raise DatasetError(source_name, f"the zip member {member.filename[:100]!r} cannot be unpacked "
+                                                        f"({exc.strerror or type(exc).__name__})") from None
                 root = Path(tmp)
                 if not any(root.glob("*.arrow")) and not _data_files(root):
                     inner = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith("__")]

@@ -196,3 +196,16 @@ def test_one_image_file_named_many_ways_is_read_once_and_image_counts_are_bounde
     monkeypatch.setattr(uploads, "MAX_ZIP_MEMBERS", 4)
     with pytest.raises(DatasetError, match="the zip holds 5 files; the most a dataset's zip may hold is 4"):
         _load_zipped_folder(many, "many.zip", 200, None)
+
+
+def test_a_zip_that_cannot_be_unpacked_is_refused_without_the_servers_paths(shared_dashboard, tmp_path):
+    """Members that the file system refuses (a name over 255 bytes, a file where a folder goes) are refused naming
+    the member. Before the fix the ``OSError`` reached the page as is, with the server's private temp folder."""
+    import tempfile
+
+    alice = shared_dashboard.client("alice")
+    for number, members in enumerate(({"x" * 300 + ".png": b"1"}, {"a": b"1", "a/b": b"2"})):
+        upload = _image_zip(tmp_path / f"unpack{number}.zip", '{"prompt": "p"}\n', members)
+        with pytest.raises(Exception, match=r"cannot be unpacked \((File name too long|Not a directory)\)") as error:
+            alice.predict(file=handle_file(upload), name=f"unpack {number}", api_name="/add_dataset")
+        assert tempfile.gettempdir() not in str(error.value) and "grpo-dashboard-" not in str(error.value)
