@@ -190,3 +190,24 @@ def test_an_environment_reward_past_a_float_is_stored_as_none_not_a_server_error
     assert answer.status_code == 200, answer.text[:300]
     groups = shared_dashboard.client("alice").predict(run_id=run_id, api_name="/run_groups")
     assert groups[0]["completions"][0]["turns"][-1] == {"kind": "reward", "name": "Env", "value": None}
+
+
+def test_an_export_never_copies_a_server_file_a_script_runs_dataset_path_names(shared_dashboard, api, tmp_path):
+    """A script run's ``dataset_path`` is never read at ingest (it names the script's file), yet the boundary lets a
+    login name any file under the data directory. Before the fix bob's own run naming the store (``grpo.db``: every
+    login's runs, presets and token hashes) or one of alice's stored pictures got that file copied byte for byte
+    into the bundle ``export_run`` offered him. Now only a file that reads as a dataset is copied."""
+    import zipfile
+
+    dash, bob = shared_dashboard, api["bob"]
+    store = dash.data_dir / "grpo.db"
+    pictures = sorted(dash.data_dir.glob("datasets/**/*.images/*.png"))
+    for key, path in (("store", store), *((("picture", pictures[0]),) if pictures else ())):
+        created = _create(bob, f"export-{key}", config={**CONFIG, "dataset_path": str(path)})
+        assert created.status_code == 200, created.text[:300]
+        summary, bundle = dash.client("bob").predict(created.json()["run_id"], api_name="/export_run")
+        secret = path.read_bytes()[:64]
+        with zipfile.ZipFile(bundle) as archive:
+            for name in archive.namelist():
+                with archive.open(name) as member:
+                    assert member.read(64) != secret, (key, name)
