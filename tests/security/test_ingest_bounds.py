@@ -200,9 +200,17 @@ def test_an_export_never_copies_a_server_file_a_script_runs_dataset_path_names(s
     import zipfile
 
     dash, bob = shared_dashboard, api["bob"]
-    store = dash.data_dir / "grpo.db"
+    from gradio_client import handle_file
+
+    from tests.helpers import png_bytes
+
+    upload = tmp_path / "alice-pictures.zip"
+    with zipfile.ZipFile(upload, "w") as archive:
+        archive.writestr("data.jsonl", '{"prompt": "Colour?", "image": "blue.png"}\n')
+        archive.writestr("blue.png", png_bytes((20, 20, 220)))
+    dash.client("alice").predict(file=handle_file(str(upload)), name="alice export pictures", api_name="/add_dataset")
     pictures = sorted(dash.data_dir.glob("datasets/**/*.images/*.png"))
-    for key, path in (("store", store), *((("picture", pictures[0]),) if pictures else ())):
+    for key, path in (("store", dash.data_dir / "grpo.db"), ("picture", pictures[0])):
         created = _create(bob, f"export-{key}", config={**CONFIG, "dataset_path": str(path)})
         assert created.status_code == 200, created.text[:300]
         summary, bundle = dash.client("bob").predict(created.json()["run_id"], api_name="/export_run")
