@@ -21,6 +21,9 @@ from grpo_core.datasets.rows import is_prompt_key
 
 #: Most images returned for one group (a row may hold more; the rest are left out).
 MAX_GROUP_IMAGES = 16
+#: Most bytes of PNG returned for one group (the images past it are left out): 16 stored pictures of 4096 x 4096
+#: pixels of noise are about 800 MB, and every row may name the same ones, so a step's view would hold gigabytes.
+MAX_GROUP_IMAGE_BYTES = 24 << 20
 
 
 @dataclass(frozen=True)
@@ -47,10 +50,11 @@ def check_may_read_images(actor: Actor, run) -> None:
                             "its owner or an admin may")
 
 
-def group_images(store, run, row_index: int, *, split: str = "train", actor: Actor = SINGLE_USER) -> list[GroupImage]:
+def group_images(store, run, row_index: int, *, split: str = "train", actor: Actor = SINGLE_USER,
+                 max_bytes: int = MAX_GROUP_IMAGE_BYTES) -> list[GroupImage]:
     """The images of dataset row ``row_index`` of ``run`` (the eval dataset's row for an ``eval`` group of a run
     with ``eval_dataset_id``), at most :data:`MAX_GROUP_IMAGES`; ``[]`` for a text row, a script run's prompt key,
-    a run without a stored dataset (images live only in stored datasets: a ``dataset_path``, which may name another
+    at most ``max_bytes`` of PNG together (the first images that fit); a run without a stored dataset (images live only in stored datasets: a ``dataset_path``, which may name another
     login's rows file under the data directory, gives none), a row or file that is gone.
 
     Raises:
@@ -82,10 +86,15 @@ def group_images(store, run, row_index: int, *, split: str = "train", actor: Act
     except (IndexError, DatasetError, OSError, ValueError):
         return []
     folder = image_folder(path)
-    found = []
+    found, total = [], 0
     for name in row_image_names(row)[:MAX_GROUP_IMAGES]:
         try:
-            found.append(GroupImage(name, image_in_folder(folder, name).read_bytes()))
+            path = image_in_folder(folder, name)
+            size = path.stat().st_size
+            if total + size > max_bytes:
+                break
+            found.append(GroupImage(name, path.read_bytes()))
+            total += size
         except (OSError, ValueError):
             continue
     return found

@@ -209,3 +209,47 @@ def test_a_zip_that_cannot_be_unpacked_is_refused_without_the_servers_paths(shar
         with pytest.raises(Exception, match=r"cannot be unpacked \((File name too long|Not a directory)\)") as error:
             alice.predict(file=handle_file(upload), name=f"unpack {number}", api_name="/add_dataset")
         assert tempfile.gettempdir() not in str(error.value) and "grpo-dashboard-" not in str(error.value)
+
+
+def test_the_pictures_of_a_group_and_of_a_view_are_bounded_in_bytes(tmp_path, monkeypatch):
+    """Every row may name the same large pictures at no cost to the dataset's pixel budget, and Inspect held each
+    group's again: 16 noise pictures of 4096 x 4096 pixels (about 800 MB as PNG) in every row made a step's view
+    gigabytes of HTML. Now ``run_images`` gives a group at most ``MAX_GROUP_IMAGE_BYTES`` and a view holds at most
+    ``MAX_VIEW_IMAGE_BYTES`` of pictures, all its groups together."""
+    import os
+    from types import SimpleNamespace
+
+    from PIL import Image
+
+    from app.tabs.inspect import pictures as pictures_module
+    from grpo_core.access.ownership import Actor
+    from grpo_core.datasets.library import import_dataset
+    from grpo_core.runs.images import group_images
+    from grpo_core.settings import load_settings
+    from storage import GroupRecord, Store, sqlite_url
+
+    def noise() -> bytes:
+        out = io.BytesIO()
+        Image.frombytes("RGB", (64, 64), os.urandom(64 * 64 * 3)).save(out, format="PNG")
+        return out.getvalue()
+
+    members = {f"{i}.png": noise() for i in range(3)}
+    size = max(len(data) for data in members.values())  # ~12 KB each
+    names = '["0.png", "1.png", "2.png"]'
+    upload = _image_zip(tmp_path / "noise.zip", "".join(f'{{"prompt": "p{i}", "images": {names}}}\n' for i in range(4)),
+                        members)
+    settings = load_settings(data_dir=tmp_path / "data")
+    settings.ensure_dirs()
+    store = Store(sqlite_url(tmp_path / "data" / "grpo.db"))
+    try:
+        info = import_dataset(store, settings, upload, source_name="noise.zip", owner="alice")
+        run = store.create_run(name="vlm", config={"dataset_id": info.id}, dataset_id=info.id, max_steps=1,
+                               owner="alice")
+        assert len(group_images(store, run, 0, actor=Actor("alice"))) == 3
+        assert len(group_images(store, run, 0, actor=Actor("alice"), max_bytes=2 * size + 10)) == 2
+        monkeypatch.setattr(pictures_module, "MAX_VIEW_IMAGE_BYTES", 4 * size)
+        groups = [GroupRecord(step=1, row_index=i, prompt=f"p{i}", completions=[]) for i in range(4)]
+        shown = pictures_module.prompt_pictures(SimpleNamespace(store=store), run, groups, Actor("alice"))
+        assert sum(html.count("<img ") for html in shown.values()) == 3 + 1  # 4 pictures fit the view's bytes
+    finally:
+        store.close()
