@@ -200,7 +200,8 @@ def test_one_image_file_named_many_ways_is_read_once_and_image_counts_are_bounde
 
 def test_a_zip_that_cannot_be_unpacked_is_refused_without_the_servers_paths(shared_dashboard, tmp_path):
     """Members that the file system refuses (a name over 255 bytes, a file where a folder goes) are refused naming
-    the member. Before the fix the ``OSError`` reached the page as is, with the server's private temp folder."""
+    the member, and a ``state.json`` naming a missing data file names that file. Before the fix the ``OSError``
+    (pyarrow's error) reached the page as is, with the server's private temp folder."""
     import tempfile
 
     alice = shared_dashboard.client("alice")
@@ -209,6 +210,13 @@ def test_a_zip_that_cannot_be_unpacked_is_refused_without_the_servers_paths(shar
         with pytest.raises(Exception, match=r"cannot be unpacked \((File name too long|Not a directory)\)") as error:
             alice.predict(file=handle_file(upload), name=f"unpack {number}", api_name="/add_dataset")
         assert tempfile.gettempdir() not in str(error.value) and "grpo-dashboard-" not in str(error.value)
+    saved = tmp_path / "saved.zip"  # a save_to_disk folder whose state.json names a file it lacks
+    with zipfile.ZipFile(saved, "w") as archive:
+        archive.writestr("data-00000-of-00001.arrow", b"garbage")
+        archive.writestr("state.json", '{"_data_files": [{"filename": "missing.arrow"}]}')
+    with pytest.raises(DatasetError, match="missing.arrow, a data file state.json names, is not a file") as error:
+        _load_zipped_folder(saved, "saved.zip", 200, None)
+    assert tempfile.gettempdir() not in str(error.value)
 
 
 def test_the_pictures_of_a_group_and_of_a_view_are_bounded_in_bytes(tmp_path, monkeypatch):
