@@ -196,6 +196,11 @@ def test_one_image_file_named_many_ways_is_read_once_and_image_counts_are_bounde
     monkeypatch.setattr(uploads, "MAX_ZIP_MEMBERS", 4)
     with pytest.raises(DatasetError, match="the zip holds 5 files; the most a dataset's zip may hold is 4"):
         _load_zipped_folder(many, "many.zip", 200, None)
+    opened = []  # counted from the end record, before zipfile builds an entry for each member
+    monkeypatch.setattr(uploads.zipfile, "ZipFile", lambda *a, **k: opened.append(a) or pytest.fail("opened"))
+    with pytest.raises(DatasetError, match="the zip holds 5 files"):
+        _load_zipped_folder(many, "many.zip", 200, None)
+    assert opened == []
 
 
 def test_a_zip_that_cannot_be_unpacked_is_refused_without_the_servers_paths(shared_dashboard, tmp_path):
