@@ -100,11 +100,16 @@ class _Login:
 
 def _login_check(logins: LoginRegistry):
     """Gradio's ``auth`` callable: the password checked against the hash the auth file holds now, on a worker
-    thread (scrypt takes about 50 ms; the event loop serves others meanwhile)."""
+    thread (scrypt takes about 50 ms; the event loop serves others meanwhile), through a
+    :class:`~grpo_core.access.login_throttle.LoginThrottle` (10 wrong passwords a name in 5 minutes, 2 checks at once)."""
     import anyio.to_thread
 
+    from grpo_core.access.login_throttle import LoginThrottle
+
+    throttle = LoginThrottle(logins.verify)
+
     async def check(user: str, password: str) -> bool:
-        return await anyio.to_thread.run_sync(logins.verify, user, password)
+        return await anyio.to_thread.run_sync(throttle.check, user, password)
 
     return check
 

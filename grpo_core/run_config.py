@@ -189,8 +189,9 @@ class RunConfig(BaseModel):
         "the model's chat template must render tool calls.",
     )
     tool_plugins: list[str] = Field(
-        default_factory=list,
-        description="Your own tool functions, 'file.py:function' or 'module:function' (plugins, as reward plugins).",
+        default_factory=list, max_length=64,
+        description="Your own tool functions, 'file.py:function' or 'module:function' (plugins, as reward plugins); "
+        "at most 64.",
     )
     environment: str = Field(
         "",

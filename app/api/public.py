@@ -266,8 +266,10 @@ def create_public_api(ctx: AppContext) -> None:
 
     def run_images(run_id: int, row_index: int, split: str = "train", request: gr.Request = None) -> list:
         """The images of a group's prompt (dataset row ``row_index`` of the run, or the prompt key of a group a
-        training script recorded with its pictures; ``split`` ``"eval"`` for a held-out group), each as ``{"name": <stored name: sha256 of the PNG>, "data_url": "data:image/png;base64,..."}``;
-        ``[]`` for a text prompt. Only the run's owner or an admin may read them."""
+        training script recorded with its pictures; ``split`` ``"eval"`` for a held-out group), each as
+        ``{"name": <stored name: sha256 of the PNG>, "data_url": "data:image/png;base64,..."}``; ``[]`` for a text
+        prompt; at most 16 and 24 MB a group. Only the run's owner or an admin may read them, and a dataset row's
+        only when the login may also see the dataset's (its owner or an admin)."""
         run = _run(run_id)
         index = _whole("run_images", "row_index", row_index)
         if index is None:

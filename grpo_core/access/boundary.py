@@ -22,6 +22,7 @@ plugin files' source (parsed with :mod:`ast`, never executed).
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib.machinery
 import json
@@ -412,12 +413,22 @@ def _require_defined(path: Path, attribute: str, where: str, package: str | None
     """
     first = attribute.split(".")[0]
     try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
+        found = path.stat()
+        version = (found.st_mtime_ns, found.st_ctime_ns, found.st_size, found.st_ino)
+        defined, imported = _top_level_names(str(path), version, package)
     except (OSError, SyntaxError, ValueError) as exc:
         raise BoundaryError(f"{where}: the plugin file {path.name} cannot be parsed ({type(exc).__name__})") from None
+    if first not in defined or first in imported:
+        raise BoundaryError(f"{where}: {path.name} does not define {first!r} itself (def, class or assignment at "
+                            "its top level); name a function the plugin file defines")
+
+
+@functools.lru_cache(maxsize=64)
+def _top_level_names(path: str, _version: tuple, package: str | None) -> tuple[frozenset, frozenset]:
+    """(names ``path`` defines, names it imports) at its top level, parsed once a version (see docs/security.md)."""
     defined: set[str] = set()
     imported: set[str] = set()
-    for node in tree.body:
+    for node in ast.parse(Path(path).read_bytes(), filename=path).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             defined.add(node.name)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -427,9 +438,7 @@ def _require_defined(path: Path, attribute: str, where: str, package: str | None
             defined.update(alias.asname or alias.name for alias in node.names)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             imported.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
-    if first not in defined or first in imported:
-        raise BoundaryError(f"{where}: {path.name} does not define {first!r} itself (def, class or assignment at "
-                            "its top level); name a function the plugin file defines")
+    return frozenset(defined), frozenset(imported)
 
 
 def _from_own_package(node: ast.ImportFrom, package: str | None) -> bool:

@@ -124,10 +124,12 @@ def read_saved_dataset(
         raise DatasetError(name, "a folder without Arrow files; expected one written by datasets' save_to_disk")
     tables = []
     for file in files:
+        if not file.is_file():  # pyarrow's error would show the server's (temporary) folder
+            raise DatasetError(name, f"{file.name}, a data file state.json names, is not a file in the folder")
         try:
             compressed = ipc_body_compressed(file)
         except (pa.ArrowException, OSError, struct.error) as e:
-            raise DatasetError(name, f"cannot read {file.name} as Arrow data: {e}") from e
+            raise DatasetError(name, f"cannot read {file.name} as Arrow data: {_inside_text(e, folder)}") from e
         if compressed:  # pyarrow would decompress every buffer while reading, before its size is counted
             raise DatasetError(name, f"{file.name} holds compressed Arrow buffers (lz4/zstd); write it uncompressed, "
                                      "as datasets' save_to_disk does")
@@ -139,7 +141,7 @@ def read_saved_dataset(
                     source.seek(0)
                     tables.append(pa.ipc.open_file(source).read_all())
         except (pa.ArrowException, OSError) as e:
-            raise DatasetError(name, f"cannot read {file.name} as Arrow data: {e}") from e
+            raise DatasetError(name, f"cannot read {file.name} as Arrow data: {_inside_text(e, folder)}") from e
     try:
         table = pa.concat_tables(tables)
     except pa.ArrowException as e:
@@ -188,3 +190,8 @@ def _data_file_inside(folder: Path, file_name: str, name: str) -> Path:
         raise DatasetError(name, f"state.json lists the data file {file_name[:100]!r}, which leads outside the "
                                  "dataset folder")
     return path
+
+
+def _inside_text(error: Exception, folder: Path) -> str:
+    """``error``'s message with the folder's path taken out (the upload's temporary folder is the server's)."""
+    return str(error).replace(str(folder) + "/", "").replace(str(folder), "the folder")

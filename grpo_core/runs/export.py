@@ -178,6 +178,8 @@ def export_config_yaml(
     config = parse_run_config(run.config, source=f"run {run.id} config")
     copied: Path | None = None
     source = dataset_file(store, run.config) if copy_dataset else None
+    if source is not None and (run.config or {}).get("dataset_id") is None and not _reads_as_dataset(source):
+        source = None  # a dataset_path that is no dataset (the store, a picture, a checkpoint): never copied
     if source is not None:
         stem = dest.stem.removesuffix("-config") or dest.stem
         copied = dest.with_name(f"{stem}-dataset{source.suffix or '.jsonl'}")
@@ -191,6 +193,20 @@ def export_config_yaml(
     lines = "".join(f"# plugin file changed since the run trained: {path} (copied as it is now)\n" for path in changed)
     dest.write_text(provenance_comment(run.provenance) + lines + config.to_yaml(), encoding="utf-8")
     return ConfigExport(dest, copied, tuple(copies.values()), missing, changed)
+
+
+def _reads_as_dataset(path: Path) -> bool:
+    """Whether ``path`` reads as a prompt dataset. A run's ``dataset_path`` is its owner's to write (a script run's
+    is never read at ingest), and a login may name any file under the data directory: a copy of ``grpo.db`` in the
+    bundle gave a plain login every login's runs, presets and token hashes."""
+    from grpo_core.datasets.formats import load_prompt_dataset
+    from grpo_core.datasets.prompt_dataset import DatasetError
+
+    try:
+        load_prompt_dataset(path)
+    except (DatasetError, OSError, ValueError):
+        return False
+    return True
 
 
 def provenance_comment(provenance: dict[str, Any] | None) -> str:

@@ -201,7 +201,7 @@ def turns_of_completion(completion: Any, rewards: dict[str, float | None] | None
 def _finite(value: Any) -> float | None:
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int past a float (a hostile 10**400)
         return None
     return number if math.isfinite(number) else None
 

@@ -203,3 +203,39 @@ def test_a_login_added_to_a_single_login_dashboard_is_bounded_at_once(tmp_path, 
         with pytest.raises(AppError) as caught:
             eve.predict(config=json.dumps(config), api_name="/launch_run")
         assert "plugin folder" in str(caught.value) or "allowed package" in str(caught.value), str(caught.value)
+
+
+def test_password_guesses_for_a_name_are_refused_unchecked_after_ten_failures():
+    """Before, any client could try passwords as fast as scrypt ran (every check 16 MiB and ~50 ms, on every core).
+    Now a name's attempts after 10 wrong passwords in 5 minutes are refused without a check, until the oldest
+    failure leaves the window; other names are checked as before; at most 2 checks run at once."""
+    import threading
+
+    from grpo_core.access import login_throttle
+    from grpo_core.access.login_throttle import LoginThrottle
+
+    checked, running, peak, now = [], [0], [0], [1000.0]
+    gate = threading.Lock()
+
+    def verify(user: str, password: str) -> bool:
+        with gate:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.02)
+        with gate:
+            running[0] -= 1
+        checked.append(user)
+        return password == f"{user}-pw"
+
+    throttle = LoginThrottle(verify, clock=lambda: now[0])
+    assert [throttle.check("alice", f"guess{i}") for i in range(10)] == [False] * 10
+    assert throttle.check("alice", "alice-pw") is False and len(checked) == 10  # refused, not checked
+    assert throttle.check("bob", "bob-pw") is True
+    now[0] += login_throttle.WINDOW_S
+    assert throttle.check("alice", "alice-pw") is True
+    threads = [threading.Thread(target=throttle.check, args=(f"user{i}", "x")) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert peak[0] <= login_throttle.MAX_CONCURRENT_CHECKS

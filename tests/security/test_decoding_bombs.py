@@ -157,3 +157,112 @@ def test_a_plain_login_cannot_read_another_logins_images(shared_dashboard, tmp_p
     assert shared_dashboard.client("admin").predict(run.id, 0, "train", api_name="/run_images") == own
     with pytest.raises(Exception, match="bob may not see the images of run"):
         shared_dashboard.client("bob").predict(run.id, 0, "train", api_name="/run_images")
+
+
+def test_one_image_file_named_many_ways_is_read_once_and_image_counts_are_bounded(tmp_path, monkeypatch):
+    """A 31 KB zip whose rows name one 30 MB image file under 100 spellings (``a.png``, ``./a.png``, ``.//./a.png``)
+    read and hashed the file once a spelling (2.3 s of the web process's CPU; a million rows, hours). Now a file is
+    read once however it is spelled, a spelling outside the zip is still refused, and a dataset holds at most
+    ``max_images`` distinct images and a zip at most ``MAX_ZIP_MEMBERS`` members."""
+    import itertools
+    import json
+
+    from grpo_core.datasets import images as images_module
+    from grpo_core.datasets import uploads
+    from tests.helpers import png_bytes
+
+    reads = []
+    original = images_module._Decoder._read_inside
+    monkeypatch.setattr(images_module._Decoder, "_read_inside",
+                        lambda self, relative, refuse: reads.append(relative) or original(self, relative, refuse))
+    spellings = ["".join(c) + "a.png" for n in range(6) for c in itertools.product(["./", ".//", "\\"], repeat=n)]
+    spellings = [s for s in spellings if not s.startswith("\\")][:100]
+    rows = "".join(json.dumps({"prompt": "Colour?", "image": s}) + "\n" for s in spellings)
+    upload = _image_zip(tmp_path / "spellings.zip", rows, {"a.png": png_bytes() + b"\0" * (1 << 20)})
+    dataset = _load_zipped_folder(upload, "spellings.zip", 200, None)
+    assert len(dataset.rows) == 100 and len({tuple(row["images"]) for row in dataset.rows}) == 1
+    assert len(reads) == 1, f"the one file was read {len(reads)} times"
+    absolute = _image_zip(tmp_path / "absolute.zip", rows.splitlines()[0] + '\n{"prompt": "x", "image": "/a.png"}\n',
+                          {"a.png": png_bytes()})
+    with pytest.raises(DatasetError, match="row 2, column 'image': .*not a plain relative name"):
+        _load_zipped_folder(absolute, "absolute.zip", 200, None)
+
+    monkeypatch.setattr(uploads, "image_budget", lambda max_upload_mb: images_module.ImageBudget(max_images=3))
+    members = {f"{i}.png": png_bytes((i, 0, 0)) for i in range(4)}
+    many = _image_zip(tmp_path / "many.zip", "".join(f'{{"prompt": "p", "image": "{i}.png"}}\n' for i in range(4)),
+                      members)
+    with pytest.raises(DatasetError, match="row 4, column 'image': .*more than 3 distinct images"):
+        _load_zipped_folder(many, "many.zip", 200, None)
+    monkeypatch.setattr(uploads, "MAX_ZIP_MEMBERS", 4)
+    with pytest.raises(DatasetError, match="the zip holds 5 files; the most a dataset's zip may hold is 4"):
+        _load_zipped_folder(many, "many.zip", 200, None)
+    opened = []  # counted from the end record, before zipfile builds an entry for each member
+    monkeypatch.setattr(uploads.zipfile, "ZipFile", lambda *a, **k: opened.append(a) or pytest.fail("opened"))
+    with pytest.raises(DatasetError, match="the zip holds 5 files"):
+        _load_zipped_folder(many, "many.zip", 200, None)
+    assert opened == []
+
+
+def test_a_zip_that_cannot_be_unpacked_is_refused_without_the_servers_paths(shared_dashboard, tmp_path):
+    """Members that the file system refuses (a name over 255 bytes, a file where a folder goes) are refused naming
+    the member, and a ``state.json`` naming a missing data file names that file. Before the fix the ``OSError``
+    (pyarrow's error) reached the page as is, with the server's private temp folder."""
+    import tempfile
+
+    alice = shared_dashboard.client("alice")
+    for number, members in enumerate(({"x" * 300 + ".png": b"1"}, {"a": b"1", "a/b": b"2"})):
+        upload = _image_zip(tmp_path / f"unpack{number}.zip", '{"prompt": "p"}\n', members)
+        with pytest.raises(Exception, match=r"cannot be unpacked \((File name too long|Not a directory)\)") as error:
+            alice.predict(file=handle_file(upload), name=f"unpack {number}", api_name="/add_dataset")
+        assert tempfile.gettempdir() not in str(error.value) and "grpo-dashboard-" not in str(error.value)
+    saved = tmp_path / "saved.zip"  # a save_to_disk folder whose state.json names a file it lacks
+    with zipfile.ZipFile(saved, "w") as archive:
+        archive.writestr("data-00000-of-00001.arrow", b"garbage")
+        archive.writestr("state.json", '{"_data_files": [{"filename": "missing.arrow"}]}')
+    with pytest.raises(DatasetError, match="missing.arrow, a data file state.json names, is not a file") as error:
+        _load_zipped_folder(saved, "saved.zip", 200, None)
+    assert tempfile.gettempdir() not in str(error.value)
+
+
+def test_the_pictures_of_a_group_and_of_a_view_are_bounded_in_bytes(tmp_path, monkeypatch):
+    """Every row may name the same large pictures at no cost to the dataset's pixel budget, and Inspect held each
+    group's again: 16 noise pictures of 4096 x 4096 pixels (about 800 MB as PNG) in every row made a step's view
+    gigabytes of HTML. Now ``run_images`` gives a group at most ``MAX_GROUP_IMAGE_BYTES`` and a view holds at most
+    ``MAX_VIEW_IMAGE_BYTES`` of pictures, all its groups together."""
+    import os
+    from types import SimpleNamespace
+
+    from PIL import Image
+
+    from app.tabs.inspect import pictures as pictures_module
+    from grpo_core.access.ownership import Actor
+    from grpo_core.datasets.library import import_dataset
+    from grpo_core.runs.images import group_images
+    from grpo_core.settings import load_settings
+    from storage import GroupRecord, Store, sqlite_url
+
+    def noise() -> bytes:
+        out = io.BytesIO()
+        Image.frombytes("RGB", (64, 64), os.urandom(64 * 64 * 3)).save(out, format="PNG")
+        return out.getvalue()
+
+    members = {f"{i}.png": noise() for i in range(3)}
+    size = max(len(data) for data in members.values())  # ~12 KB each
+    names = '["0.png", "1.png", "2.png"]'
+    upload = _image_zip(tmp_path / "noise.zip", "".join(f'{{"prompt": "p{i}", "images": {names}}}\n' for i in range(4)),
+                        members)
+    settings = load_settings(data_dir=tmp_path / "data")
+    settings.ensure_dirs()
+    store = Store(sqlite_url(tmp_path / "data" / "grpo.db"))
+    try:
+        info = import_dataset(store, settings, upload, source_name="noise.zip", owner="alice")
+        run = store.create_run(name="vlm", config={"dataset_id": info.id}, dataset_id=info.id, max_steps=1,
+                               owner="alice")
+        assert len(group_images(store, run, 0, actor=Actor("alice"))) == 3
+        assert len(group_images(store, run, 0, actor=Actor("alice"), max_bytes=2 * size + 10)) == 2
+        monkeypatch.setattr(pictures_module, "MAX_VIEW_IMAGE_BYTES", 4 * size)
+        groups = [GroupRecord(step=1, row_index=i, prompt=f"p{i}", completions=[]) for i in range(4)]
+        shown = pictures_module.prompt_pictures(SimpleNamespace(store=store), run, groups, Actor("alice"))
+        assert sum(html.count("<img ") for html in shown.values()) == 3 + 1  # 4 pictures fit the view's bytes
+    finally:
+        store.close()

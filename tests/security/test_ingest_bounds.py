@@ -140,3 +140,82 @@ def test_a_script_run_keeps_at_most_its_bound_of_metric_names(shared_dashboard, 
     assert len(keys) == half and "name2-0" not in keys
     again = {**_step(2, {}), "metrics": {"name1-0": 2.0, "reward": 1.0}}  # names it has, and one more: kept
     assert alice.post(f"/api/v1/runs/{run_id}/batches", json={"records": [again]}).status_code == 200
+
+
+def test_a_run_naming_another_logins_image_dataset_shows_bob_none_of_its_images(shared_dashboard, api, tmp_path):
+    """Images follow their dataset's owner: bob's own script run whose config names alice's image dataset (by
+    ``dataset_id``, or by its rows file under the data directory as ``dataset_path``) gets none of its pictures from
+    ``run_images``. Before the fix both returned alice's images to bob: the check looked at the run's owner only."""
+    import zipfile
+
+    from tests.helpers import png_bytes
+
+    dash, bob = shared_dashboard, api["bob"]
+    upload = tmp_path / "private.zip"
+    with zipfile.ZipFile(upload, "w") as archive:
+        archive.writestr("data.jsonl", '{"prompt": "Colour?", "image": "red.png"}\n')
+        archive.writestr("red.png", png_bytes((220, 20, 20)))
+    from gradio_client import handle_file
+
+    dataset = dash.client("alice").predict(file=handle_file(str(upload)), name="alice private pictures",
+                                           api_name="/add_dataset")
+    rows_files = [p for p in dash.data_dir.glob("datasets/**/*.jsonl") if p.with_suffix(".images").is_dir()]
+    assert rows_files
+    run_ids = {}
+    for key, config in (("by-id", {**CONFIG, "dataset_id": dataset["id"]}),
+                        ("by-path", {**CONFIG, "dataset_path": str(rows_files[-1])})):
+        created = _create(bob, f"images-{key}", config=config)
+        assert created.status_code == 200, created.text[:300]  # a config bob could launch: kept
+        run_id = run_ids[key] = created.json()["run_id"]
+        assert bob.post(f"/api/v1/runs/{run_id}/batches", json={"records": [_step(1, {})]}).status_code == 200
+        try:
+            shown = dash.client("bob").predict(run_id, 0, "train", api_name="/run_images")
+        except Exception as exc:  # noqa: BLE001 - a refusal is what is wanted
+            assert "may not see the images of dataset" in str(exc), exc
+        else:
+            assert shown == [], key
+    admin_sees = dash.client("admin").predict(run_ids["by-id"], 0, "train", api_name="/run_images")
+    assert len(admin_sees) == 1 and admin_sees[0]["data_url"].startswith("data:image/png;base64,")
+
+
+def test_an_environment_reward_past_a_float_is_stored_as_none_not_a_server_error(shared_dashboard, api):
+    """A hostile environment's ``get_reward()`` (or a script) sending a reward turn of 10**400: the value is kept
+    as ``None``. Before the fix ``float()`` raised OverflowError inside the wire's validator: a 500 for the batch."""
+    alice = api["alice"]
+    run_id = _create(alice, "turns-overflow").json()["run_id"]
+    record = _step(1, {})
+    record["groups"][0]["groups"][0]["completions"][0]["turns"] = [
+        {"kind": "assistant", "text": "4"}, {"kind": "reward", "name": "Env", "value": 10**400}]
+    answer = alice.post(f"/api/v1/runs/{run_id}/batches", json={"records": [record]})
+    assert answer.status_code == 200, answer.text[:300]
+    groups = shared_dashboard.client("alice").predict(run_id=run_id, api_name="/run_groups")
+    assert groups[0]["completions"][0]["turns"][-1] == {"kind": "reward", "name": "Env", "value": None}
+
+
+def test_an_export_never_copies_a_server_file_a_script_runs_dataset_path_names(shared_dashboard, api, tmp_path):
+    """A script run's ``dataset_path`` is never read at ingest (it names the script's file), yet the boundary lets a
+    login name any file under the data directory. Before the fix bob's own run naming the store (``grpo.db``: every
+    login's runs, presets and token hashes) or one of alice's stored pictures got that file copied byte for byte
+    into the bundle ``export_run`` offered him. Now only a file that reads as a dataset is copied."""
+    import zipfile
+
+    dash, bob = shared_dashboard, api["bob"]
+    from gradio_client import handle_file
+
+    from tests.helpers import png_bytes
+
+    upload = tmp_path / "alice-pictures.zip"
+    with zipfile.ZipFile(upload, "w") as archive:
+        archive.writestr("data.jsonl", '{"prompt": "Colour?", "image": "blue.png"}\n')
+        archive.writestr("blue.png", png_bytes((20, 20, 220)))
+    dash.client("alice").predict(file=handle_file(str(upload)), name="alice export pictures", api_name="/add_dataset")
+    pictures = sorted(dash.data_dir.glob("datasets/**/*.images/*.png"))
+    for key, path in (("store", dash.data_dir / "grpo.db"), ("picture", pictures[0])):
+        created = _create(bob, f"export-{key}", config={**CONFIG, "dataset_path": str(path)})
+        assert created.status_code == 200, created.text[:300]
+        summary, bundle = dash.client("bob").predict(created.json()["run_id"], api_name="/export_run")
+        secret = path.read_bytes()[:64]
+        with zipfile.ZipFile(bundle) as archive:
+            for name in archive.namelist():
+                with archive.open(name) as member:
+                    assert member.read(64) != secret, (key, name)
