@@ -170,3 +170,25 @@ def test_a_plugin_tool_or_environment_method_that_hangs_is_a_failed_call_not_a_s
             release = getattr(module, "RELEASE", None)
             if getattr(module, "__file__", None) and str(tmp_path) in str(module.__file__) and release is not None:
                 release.set()
+
+
+def test_relative_tool_plugin_and_environment_files_are_stored_absolute(plugins, tmp_path, monkeypatch):
+    """The worker runs in the run folder, not where the form or the YAML named the file: a relative ``file.py`` of a
+    tool plugin or of the environment is stored absolute (from the working directory; for a run YAML, from its
+    folder), as a reward plugin's is; a module target stays as given."""
+    from grpo_core.submit.queue import resolve_relative_paths, stored_run_config
+
+    folder, _ = plugins
+    monkeypatch.chdir(folder)
+    config = RunConfig(dataset_id=1, tool_plugins=["agent_tools.py:weather", "json:dumps"],
+                       environment="agent_tools.py:Shop")
+    stored = stored_run_config(config)
+    assert stored.tool_plugins == [f"{folder.resolve() / 'agent_tools.py'}:weather", "json:dumps"]
+    assert stored.environment == f"{folder.resolve() / 'agent_tools.py'}:Shop"
+    assert stored_run_config(RunConfig(dataset_id=1)).environment == ""
+
+    monkeypatch.chdir(tmp_path)  # the YAML's folder holds the file, the working directory does not
+    beside = resolve_relative_paths(config, folder)
+    assert beside.environment == f"{folder.resolve() / 'agent_tools.py'}:Shop"
+    assert beside.tool_plugins[0] == f"{folder.resolve() / 'agent_tools.py'}:weather"
+    assert resolve_relative_paths(config, tmp_path).environment == "agent_tools.py:Shop"  # found nowhere: as given
