@@ -48,7 +48,9 @@ def _launch(page, name: str) -> None:
     expect(page.get_by_role("tab", name="Runs")).to_have_attribute("aria-selected", "true")
     expect(page.locator("#launch-status")).to_contain_text(name)
     expect(page.locator("#launch-status")).to_contain_text("queued")
-    page.get_by_role("tab", name="Launch").click()
+    # Launch shows the Runs tab, which draws the run's charts; on a loaded 2-core machine, with the first run training
+    # beside the browser, the page answered this click after 15 to 40 s (docs/agents.md has the phases' times)
+    page.get_by_role("tab", name="Launch").click(timeout=120_000)
 
 
 def _inspect_turns(page, name: str, kinds: tuple[str, ...]) -> None:
