@@ -17,6 +17,7 @@ it), never a stalled job. Worker side (imports torch, transformers and TRL).
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import functools
 import inspect
@@ -56,11 +57,24 @@ class Rollout:
     environment_reward: dict[str, float | None] = field(default_factory=dict)
 
 
-def bounded_tool(tool: Callable[..., Any], timeout_s: float | None = None) -> Callable[..., Any]:
+def bounded_tool(tool: Callable[..., Any], timeout_s: float | None = None, what: str = "the tool") -> Callable[..., Any]:
     """``tool`` called in a daemon thread, raising :class:`ToolTimeout` past ``timeout_s`` and re-raising its own
     errors (TRL turns both into a failed call); its name and signature are kept (TRL looks tools up by
-    ``__name__``). ``timeout_s`` defaults to :data:`CALL_TIMEOUT_S`."""
+    ``__name__``, and renders the schema from the signature and docstring). An ``async`` tool stays ``async`` (TRL
+    awaits it on its event loop), bounded by :func:`asyncio.wait_for`. ``timeout_s`` defaults to
+    :data:`CALL_TIMEOUT_S`; ``what`` names the callable in the timeout's message. A call that hangs leaves its
+    daemon thread behind: Python cannot stop a thread, only stop waiting for it."""
     timeout_s = CALL_TIMEOUT_S if timeout_s is None else timeout_s
+
+    if inspect.iscoroutinefunction(tool):
+        @functools.wraps(tool)
+        async def call_async(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await asyncio.wait_for(tool(*args, **kwargs), timeout_s)
+            except asyncio.TimeoutError:
+                raise ToolTimeout(f"{what} did not answer within {timeout_s:g} s") from None
+
+        return call_async
 
     @functools.wraps(tool)
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -76,13 +90,52 @@ def bounded_tool(tool: Callable[..., Any], timeout_s: float | None = None) -> Ca
         worker.start()
         worker.join(timeout_s)
         if worker.is_alive():
-            raise ToolTimeout(f"the tool did not answer within {timeout_s:g} s")
+            raise ToolTimeout(f"{what} did not answer within {timeout_s:g} s")
         if "error" in outcome:
             error = outcome["error"]
             raise error if isinstance(error, Exception) else RuntimeError(repr(error))
         return outcome.get("value")
 
     return call
+
+
+def bounded_environment(factory: Callable[[], Any], timeout_s: float | None = None) -> Callable[[], Any]:
+    """TRL's ``environment_factory`` with every public method of the environment bounded by :func:`bounded_tool`
+    (``timeout_s``, default :data:`CALL_TIMEOUT_S`): a tool method that hangs or raises is a failed call, and a
+    ``reset()`` or ``get_reward()`` that hangs raises :class:`ToolTimeout` naming it (the run fails with that
+    reason, never stalls).
+
+    TRL lists an environment's tools on its class (``inspect.getmembers(type(env), inspect.isfunction)``) and names
+    its reward after the class, so the bounded methods live on a subclass of the same name and module (no new
+    attributes: ``__slots__ = ()``). A class is returned as that subclass; any other factory is wrapped, and each
+    instance it makes gets the subclass as its ``__class__`` (an instance whose class cannot be swapped, such as an
+    extension type's, is returned as made)."""
+    if isinstance(factory, type):
+        return _bounded_class(factory, timeout_s)
+
+    @functools.wraps(factory)
+    def make() -> Any:
+        instance = factory()
+        try:
+            instance.__class__ = _bounded_class(type(instance), timeout_s)
+        except TypeError:
+            pass  # a built-in or extension type (or __slots__ that do not fit): its methods run unbounded
+        return instance
+
+    return make
+
+
+def _bounded_class(cls: type, timeout_s: float | None) -> type:
+    """The subclass of ``cls`` that :func:`bounded_environment` describes (``cls`` itself when it is one)."""
+    if getattr(cls, "__grpo_bounded__", False):
+        return cls
+    namespace: dict[str, Any] = {"__slots__": (), "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+                                 "__doc__": cls.__doc__, "__grpo_bounded__": True}
+    for name, function in inspect.getmembers(cls, predicate=inspect.isfunction):
+        if not name.startswith("_"):
+            what = f"{cls.__name__}.{name}()" if name in ("reset", "get_reward") else f"the tool {name}"
+            namespace[name] = bounded_tool(function, timeout_s, what=what)
+    return type(cls)(cls.__name__, (cls,), namespace)
 
 
 def environment_tools(environment: Any) -> list[Callable[..., Any]]:

@@ -28,6 +28,7 @@ from grpo_core.engine.policy_model import (
 from grpo_core.engine.recorder import RunRecorder
 from grpo_core.engine.reward_models import reward_funcs_for_trl
 from grpo_core.engine.token_stats import TokenCapture
+from grpo_core.engine.tool_rollout import bounded_environment, bounded_tool
 from grpo_core.engine.tool_template import use_tool_chat_template
 from grpo_core.engine.trl_args import to_grpo_config, to_lora_config
 from grpo_core.rewards.compose import build_reward_funcs, guard_reward_funcs
@@ -195,10 +196,16 @@ def build_trainer(
     return BuiltTrainer(trainer=trainer, recorder=recorder, device=device, token_capture=token_capture)
 
 
-def tool_arguments(config: RunConfig) -> dict[str, Any]:
+def tool_arguments(config: RunConfig, timeout_s: float | None = None) -> dict[str, Any]:
     """``GRPOTrainer``'s ``tools`` (the library's, then the run's tool plugins) and ``environment_factory`` (the
     run's environment class) for ``config``; empty for a run without tools. The plugin targets were checked against
     the login boundary at launch (:meth:`grpo_core.access.boundary.Boundary.check_config`), as reward plugins are.
+
+    Every tool, and every public method of the environment, is bounded in time (``timeout_s``, default
+    :data:`grpo_core.engine.tool_rollout.CALL_TIMEOUT_S`; :func:`~grpo_core.engine.tool_rollout.bounded_tool`,
+    :func:`~grpo_core.engine.tool_rollout.bounded_environment`): TRL calls tools synchronously in its rollout loop,
+    so a plugin that hangs would stall the run; bounded, it is a failed call that TRL records as
+    ``{"error": ...}`` and counts in ``tools/failure_frequency``.
 
     Raises:
         ValueError: a plugin cannot be loaded or is not callable (the message names it).
@@ -206,7 +213,7 @@ def tool_arguments(config: RunConfig) -> dict[str, Any]:
     arguments: dict[str, Any] = {}
     tools = library_tools(config.tools) + [load_plugin_function(target) for target in config.tool_plugins]
     if tools:
-        arguments["tools"] = tools
+        arguments["tools"] = [bounded_tool(tool, timeout_s, what=f"the tool {tool.__name__}") for tool in tools]
     if config.environment:
-        arguments["environment_factory"] = load_plugin_function(config.environment)
+        arguments["environment_factory"] = bounded_environment(load_plugin_function(config.environment), timeout_s)
     return arguments

@@ -41,13 +41,19 @@ class SubmittedRun:
     warnings: tuple[str, ...] = ()
 
 
+def _relative_file(target: str) -> tuple[Path, str] | None:
+    """``(file, attribute)`` of a plugin target (``file.py:name``) whose file is relative; ``None`` for a module
+    target or an absolute file."""
+    module, _, attribute = str(target).strip().rpartition(":")
+    path = Path(module.strip())
+    if not module.strip().endswith(".py") or path.is_absolute():
+        return None
+    return path, attribute
+
+
 def _relative_plugin_file(spec: RewardSpec) -> tuple[Path, str] | None:
     """``(file, function)`` of a plugin rule whose target names a relative ``file.py``; ``None`` for any other."""
-    module, _, function = str(spec.params.get("target", "")).strip().rpartition(":")
-    path = Path(module.strip())
-    if spec.rule != "plugin" or not module.strip().endswith(".py") or path.is_absolute():
-        return None
-    return path, function
+    return _relative_file(spec.params.get("target", "")) if spec.rule == "plugin" else None
 
 
 def _with_plugin_file(spec: RewardSpec, path: Path, function: str) -> RewardSpec:
@@ -55,9 +61,29 @@ def _with_plugin_file(spec: RewardSpec, path: Path, function: str) -> RewardSpec
     return spec.model_copy(update={"params": {**spec.params, "target": f"{path.resolve()}:{function}"}})
 
 
+def _code_targets(config: RunConfig, base: Path | None) -> dict[str, Any]:
+    """``tool_plugins`` and ``environment`` with each relative ``file.py`` made absolute: from the working directory
+    (``base`` ``None``), or, for a file not found there, from ``base`` when it is there (a run YAML's folder)."""
+
+    def absolute(target: str) -> str:
+        found = _relative_file(target)
+        if found is None:
+            return target
+        path, attribute = found
+        if base is not None:
+            if path.exists() or not (base / path).exists():
+                return target
+            path = base / path
+        return f"{path.resolve()}:{attribute}"
+
+    return {"tool_plugins": [absolute(t) for t in config.tool_plugins],
+            "environment": absolute(config.environment) if config.environment else config.environment}
+
+
 def resolve_relative_paths(config: RunConfig, base_dir: str | Path) -> RunConfig:
-    """``config`` with a relative ``dataset_path`` and relative plugin ``file.py`` targets that do not exist from the
-    working directory looked up in ``base_dir`` (a run YAML's folder), as ``grpo-dashboard train`` does."""
+    """``config`` with a relative ``dataset_path`` and relative plugin ``file.py`` targets (reward rules, tool
+    plugins, the environment) that do not exist from the working directory looked up in ``base_dir`` (a run YAML's
+    folder), as ``grpo-dashboard train`` does."""
     base = Path(base_dir)
     updates: dict[str, Any] = {}
     if config.dataset_path:
@@ -68,12 +94,13 @@ def resolve_relative_paths(config: RunConfig, base_dir: str | Path) -> RunConfig
         if found is not None and not found[0].exists() and (base / found[0]).exists():
             spec = _with_plugin_file(spec, base / found[0], found[1])
         specs.append(spec)
-    return config.model_copy(update={**updates, "rewards": specs})
+    return config.model_copy(update={**updates, "rewards": specs, **_code_targets(config, base)})
 
 
 def stored_run_config(config: RunConfig) -> RunConfig:
     """``config`` as the store keeps it: named (empty name: ``grpo-<time>``), and a local model folder, a ``.gguf``
-    file, ``dataset_path`` and a plugin's ``file.py`` made absolute, since the worker runs in the run folder; the
+    file, ``dataset_path`` and a plugin's ``file.py`` (a reward rule's, a tool plugin's, the environment's) made
+    absolute, since the worker runs in the run folder; the
     default model and hub ids stay as given. Pure apart from resolving paths against the working directory."""
     name = config.name.strip() or f"grpo-{datetime.now():%Y%m%d-%H%M%S}"
     updates: dict[str, str] = {"name": name}
@@ -85,7 +112,7 @@ def stored_run_config(config: RunConfig) -> RunConfig:
         updates["dataset_path"] = str(Path(config.dataset_path).resolve())
     specs = [spec if (found := _relative_plugin_file(spec)) is None else _with_plugin_file(spec, *found)
              for spec in config.rewards]  # the plugin check ran from here
-    return config.model_copy(update={**updates, "rewards": specs})
+    return config.model_copy(update={**updates, "rewards": specs, **_code_targets(config, None)})
 
 
 def submit_run(

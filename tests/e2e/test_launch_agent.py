@@ -48,7 +48,9 @@ def _launch(page, name: str) -> None:
     expect(page.get_by_role("tab", name="Runs")).to_have_attribute("aria-selected", "true")
     expect(page.locator("#launch-status")).to_contain_text(name)
     expect(page.locator("#launch-status")).to_contain_text("queued")
-    page.get_by_role("tab", name="Launch").click()
+    # Launch shows the Runs tab, which draws the run's charts; on a loaded 2-core machine, with the first run training
+    # beside the browser, the page answered this click after 15 to 40 s (docs/agents.md has the phases' times)
+    page.get_by_role("tab", name="Launch").click(timeout=120_000)
 
 
 def _inspect_turns(page, name: str, kinds: tuple[str, ...]) -> None:
@@ -62,8 +64,6 @@ def _inspect_turns(page, name: str, kinds: tuple[str, ...]) -> None:
     expect(called.locator('.grpo-turn[data-kind="tool_result"]').first).to_contain_text("42")
 
 
-@pytest.mark.skip(reason="does not pass yet: after both launches the Runs table shows no 'agent-library' row within "
-                  "7 minutes (issue 36 stays open on it); the form's environment field was a number box until now")
 def test_runs_launched_with_a_library_tool_and_a_plugin_environment_train_and_show_turns(
         page, tiny_tool_model_dir, tmp_path):
     rows = [{"prompt": [{"role": "system", "content": TOOL_SYSTEM}, {"role": "user", "content": TOOL_QUESTION}],
@@ -98,7 +98,8 @@ def test_runs_launched_with_a_library_tool_and_a_plugin_environment_train_and_sh
 
     page.get_by_role("tab", name="Runs").click()
     for name in ("agent-library", "agent-environment"):
-        row = page.locator("#runs-table tr").filter(has_text=name).first
+        # Gradio's table draws its body rows as <div role="row">, not <tr> (only its header is a table row)
+        row = page.locator("#runs-table").get_by_role("row").filter(has_text=name).first
         expect(row).to_contain_text("completed", timeout=420_000)
     _inspect_turns(page, "agent-library", ("tool_call", "tool_result", "assistant"))
     _inspect_turns(page, "agent-environment", ("tool_call", "tool_result", "reward"))
