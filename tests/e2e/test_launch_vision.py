@@ -61,15 +61,28 @@ def test_an_image_dataset_uploaded_and_launched_from_the_browser_trains_and_insp
 
     page.get_by_role("tab", name="Inspect").click(timeout=120_000)
     pick(page, "inspect-run", "vision-launched")
-    group = page.locator("#inspect-groups .grpo-group").first
-    picture = group.locator('img[alt^="dataset row "]').first
-    expect(picture).to_be_visible(timeout=60_000)
+    expect(page.locator("#inspect-summary")).to_contain_text("step 2: 1 groups, 2 completions")  # the newest step
+    _expect_the_picture_beside_its_group(page, step=2)
+    pick(page, "inspect-step", "1")
+    expect(page.locator("#inspect-summary")).to_contain_text("step 1: 1 groups, 2 completions")
+    _expect_the_picture_beside_its_group(page, step=1)
+
+
+def _expect_the_picture_beside_its_group(page, step: int) -> None:
+    """The step's one group shows its row's picture (its size and colour) under the prompt, above its two
+    completions with their advantages."""
+    group = page.locator("#inspect-groups .grpo-group")
+    expect(group).to_have_count(1)
+    expect(group.locator(".grpo-meta").first).to_contain_text(f"step {step}")
+    picture = group.locator('img[alt^="dataset row "]')
+    expect(picture).to_have_count(1)
+    expect(picture).to_be_visible()
     row_index = int(re.fullmatch(r"dataset row (\d+) image 1", picture.get_attribute("alt")).group(1))
-    expect(group.locator(".grpo-meta").first).to_contain_text(f"dataset row {row_index}")
+    expect(group.locator(".grpo-meta").first).to_contain_text(f"dataset row {row_index} ")
     width, height = PICTURES[row_index][2]
     assert picture.evaluate("image => [image.complete, image.naturalWidth, image.naturalHeight]") == [
         True, width, height]
-    # the picture's pixels are its row's colour (re-encoded as PNG, shown inline)
+    # its pixels are its row's colour (re-encoded as PNG, shown inline)
     rgb = picture.evaluate("""image => {
         const canvas = document.createElement("canvas");
         canvas.width = image.naturalWidth; canvas.height = image.naturalHeight;
@@ -78,10 +91,12 @@ def test_an_image_dataset_uploaded_and_launched_from_the_browser_trains_and_insp
         return Array.from(context.getImageData(1, 1, 1, 1).data.slice(0, 3));
     }""")
     assert rgb == list(PICTURES[row_index][1])
-    expect(group.locator(".grpo-completion")).to_have_count(2)
-    expect(group.locator(".grpo-adv")).to_have_count(2)
-    expect(group.locator(".grpo-adv").first).to_contain_text("advantage ")
-    box, prompt = picture.bounding_box(), group.locator(".grpo-prompt").bounding_box()
     assert ASK in group.locator(".grpo-prompt").inner_text()
+    expect(group.locator(".grpo-completion")).to_have_count(2)
+    advantages = group.locator(".grpo-adv")
+    expect(advantages).to_have_count(2)
+    for i in range(2):
+        expect(advantages.nth(i)).to_have_text(re.compile(r"advantage [-+]?\d"))
+    box, prompt = picture.bounding_box(), group.locator(".grpo-prompt").bounding_box()
     assert box["y"] >= prompt["y"] + prompt["height"] - 1  # under the prompt, above the completions
     assert box["y"] + box["height"] <= group.locator(".grpo-completions").bounding_box()["y"] + 1
