@@ -183,6 +183,35 @@ def _task_rules(specs: Sequence[RewardSpec | Mapping[str, Any]], weights: Sequen
             if category in TASK_CATEGORIES and name not in NOT_TASK_RULES]
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """What a probe is measured against, from one scoring of the real completions then the probes.
+
+    ``weights`` per rule; ``best_total`` the best real completion's total and ``best_k`` its index (``None`` when no
+    real completion scored); ``lowest`` the lowest total of all; ``task`` the task rules' indices
+    (:func:`_task_rules`); ``best_done``: a task rule pays the best real completion.
+    """
+
+    weights: list[float]
+    best_total: float | None
+    best_k: int | None
+    lowest: float | None
+    task: list[int]
+    best_done: bool
+
+
+def baseline(specs: Sequence[RewardSpec | Mapping[str, Any]], score: GroupScore, real: int) -> Baseline:
+    """The :class:`Baseline` of ``score``, whose first ``real`` completions are the real ones."""
+    weights = [float(RewardSpec.model_validate(s).weight if not isinstance(s, RewardSpec) else s.weight)
+               for s in specs]
+    real_totals = [(t, k) for k, t in enumerate(score.total[:real]) if t is not None]
+    best_total, best_k = max(real_totals) if real_totals else (None, None)
+    lowest = min((t for t in score.total if t is not None), default=None)
+    task = _task_rules(specs, weights)
+    best_done = best_k is not None and any((score.rewards[r][best_k] or 0.0) > TIE_ATOL for r in task)
+    return Baseline(weights, best_total, best_k, lowest, task, best_done)
+
+
 def _format_rules(specs: Sequence[RewardSpec | Mapping[str, Any]], weights: Sequence[float]) -> list[int]:
     """Indices of the format rules of ``specs`` (category :data:`FORMAT_CATEGORY`, weight > 0)."""
     return [index for index, _, category in _weighted_categories(specs, weights) if category == FORMAT_CATEGORY]
@@ -237,15 +266,11 @@ def probe_row(
     texts = [*real_completions, *(text for _, text in probes)]
     ids = [tokenize(t) for t in texts] if tokenize is not None else None
     score = scorer(specs, texts, row, completion_ids=ids)
-    weights = [float(RewardSpec.model_validate(s).weight if not isinstance(s, RewardSpec) else s.weight)
-               for s in specs]
     real = len(real_completions)
-    real_totals = [(t, k) for k, t in enumerate(score.total[:real]) if t is not None]
-    best_total, best_k = max(real_totals) if real_totals else (None, None)
-    lowest = min((t for t in score.total if t is not None), default=None)
-    task = _task_rules(specs, weights)
+    base = baseline(specs, score, real)
+    weights, best_total, best_k, lowest, task, best_done = (base.weights, base.best_total, base.best_k, base.lowest,
+                                                            base.task, base.best_done)
     echo_answers = _ends_with_answer(prompt_text, row.get(ANSWER_COLUMN))
-    best_done = best_k is not None and any((score.rewards[r][best_k] or 0.0) > TIE_ATOL for r in task)
     form = _format_rules(specs, weights)
     results = []
     for offset, (name, text) in enumerate(probes):

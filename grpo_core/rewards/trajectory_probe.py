@@ -39,8 +39,8 @@ from grpo_core.rewards.hacking_probe import (
     WITHOUT_TOOL,
     ProbeResult,
     _responsible,
-    _task_rules,
     _wrong_answer,
+    baseline,
 )
 from grpo_core.tools.turns import turns_of_completion
 
@@ -149,14 +149,10 @@ def probe_trajectories(
     real = [c if isinstance(c, list) else [{"role": "assistant", "content": str(c)}] for c in real_completions]
     probes = trajectory_probes(row, expected_tool(real, tools))
     score = scorer(specs, [*real, *(messages for _, messages in probes)], row, completion_ids=None)
-    weights = [float(RewardSpec.model_validate(s).weight if not isinstance(s, RewardSpec) else s.weight)
-               for s in specs]
     count = len(real)
-    real_totals = [(t, k) for k, t in enumerate(score.total[:count]) if t is not None]
-    best_total, best_k = max(real_totals) if real_totals else (None, None)
-    lowest = min((t for t in score.total if t is not None), default=None)
-    task = _task_rules(specs, weights)
-    best_done = best_k is not None and any((score.rewards[r][best_k] or 0.0) > TIE_ATOL for r in task)
+    base = baseline(specs, score, count)
+    weights, best_total, best_k, lowest, task, best_done = (base.weights, base.best_total, base.best_k, base.lowest,
+                                                            base.task, base.best_done)
     reference_total = score.total[count + len(probes) - 1]
     results = []
     for offset, (name, messages) in enumerate(probes):
