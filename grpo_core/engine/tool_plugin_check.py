@@ -85,7 +85,9 @@ def environment_problems(target: str) -> list[str]:
     for name, function in functions.items():
         if name in ("reset", "get_reward") or name.startswith("_"):
             continue
-        if (why := _schema_problem(types.MethodType(function, _Placeholder()))) is not None:
+        static = isinstance(inspect.getattr_static(cls, name, None), staticmethod)  # TRL's getattr keeps its arguments
+        tool = function if static else types.MethodType(function, _Placeholder())
+        if (why := _schema_problem(tool)) is not None:
             problems.append(f"{label}: method {name}: TRL cannot build its JSON schema: {why}")
     return problems
 

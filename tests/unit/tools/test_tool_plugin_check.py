@@ -47,6 +47,23 @@ class Shop:
         """
         return "1 item"
 
+    @staticmethod
+    def total(prices: list[float]) -> float:
+        """The basket's total.
+
+        Args:
+            prices: each item's price.
+        """
+        return sum(prices)
+
+    async def ask(self, question: str) -> str:
+        """Ask the shop.
+
+        Args:
+            question: what to ask.
+        """
+        return "yes"
+
     def get_reward(self) -> float:
         return 1.0
 
@@ -74,6 +91,20 @@ class BadMethod:
         return "ok"
 
 
+class StaticUntyped:
+    def reset(self, **kwargs):
+        pass
+
+    @staticmethod
+    def total(prices) -> float:
+        """The basket's total.
+
+        Args:
+            prices: each item's price.
+        """
+        return 0.0
+
+
 def make_shop():
     return NoReset()
 '''
@@ -97,6 +128,7 @@ def test_tools_and_an_environment_trl_can_use_pass(plugin_file):
     ([], "{f}:ResetAttribute", r"^environment '.*:ResetAttribute': .* has no callable reset"),
     ([], "{f}:make_shop", r"^environment '.*:make_shop': the environment class NoReset has no callable reset"),
     ([], "{f}:BadMethod", r"^environment '.*:BadMethod': method add: TRL cannot build its JSON schema: .*'item'"),
+    ([], "{f}:StaticUntyped", r"^environment '.*:StaticUntyped': method total: .*prices is missing a type hint"),
     (["{f}:weather", "{f}:undocumented"], "",
      r"^tool_plugins: tool 2 '.*:undocumented': TRL cannot build its JSON schema: .*undocumented.*no docstring"),
     (["{f}:untyped"], "", r"^tool_plugins: tool 1 '.*:untyped': TRL cannot build its JSON schema: .*type hint"),
