@@ -61,7 +61,8 @@ REWARD_KEY = "reward"
 #: The fields :func:`grpo_core.submit.validate.validate_run_config` reads: two points equal on these validate alike, so a sweep
 #: over hyperparameters alone reads the dataset (and tries plugins) once.
 _VALIDATED_FIELDS = ("use_vllm", "model", "dataset_id", "dataset_path", "prompt_column", "system_prompt",
-                     "column_renames", "rewards", "eval_dataset_id", "max_completion_length")
+                     "column_renames", "rewards", "eval_dataset_id", "max_completion_length", "tool_plugins",
+                     "environment")
 
 Grid = dict[str, list[Any]]
 """Run config field -> its values, in the order written (the first field varies slowest)."""

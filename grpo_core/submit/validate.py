@@ -26,6 +26,7 @@ from grpo_core.rewards.answer_coverage import coverage_lines, dataset_answer_cov
 from grpo_core.rewards.compose import build_reward_funcs
 from grpo_core.rewards.registry import first_missing_column
 from grpo_core.run_config import ConfigError, RunConfig
+from grpo_core.tools.job import check_tool_plugins
 from storage import DatasetInfo, Store, StoreError
 
 
@@ -89,7 +90,9 @@ def validate_run_config(
 
     Plugin reward rules are imported and called once on the dataset's first row, in a child process
     (:func:`grpo_core.reward_check.job.check_plugins`), so a broken plugin is refused here in seconds rather than after
-    the worker has loaded the model. That costs two child processes' start-up, which is why a launch validates once
+    the worker has loaded the model; tool plugins and the environment class are imported and checked the same way
+    (:func:`grpo_core.tools.job.check_tool_plugins`: TRL can build each tool's JSON schema, the class has ``reset``).
+    That costs two child processes' start-up (three with tool plugins), which is why a launch validates once
     (:func:`grpo_core.submit.queue.submit_run` calls this and returns its warnings); call it directly only to check
     without queueing (the Launch tab's preflight, a sweep's points).
 
@@ -102,7 +105,8 @@ def validate_run_config(
             mapping names a column it lacks, a reward rule or parameter is invalid, a rule needs a column the dataset
             (or the eval dataset) lacks, prompts are longer than the model's context minus ``max_completion_length``
             (the message names the rows), every rule is a ``reward_model``, or a plugin does not import, does not fit
-            TRL's call or does not return one number (or None) per completion.
+            TRL's call or does not return one number (or None) per completion; a tool plugin or the environment does
+            not import, a tool has no JSON schema TRL can build, or the environment class has no callable ``reset``.
     """
     return validate_checked_config(store, boundary.check_config(config), model_cache_dir=model_cache_dir)
 
@@ -170,6 +174,10 @@ def validate_checked_config(store: Store, config: RunConfig, *, model_cache_dir:
             check_plugins(config.rewards, rows[0] if rows else {})
         except ValueError as exc:
             raise ConfigError(f"rewards: {exc}") from None
+    try:  # tool plugins and the environment imported in a child, as the worker would after loading the model
+        check_tool_plugins(config.tool_plugins, config.environment)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     if config.max_completion_length < 16:
         warnings.append("max_completion_length below 16 tokens truncates most completions")
     # rows whose answer an answer rule cannot read give it None on every completion: no learning signal

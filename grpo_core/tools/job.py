@@ -2,11 +2,14 @@
 field (checked against the login's boundary by the caller) goes to :mod:`grpo_core.tools.worker` in a child process,
 which loads only the tokenizer from disk and asks TRL (:mod:`grpo_core.engine.tool_template`, the preflight's own
 check). Imports no torch.
+
+:func:`check_tool_plugins` is the launch's check of a run's tool plugins and environment class, in the same child
+(action ``check_plugins``), as :func:`grpo_core.reward_check.job.check_plugins` is for reward plugins.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,3 +62,40 @@ def check_tool_template(model: str, model_cache_dir: Path, *, env: Mapping[str, 
     return ToolTemplateCheck(on_disk=bool(answer.get("on_disk")), problem=answer.get("problem") or None,
                              training_template=answer.get("training_template") or None,
                              dashboard_template=answer.get("dashboard_template") is True)
+
+
+#: Wall-clock limit of the plugin check (importing transformers' schema helper and the user's modules), seconds.
+TOOL_PLUGIN_CHECK_TIMEOUT_S = 60.0
+
+TOOL_PLUGIN_CHECK_JOB = ChildJob(
+    module="grpo_core.tools.worker",
+    error=ValueError,
+    failed="trying the tool plugins and the environment failed",
+    timed_out="the tool plugins and the environment did not answer within {timeout_s} s and were stopped",
+    answered="checking the tool plugins and the environment failed: {error}",
+)
+
+
+def check_tool_plugins(tool_plugins: Sequence[str], environment: str, *,
+                       timeout_s: float = TOOL_PLUGIN_CHECK_TIMEOUT_S) -> None:
+    """Import a run's tool plugins and environment class in a child process and check that TRL can use them
+    (:mod:`grpo_core.engine.tool_plugin_check`): a tool's JSON schema, the environment's class, its callable
+    ``reset`` and its methods' schemas. Returns at once (no child) when there is neither.
+
+    Args:
+        tool_plugins, environment: a run's fields, already passed through the login's boundary.
+
+    Raises:
+        ValueError: the problems found, each located (``tool_plugins: tool 1 'm:f': TRL cannot build its JSON
+            schema: ...``, ``environment 'x.py:Env': no class Env in x.py``), joined by ``; ``; or the child failed
+            or timed out (the message ends with the tail of its output).
+    """
+    if not tool_plugins and not environment:
+        return
+    answer = ask_worker(TOOL_PLUGIN_CHECK_JOB, {"action": "check_plugins", "tool_plugins": list(tool_plugins),
+                                               "environment": environment}, timeout_s=timeout_s)
+    problems = answer.get("problems") if isinstance(answer, dict) else None
+    if not isinstance(problems, list):
+        raise ValueError(f"checking the tool plugins and the environment failed: unexpected answer {answer!r:.300}")
+    if problems:
+        raise ValueError("; ".join(str(problem)[:2000] for problem in problems[:8]))

@@ -1,6 +1,10 @@
 """Can this model's chat template carry a run with tools? The child half:
 ``python -m grpo_core.tools.worker REQUEST.json --out ANSWER.json`` (request ``{"model", "model_cache_dir"}``).
 
+The request ``{"action": "check_plugins", "tool_plugins": [...], "environment": "..."}`` instead imports the run's
+tool plugins and environment class and answers ``{"problems": [...]}``
+(:func:`grpo_core.engine.tool_plugin_check.plugin_problems`; what they print goes to this process's log).
+
 Loads only the tokenizer, from disk (never a download: the folder :func:`grpo_core.models.prompt_lengths.model_text_folder`
 finds, or a model folder), without remote code, and answers
 :func:`grpo_core.engine.tool_template.tool_template_report` with ``on_disk``; ``{"on_disk": false}`` when no
@@ -18,6 +22,11 @@ from grpo_core.child_jobs.answer_file import answer_request
 
 def answer(request: dict[str, Any], _progress: Any = None) -> dict[str, Any]:
     """The check's answer for one request (see the module docstring)."""
+    if request.get("action") == "check_plugins":
+        from grpo_core.engine.tool_plugin_check import plugin_problems
+
+        plugins = request.get("tool_plugins") or []
+        return {"problems": plugin_problems([str(t) for t in plugins], str(request.get("environment") or ""))}
     from transformers import AutoTokenizer
 
     from grpo_core.engine.tool_template import tool_template_report

@@ -4,8 +4,8 @@ line saying whether the model's chat template can carry a run with tools and whi
 with (the preflight's own check, :mod:`grpo_core.engine.tool_template`, run in a child: :mod:`grpo_core.tools.job`).
 
 Plugin tools and environments pass the login boundary of reward plugins when launched
-(:meth:`grpo_core.access.boundary.Boundary.check_config`, in ``submit_run``); the group says what that boundary
-allows for the login. Only lays out and words: :func:`app.tabs.launch.tab.create_launch_tab` connects the events.
+(:meth:`grpo_core.access.boundary.Boundary.check_config`, in ``submit_run``), then are imported and checked in a child
+(:func:`grpo_core.tools.job.check_tool_plugins`); the group says what that boundary allows for the login. Only lays out and words: :func:`app.tabs.launch.tab.create_launch_tab` connects the events.
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ def plugin_boundary_markdown(ctx: AppContext) -> str:
     plugins' boundary allows them (:mod:`grpo_core.access.boundary`)."""
     line = ("Plugins: name a function (`/path/tools.py:weather`, one a line) or an environment class "
             "(`/path/env.py:Shop`: its public methods are the tools, `reset()` per rollout, optional `get_reward()`); "
-            "the worker imports them as TRL's `tools` and `environment_factory`.")
+            "the worker imports them as TRL's `tools` and `environment_factory`. The launch and the preflight try them "
+            "first (each tool needs type hints and a docstring describing its arguments; the class a callable "
+            "`reset`).")
     logins = ctx.logins.logins() if ctx.logins is not None else [user for user, _ in ctx.settings.auth]
     if len(logins) < 2:
         return line

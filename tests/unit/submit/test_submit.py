@@ -135,3 +135,15 @@ def test_the_launch_names_the_rule_and_the_column_the_eval_dataset_lacks(store, 
                                           r"which the eval dataset lacks; its columns are prompt$"):
         validate_run_config(store, config)
     assert validate_run_config(store, config.model_copy(update={"eval_dataset_id": sums.id})) == []
+
+
+def test_an_environment_trl_cannot_use_is_refused_at_launch_and_queues_nothing(store, settings, tmp_path,
+                                                                               model_folder, plugin):
+    (tmp_path / "env.py").write_text("class Shop:\n    def add(self, item: str) -> str:\n        return item\n",
+                                     encoding="utf-8")
+    config = _config(store, settings, tmp_path, model_folder, plugin).model_copy(
+        update={"environment": f"{tmp_path}/env.py:Shop"})
+    with pytest.raises(ConfigError, match=r"^environment '.*env\.py:Shop': the environment class Shop has no "
+                                          r"callable reset"):
+        submit_run(store, config)
+    assert store.list_runs() == []

@@ -197,6 +197,16 @@ def test_one_invalid_point_launches_nothing(store, tmp_path):
     assert store.list_runs() == [] and store.list_sweeps() == []
 
 
+def test_each_environment_a_sweep_names_is_checked_and_one_trl_cannot_use_launches_nothing(store, tmp_path):
+    (tmp_path / "envs.py").write_text("class Good:\n    def reset(self, **kwargs):\n        pass\n\n\n"
+                                      "class Bad:\n    pass\n", encoding="utf-8")
+    grid = {"environment": [f"{tmp_path}/envs.py:Good", f"{tmp_path}/envs.py:Bad"]}
+    with pytest.raises(ConfigError, match=r"environment '.*envs\.py:Bad': the environment class Bad has no callable "
+                                          r"reset.*nothing was launched"):
+        submit_sweep(store, _base(), grid)
+    assert store.list_runs() == [] and store.list_sweeps() == []
+
+
 def test_the_store_queues_a_sweep_in_one_transaction(store):
     with pytest.raises(StoreError):
         store.create_sweep(name="empty", grid={}, runs=[])
