@@ -2,7 +2,8 @@
 agent quick start's pilot and held-out evaluation (``bench_learning.py --task agent``).
 
 One batch of conversations advances turn by turn: the model writes (greedy or sampled), TRL's ``parse_response``
-reads the turn with the template's response parser (``add_response_schema``); a turn with parsed ``tool_calls`` runs
+reads the turn with the template's response parser (``add_response_schema``), given the rendered prompt as ``prefix``
+as TRL gives it (transformers' new-style parser reads no call without it); a turn with parsed ``tool_calls`` runs
 each call (a tool that raises gives ``{"error": ...}``, as TRL records it) and the conversation goes on, up to
 ``max_iterations`` rounds of calls; a turn without a parsed call ends it. Like TRL, ``max_completion_length`` bounds
 the whole completion, tool results included: a round whose results would pass it is dropped and the rollout ends on
@@ -84,12 +85,15 @@ def rollouts(model, tokenizer, prompts: Sequence[list[dict[str, Any]]], tools: S
             with torch.inference_mode():
                 output = model.generate(**batch, max_new_tokens=max(1, budget), pad_token_id=tokenizer.pad_token_id,
                                         eos_token_id=list(end.ids), **sampling)
-            for state, ids in zip(batch_states, output[:, batch["input_ids"].shape[1]:].tolist(), strict=True):
+            prefixes = [row[mask.bool()].tolist() for row, mask in zip(batch["input_ids"], batch["attention_mask"],
+                                                                         strict=True)]
+            for state, ids, prefix in zip(batch_states, output[:, batch["input_ids"].shape[1]:].tolist(), prefixes,
+                                          strict=True):
                 ids, _ = end.cut(ids)  # up to and with the end token, padding dropped
                 ids = ids[:max_completion_length - state.tokens]
                 state.tokens += len(ids)
                 state.truncated = not ids or ids[-1] not in end.ids and ids[-1] != end.pad_id
-                message = parse_response(tokenizer, ids)
+                message = parse_response(tokenizer, ids, prefix=prefix, tools=list(tools))  # as TRL: the prompt
                 state.messages.append(message)
                 calls = message.get("tool_calls")
                 if not calls or state.truncated or round_ == max_iterations:

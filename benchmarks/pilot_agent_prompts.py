@@ -7,7 +7,7 @@ Per prompt: the share of rollouts with a parsed call (``valid call``), with call
 
     python benchmarks/pilot_agent_prompts.py [--samples 16] [--max-completion-length 96] [--data-dir DIR]
 
-Left out: other models, greedy decoding, prompts beyond the four below.
+Left out: other models, greedy decoding, prompts beyond the five below.
 """
 
 from __future__ import annotations
@@ -35,6 +35,20 @@ SHOT = [{"role": "user", "content": "What is 12 * 34?"},
         {"role": "tool", "name": "calculator", "content": "408"},
         {"role": "assistant", "content": "408"}]
 
+
+
+def exchange(question: str, expression: str, result: str) -> list[dict]:
+    """One worked exchange as earlier turns: the question, a call, the tool's result, the answer."""
+    return [{"role": "user", "content": question},
+            {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
+                "name": "calculator", "arguments": {"expression": expression}}}]},
+            {"role": "tool", "name": "calculator", "content": result},
+            {"role": "assistant", "content": result}]
+
+
+SHOTS = [*exchange("What is 12 * 34?", "12 * 34", "408"), *exchange("What is 56 * 78 - 90?", "56 * 78 - 90", "4278"),
+         *exchange("What is 231 * 19?", "231 * 19", "4389")]
+
 PROMPTS = {
     "none (template default)": lambda q: [{"role": "user", "content": q}],
     "plain instruction": lambda q: [{"role": "system", "content": PLAIN}, {"role": "user", "content": q}],
@@ -42,6 +56,8 @@ PROMPTS = {
                                             {"role": "user", "content": q}],
     "instruction + one worked exchange": lambda q: [{"role": "system", "content": PLAIN}, *SHOT,
                                                    {"role": "user", "content": q}],
+    "instruction + three worked exchanges": lambda q: [{"role": "system", "content": PLAIN}, *SHOTS,
+                                                      {"role": "user", "content": q}],
 }
 
 
@@ -59,6 +75,7 @@ def main() -> int:
     parser.add_argument("--max-completion-length", type=int, default=96)
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--prompts", default=",".join(PROMPTS), help="comma-separated names of the prompts to sample")
     args = parser.parse_args()
     rows = [json.loads(line) for line in (ROOT / "examples" / "agent_train.jsonl").read_text().splitlines()]
     rows = rows[:args.samples]
@@ -66,8 +83,12 @@ def main() -> int:
     model, tokenizer = load_policy(prepare_model("SmolLM2-135M-Instruct", settings.model_cache_dir), "cpu")
     print("template:", use_tool_chat_template(tokenizer))
     score = make_numeric_answer()
-    print(f"{'system prompt':<36} {'valid call':>10} {'malformed':>9} {'no call':>7} {'truncated':>9} {'right':>5}  s")
-    for name, build in PROMPTS.items():
+    print(f"{'system prompt':<38} {'valid call':>10} {'malformed':>9} {'no call':>7} {'truncated':>9} {'right':>5}  s")
+    names = [n.strip() for n in args.prompts.split(",")]
+    if unknown := [n for n in names if n not in PROMPTS]:
+        parser.error(f"unknown prompt(s) {unknown}; known: {', '.join(PROMPTS)}")
+    for name in names:
+        build = PROMPTS[name]
         torch.manual_seed(args.seed)
         started = time.monotonic()
         states = rollouts(model.eval(), tokenizer, [build(r["prompt"][-1]["content"]) for r in rows], [calculator],
@@ -78,7 +99,7 @@ def main() -> int:
         none = sum(1 for x in summaries if not x["calls"])
         right = sum(score([s.messages for s in states], answer=[r["answer"] for r in rows]))
         n = len(states)
-        print(f"{name:<36} {valid / n:>10.0%} {malformed / n:>9.0%} {none / n:>7.0%} "
+        print(f"{name:<38} {valid / n:>10.0%} {malformed / n:>9.0%} {none / n:>7.0%} "
               f"{sum(s.truncated for s in states) / n:>9.0%} {right / n:>5.0%}  {time.monotonic() - started:.0f}",
               flush=True)
         for s in states[:2]:

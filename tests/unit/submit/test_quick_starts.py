@@ -104,6 +104,12 @@ def test_the_agent_recipe_is_valid_on_its_dataset_and_a_call_alone_never_outpays
     train = load_prompt_dataset(AGENT_TASKS_PATH).rows
     heldout = load_prompt_dataset(AGENT_HELDOUT_PATH).rows
     assert heldout and not {str(r["prompt"]) for r in heldout} & {str(r["prompt"]) for r in train}
+    # the worked exchanges before each question (earlier turns: a call, its result, the answer) never give away a
+    # training or held-out question's answer: their questions are none of those asked
+    worked = {m["content"] for r in train + heldout for m in r["prompt"][:-1] if m["role"] == "user"}
+    asked = {r["prompt"][-1]["content"] for r in train + heldout}
+    assert worked and not worked & asked
+    assert all(m.get("tool_calls") for r in train for m in r["prompt"] if m["role"] == "assistant" and not m["content"])
     row = train[0]
     call = {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
         "name": "calculator", "arguments": {"expression": row["prompt"][-1]["content"][8:-1]}}}]}
