@@ -354,3 +354,80 @@ def image_parquet(path: Path, rows: list[dict], image_column: str = "images") ->
     arrays = {key: pa.array(values, type=kind if key == image_column else None) for key, values in columns.items()}
     pq.write_table(pa.table(arrays), path)
     return path
+
+
+# Each upload layout of an image dataset, two rows: row 0's first picture is red at 40 x 30, row 1's blue at 30 x 40
+# (tests/integration/test_image_layouts.py trains them in process, tests/e2e/test_launch_vision.py from the browser).
+
+IMAGE_ASK = "What colour is the picture?"
+FIRST_PICTURE_SIZES = [(40, 30), (30, 40)]  # (width, height) of row i's first picture
+
+
+def _layout_pictures() -> tuple[bytes, bytes]:
+    return png_bytes((220, 20, 20), FIRST_PICTURE_SIZES[0]), png_bytes((20, 20, 220), FIRST_PICTURE_SIZES[1])
+
+
+def _zip_of(path: Path, members: dict[str, bytes | str]) -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return path
+
+
+def _jsonl(*rows: dict) -> str:
+    import json
+
+    return "".join(json.dumps(row) + "\n" for row in rows)
+
+
+def layout_save_to_disk(tmp_path: Path) -> tuple[Path, int]:
+    """``disk.zip``: a zipped ``save_to_disk`` folder with an ``Image`` feature; ``(upload, pictures per row)``."""
+    import io
+
+    from datasets import Dataset, Image
+    from PIL import Image as PILImage
+
+    pictures = [PILImage.open(io.BytesIO(data)) for data in _layout_pictures()]
+    folder = tmp_path / "colours"
+    Dataset.from_dict({"prompt": [IMAGE_ASK, IMAGE_ASK], "image": pictures, "answer": ["red", "blue"]}) \
+        .cast_column("image", Image()).save_to_disk(str(folder))
+    members = {str(p.relative_to(tmp_path)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    return _zip_of(tmp_path / "disk.zip", members), 1
+
+
+def layout_parquet(tmp_path: Path) -> tuple[Path, int]:
+    """``charts.parquet``: ``Image`` features holding their bytes."""
+    red, blue = _layout_pictures()
+    rows = [{"prompt": IMAGE_ASK, "image": {"bytes": data, "path": None}, "answer": name}
+            for data, name in ((red, "red"), (blue, "blue"))]
+    return image_parquet(tmp_path / "charts.parquet", rows, image_column="image"), 1
+
+
+def layout_jsonl_zip(tmp_path: Path) -> tuple[Path, int]:
+    """``vqa.zip``: JSON Lines in a folder whose ``image`` column names pictures beside it."""
+    red, blue = _layout_pictures()
+    rows = _jsonl({"prompt": IMAGE_ASK, "image": "pics/red.png", "answer": "red"},
+                  {"prompt": IMAGE_ASK, "image": "pics/blue.png", "answer": "blue"})
+    return _zip_of(tmp_path / "vqa.zip", {"vqa/data.jsonl": rows, "vqa/pics/red.png": red,
+                                          "vqa/pics/blue.png": blue}), 1
+
+
+def layout_csv_zip_several(tmp_path: Path) -> tuple[Path, int]:
+    """``pairs.zip``: CSV whose ``images`` column names two pictures a row."""
+    red, blue = _layout_pictures()
+    text = (f'prompt,images,answer\n{IMAGE_ASK},"[""a.png"", ""b.png""]",red\n'
+            f'{IMAGE_ASK},"[""b.png"", ""a.png""]",blue\n')
+    return _zip_of(tmp_path / "pairs.zip", {"pairs.csv": text, "a.png": red, "b.png": blue}), 2
+
+
+def layout_chat_blocks(tmp_path: Path) -> tuple[Path, int]:
+    """``chat.zip``: conversational prompts whose content holds a ``{"type": "image", "path": ...}`` block."""
+    red, blue = _layout_pictures()
+
+    def chat(first: str) -> list[dict]:
+        return [{"role": "user", "content": [{"type": "image", "path": first}, {"type": "text", "text": IMAGE_ASK}]}]
+
+    rows = _jsonl({"prompt": chat("red.png"), "answer": "red"}, {"prompt": chat("blue.png"), "answer": "blue"})
+    return _zip_of(tmp_path / "chat.zip", {"data.jsonl": rows, "red.png": red, "blue.png": blue}), 1
