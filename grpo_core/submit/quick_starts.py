@@ -53,10 +53,11 @@ class QuickStart:
         trains: what the model learns, a phrase ("single-digit sums").
         expect: what to watch for while it trains, a clause.
         seconds_per_step: training seconds per step on two quiet CPU cores (``bench_learning.py``'s ``s/step``),
-            for the note's minutes.
+            for the note's minutes; ``None`` where it was not measured (then ``time_note`` says what was).
         recipe_file: the run YAML holding the recipe; ``None``: :class:`RunConfig`'s defaults.
         dataset_path: the training file (an absolute path under ``examples/``).
         template_note: what the run does to the model's chat template, a clause for the Launch tab ("" none).
+        time_note: instead of minutes, what is known of its time, a clause (with ``seconds_per_step`` ``None``).
     """
 
     key: str
@@ -64,10 +65,11 @@ class QuickStart:
     example: str
     trains: str
     expect: str
-    seconds_per_step: float
+    seconds_per_step: float | None
     recipe_file: Path | None
     dataset_path: Path
     template_note: str = ""
+    time_note: str = ""
 
     def recipe(self) -> RunConfig:
         """The recipe, on its training file (``dataset_path`` absolute), as ``grpo-dashboard train`` runs it.
@@ -92,8 +94,11 @@ class QuickStart:
         values = self.recipe().model_dump(mode="json") | {"dataset_id": int(dataset_id), "dataset_path": None}
         return parse_run_config(values, source=f"the {self.key} quick start")
 
-    def minutes(self) -> float:
-        """Training minutes on two quiet CPU cores: the recipe's ``max_steps`` times :attr:`seconds_per_step`."""
+    def minutes(self) -> float | None:
+        """Training minutes on two quiet CPU cores: the recipe's ``max_steps`` times :attr:`seconds_per_step`;
+        ``None`` where that was not measured."""
+        if self.seconds_per_step is None:
+            return None
         return self.recipe().max_steps * self.seconds_per_step / 60
 
 
@@ -126,7 +131,8 @@ QUICK_STARTS: tuple[QuickStart, ...] = (
         expect=("watch `tools/call_frequency`: under the prompt's worked exchanges the base model calls the "
                 "calculator in about a third of its rollouts; learning over 60 steps is not measured yet "
                 "(docs/agent-quick-start.md)"),
-        seconds_per_step=40.0,  # an estimate, not measured on quiet cores (docs/agent-quick-start.md)
+        seconds_per_step=None,  # not measured on quiet cores: 263-962 s a step on shared ones (docs/agent-quick-start.md)
+        time_note="time per step not measured on quiet cores yet (263 to 962 s a step on two shared ones)",
         recipe_file=AGENT_RECIPE_PATH,
         dataset_path=AGENT_TASKS_PATH,
         template_note=CHATML_TOOL_TEMPLATE_NOTE,

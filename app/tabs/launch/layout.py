@@ -80,8 +80,10 @@ def quick_start_note(load: tuple[float, int] | None = None) -> str:
         recipe = chosen.recipe()
         lora = " (LoRA)" if recipe.use_lora else ""
         opens, where = (" (as the form opens)", " on two quiet CPU cores") if index == 0 else ("", "")
+        minutes = chosen.minutes()
+        took = chosen.time_note if minutes is None else f"about {minutes:.0f} min{where}"
         parts.append(f"**{chosen.label}**{opens}: {recipe.model}{lora} on {chosen.trains}, {recipe.max_steps} "
-                     f"steps, about {chosen.minutes():.0f} min{where}; {chosen.expect}"
+                     f"steps, {took}; {chosen.expect}"
                      + (f" ({chosen.template_note})." if chosen.template_note else "."))
     parts.append(busy_sentence(load if load is not None else machine_load()))
     return " ".join(parts)  # one paragraph: the page stays as short as with one quick start

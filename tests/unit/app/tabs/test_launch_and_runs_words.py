@@ -20,6 +20,13 @@ def test_the_time_hint_speaks_of_a_busy_machine():
     assert "This machine is busy now (load 8.2 on 2 CPUs): expect about 4.1× those times." in busy
 
 
+def test_a_quick_start_whose_time_was_not_measured_claims_no_minutes():
+    note = quick_start_note(load=(0.5, 2))
+    agent = note.split("**Agent quick start**")[1].split(";")[0]
+    assert "not measured on quiet cores" in agent and "263 to 962 s a step" in agent and " min" not in agent
+    assert "about 8 min on two quiet CPU cores" in note and "about 45 min" in note  # the measured ones stay
+
+
 def test_the_batch_error_uses_the_forms_words():
     with pytest.raises(ConfigError) as caught:
         parse_run_config({"num_generations": 3, "per_device_train_batch_size": 8})
