@@ -219,3 +219,25 @@ def test_an_export_never_copies_a_server_file_a_script_runs_dataset_path_names(s
             for name in archive.namelist():
                 with archive.open(name) as member:
                     assert member.read(64) != secret, (key, name)
+
+
+def test_a_runs_notes_and_a_launched_config_are_bounded_before_they_are_stored(shared_dashboard, api):
+    """Every run listing (``list_runs``, the page's run reads) carries each run's notes and config. Before the fix a
+    login's Runs tab saved 20 MB of notes on its own run in one request (six such runs: the store 120 MB, the
+    server 375 MB more, each of alice's ``list_runs`` 120 MB), and the Launch form's run name, never read from bounded
+    text, was stored at any length. Now notes past ``grpo_core.runs.actions.MAX_NOTES_CHARS`` (20,000) and a config whose JSON is
+    past the config-text bounds are refused, and nothing is stored."""
+    from tests.security.page import Page
+
+    dash = shared_dashboard
+    run_id = _create(api["bob"], "bounds-notes").json()["run_id"]
+    page = Page(dash, "bob")
+    for notes in ("kept: a short note", "N" * 100_000):
+        page.call("runs-notes-save", {"runs-select": run_id, "runs-notes": notes, "runs-filter-status": "all"})
+    stored = next(run for run in dash.client("alice").predict(api_name="/list_runs") if run["id"] == run_id)
+    assert stored["notes"] == "kept: a short note", len(stored["notes"])  # the long notes never were
+    before = _run_count(dash)
+    status = page.call("launch-button", {"launch-name": "x" * 70_000, "launch-model": str(dash.model_dir)})
+    text = json.dumps(status)
+    assert "Not launched" in text and "the run config" in text and "over the limit" in text, text[:500]
+    assert _run_count(dash) == before
