@@ -67,6 +67,7 @@ from grpo_core.datasets.library import (
     rename_dataset,
 )
 from grpo_core.datasets.prompt_dataset import ColumnMapping, DatasetError
+from grpo_core.integrations.wire import MAX_RUN_METRIC_KEYS
 from grpo_core.merge.job import MergeError, merge_run, zip_merged_folder
 from grpo_core.run_config import ConfigError, parse_run_config_text
 from grpo_core.runs.actions import RunActionError, cancel_run, delete_run, resume_run
@@ -239,8 +240,13 @@ def create_public_api(ctx: AppContext) -> None:
 
     def run_metrics(run_id: int, after_step: int = -1, keys: list[str] | None = None) -> list:
         """The run's metric points at steps after ``after_step`` (-1: all), step by step, only ``keys`` when given
-        (TRL's names: reward, kl, rewards/<rule>/mean, ...). Pass the last step seen to read only new points."""
+        (TRL's names: reward, kl, rewards/<rule>/mean, ...; at most 2,000, as many as a run keeps). Pass the last
+        step seen to read only new points."""
         _run(run_id)
+        if keys and (not isinstance(keys, list) or len(keys) > MAX_RUN_METRIC_KEYS
+                     or not all(isinstance(key, str) and len(key) <= 200 for key in keys)):
+            raise refused(f"run_metrics: keys must be a list of at most {MAX_RUN_METRIC_KEYS:,} metric names of at "
+                          "most 200 characters each")
         points = ctx.store.metrics_since(int(run_id), int(after_step), keys=list(keys) if keys else None)
         return [metric_dict(point) for point in points]
 
