@@ -254,3 +254,34 @@ def test_run_metrics_reads_at_most_a_runs_bound_of_metric_names(shared_dashboard
     for keys in ([f"k{i}" for i in range(2_001)], ["x" * 201]):
         with pytest.raises(Exception, match="at most 2,000 metric names"):
             bob.predict(run_id, -1, keys, api_name="/run_metrics")
+
+
+def test_a_runs_webhook_url_is_shown_to_its_owner_and_admins_only(shared_dashboard, api):
+    """A run's ``webhook_url`` (a Slack or Discord incoming webhook's address is the credential that posts to the
+    channel; admins set them, ``--run-webhooks admins``) was read by every login: ``list_runs``, the Compare table
+    and ``export_run``'s config YAML carried it. Now another login reads it as hidden and exports without it."""
+    import zipfile
+
+    dash = shared_dashboard
+    secret = "https://hooks.example.com/services/T000/B000/planted-webhook-secret"
+    run_id = _create(api["alice"], "bounds-webhook").json()["run_id"]
+    with sqlite3.connect(dash.data_dir / "grpo.db") as db:  # as alice's launch with a webhook stores it
+        config = json.loads(db.execute("SELECT config FROM runs WHERE id = ?", (run_id,)).fetchone()[0])
+        db.execute("UPDATE runs SET config = ? WHERE id = ?", (json.dumps({**config, "webhook_url": secret}), run_id))
+
+    def listed(user: str) -> str:
+        run = next(r for r in dash.client(user).predict(api_name="/list_runs") if r["id"] == run_id)
+        return run["config"]["webhook_url"]
+
+    assert listed("alice") == secret and listed("admin") == secret
+    assert listed("bob") == "(set by the run's owner; hidden)"
+    from tests.security.page import Page
+
+    other = _create(api["bob"], "bounds-webhook-other").json()["run_id"]
+    compared = Page(dash, "bob").call("compare-button", {"compare-runs": [run_id, other]})
+    assert "webhook_url" in json.dumps(compared) and secret not in json.dumps(compared), compared
+    for user, shown in (("bob", False), ("alice", True)):
+        _, bundle = dash.client(user).predict(run_id=run_id, api_name="/export_run")
+        with zipfile.ZipFile(bundle) as archive:
+            text = "".join(archive.read(n).decode(errors="replace") for n in archive.namelist() if n.endswith(".yaml"))
+        assert (secret in text) is shown, user
