@@ -293,3 +293,25 @@ def test_rows_that_each_bring_their_own_keys_are_refused_before_every_row_is_pad
     rows = [{"prompt": f"p{i}", "answer": str(i), **({"hint": 1} if i % 7 else {})} for i in range(5_000)]
     honest.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     assert load_prompt_dataset(honest).columns == ["prompt", "answer", "hint"]
+
+
+def test_a_system_prompt_written_into_every_row_is_bounded(shared_dashboard, tmp_path):
+    """An upload's system prompt is written into every row of the stored dataset: before the fix 100 KB of system
+    prompt on a 19 KB file of 1,000 prompts stored 95 MB (a few MB of request and upload filled any disk). Now a
+    system prompt over ``MAX_SYSTEM_PROMPT_CHARS``, or adding more than ``MAX_SYSTEM_PROMPT_TOTAL`` characters to
+    the rows, is refused with the reason; an ordinary one is kept."""
+    from grpo_core.datasets.prompt_dataset import ColumnMapping
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"prompt": f"q{i}"}) + "\n" for i in range(1_000)), encoding="utf-8")
+    bob = shared_dashboard.client("bob")
+    with pytest.raises(Exception, match="the system prompt is 100,000 characters long: at most 20,000"):
+        bob.predict(file=handle_file(str(rows)), name="amplified", system_prompt="S" * 100_000,
+                    api_name="/add_dataset")
+    assert "amplified" not in str(bob.predict(api_name="/list_datasets"))
+    many = tmp_path / "many.jsonl"
+    many.write_text("".join(json.dumps({"prompt": f"q{i}"}) + "\n" for i in range(20_000)), encoding="utf-8")
+    with pytest.raises(DatasetError, match="over the limit of 268,435,456"):
+        load_prompt_dataset(many, mapping=ColumnMapping(system_prompt="S" * 15_000))
+    kept = load_prompt_dataset(rows, mapping=ColumnMapping(system_prompt="Answer with a number."))
+    assert kept.rows[0]["prompt"][0] == {"role": "system", "content": "Answer with a number."}
