@@ -285,3 +285,26 @@ def test_a_runs_webhook_url_is_shown_to_its_owner_and_admins_only(shared_dashboa
         with zipfile.ZipFile(bundle) as archive:
             text = "".join(archive.read(n).decode(errors="replace") for n in archive.namelist() if n.endswith(".yaml"))
         assert (secret in text) is shown, user
+
+
+def test_inspects_search_looks_for_a_bounded_text(shared_dashboard, api):
+    """Inspect's search is SQL ``LIKE '%text%'``, whose cost is the run's texts times the pattern: before the fix a
+    20,000-character search on one 200,000-character completion (a script may record 1,000,000) took 22 s of a core,
+    per click and per completion. Now a search is at most ``MAX_SEARCH_CHARS`` characters; a short one still finds."""
+    import time
+
+    from tests.security.page import Page
+
+    bob = api["bob"]
+    run_id = _create(bob, "bounds-search").json()["run_id"]
+    step = _step(1, {})
+    step["groups"][0]["groups"][0]["completions"][0]["text"] = "a" * 200_000 + " needle"
+    assert bob.post(f"/api/v1/runs/{run_id}/batches", json={"records": [step]}).status_code == 200
+    page = Page(shared_dashboard, "bob")
+    started = time.monotonic()
+    refused = page.call("inspect-search-button", {"inspect-run": run_id, "inspect-search": "a" * 20_000 + "b"})
+    assert "search for at most 200 characters" in json.dumps(refused), str(refused)[:300]
+    assert time.monotonic() - started < 10
+    found = page.call("inspect-search-button", {"inspect-run": run_id, "inspect-search": "needle"})
+    shown = found["data"][0]
+    assert 'data-total="1"' in shown and "completion #0" in shown, shown[-500:]
