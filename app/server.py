@@ -162,6 +162,10 @@ def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, 
         show_error=True,
         quiet=False,
         footer_links=["api", "settings"],
+        # Gradio's run history records every event's inputs and outputs (an API token shown once included) and
+        # serves /gradio_api/run-history/* without a login, acting on the hub with the server's own HF token for
+        # any client that reaches it over loopback (a proxy on the same host): off (docs/security.md)
+        run_history=False,
         allowed_paths=[],  # downloads are offered from the private upload folder (ServedFiles.offer)
         blocked_paths=[str(path) for path in served.blocked],
         # /api/v1: runs recorded from scripts, by API token, their configs held to the token's login's boundary

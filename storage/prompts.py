@@ -7,8 +7,11 @@ from sqlalchemy import and_, func, or_, select
 
 from storage.base import split_clause
 from storage.groups import After, Before, GroupStore, keyset, with_completions
-from storage.records import GroupRecord, PromptPage, PromptRow, SearchHit, SearchPage
+from storage.records import GroupRecord, PromptPage, PromptRow, SearchHit, SearchPage, StoreError
 from storage.tables import CompletionRow, GroupRow
+
+#: Longest text the search of a run's groups looks for, in characters (:meth:`PromptStore.search_groups`).
+MAX_SEARCH_CHARS = 200
 
 
 def _like_pattern(text: str) -> str:
@@ -122,7 +125,14 @@ class PromptStore(GroupStore):
         Matching is SQL ``LIKE`` (case-insensitive for ASCII letters; ``%`` and ``_`` in ``text`` are literal).
         Blank ``text`` matches nothing. ``total`` counts every matching group, so the caller can page with
         ``offset``.
+
+        Raises:
+            StoreError: ``text`` is longer than :data:`MAX_SEARCH_CHARS`: ``LIKE '%text%'`` costs the length of
+                the run's texts times the pattern's (a 20,000-character pattern took 22 s on one 200,000-character
+                completion, and a script's run holds completions of up to 1,000,000 characters).
         """
+        if len(text) > MAX_SEARCH_CHARS:
+            raise StoreError(f"search for at most {MAX_SEARCH_CHARS} characters, not {len(text):,}")
         limit, offset = max(1, int(limit)), max(0, int(offset))
         if not text.strip():
             return SearchPage(text=text, total=0, offset=offset, limit=limit, hits=[])

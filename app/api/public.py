@@ -57,7 +57,7 @@ import gradio as gr
 from app.api.group_pages import groups_page
 from app.api.rescore import create_rescore_api
 from app.context import MODEL_JOBS, AppContext, actor_of, boundary_of, check_webhooks, fair_share
-from grpo_core.access.ownership import NotOwnerError
+from grpo_core.access.ownership import Actor, NotOwnerError, config_shown_to
 from grpo_core.child_jobs.slots import MODEL_SLOTS
 from grpo_core.datasets.library import (
     DatasetInUseError,
@@ -67,6 +67,7 @@ from grpo_core.datasets.library import (
     rename_dataset,
 )
 from grpo_core.datasets.prompt_dataset import ColumnMapping, DatasetError
+from grpo_core.integrations.wire import MAX_RUN_METRIC_KEYS
 from grpo_core.merge.job import MergeError, merge_run, zip_merged_folder
 from grpo_core.run_config import ConfigError, parse_run_config_text
 from grpo_core.runs.actions import RunActionError, cancel_run, delete_run, resume_run
@@ -126,10 +127,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def run_dict(run: RunInfo) -> dict[str, Any]:
+def run_dict(run: RunInfo, reader: Actor | None = None) -> dict[str, Any]:
     """A run as plain JSON: every :class:`storage.RunInfo` field (times ISO 8601 UTC, status as text, ``config``
-    the stored RunConfig)."""
-    return _plain(dataclasses.asdict(run))
+    the stored RunConfig, as ``reader`` may read it: another owner's ``webhook_url`` hidden,
+    :func:`grpo_core.access.ownership.config_shown_to`; ``None``: a run the caller just launched or changed)."""
+    fields = _plain(dataclasses.asdict(run))
+    if reader is not None:
+        fields["config"] = config_shown_to(reader, run.owner, fields.get("config"))
+    return fields
 
 
 def dataset_dict(dataset: DatasetInfo) -> dict[str, Any]:
@@ -227,20 +232,26 @@ def create_public_api(ctx: AppContext) -> None:
                 "runs": [run_dict(ctx.store.get_run(run.id)) for run in launched.runs],
                 "warnings": launched.warnings}
 
-    def list_runs(status: str = "") -> list:
+    def list_runs(status: str = "", request: gr.Request = None) -> list:
         """Every run, newest first, or only those with ``status`` (queued, running, completed, failed, cancelled;
-        empty: all)."""
+        empty: all). Another login's run's ``webhook_url`` reads ``(set by the run's owner; hidden)``."""
         try:
             statuses = [RunStatus(status)] if status else None
         except ValueError:
             choices = ", ".join(s.value for s in RunStatus)
             raise refused(f"list_runs: status must be one of {choices}, or empty for all") from None
-        return [run_dict(run) for run in ctx.store.list_runs(statuses)]
+        reader = actor_of(ctx, request)
+        return [run_dict(run, reader) for run in ctx.store.list_runs(statuses)]
 
     def run_metrics(run_id: int, after_step: int = -1, keys: list[str] | None = None) -> list:
         """The run's metric points at steps after ``after_step`` (-1: all), step by step, only ``keys`` when given
-        (TRL's names: reward, kl, rewards/<rule>/mean, ...). Pass the last step seen to read only new points."""
+        (TRL's names: reward, kl, rewards/<rule>/mean, ...; at most 2,000, as many as a run keeps). Pass the last
+        step seen to read only new points."""
         _run(run_id)
+        if keys and (not isinstance(keys, list) or len(keys) > MAX_RUN_METRIC_KEYS
+                     or not all(isinstance(key, str) and len(key) <= 200 for key in keys)):
+            raise refused(f"run_metrics: keys must be a list of at most {MAX_RUN_METRIC_KEYS:,} metric names of at "
+                          "most 200 characters each")
         points = ctx.store.metrics_since(int(run_id), int(after_step), keys=list(keys) if keys else None)
         return [metric_dict(point) for point in points]
 
@@ -318,7 +329,7 @@ def create_public_api(ctx: AppContext) -> None:
             raise refused("export_run: give a run_id")
         try:
             boundary_of(ctx, request).check_stored(ctx.store.get_run(int(run_id)).config or {}, "export")
-            result = export_run(ctx.store, ctx.settings, int(run_id))
+            result = export_run(ctx.store, ctx.settings, int(run_id), reader=actor_of(ctx, request))
         except (StoreError, ConfigError, OSError) as exc:
             raise refused(f"export_run: {exc}") from None
         summary = {

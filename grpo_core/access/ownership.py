@@ -1,4 +1,5 @@
-"""Who may change a run: its owner, or an admin of the auth file; everyone may view and compare.
+"""Who may change a run: its owner, or an admin of the auth file; everyone may view and compare (a run's
+``webhook_url`` excepted: :func:`config_shown_to`).
 
 With several logins (``--auth-file``) each run and dataset records the login that created it (``owner``). Cancel,
 resume, delete and editing notes and tags are allowed to that owner and to the admins
@@ -48,3 +49,18 @@ def check_may_change(actor: Actor, owner: str | None, action: str, what: str) ->
         raise NotOwnerError(
             f"{actor.user} may not {action} {what}: it belongs to {owner}; only its owner or an admin may"
         )
+
+
+#: What a run's ``webhook_url`` reads as to a login that may not change the run.
+HIDDEN_WEBHOOK = "(set by the run's owner; hidden)"
+
+
+def config_shown_to(actor: Actor, owner: str | None, config: dict | None) -> dict:
+    """A run's stored config as ``actor`` may read it: whole for whoever may change the run (:func:`may_change`),
+    else with a set ``webhook_url`` replaced by :data:`HIDDEN_WEBHOOK`. A webhook address is its owner's secret (a
+    Slack or Discord incoming webhook's URL is the credential that posts to the channel), and everyone may view runs.
+    """
+    config = dict(config or {})
+    if config.get("webhook_url") and not may_change(actor, owner):
+        config["webhook_url"] = HIDDEN_WEBHOOK
+    return config

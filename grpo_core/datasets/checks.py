@@ -18,6 +18,18 @@ from grpo_core.datasets.prompt_dataset import PROMPT_COLUMN, ColumnMapping, Data
 MESSAGE_ROLES = ("system", "user", "assistant", "tool")
 # Columns that people often use for the prompt; named in the hint when ``prompt`` is missing.
 LIKELY_PROMPT_COLUMNS = ("question", "instruction", "input", "problem", "query", "text")
+#: Most columns a dataset keeps, longest column name in characters: every dataset list (the page's, ``list_datasets``)
+#: names each dataset's columns.
+MAX_COLUMNS = 1_000
+MAX_COLUMN_NAME_CHARS = 256
+#: Most cells (rows x columns) a dataset is made of: every row is given every column (missing values ``None``), so
+#: JSON Lines whose rows each bring a new key grow as rows x columns; 3,000 lines of ``{"prompt": "p", "k<i>": 1}``
+#: (83 KB) took 2.6 s and 280 MB, a 1 MB file would have taken every gigabyte of the web process.
+MAX_CELLS = 10_000_000
+#: Longest system prompt an upload's mapping adds, in characters, and most characters it may add to a dataset, all
+#: rows together: it is written into every row, so 100 KB of system prompt on 1,000 rows (a 19 KB file) wrote 95 MB.
+MAX_SYSTEM_PROMPT_CHARS = 20_000
+MAX_SYSTEM_PROMPT_TOTAL = 256 * 2**20
 
 
 def checked_dataset(
@@ -38,11 +50,16 @@ def checked_dataset(
     ``name`` are kept on the dataset (``name`` also starts every message).
 
     Raises:
-        DatasetError: no rows, a mapping :func:`map_columns` refuses, no ``prompt`` column, or a row whose prompt is
+        DatasetError: no rows; more than :data:`MAX_COLUMNS` columns, a column name longer than
+            :data:`MAX_COLUMN_NAME_CHARS`, or more than :data:`MAX_CELLS` cells (rows x columns); a system prompt
+            over :data:`MAX_SYSTEM_PROMPT_CHARS`, or adding more than :data:`MAX_SYSTEM_PROMPT_TOTAL` characters
+            to the rows; a mapping :func:`map_columns` refuses, no ``prompt`` column, or a row whose prompt is
             missing, empty, of the wrong type, a malformed message list, or of another kind than the first row's.
     """
     if not rows:
         raise DatasetError(name, "no data rows")
+    check_table_size(len(rows), columns, name)
+    _check_system_prompt(mapping.system_prompt if mapping is not None else "", len(rows), name)
     if mapping is not None and not mapping.is_identity:
         columns, rows = map_columns(rows, columns, mapping, name)
     if PROMPT_COLUMN not in columns:
@@ -68,6 +85,31 @@ def checked_dataset(
             prompt = with_system_prompt(prompt, mapping.system_prompt)
         checked.append({PROMPT_COLUMN: prompt, **{c: row.get(c) for c in ordered[1:]}})
     return PromptDataset(rows=checked, columns=ordered, format=fmt, source_name=name)
+
+
+def check_table_size(num_rows: int, columns: list[str], name: str) -> None:
+    """Refuse a table too wide or too large to pad every row to every column (before any row is padded)."""
+    if len(columns) > MAX_COLUMNS:
+        raise DatasetError(name, f"{len(columns):,} columns: at most {MAX_COLUMNS:,} (do the rows each bring keys of "
+                                 "their own?)")
+    long_name = next((str(c) for c in columns if len(str(c)) > MAX_COLUMN_NAME_CHARS), None)
+    if long_name is not None:
+        raise DatasetError(name, f"a column name of {len(long_name):,} characters ({long_name[:40]!r}...): at most "
+                                 f"{MAX_COLUMN_NAME_CHARS}")
+    if num_rows * len(columns) > MAX_CELLS:
+        raise DatasetError(name, f"{num_rows:,} rows x {len(columns):,} columns is over the limit of {MAX_CELLS:,} "
+                                 "cells (every row holds every column)")
+
+
+def _check_system_prompt(system_prompt: str, num_rows: int, name: str) -> None:
+    """Refuse a system prompt too long, or too long for this many rows (it is written into each)."""
+    size = len(system_prompt.strip())
+    if size > MAX_SYSTEM_PROMPT_CHARS:
+        raise DatasetError(name, f"the system prompt is {size:,} characters long: at most {MAX_SYSTEM_PROMPT_CHARS:,}")
+    if size * num_rows > MAX_SYSTEM_PROMPT_TOTAL:
+        raise DatasetError(name, f"a system prompt of {size:,} characters on {num_rows:,} rows adds "
+                                 f"{size * num_rows:,} characters, over the limit of {MAX_SYSTEM_PROMPT_TOTAL:,}; "
+                                 "set it in the run config instead (system_prompt)")
 
 
 def map_columns(

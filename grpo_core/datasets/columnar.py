@@ -17,6 +17,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from grpo_core.datasets.checks import check_table_size
 from grpo_core.datasets.columnar_budget import (
     decoded_bytes,
     ipc_body_compressed,
@@ -68,6 +69,7 @@ def read_parquet(
     _check_decoded_size(table, name, max_decoded_bytes)
     # pandas stores a non-default index as "__index_level_N__" columns; they are not data.
     columns = [c for c in table.column_names if not re.fullmatch(r"__index_level_\d+__", c)]
+    check_table_size(table.num_rows, columns, name)  # before a row is built: rows x columns values
     return columns, frame_rows(columns, [table.column(c).to_pylist() for c in columns], image_columns(table))
 
 
@@ -150,6 +152,7 @@ def read_saved_dataset(
         table = table.slice(0, max_rows)
     _check_decoded_size(table, name, max_decoded_bytes)
     columns = list(table.column_names)
+    check_table_size(table.num_rows, columns, name)  # before a row is built: rows x columns values
     return columns, frame_rows(columns, [table.column(c).to_pylist() for c in columns], image_columns(table))
 
 

@@ -130,6 +130,8 @@ def _array_bytes(array: Any, limit: int) -> int:
             if total > limit:
                 break
         return total
+    if types.is_null(kind):  # a column of nulls only (pandas' all-None column): no values but the count
+        return count
     width = getattr(kind, "bit_width", 64) or 64
     return count + len(array) * max(width // 8, 1)
 

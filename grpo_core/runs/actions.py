@@ -36,6 +36,9 @@ from storage import RunInfo, RunStatus, Store
 
 MAX_TAGS = 20
 MAX_TAG_CHARS = 40
+#: Longest notes a run keeps, in characters: every run listing (``list_runs``, the page's run reads) carries them, so
+#: unbounded notes made one login's runs cost every other login's reads (20 MB a save was kept).
+MAX_NOTES_CHARS = 20_000
 
 
 class RunActionError(ValueError):
@@ -208,9 +211,12 @@ def annotate_run(store: Store, run_id: int, *, notes: str, tags_text: str | None
     """Set a run's notes and tags (``tags_text`` as :func:`parse_tags` reads it), when ``actor`` may change the run.
 
     Raises:
-        RunActionError: the tags are not valid (too many, too long).
+        RunActionError: the tags are not valid (too many, too long), or the notes are longer than
+            :data:`MAX_NOTES_CHARS` characters.
         grpo_core.access.ownership.NotOwnerError: ``actor`` may not change the run.
         storage.StoreError: there is no such run.
     """
     authorize_run_action(store, actor, run_id, "edit the notes of")
+    if len(notes or "") > MAX_NOTES_CHARS:
+        raise RunActionError(f"the notes are {len(notes):,} characters long: at most {MAX_NOTES_CHARS:,}")
     return store.annotate_run(run_id, notes=notes or "", tags=parse_tags(tags_text))

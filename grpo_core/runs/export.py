@@ -35,6 +35,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from grpo_core.access.ownership import SINGLE_USER, Actor, may_change
 from grpo_core.datasets.rows import dataset_file
 from grpo_core.run_config import RunConfig, parse_run_config
 from grpo_core.runs.files import ADAPTER_DIR_NAME, adapter_dir, run_dir
@@ -156,7 +157,7 @@ def _copy_plugin_files(config: RunConfig, folder: Path) -> tuple[RunConfig, dict
 
 
 def export_config_yaml(
-    store: Store, run: RunInfo, dest: Path, *, copy_dataset: bool = True
+    store: Store, run: RunInfo, dest: Path, *, copy_dataset: bool = True, reader: Actor = SINGLE_USER
 ) -> ConfigExport:
     """Write the run's config as YAML to ``dest``; copy its dataset and plugin files beside it when ``copy_dataset``.
 
@@ -169,6 +170,9 @@ def export_config_yaml(
     Returns:
         ``(yaml path, dataset copy or None, plugin copies, plugin targets whose file is gone)``.
 
+    ``reader`` (the login exporting) gets the run's ``webhook_url`` only when it may change the run: the address is
+    its owner's secret (:func:`grpo_core.access.ownership.config_shown_to`); anyone else's export leaves it empty.
+
     Raises:
         grpo_core.run_config.ConfigError: the stored config no longer validates (written by an older version).
         OSError: a file cannot be written.
@@ -176,6 +180,8 @@ def export_config_yaml(
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     config = parse_run_config(run.config, source=f"run {run.id} config")
+    if config.webhook_url and not may_change(reader, run.owner):
+        config = config.model_copy(update={"webhook_url": ""})
     copied: Path | None = None
     source = dataset_file(store, run.config) if copy_dataset else None
     if source is not None and (run.config or {}).get("dataset_id") is None and not _reads_as_dataset(source):
@@ -392,12 +398,14 @@ def _fresh_folder(root: Path, name: str) -> Path:
     return candidate
 
 
-def export_run(store: Store, settings: Settings, run_id: int, *, now: datetime | None = None) -> RunExport:
+def export_run(store: Store, settings: Settings, run_id: int, *, now: datetime | None = None,
+               reader: Actor = SINGLE_USER) -> RunExport:
     """Export everything of run ``run_id`` into ``<data dir>/exports/run-NNNNN-<YYYYmmdd-HHMMSS>/`` and one zip.
 
     The folder holds the config YAML (with its dataset copy), the provenance JSON (when recorded), metrics CSV,
     groups Parquet and, when the run saved one, the adapter zip; the bundle ``<folder>.zip`` beside the folder holds the same files (the adapter as an
-    ``adapter/`` folder, not a nested zip). A run still training is exported as far as it got.
+    ``adapter/`` folder, not a nested zip). A run still training is exported as far as it got. ``reader``: the
+    login exporting (another owner's ``webhook_url`` is left out, :func:`export_config_yaml`).
 
     Raises:
         storage.StoreError: no run with that id.
@@ -408,7 +416,8 @@ def export_run(store: Store, settings: Settings, run_id: int, *, now: datetime |
     prefix = _prefix(run.id)
     stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
     folder = _fresh_folder(exports_dir(settings), f"{prefix}-{stamp}")
-    config, dataset, plugins, missing_plugins, changed = export_config_yaml(store, run, folder / f"{prefix}-config.yaml")
+    config, dataset, plugins, missing_plugins, changed = export_config_yaml(
+        store, run, folder / f"{prefix}-config.yaml", reader=reader)
     provenance = export_provenance_json(run, folder / f"{prefix}-provenance.json")
     metrics = export_metrics_csv(store, run.id, folder / f"{prefix}-metrics.csv")
     groups = export_groups_parquet(store, run.id, folder / f"{prefix}-groups.parquet")

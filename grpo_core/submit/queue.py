@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from grpo_core.access.boundary import OPEN, Boundary
+from grpo_core.bounded_parse import check_shape
 from grpo_core.datasets.rows import resolve_dataset_path
 from grpo_core.models.source import describe_model
 from grpo_core.rewards.compose import RewardSpec
-from grpo_core.run_config import RunConfig
+from grpo_core.run_config import ConfigError, RunConfig
 from grpo_core.submit.validate import validate_checked_config
 from storage import RunInfo, Store
 
@@ -115,6 +116,17 @@ def stored_run_config(config: RunConfig) -> RunConfig:
     return config.model_copy(update={**updates, "rewards": specs, **_code_targets(config, None)})
 
 
+def check_config_size(config: RunConfig, source: str = "the run config") -> None:
+    """Refuse a config whose JSON is over the bounds of config text (64 KB, 10,000 values, 32 levels:
+    :data:`grpo_core.bounded_parse.DEFAULT_LIMITS`): every run listing carries the stored config (each login's run
+    lists, ``list_runs``), and a Launch form's name or system prompt is not read from bounded text.
+
+    Raises:
+        ConfigError: the message starts with ``source`` and says which bound.
+    """
+    check_shape(config.model_dump(mode="json"), source, error=ConfigError)
+
+
 def submit_run(
     store: Store, config: RunConfig, *, model_cache_dir: Path | None = None, owner: str | None = None,
     boundary: Boundary = OPEN,
@@ -134,8 +146,10 @@ def submit_run(
         The queued run and the validation's warnings (:class:`SubmittedRun`).
 
     Raises:
-        ConfigError: as :func:`grpo_core.submit.validate.validate_run_config` (a ``BoundaryError`` first).
+        ConfigError: a config over the bounds of :func:`check_config_size`, then as
+            :func:`grpo_core.submit.validate.validate_run_config` (a ``BoundaryError`` first).
     """
+    check_config_size(config)
     config = boundary.check_config(config)  # the one check of a launch: every path to a queued run passes here
     warnings = validate_checked_config(store, config, model_cache_dir=model_cache_dir)
     config = stored_run_config(config)

@@ -42,7 +42,7 @@ from pydantic import TypeAdapter, ValidationError
 from grpo_core.access.boundary import OPEN, Boundary
 from grpo_core.bounded_parse import load_yaml
 from grpo_core.run_config import ConfigError, RunConfig, parse_run_config
-from grpo_core.submit.queue import stored_run_config
+from grpo_core.submit.queue import check_config_size, stored_run_config
 from grpo_core.submit.validate import validate_checked_config
 from storage import RunInfo, RunStatus, Store, SweepInfo
 
@@ -333,6 +333,7 @@ def submit_sweep(
     plan = plan_sweep(base, grid, name=name)
     for index, (point, config) in enumerate(zip(plan.points, plan.configs, strict=True)):
         try:
+            check_config_size(config)
             plan.configs[index] = boundary.check_config(config)  # every point, before any file is read
         except ConfigError as exc:  # a grpo_core.access.boundary.BoundaryError: kept as such
             label = point_label(point, plan.varied) if len(plan.points) > 1 else "its only point"

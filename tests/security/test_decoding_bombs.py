@@ -6,6 +6,7 @@ with a message naming the size; an honest file of the same shape still loads (gr
 from __future__ import annotations
 
 import io
+import json
 import zipfile
 
 import pyarrow as pa
@@ -266,3 +267,51 @@ def test_the_pictures_of_a_group_and_of_a_view_are_bounded_in_bytes(tmp_path, mo
         assert sum(html.count("<img ") for html in shown.values()) == 3 + 1  # 4 pictures fit the view's bytes
     finally:
         store.close()
+
+
+def test_rows_that_each_bring_their_own_keys_are_refused_before_every_row_is_padded(shared_dashboard, tmp_path):
+    """Every row of a dataset is given every column (``None`` where it lacks one), so a JSON Lines file whose rows
+    each bring a key of their own grows as rows x columns: before the fix 3,000 such lines (83 KB) were accepted in
+    2.6 s and 280 MB of the web process (a 1 MB file, its every gigabyte), and 100,000 keys in one row (1.3 MB) made
+    a dataset whose column list every login's page read again at each load (0.8 MB, 0.9 s). Now more than
+    ``MAX_COLUMNS`` columns, or ``MAX_CELLS`` cells, are refused before any row is padded, whatever the format."""
+    sparse = tmp_path / "sparse.jsonl"
+    sparse.write_text("".join(f'{{"prompt": "p", "k{i}": 1}}\n' for i in range(3_000)), encoding="utf-8")
+    bob = shared_dashboard.client("bob")
+    with pytest.raises(Exception, match="3,001 columns: at most 1,000"):
+        bob.predict(file=handle_file(str(sparse)), name="sparse", api_name="/add_dataset")
+    assert "sparse" not in str(bob.predict(api_name="/list_datasets"))
+    cycling = tmp_path / "cycling.jsonl"  # 999 keys in turn, each row holding one: under the columns, over the cells
+    cycling.write_text("".join(f'{{"prompt": "p", "k{i % 999}": 1}}\n' for i in range(20_000)), encoding="utf-8")
+    with pytest.raises(DatasetError, match="over the limit of 10,000,000 cells"):
+        load_prompt_dataset(cycling)
+    wide = tmp_path / "wide.parquet"  # columns of nulls: a few KB on disk
+    pq.write_table(pa.table({"prompt": ["p"] * 10, **{f"c{i}": pa.nulls(10) for i in range(1_500)}}), wide)
+    with pytest.raises(DatasetError, match="1,501 columns"):
+        load_prompt_dataset(wide)
+    honest = tmp_path / "honest.jsonl"  # optional columns, as real datasets have them, still load
+    rows = [{"prompt": f"p{i}", "answer": str(i), **({"hint": 1} if i % 7 else {})} for i in range(5_000)]
+    honest.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    assert load_prompt_dataset(honest).columns == ["prompt", "answer", "hint"]
+
+
+def test_a_system_prompt_written_into_every_row_is_bounded(shared_dashboard, tmp_path):
+    """An upload's system prompt is written into every row of the stored dataset: before the fix 100 KB of system
+    prompt on a 19 KB file of 1,000 prompts stored 95 MB (a few MB of request and upload filled any disk). Now a
+    system prompt over ``MAX_SYSTEM_PROMPT_CHARS``, or adding more than ``MAX_SYSTEM_PROMPT_TOTAL`` characters to
+    the rows, is refused with the reason; an ordinary one is kept."""
+    from grpo_core.datasets.prompt_dataset import ColumnMapping
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"prompt": f"q{i}"}) + "\n" for i in range(1_000)), encoding="utf-8")
+    bob = shared_dashboard.client("bob")
+    with pytest.raises(Exception, match="the system prompt is 100,000 characters long: at most 20,000"):
+        bob.predict(file=handle_file(str(rows)), name="amplified", system_prompt="S" * 100_000,
+                    api_name="/add_dataset")
+    assert "amplified" not in str(bob.predict(api_name="/list_datasets"))
+    many = tmp_path / "many.jsonl"
+    many.write_text("".join(json.dumps({"prompt": f"q{i}"}) + "\n" for i in range(20_000)), encoding="utf-8")
+    with pytest.raises(DatasetError, match="over the limit of 268,435,456"):
+        load_prompt_dataset(many, mapping=ColumnMapping(system_prompt="S" * 15_000))
+    kept = load_prompt_dataset(rows, mapping=ColumnMapping(system_prompt="Answer with a number."))
+    assert kept.rows[0]["prompt"][0] == {"role": "system", "content": "Answer with a number."}

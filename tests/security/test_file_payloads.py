@@ -257,3 +257,19 @@ def test_a_stored_name_is_text_in_the_pages_markdown(shared_dashboard):
     figures = [training_figure(series, name), compare_figure({name: series}, name)]
     texts = [figures[0].layout.title.text, figures[1].layout.title.text, figures[1].data[0].name]
     assert not any("<img" in text for text in texts), texts
+
+
+def test_gradios_run_history_is_off_and_its_routes_are_not_served(shared_dashboard):
+    """Gradio's run history (on by default) serves ``/gradio_api/run-history/*`` without a login and, for a client
+    reaching the server over loopback (a reverse proxy on the same host forwards every client from there), calls the
+    hub with the server's own saved HF token: list its buckets, create one, read a bucket's files; an event sent with
+    a bucket header is written there. It also keeps every event's inputs and outputs in the browser (the API token
+    the tab shows once). Before the fix an anonymous ``GET /gradio_api/run-history/buckets`` from 127.0.0.1 reached
+    the hub (``502 hub error`` offline, the buckets' names online); the routes are not served now."""
+    dash = shared_dashboard
+    anonymous = httpx.Client(base_url=dash.url.rstrip("/"), timeout=30)
+    for path in ("/gradio_api/run-history/buckets", "/gradio_api/run-history/records?bucket=someone/private",
+                 "/gradio_api/runs"):
+        assert anonymous.get(path).status_code == 404, path
+    assert anonymous.post("/gradio_api/run-history/connect", json={"bucket_id": "someone/new"}).status_code == 404
+    assert dash.http("bob").get("/config").json().get("run_history") is False

@@ -219,3 +219,92 @@ def test_an_export_never_copies_a_server_file_a_script_runs_dataset_path_names(s
             for name in archive.namelist():
                 with archive.open(name) as member:
                     assert member.read(64) != secret, (key, name)
+
+
+def test_a_runs_notes_and_a_launched_config_are_bounded_before_they_are_stored(shared_dashboard, api):
+    """Every run listing (``list_runs``, the page's run reads) carries each run's notes and config. Before the fix a
+    login's Runs tab saved 20 MB of notes on its own run in one request (six such runs: the store 120 MB, the
+    server 375 MB more, each of alice's ``list_runs`` 120 MB), and the Launch form's run name, never read from bounded
+    text, was stored at any length. Now notes past ``grpo_core.runs.actions.MAX_NOTES_CHARS`` (20,000) and a config whose JSON is
+    past the config-text bounds are refused, and nothing is stored."""
+    from tests.security.page import Page
+
+    dash = shared_dashboard
+    run_id = _create(api["bob"], "bounds-notes").json()["run_id"]
+    page = Page(dash, "bob")
+    for notes in ("kept: a short note", "N" * 100_000):
+        page.call("runs-notes-save", {"runs-select": run_id, "runs-notes": notes, "runs-filter-status": "all"})
+    stored = next(run for run in dash.client("alice").predict(api_name="/list_runs") if run["id"] == run_id)
+    assert stored["notes"] == "kept: a short note", len(stored["notes"])  # the long notes never were
+    before = _run_count(dash)
+    status = page.call("launch-button", {"launch-name": "x" * 70_000, "launch-model": str(dash.model_dir)})
+    text = json.dumps(status)
+    assert "Not launched" in text and "the run config" in text and "over the limit" in text, text[:500]
+    assert _run_count(dash) == before
+
+
+def test_run_metrics_reads_at_most_a_runs_bound_of_metric_names(shared_dashboard, api):
+    """``run_metrics``' ``keys`` went into one SQL ``IN`` as given: 400,000 names held the call 10 s (other logins'
+    pages answered up to 1.3 s late) and ended in SQLite's "too many SQL variables". Now more names than a run keeps
+    (``MAX_RUN_METRIC_KEYS``), or a name longer than the ingest API stores, are refused before the store is asked."""
+    dash = shared_dashboard
+    run_id = _create(api["bob"], "bounds-metric-keys").json()["run_id"]
+    bob = dash.client("bob")
+    assert bob.predict(run_id, -1, ["reward", "kl"], api_name="/run_metrics") == []
+    for keys in ([f"k{i}" for i in range(2_001)], ["x" * 201]):
+        with pytest.raises(Exception, match="at most 2,000 metric names"):
+            bob.predict(run_id, -1, keys, api_name="/run_metrics")
+
+
+def test_a_runs_webhook_url_is_shown_to_its_owner_and_admins_only(shared_dashboard, api):
+    """A run's ``webhook_url`` (a Slack or Discord incoming webhook's address is the credential that posts to the
+    channel; admins set them, ``--run-webhooks admins``) was read by every login: ``list_runs``, the Compare table
+    and ``export_run``'s config YAML carried it. Now another login reads it as hidden and exports without it."""
+    import zipfile
+
+    dash = shared_dashboard
+    secret = "https://hooks.example.com/services/T000/B000/planted-webhook-secret"
+    run_id = _create(api["alice"], "bounds-webhook").json()["run_id"]
+    with sqlite3.connect(dash.data_dir / "grpo.db") as db:  # as alice's launch with a webhook stores it
+        config = json.loads(db.execute("SELECT config FROM runs WHERE id = ?", (run_id,)).fetchone()[0])
+        db.execute("UPDATE runs SET config = ? WHERE id = ?", (json.dumps({**config, "webhook_url": secret}), run_id))
+
+    def listed(user: str) -> str:
+        run = next(r for r in dash.client(user).predict(api_name="/list_runs") if r["id"] == run_id)
+        return run["config"]["webhook_url"]
+
+    assert listed("alice") == secret and listed("admin") == secret
+    assert listed("bob") == "(set by the run's owner; hidden)"
+    from tests.security.page import Page
+
+    other = _create(api["bob"], "bounds-webhook-other").json()["run_id"]
+    compared = Page(dash, "bob").call("compare-button", {"compare-runs": [run_id, other]})
+    assert "webhook_url" in json.dumps(compared) and secret not in json.dumps(compared), compared
+    for user, shown in (("bob", False), ("alice", True)):
+        _, bundle = dash.client(user).predict(run_id=run_id, api_name="/export_run")
+        with zipfile.ZipFile(bundle) as archive:
+            text = "".join(archive.read(n).decode(errors="replace") for n in archive.namelist() if n.endswith(".yaml"))
+        assert (secret in text) is shown, user
+
+
+def test_inspects_search_looks_for_a_bounded_text(shared_dashboard, api):
+    """Inspect's search is SQL ``LIKE '%text%'``, whose cost is the run's texts times the pattern: before the fix a
+    20,000-character search on one 200,000-character completion (a script may record 1,000,000) took 22 s of a core,
+    per click and per completion. Now a search is at most ``MAX_SEARCH_CHARS`` characters; a short one still finds."""
+    import time
+
+    from tests.security.page import Page
+
+    bob = api["bob"]
+    run_id = _create(bob, "bounds-search").json()["run_id"]
+    step = _step(1, {})
+    step["groups"][0]["groups"][0]["completions"][0]["text"] = "a" * 200_000 + " needle"
+    assert bob.post(f"/api/v1/runs/{run_id}/batches", json={"records": [step]}).status_code == 200
+    page = Page(shared_dashboard, "bob")
+    started = time.monotonic()
+    refused = page.call("inspect-search-button", {"inspect-run": run_id, "inspect-search": "a" * 20_000 + "b"})
+    assert "search for at most 200 characters" in json.dumps(refused), str(refused)[:300]
+    assert time.monotonic() - started < 10
+    found = page.call("inspect-search-button", {"inspect-run": run_id, "inspect-search": "needle"})
+    shown = found["data"][0]
+    assert 'data-total="1"' in shown and "completion #0" in shown, shown[-500:]

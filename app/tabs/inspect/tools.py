@@ -3,6 +3,8 @@ of two completions. Built by :func:`create_inspect_tools` from the tab's run and
 
 from __future__ import annotations
 
+import html
+
 import gradio as gr
 
 from app.context import AppContext, actor_of
@@ -189,7 +191,10 @@ def create_inspect_tools(
         """Inputs: run, text, offset (0 = first page). Outputs: results, offset."""
         if run_id is None:
             return "Choose a run first.", 0
-        page = ctx.store.search_groups(int(run_id), text or "", limit=SEARCH_PAGE_SIZE, offset=max(0, int(offset)))
+        try:
+            page = ctx.store.search_groups(int(run_id), text or "", limit=SEARCH_PAGE_SIZE, offset=max(0, int(offset)))
+        except StoreError as exc:
+            return html.escape(str(exc)), 0
         if page.total and page.offset >= page.total:  # past the end: show the last page
             last = (page.total - 1) // SEARCH_PAGE_SIZE * SEARCH_PAGE_SIZE
             page = ctx.store.search_groups(int(run_id), text or "", limit=SEARCH_PAGE_SIZE, offset=last)

@@ -12,8 +12,9 @@ import gradio as gr
 import pandas as pd
 
 from app.catalog_sync import CatalogSync
-from app.context import AppContext
+from app.context import AppContext, actor_of
 from app.views.charts import MetricSeries, compare_figure
+from grpo_core.access.ownership import SINGLE_USER, Actor, config_shown_to
 from storage import StoreError
 
 X_AXES = [("step", "step"), ("wall time (s since the run's first point)", "wall")]
@@ -91,10 +92,12 @@ def config_differences(configs: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame
 
 
 def compare_runs(
-    ctx: AppContext, run_ids: Sequence[int] | None, key: str, weight: float | None, axis: str | None
+    ctx: AppContext, run_ids: Sequence[int] | None, key: str, weight: float | None, axis: str | None,
+    reader: Actor = SINGLE_USER,
 ) -> tuple[Any, pd.DataFrame]:
     """The overlay of metric ``key`` for ``run_ids`` (EMA ``weight``, x ``axis`` ``"step"`` or ``"wall"``) and the
-    table of their differing config fields: the Compare button's outputs (runs deleted meanwhile are left out)."""
+    table of their differing config fields: the Compare button's outputs (runs deleted meanwhile are left out). Each
+    config as ``reader`` may read it (another owner's ``webhook_url`` hidden: :func:`config_shown_to`)."""
     series_by_label, configs = {}, {}
     for run_id in run_ids or []:
         try:
@@ -105,7 +108,7 @@ def compare_runs(
         series = MetricSeries(run_id=run.id)
         series.extend(ctx.store.metrics_since(run.id, keys=[key]))
         series_by_label[label] = series
-        configs[label] = run_fields(run.config, run.provenance)
+        configs[label] = run_fields(config_shown_to(reader, run.owner, run.config), run.provenance)
     figure = compare_figure(series_by_label, key, smoothing=float(weight or 0), x_axis=axis or "step")
     return figure, config_differences(configs)
 
@@ -140,9 +143,9 @@ def create_compare_panel(
     plot = gr.Plot(elem_id="compare-plot")
     table = gr.Dataframe(label="config and provenance fields that differ", interactive=False, elem_id="compare-config")
 
-    def on_compare(run_ids: list[int] | None, key: str, weight: float, axis: str):
+    def on_compare(run_ids: list[int] | None, key: str, weight: float, axis: str, request: gr.Request = None):
         """Inputs: runs, metric, smoothing, x axis. Outputs: plot, config differences."""
-        return compare_runs(ctx, run_ids, key, weight, axis)
+        return compare_runs(ctx, run_ids, key, weight, axis, actor_of(ctx, request))
 
     button.click(on_compare, inputs=[runs, metric, smoothing, x_axis], outputs=[plot, table])
     if sync is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app.context import MODEL_JOBS, AppContext, boundary_of, fair_share
+from app.context import MODEL_JOBS, AppContext, actor_of, boundary_of, fair_share
 from grpo_core.child_jobs.slots import MODEL_SLOTS
 from grpo_core.merge.job import REUSED, MergeError, merge_run
 from grpo_core.run_config import ConfigError
@@ -55,7 +55,7 @@ def create_export_panel(ctx: AppContext, run_selector: gr.Dropdown) -> dict[str,
             return "Choose a run first.", None, None, None, None, None
         try:
             boundary_of(ctx, request).check_stored(ctx.store.get_run(int(run_id)).config or {}, "export")
-            result = export_run(ctx.store, ctx.settings, int(run_id))
+            result = export_run(ctx.store, ctx.settings, int(run_id), reader=actor_of(ctx, request))
         except (StoreError, ConfigError, OSError) as exc:
             return f"Not exported: {exc}", None, None, None, None, None
         note = "" if result.adapter is not None else " No adapter yet: the run has not finished training."

@@ -8,7 +8,7 @@ import gradio as gr
 import pandas as pd
 
 from app.catalog_sync import run_choices
-from app.context import AppContext
+from app.context import AppContext, actor_of
 from app.tabs.runs.compare import compare_runs
 from grpo_core.submit.sweeps import REWARD_KEY, runs_word, sweep_table
 from storage import StoreError
@@ -66,12 +66,12 @@ def create_sweeps_panel(
         """Inputs: sweep. Outputs: its table."""
         return sweep_frame(ctx, sweep_id)
 
-    def on_overlay(sweep_id: int | None, key: str, weight: float, axis: str):
+    def on_overlay(sweep_id: int | None, key: str, weight: float, axis: str, request: gr.Request = None):
         """Inputs: sweep, Compare's metric, smoothing, x axis. Outputs: Compare's runs, plot, table, panel."""
         if sweep_id is None:
             return gr.skip(), gr.skip(), gr.skip(), gr.skip()
         run_ids = [run.id for run in ctx.store.sweep_runs(int(sweep_id))]
-        figure, differences = compare_runs(ctx, run_ids, key or REWARD_KEY, weight, axis)
+        figure, differences = compare_runs(ctx, run_ids, key or REWARD_KEY, weight, axis, actor_of(ctx, request))
         return gr.update(choices=run_choices(ctx), value=run_ids), figure, differences, gr.update(open=True)
 
     timer.tick(on_refresh, inputs=[picker, seen], outputs=[picker, table, seen, panel], show_progress="hidden")
