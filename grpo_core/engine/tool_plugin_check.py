@@ -140,3 +140,15 @@ def plugin_schemas(tool_plugins: Sequence[str], environment: str) -> list[dict[s
         except Exception:  # noqa: BLE001 - reported by plugin_problems
             continue
     return schemas
+
+
+def run_tool_schemas_of(config: Any) -> list[dict[str, Any]] | None:
+    """The JSON schemas TRL renders into the prompts of run ``config`` (a ``RunConfig``): its library tools', then
+    its plugins' and environment's (:func:`plugin_schemas`); ``None`` for a run without tools. For the worker's
+    prompt-length check (:func:`grpo_core.models.prompt_lengths.require_prompts_fit`)."""
+    from grpo_core.models.prompt_tokens import run_tool_schemas
+
+    dump = config.model_dump(mode="json")
+    plugins = plugin_schemas(list(config.tool_plugins), config.environment) \
+        if config.tool_plugins or config.environment else []
+    return run_tool_schemas(dump, plugins)

@@ -54,13 +54,18 @@ RUNTIME_BYTES_CPU = 540 * MIB
 RUNTIME_BYTES_CUDA = 600 * MIB
 #: Tokens the chat template adds around a prompt (SmolLM2's system and role markers).
 CHAT_TEMPLATE_TOKENS = 40
-#: Attention-score-sized tensors (batch x heads x sequence^2, per layer) a training step holds at its peak: the scores,
-#: their float32 softmax, the causal mask added to them, the dropout copy and the gradients of the backward pass, in the
-#: generation's and the scoring passes' attention too. Fitted, not counted: with 1 copy the estimate undercounted
-#: SmolLM2-135M LoRA runs by 15-19% at 81-113 tokens a sequence and the code recipe by 40% at 258 (10.3 vs 17.1-17.3
-#: GiB); the shortfall grows with the square of the sequence, and 7 copies leave 155-166 MiB on all three, the
-#: loading overhead below.
-ATTENTION_COPIES = 7
+#: Attention-score-sized tensors (batch x heads x sequence^2, per layer) a training step holds at its peak. Fitted, not
+#: counted (docs/run-config.md "Calibration"): 7 copies, fitted on sequences of 81-258 tokens, overshot the agent
+#: recipe's 622-token sequences by 70% (35.9 vs 20.7 GiB measured); one copy and :data:`SEQUENCE_VOCAB_COPIES` fit
+#: every measured row from 57 to 622 tokens a sequence.
+ATTENTION_COPIES = 1
+#: Float32 values over the vocabulary kept per token of every sequence (prompt and completion), in units of the
+#: vocabulary size. Fitted, not counted: the measured peaks grow with batch x sequence x vocabulary beyond what the
+#: counted parts hold (TRL 1.16 scores only completion positions through its fused LM head, so these are not the
+#: scoring pass's logits; the generation's prefill and sampling buffers are the likely holders). With it, SmolLM2
+#: (vocabulary 49,152) and the random Llama (vocabulary 320) fit with one activation factor; without it, one of them is
+#: 25% off.
+SEQUENCE_VOCAB_COPIES = 7
 #: Memory a worker holds while it loads the weights, as a share of them: the safetensors pages mapped while the model
 #: is built, the tokenizer (SmolLM2: 155-166 MiB left over on three runs of 513 MiB of float32 weights).
 LOAD_OVERHEAD_SHARE = 0.3
@@ -146,7 +151,7 @@ class MemoryEstimate:
         """``(label, bytes)`` of every part, in the order of the module docstring."""
         return [("weights", self.weights), ("trainable state (grads, AdamW)", self.trainable),
                 ("reference model", self.reference), ("activations", self.activations),
-                ("completion logits", self.logits), ("generation KV cache", self.kv_cache),
+                ("logits and vocabulary-sized buffers", self.logits), ("generation KV cache", self.kv_cache),
                 ("runtime baseline", self.runtime), ("model loading overhead", self.loading),
                 (f"margin (+{MARGIN_SHARE:.0%}, run-to-run spread)", self.margin)]
 
@@ -295,8 +300,12 @@ def estimate_peak_memory(
         # dropout's output (and mask) on every adapted input, kept for the backward pass of the adapter
         per_token += shape.lora_input_width(str(config.get("lora_target_modules", "all-linear"))) * shape.num_layers
     activations = (tokens * per_token + attention) * dtype
-    logits = batch * completion * shape.vocab_size * 4 * LOGIT_COPIES
-    kv_cache = 2 * shape.num_layers * shape.num_kv_heads * shape.head_dim * tokens * dtype
+    logits = (batch * completion * LOGIT_COPIES + tokens * SEQUENCE_VOCAB_COPIES) * shape.vocab_size * 4
+    # generation samples the whole generation batch at once: per_device_train_batch_size x steps_per_generation
+    # (TRL's default: gradient_accumulation_steps) sequences, each with its KV cache
+    generation_batch = batch * int(config.get("steps_per_generation") or config.get("gradient_accumulation_steps") or 1)
+    kv_cache = 2 * shape.num_layers * shape.num_kv_heads * shape.head_dim * generation_batch * (
+        prompt_tokens + completion) * dtype
     runtime = RUNTIME_BYTES_CUDA if device == "cuda" else RUNTIME_BYTES_CPU
     loading = int(LOAD_OVERHEAD_SHARE * weights)
     counted = weights + trainable + reference + activations + logits + kv_cache + runtime + loading
@@ -378,12 +387,26 @@ def model_shape(model: str) -> ModelShape:
 
 
 def longest_prompt_chars(rows: list[dict]) -> int:
-    """Characters of the longest ``prompt`` among dataset rows (a chat prompt's message contents joined)."""
+    """Characters of the longest ``prompt`` among dataset rows: a chat prompt's message contents joined, with each
+    earlier turn's ``tool_calls`` (name and JSON arguments) and a tool message's ``name``. The template's own text and
+    the tools' schemas are not in it: :func:`grpo_core.models.prompt_tokens.longest_prompt_tokens` counts the prompt
+    as the run's model gets it, which the Launch tab and ``bench_memory.py`` use."""
     longest = 0
     for row in rows:
         prompt = row.get("prompt")
         if isinstance(prompt, list):
-            text = "".join(str(m.get("content", "")) for m in prompt if isinstance(m, dict))
+            parts = []
+            for message in prompt:
+                if not isinstance(message, dict):
+                    continue
+                parts.append(str(message.get("content") or ""))
+                if message.get("role") == "tool":
+                    parts.append(str(message.get("name") or ""))
+                calls = message.get("tool_calls")
+                for call in calls if isinstance(calls, list) else []:
+                    function = call.get("function", call) if isinstance(call, dict) else call
+                    parts.append(json.dumps(function, ensure_ascii=False, default=str))
+            text = "".join(parts)
         else:
             text = str(prompt or "")
         longest = max(longest, len(text))
