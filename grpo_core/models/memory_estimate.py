@@ -11,20 +11,27 @@ tensor table (:func:`model_shape_from_gguf`, the ``gguf`` package, numpy only). 
 * **reference model**: a second copy of the weights when ``beta > 0`` without LoRA (with LoRA TRL disables the
   adapter instead);
 * **activations**: ``per_device_train_batch_size`` x (prompt + ``max_completion_length``) tokens through every layer
-  kept for the backward pass (with LoRA dropout also a dropped copy of every adapted layer's input) (about ``ACTIVATION_FACTOR`` x hidden values a token per layer, Korthikanti et al.
-  2022, arXiv 2205.05198, with attention scores for eager attention; only the layer inputs with
-  ``gradient_checkpointing``), plus the completion logits over the vocabulary (float32, with their log-softmax and
-  gradient: ``LOGIT_COPIES`` copies);
-* **KV cache** of generation: 2 x layers x KV heads x head dim x tokens, in the weights' dtype;
+  kept for the backward pass (with LoRA dropout also a dropped copy of every adapted layer's input) (about
+  ``ACTIVATION_FACTOR`` x hidden values a token per layer, Korthikanti et al. 2022, arXiv 2205.05198, with
+  ``ATTENTION_COPIES`` attention-score-sized tensors; only the layer inputs with ``gradient_checkpointing``);
+* **logits and vocabulary-sized buffers**: the completion logits (float32, with their log-softmax and gradient:
+  ``LOGIT_COPIES`` copies) and ``SEQUENCE_VOCAB_COPIES`` float32 values over the vocabulary for every token of
+  the sequences (fitted, see below);
+* **KV cache** of generation: 2 x layers x KV heads x head dim x tokens of the generation batch
+  (``per_device_train_batch_size`` x ``steps_per_generation``, TRL's default ``gradient_accumulation_steps``), in the
+  weights' dtype;
 * **runtime**: the Python, torch and tokenizer baseline of a worker (``RUNTIME_BYTES``; on a GPU the CUDA context),
   measured on this project's workers by ``benchmarks/bench_memory.py``;
 * **loading overhead** (``LOAD_OVERHEAD_SHARE`` of the weights) and a **margin** of ``MARGIN_SHARE`` of the sum, so
   that the estimate errs high.
 
-Calibrated against measured peaks (``ATTENTION_COPIES`` and the loading overhead are fitted, not counted): the code
-recipe (17.1-17.3 GiB resident, docs/code-recipe.md), the quick start and SmolLM2 runs of ``bench_memory.py``, and the
-tiny model; on those the estimate is 0-15% above the measured peak (docs/run-config.md table, ``bench_memory.py
---recipes`` side by side). Left out:
+Calibrated against measured peaks (``ACTIVATION_FACTOR``, ``ATTENTION_COPIES``, ``SEQUENCE_VOCAB_COPIES`` and the
+loading overhead are fitted, not counted) with the prompt lengths as the model gets them
+(:func:`grpo_core.models.prompt_tokens.longest_prompt_tokens`): the agent recipe (20.7 GiB resident at batch 8 and
+622-token sequences), the code recipe (17.1-17.3 GiB, docs/code-recipe.md), the quick start and SmolLM2 runs of
+``bench_memory.py``, a random Llama and the tiny model; on those LoRA runs the estimate is 0-10% above the measured
+peak with the prompts counted by the tokenizer, up to 18% above with them estimated from characters
+(docs/run-config.md tables, ``bench_memory.py --recipes`` side by side). Left out:
 vLLM's memory pool (``use_vllm``), several processes (each needs the estimate), fragmentation of the CUDA caching
 allocator.
 """
@@ -43,8 +50,9 @@ import psutil
 GIB = 1024**3
 MIB = 1024**2
 #: Values kept per token per layer for the backward pass, in units of the hidden size (attention and MLP inputs,
-#: norms, projections; Korthikanti et al. 2022 count 34 bytes/token/hidden in 16-bit, i.e. 17 values).
-ACTIVATION_FACTOR = 17
+#: norms, projections; Korthikanti et al. 2022 count 34 bytes/token/hidden in 16-bit, i.e. 17 values; 18 fits the
+#: measured rows with :data:`SEQUENCE_VOCAB_COPIES`, docs/run-config.md "Calibration").
+ACTIVATION_FACTOR = 18
 #: Completion logits kept over the vocabulary in float32: logits, their log-softmax, their gradient.
 LOGIT_COPIES = 3
 #: A worker's baseline resident memory before the model: Python, torch, transformers, TRL, the tokenizer (CPU);
@@ -74,8 +82,10 @@ LOAD_OVERHEAD_SHARE = 0.3
 MARGIN_SHARE = 0.1
 
 #: The estimate's error, measured (docs/run-config.md, benchmarks/bench_memory.py --recipes): shown with every estimate.
-ESTIMATE_ERROR = ("errs high: 0-15% above the measured peak of LoRA runs on the CPU (the code recipe +7-9%, the quick "
-                  "start +2%), 20-35% with full weights; GPU estimates are not yet checked against a measurement")
+ESTIMATE_ERROR = ("errs high: 0-15% above the measured peak of LoRA runs on the CPU (0-10% measured with the prompts "
+                  "counted by the model's tokenizer: the agent recipe +6%, the code recipe +0-2%, the quick start "
+                  "+0%; up to 18% with prompts estimated from characters), 15-40% with full weights; GPU estimates "
+                  "are not yet checked against a measurement")
 
 _DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
                 "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
@@ -272,7 +282,8 @@ def estimate_peak_memory(
 
     Args:
         device: ``"cpu"`` or ``"cuda"`` (the resolved device, not ``"auto"``).
-        prompt_tokens: the longest prompt in tokens, chat template included (:func:`prompt_tokens_from_chars`).
+        prompt_tokens: the longest prompt in tokens as the model gets it: chat template, tools' schemas and tool
+            calls included (:func:`grpo_core.models.prompt_tokens.longest_prompt_tokens`).
         bf16: weights in bfloat16; default: on ``cuda`` (the worker's choice on a GPU with bfloat16).
     """
     bf16 = (device == "cuda") if bf16 is None else bf16
