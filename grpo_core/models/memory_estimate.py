@@ -64,15 +64,14 @@ RUNTIME_BYTES_CUDA = 600 * MIB
 CHAT_TEMPLATE_TOKENS = 40
 #: Attention-score-sized tensors (batch x heads x sequence^2, per layer) a training step holds at its peak. Fitted, not
 #: counted (docs/run-config.md "Calibration"): 7 copies, fitted on sequences of 81-258 tokens, overshot the agent
-#: recipe's 622-token sequences by 70% (35.9 vs 20.7 GiB measured); one copy and :data:`SEQUENCE_VOCAB_COPIES` fit
+#: recipe's 622-token sequences by 69% (35.1 vs 20.7 GiB measured); one copy and :data:`SEQUENCE_VOCAB_COPIES` fit
 #: every measured row from 57 to 622 tokens a sequence.
 ATTENTION_COPIES = 1
 #: Float32 values over the vocabulary kept per token of every sequence (prompt and completion), in units of the
 #: vocabulary size. Fitted, not counted: the measured peaks grow with batch x sequence x vocabulary beyond what the
 #: counted parts hold (TRL 1.16 scores only completion positions through its fused LM head, so these are not the
-#: scoring pass's logits; the generation's prefill and sampling buffers are the likely holders). With it, SmolLM2
-#: (vocabulary 49,152) and the random Llama (vocabulary 320) fit with one activation factor; without it, one of them is
-#: 25% off.
+#: scoring pass's logits; which buffers hold them is not measured). With it, SmolLM2 (vocabulary 49,152) and the
+#: random Llama (vocabulary 320) fit with one activation factor; without it, the best fit is 27% high on one of them.
 SEQUENCE_VOCAB_COPIES = 7
 #: Memory a worker holds while it loads the weights, as a share of them: the safetensors pages mapped while the model
 #: is built, the tokenizer (SmolLM2: 155-166 MiB left over on three runs of 513 MiB of float32 weights).

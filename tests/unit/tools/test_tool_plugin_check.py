@@ -118,8 +118,11 @@ def plugin_file(tmp_path_factory) -> str:
 
 
 def test_tools_and_an_environment_trl_can_use_pass(plugin_file):
-    check_tool_plugins([f"{plugin_file}:weather"], f"{plugin_file}:Shop")
-    check_tool_plugins([], "")  # nothing to check: no child
+    schemas = check_tool_plugins([f"{plugin_file}:weather"], f"{plugin_file}:Shop")
+    # the schemas TRL renders into the prompt: the plugin, then the environment's public methods (TRL's order)
+    assert [s["function"]["name"] for s in schemas] == ["weather", "add", "ask", "total"]
+    assert schemas[1]["function"]["parameters"]["properties"] == {"item": {"type": "string", "description": "what to add."}}
+    assert check_tool_plugins([], "") == []  # nothing to check: no child
 
 
 @pytest.mark.parametrize(("tools", "environment", "message"), [
