@@ -15,8 +15,9 @@ tensor table (:func:`model_shape_from_gguf`, the ``gguf`` package, numpy only). 
   ``ACTIVATION_FACTOR`` x hidden values a token per layer, Korthikanti et al. 2022, arXiv 2205.05198, with
   ``ATTENTION_COPIES`` attention-score-sized tensors; only the layer inputs with ``gradient_checkpointing``);
 * **logits and vocabulary-sized buffers**: the completion logits (float32, with their log-softmax and gradient:
-  ``LOGIT_COPIES`` copies) and ``SEQUENCE_VOCAB_COPIES`` float32 values over the vocabulary for every token of
-  the sequences (fitted, see below);
+  ``LOGIT_COPIES`` copies) and float32 values over the vocabulary for every token of the sequences
+  (``SEQUENCE_VOCAB_COPIES`` of the training micro-batch's, ``GENERATION_VOCAB_COPIES`` of the generation batch's;
+  fitted, see below);
 * **KV cache** of generation: 2 x layers x KV heads x head dim x tokens of the generation batch
   (``per_device_train_batch_size`` x ``steps_per_generation``, TRL's default ``gradient_accumulation_steps``), in the
   weights' dtype;
@@ -25,7 +26,7 @@ tensor table (:func:`model_shape_from_gguf`, the ``gguf`` package, numpy only). 
 * **loading overhead** (``LOAD_OVERHEAD_SHARE`` of the weights) and a **margin** of ``MARGIN_SHARE`` of the sum, so
   that the estimate errs high.
 
-Calibrated against measured peaks (``ACTIVATION_FACTOR``, ``ATTENTION_COPIES``, ``SEQUENCE_VOCAB_COPIES`` and the
+Calibrated against measured peaks (``ACTIVATION_FACTOR``, ``ATTENTION_COPIES``, the vocabulary copies and the
 loading overhead are fitted, not counted) with the prompt lengths as the model gets them
 (:func:`grpo_core.models.prompt_tokens.longest_prompt_tokens`): the agent recipe (20.7 GiB resident at batch 8 and
 622-token sequences), the code recipe (17.1-17.3 GiB, docs/code-recipe.md), the quick start and SmolLM2 runs of
@@ -67,12 +68,16 @@ CHAT_TEMPLATE_TOKENS = 40
 #: recipe's 622-token sequences by 69% (35.1 vs 20.7 GiB measured); one copy and :data:`SEQUENCE_VOCAB_COPIES` fit
 #: every measured row from 57 to 622 tokens a sequence.
 ATTENTION_COPIES = 1
-#: Float32 values over the vocabulary kept per token of every sequence (prompt and completion), in units of the
-#: vocabulary size. Fitted, not counted: the measured peaks grow with batch x sequence x vocabulary beyond what the
-#: counted parts hold (TRL 1.16 scores only completion positions through its fused LM head, so these are not the
-#: scoring pass's logits; which buffers hold them is not measured). With it, SmolLM2 (vocabulary 49,152) and the
-#: random Llama (vocabulary 320) fit with one activation factor; without it, the best fit is 27% high on one of them.
-SEQUENCE_VOCAB_COPIES = 7
+#: Float32 values over the vocabulary kept per token of every sequence (prompt and completion) of the training
+#: micro-batch (:data:`SEQUENCE_VOCAB_COPIES`) and of the generation batch (:data:`GENERATION_VOCAB_COPIES`), in units
+#: of the vocabulary size. Fitted, not counted: the measured peaks grow with batch x sequence x vocabulary beyond what
+#: the counted parts hold (TRL 1.16 scores only completion positions through its fused LM head, so these are not the
+#: scoring pass's logits; which buffers hold them is not measured). With them, SmolLM2 (vocabulary 49,152) and the
+#: random Llama (vocabulary 320) fit with one activation factor (without, the best fit is 27% high on one of them);
+#: the agent recipe at batch 2 x gradient accumulation 4 (a generation batch of 8) puts one copy on the generation
+#: batch.
+SEQUENCE_VOCAB_COPIES = 6
+GENERATION_VOCAB_COPIES = 1
 #: Memory a worker holds while it loads the weights, as a share of them: the safetensors pages mapped while the model
 #: is built, the tokenizer (SmolLM2: 155-166 MiB left over on three runs of 513 MiB of float32 weights).
 LOAD_OVERHEAD_SHARE = 0.3
@@ -310,12 +315,13 @@ def estimate_peak_memory(
         # dropout's output (and mask) on every adapted input, kept for the backward pass of the adapter
         per_token += shape.lora_input_width(str(config.get("lora_target_modules", "all-linear"))) * shape.num_layers
     activations = (tokens * per_token + attention) * dtype
-    logits = (batch * completion * LOGIT_COPIES + tokens * SEQUENCE_VOCAB_COPIES) * shape.vocab_size * 4
     # generation samples the whole generation batch at once: per_device_train_batch_size x steps_per_generation
     # (TRL's default: gradient_accumulation_steps) sequences, each with its KV cache
-    generation_batch = batch * int(config.get("steps_per_generation") or config.get("gradient_accumulation_steps") or 1)
-    kv_cache = 2 * shape.num_layers * shape.num_kv_heads * shape.head_dim * generation_batch * (
-        prompt_tokens + completion) * dtype
+    steps_per_generation = int(config.get("steps_per_generation") or config.get("gradient_accumulation_steps") or 1)
+    generation_tokens = batch * steps_per_generation * (prompt_tokens + completion)
+    logits = (batch * completion * LOGIT_COPIES + tokens * SEQUENCE_VOCAB_COPIES
+              + generation_tokens * GENERATION_VOCAB_COPIES) * shape.vocab_size * 4
+    kv_cache = 2 * shape.num_layers * shape.num_kv_heads * shape.head_dim * generation_tokens * dtype
     runtime = RUNTIME_BYTES_CUDA if device == "cuda" else RUNTIME_BYTES_CPU
     loading = int(LOAD_OVERHEAD_SHARE * weights)
     counted = weights + trainable + reference + activations + logits + kv_cache + runtime + loading

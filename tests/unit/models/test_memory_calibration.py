@@ -106,3 +106,21 @@ def test_the_launch_panel_states_the_error(ctx, tiny_model_dir):
 
     text = fit_markdown(ctx, RunConfig(model=str(tiny_model_dir)))
     assert "errs high: 0-15% above the measured peak" in text and "margin (+10%" in text
+
+
+def test_the_launch_panel_sizes_a_tool_run_with_its_prompts_as_the_model_gets_them(ctx, tiny_model_dir):
+    from app.tabs.launch.memory import fit_markdown
+    from grpo_core.datasets.library import AGENT_TASKS_EXAMPLE
+    from grpo_core.run_config import RunConfig
+
+    dataset = next(d for d in ctx.store.list_datasets() if d.name == AGENT_TASKS_EXAMPLE)
+    plain = fit_markdown(ctx, RunConfig(model=str(tiny_model_dir), dataset_id=dataset.id, device="cpu"))
+    tools = fit_markdown(ctx, RunConfig(model=str(tiny_model_dir), dataset_id=dataset.id, device="cpu",
+                                        tools=["calculator"]))
+    assert "counted with the model's tokenizer, rendered with the model's chat template" in plain
+    assert "TRL's Qwen2.5 chat template" in tools and "calculator" in tools
+
+    def tokens(text: str) -> int:
+        return int(text.split("Sized with the longest prompt: **")[1].split(" tokens")[0].replace(",", ""))
+
+    assert tokens(tools) > tokens(plain) + 100  # the schema and the tool instructions
