@@ -82,3 +82,20 @@ def test_the_agent_datasets_prompt_as_smollm2_gets_it():
         rows = [json.loads(line) for line in handle if line.strip()]
     estimated = longest_prompt_tokens(rows, config, None)
     assert not estimated.counted and 526 <= estimated.tokens <= 1.1 * 526
+
+
+def test_the_launch_check_refuses_a_tool_run_whose_prompts_only_overflow_with_the_tools(tiny_model_dir):
+    import pytest
+
+    from grpo_core.models.prompt_lengths import PromptTooLongError
+
+    rows = [{"prompt": AGENT_PROMPT}]
+    tools = run_tool_schemas({"tools": ["calculator"]})
+    plain = require_prompts_fit(rows, tiny_model_dir, 16).longest[0].tokens
+    with_tools = check_prompt_lengths(rows, run_model_text(read_model_text(tiny_model_dir), True)[0], 16,
+                                      tools=tools).longest[0].tokens
+    context = read_model_text(tiny_model_dir).max_position_embeddings
+    completion = context - (plain + with_tools) // 2  # room for the prompt without the tools, not with them
+    assert require_prompts_fit(rows, tiny_model_dir, completion).too_long == []
+    with pytest.raises(PromptTooLongError, match=f"row 0: {with_tools:,} tokens"):
+        require_prompts_fit(rows, tiny_model_dir, completion, tools=tools)
