@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,11 +128,23 @@ def run_tool_schemas(config: Mapping[str, Any], plugin_schemas: Sequence[Mapping
     return library_schemas([str(name) for name in config.get("tools") or []]) + [dict(s) for s in plugin_schemas]
 
 
+def plain_phrase(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, with Markdown's and HTML's markup characters replaced (a tool's name and a
+    template's error message come from users' files and are shown in the Launch tab's Markdown)."""
+    return re.sub(r"[^\w .,:;'\-+=/]", "?", text[:limit])
+
+
 def _tool_phrase(tools: Sequence[Mapping[str, Any]] | None) -> str:
     if tools is None:
         return ""
-    names = [str((s.get("function") or {}).get("name", "?")) for s in tools if isinstance(s, Mapping)]
-    return f", the schemas of {len(names)} tools ({', '.join(names[:6])}) included" if names else ", no tool schema"
+    names = [plain_phrase(str(s["function"].get("name", "?")) if isinstance(s.get("function"), Mapping) else "?", 64)
+             for s in tools if isinstance(s, Mapping)]
+    if not names:
+        return ", no tool schema"
+    if len(names) == 1:
+        return f", the {names[0]} tool's schema included"
+    more = f" and {len(names) - 6} more" if len(names) > 6 else ""
+    return f", the schemas of {len(names)} tools ({', '.join(names[:6])}{more}) included"
 
 
 def longest_prompt_tokens(
@@ -158,7 +171,7 @@ def longest_prompt_tokens(
             model_text, template = run_model_text(read_model_text(folder), uses_tools=tools is not None)
             check = check_prompt_lengths(rows, model_text, 0, tools=tools)
         except Exception as exc:  # noqa: BLE001 - a template or tokenizer that fails: estimate instead, say why
-            reason = f"the prompts could not be rendered and tokenized ({str(exc)[:200]})"
+            reason = f"the prompts could not be rendered and tokenized ({plain_phrase(str(exc), 200)})"
         else:
             top = check.longest[0].tokens if check.longest else 0
             return LongestPrompt(top, True, f"counted with the model's tokenizer, rendered with {template}"

@@ -25,7 +25,7 @@ from grpo_core.models.memory_estimate import (
     resolve_device,
 )
 from grpo_core.models.prompt_lengths import model_text_folder
-from grpo_core.models.prompt_tokens import longest_prompt_tokens, run_tool_schemas
+from grpo_core.models.prompt_tokens import longest_prompt_tokens, plain_phrase, run_tool_schemas
 from grpo_core.models.source import ModelSourceError
 from grpo_core.models.vision import DEFAULT_IMAGE_TOKENS, image_tokens, most_images
 from grpo_core.run_config import ConfigError, RunConfig
@@ -40,7 +40,7 @@ def _tool_schemas(config: RunConfig) -> tuple[list[dict] | None, str]:
     try:
         plugins = check_tool_plugins(config.tool_plugins, config.environment)
     except ValueError as exc:
-        return run_tool_schemas(dump), f"; the tool plugins' schemas are not counted ({str(exc)[:300]})"
+        return run_tool_schemas(dump), f"; the tool plugins' schemas are not counted ({plain_phrase(str(exc), 300)})"
     return run_tool_schemas(dump, plugins), ""
 
 
