@@ -86,10 +86,10 @@ LOAD_OVERHEAD_SHARE = 0.3
 MARGIN_SHARE = 0.1
 
 #: The estimate's error, measured (docs/run-config.md, benchmarks/bench_memory.py --recipes): shown with every estimate.
-ESTIMATE_ERROR = ("errs high: 0-15% above the measured peak of LoRA runs on the CPU (0-10% measured with the prompts "
-                  "counted by the model's tokenizer: the agent recipe +6% at batch 8, +9% at batch 2 x gradient "
-                  "accumulation 4, the code recipe +0-2%, the quick start +0%; up to 18% with prompts estimated from "
-                  "characters), 15-40% with full weights; GPU estimates "
+ESTIMATE_ERROR = ("errs high: 0-15% above the measured peak of LoRA runs on the CPU with the prompts counted by the "
+                  "model's tokenizer (0-10% measured: the agent recipe +6% at batch 8, +9% at batch 2 x gradient "
+                  "accumulation 4, the code recipe +0-2%, the quick start +0%), up to 18% above with the prompts "
+                  "estimated from characters (the tokenizer not on disk yet), 15-40% with full weights; GPU estimates "
                   "are not yet checked against a measurement")
 
 _DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
