@@ -29,10 +29,11 @@ tensor table (:func:`model_shape_from_gguf`, the ``gguf`` package, numpy only). 
 Calibrated against measured peaks (``ACTIVATION_FACTOR``, ``ATTENTION_COPIES``, the vocabulary copies and the
 loading overhead are fitted, not counted) with the prompt lengths as the model gets them
 (:func:`grpo_core.models.prompt_tokens.longest_prompt_tokens`): the agent recipe (20.7 GiB resident at batch 8 and
-622-token sequences, 6.8 GiB at batch 2 x gradient accumulation 4), the code recipe (17.1-17.3 GiB, docs/code-recipe.md), the quick start and SmolLM2 runs of
-``bench_memory.py``, a random Llama and the tiny model; on those LoRA runs the estimate is 0-10% above the measured
-peak with the prompts counted by the tokenizer, up to 18% above with them estimated from characters
-(docs/run-config.md tables, ``bench_memory.py --recipes`` side by side). Left out:
+622-token sequences, 6.8 GiB at batch 2 x gradient accumulation 4), the code recipe (17.1-17.3 GiB,
+docs/code-recipe.md), the quick start and SmolLM2 runs of ``bench_memory.py``, a random Llama and the tiny model; on
+those LoRA runs the estimate is 0-15% above the measured peak with the prompts counted by the tokenizer (0-10% on the
+recipes and SmolLM2 runs), up to 18% above with them estimated from characters (docs/run-config.md tables,
+``bench_memory.py --recipes`` side by side). Left out:
 vLLM's memory pool (``use_vllm``), several processes (each needs the estimate), fragmentation of the CUDA caching
 allocator.
 """
@@ -87,10 +88,10 @@ MARGIN_SHARE = 0.1
 
 #: The estimate's error, measured (docs/run-config.md, benchmarks/bench_memory.py --recipes): shown with every estimate.
 ESTIMATE_ERROR = ("errs high: 0-15% above the measured peak of LoRA runs on the CPU with the prompts counted by the "
-                  "model's tokenizer (0-10% measured: the agent recipe +6% at batch 8, +9% at batch 2 x gradient "
-                  "accumulation 4, the code recipe +0-2%, the quick start +0%), up to 18% above with the prompts "
-                  "estimated from characters (the tokenizer not on disk yet), 15-40% with full weights; GPU estimates "
-                  "are not yet checked against a measurement")
+                  "model's tokenizer (measured: the agent recipe +6% at batch 8, +9% at batch 2 x gradient "
+                  "accumulation 4, the code recipe +0-2%, the quick start +0%, the tiny model +3-15% over repeats), "
+                  "up to 18% above with the prompts estimated from characters (the tokenizer not on disk yet), "
+                  "15-40% with full weights; GPU estimates are not yet checked against a measurement")
 
 _DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
                 "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
