@@ -143,3 +143,12 @@ def test_a_tool_or_environment_trl_cannot_use_is_refused_with_a_located_message(
                                                                                   message):
     with pytest.raises(ValueError, match=message):
         check_tool_plugins([t.format(f=plugin_file) for t in tools], environment.format(f=plugin_file))
+
+
+@pytest.mark.parametrize("schemas", ["not a list", [1], [{"x": "y" * 60_000}], [{}] * 300])
+def test_the_checks_schemas_are_checked_like_any_answer(monkeypatch, schemas):
+    from grpo_core.tools import job
+
+    monkeypatch.setattr(job, "ask_worker", lambda *args, **kwargs: {"problems": [], "schemas": schemas})
+    with pytest.raises(ValueError, match="schema"):
+        check_tool_plugins(["m:f"], "")
