@@ -16,10 +16,14 @@ full weights with beta > 0. On 2 CPU cores shared with other work a SmolLM2 step
     python benchmarks/bench_memory.py --recipes [arithmetic,code] [--max-steps 2]
 
 ``--recipes`` prints, side by side, the estimate and the measured peak of the shipped recipes as they are: the
-quick starts (:mod:`grpo_core.submit.quick_starts`) on their own datasets, and the tiny model. The named recipes are
-trained ``--max-steps`` steps and measured; the others show the peak documented for them
-(:data:`DOCUMENTED_PEAKS_MIB`, with where it comes from), since the code recipe's 17 GiB does not fit beside other
-work on a small machine.
+quick starts (:mod:`grpo_core.submit.quick_starts`: arithmetic, code, agent) on their own datasets, the agent recipe
+at batch 2 x gradient accumulation 4 (:data:`DOCUMENTED_VARIANTS`), and the tiny model. The named recipes are trained
+``--max-steps`` steps and measured; the others show the peak documented for them (:data:`DOCUMENTED_PEAKS_MIB`, with
+where it comes from), since the code recipe's 17 GiB and the agent recipe's 21 GiB do not fit beside other work on a
+small machine. Every estimate is sized with the longest prompt as the run's model gets it
+(:func:`grpo_core.models.prompt_tokens.longest_prompt_tokens`: the run's chat template, tools' schemas, tool calls),
+counted with SmolLM2's tokenizer: the packaged GGUF is converted once into ``--model-cache`` (a temporary folder
+unless given), as the first run would.
 
 Left out: GPU runs (the estimate's CUDA path is the same arithmetic with bfloat16 weights and the CUDA context
 instead of the Python baseline), several processes, vLLM.
@@ -43,8 +47,8 @@ from grpo_core.models.memory_estimate import (  # noqa: E402
     estimate_peak_memory,
     model_shape_from_folder,
     model_shape_from_gguf,
-    prompt_tokens_from_chars,
 )
+from grpo_core.models.prompt_tokens import longest_prompt_tokens  # noqa: E402
 from grpo_core.models.source import packaged_gguf_path  # noqa: E402
 
 DATASET = ROOT / "examples" / "arithmetic.jsonl"
@@ -52,17 +56,28 @@ DATASET = ROOT / "examples" / "arithmetic.jsonl"
 DOCUMENTED_PEAKS_MIB = {
     "code": (17.2 * 1024, "docs/code-recipe.md: the worker peaked at 17.1-17.3 GiB resident, seeds 1 and 2, CPU"),
     "arithmetic": (3288, "docs/run-config.md: this bench's --recipes arithmetic, 2 steps on 2 shared CPU cores"),
+    "agent": (21_711_932 / 1024, "docs/run-config.md: /usr/bin/time -v of `grpo-dashboard train "
+              "examples/agent_quick_start.yaml`, 4 steps on 2 CPU cores: 21,711,932 KiB"),
 }
+#: Variants of a quick start whose peak was measured elsewhere: (label, quick start, config overrides, peak MiB or None
+#: while not measured, source).
+DOCUMENTED_VARIANTS = [
+    ("agent quick start, batch 2 x gradient accumulation 4", "agent",
+     {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 4}, 7_136_420 / 1024,
+     "docs/run-config.md: the worker's VmHWM after 2 training steps on 2 CPU cores: 7,136,420 KiB"),
+]
 
 
-def longest_prompt_chars(path: Path) -> int:
-    """Characters of the longest prompt (chat messages joined)."""
-    longest = 0
-    for line in path.read_text(encoding="utf-8").splitlines():
-        prompt = json.loads(line)["prompt"]
-        text = prompt if isinstance(prompt, str) else "".join(m["content"] for m in prompt)
-        longest = max(longest, len(text))
-    return longest
+def read_rows(path: Path) -> list[dict]:
+    """The JSONL rows of ``path``."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def prompt_tokens(rows: list[dict], config: dict, model_cache: Path | None) -> int:
+    """The longest prompt of ``rows`` as ``config``'s model gets it (counted when its tokenizer is on disk)."""
+    longest = longest_prompt_tokens(rows, config, model_cache)
+    print(f"{config['model']}: longest prompt {longest.tokens} tokens ({longest.how})", file=sys.stderr, flush=True)
+    return longest.tokens
 
 
 def measure_peak_rss(config: dict, work: Path, max_steps: int) -> tuple[int, str]:
@@ -99,49 +114,57 @@ def convert_smollm2(gguf: Path, cache_dir: Path, work: Path) -> tuple[Path, int]
     return Path(lines[-1]), usage.ru_maxrss * 1024
 
 
-def recipe_rows(measure: set[str], max_steps: int, tmp: Path) -> list[tuple[str, int, int, str]]:
-    """``(recipe, estimate bytes, measured bytes, where the measurement comes from)`` of the quick starts and the tiny
-    model; the recipes in ``measure`` are trained and measured here."""
-    from grpo_core.models.memory_estimate import longest_prompt_chars as rows_longest
+def recipe_rows(measure: set[str], max_steps: int, tmp: Path, model_cache: Path) -> list[tuple[str, int, int, str]]:
+    """``(recipe, estimate bytes, measured bytes, where the measurement comes from)`` of the quick starts, their
+    documented variants and the tiny model; the recipes in ``measure`` are trained and measured here (a measured peak
+    of ``0`` is a variant not measured yet)."""
     from grpo_core.models.memory_estimate import model_shape
-    from grpo_core.submit.quick_starts import QUICK_STARTS
+    from grpo_core.submit.quick_starts import QUICK_STARTS, quick_start
     from tests.tiny_model import build_tiny_model
+
+    def estimate(config: dict) -> int:
+        rows = read_rows(Path(config["dataset_path"]))
+        return estimate_peak_memory(model_shape(config["model"]), config, device="cpu",
+                                    prompt_tokens=prompt_tokens(rows, config, model_cache)).total
 
     out = []
     for quick in QUICK_STARTS:
         config = {**quick.recipe().model_dump(mode="json"), "device": "cpu"}
-        rows = [json.loads(line) for line in Path(config["dataset_path"]).read_text(encoding="utf-8").splitlines()
-                if line.strip()]
-        shape = model_shape(config["model"])
-        estimate = estimate_peak_memory(shape, config, device="cpu",
-                                        prompt_tokens=prompt_tokens_from_chars(rows_longest(rows)))
         if quick.key in measure:
             measured, last = measure_peak_rss(config, tmp / quick.key, max_steps)
             source = f"measured here, {max_steps} steps ({last})"
         else:
             value, source = DOCUMENTED_PEAKS_MIB[quick.key]
             measured = int(value * MIB)
-        out.append((f"{quick.key} quick start", estimate.total, measured, source))
+        out.append((f"{quick.key} quick start", estimate(config), measured, source))
+    for label, key, overrides, value, source in DOCUMENTED_VARIANTS:
+        config = {**quick_start(key).recipe().model_dump(mode="json"), "device": "cpu", **overrides}
+        out.append((label, estimate(config), int((value or 0) * MIB), source))
     tiny = build_tiny_model(tmp / "tiny")
     config = {"dataset_path": str(DATASET), "rewards": [{"rule": "numeric_answer"}], "device": "cpu",
               "num_generations": 4, "per_device_train_batch_size": 8, "max_completion_length": 64,
               "logging_steps": 1, "model": str(tiny)}
-    estimate = estimate_peak_memory(model_shape_from_folder(tiny), config, device="cpu",
-                                    prompt_tokens=prompt_tokens_from_chars(longest_prompt_chars(DATASET)))
+    estimate_tiny = estimate_peak_memory(model_shape_from_folder(tiny), config, device="cpu",
+                                         prompt_tokens=prompt_tokens(read_rows(DATASET), config, None))
     measured, last = measure_peak_rss(config, tmp / "tiny-run", max_steps)
-    out.append(("tiny Llama (30k params), LoRA", estimate.total, measured, f"measured here ({last})"))
+    out.append(("tiny Llama (30k params), LoRA", estimate_tiny.total, measured, f"measured here ({last})"))
     return out
 
 
-def main_recipes(names: str, max_steps: int) -> None:
+def main_recipes(names: str, max_steps: int, model_cache: str | None) -> None:
     measure = {n.strip() for n in names.split(",") if n.strip()}
     with tempfile.TemporaryDirectory() as tmp:
-        rows = recipe_rows(measure, max_steps, Path(tmp))
+        cache = Path(model_cache) if model_cache else Path(tmp) / "models"
+        gguf = packaged_gguf_path()
+        if gguf is not None and not model_cache:  # SmolLM2's tokenizer on disk, as after a first run
+            convert_smollm2(gguf, cache, Path(tmp) / "convert")
+        rows = recipe_rows(measure, max_steps, Path(tmp), cache)
     print("\n| recipe | estimate (MiB) | measured peak RSS (MiB) | estimate vs measured | measured where |")
     print("|---|---|---|---|---|")
     for label, estimate, measured, source in rows:
-        print(f"| {label} | {estimate / MIB:.0f} | {measured / MIB:.0f} | {(estimate - measured) / measured:+.0%} "
-              f"| {source} |")
+        error = f"{(estimate - measured) / measured:+.0%}" if measured else "-"
+        shown = f"{measured / MIB:.0f}" if measured else "-"
+        print(f"| {label} | {estimate / MIB:.0f} | {shown} | {error} | {source} |")
 
 
 def main() -> None:
@@ -152,17 +175,19 @@ def main() -> None:
     parser.add_argument("--only", default="", help="only the cases whose label contains this text (e.g. 'full')")
     parser.add_argument("--recipes", nargs="?", const="", default=None, metavar="NAMES",
                         help="estimate vs measured peak of the quick starts and the tiny model; train and measure "
-                        "the named quick starts (comma-separated: arithmetic,code), the others from their docs")
+                        "the named quick starts (comma-separated: arithmetic,code,agent), the others from their docs")
+    parser.add_argument("--model-cache", default=None, metavar="DIR",
+                        help="with --recipes: a model cache holding SmolLM2 converted (e.g. grpo_data/models); "
+                        "default: convert it into a temporary folder")
     args = parser.parse_args()
     if args.recipes is not None:
-        main_recipes(args.recipes, args.max_steps)
+        main_recipes(args.recipes, args.max_steps, args.model_cache)
         return
     from tests.tiny_model import build_tiny_model
 
     base = {"dataset_path": str(DATASET), "rewards": [{"rule": "numeric_answer"}], "device": "cpu",
             "num_generations": 4, "per_device_train_batch_size": 8, "max_completion_length": 64,
             "logging_steps": 1}
-    prompt_tokens = prompt_tokens_from_chars(longest_prompt_chars(DATASET))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -189,7 +214,8 @@ def main() -> None:
         for index, (label, model, extra) in enumerate(cases):
             config = {**base, "model": str(model), **extra}
             shape = (model_shape_from_gguf(model) if str(model).endswith(".gguf") else model_shape_from_folder(model))
-            estimate = estimate_peak_memory(shape, config, device="cpu", prompt_tokens=prompt_tokens)
+            tokens = prompt_tokens(read_rows(DATASET), config, None)  # a folder: its own tokenizer
+            estimate = estimate_peak_memory(shape, config, device="cpu", prompt_tokens=tokens)
             measured, last = measure_peak_rss(config, tmp / f"case{index}", args.max_steps)
             error = (estimate.total - measured) / measured
             rows.append((label, shape.num_params, estimate.total, measured, error, last))

@@ -11,6 +11,9 @@ For the environment (``RunConfig.environment``, TRL's ``environment_factory`` pr
 resources), while a factory function is called once, as TRL does, to see its instance's class; the class has a
 callable ``reset`` (TRL raises otherwise), and each public method other than ``reset`` and ``get_reward`` (the tools TRL
 extracts from it) has a JSON schema. Imports transformers (not torch).
+
+:func:`plugin_schemas` answers those tools' JSON schemas, in the order TRL renders them into the prompt (the plugins,
+then the environment's methods), so that the launch counts prompt lengths with them.
 """
 
 from __future__ import annotations
@@ -98,3 +101,54 @@ def plugin_problems(tool_plugins: Sequence[str], environment: str) -> list[str]:
     if environment:
         problems += environment_problems(environment)
     return problems
+
+
+def _environment_class(target: str) -> type | None:
+    factory, _ = _load(target, "environment", "class")
+    if factory is None:
+        return None
+    if inspect.isclass(factory):
+        return factory
+    try:
+        return type(factory())
+    except Exception:  # noqa: BLE001 - the user's code may raise anything (reported by environment_problems)
+        return None
+
+
+def plugin_schemas(tool_plugins: Sequence[str], environment: str) -> list[dict[str, Any]]:
+    """The JSON schemas (transformers' ``get_json_schema``) TRL renders into the prompt for ``tool_plugins`` and the
+    environment's public methods (TRL 1.16 ``GRPOTrainer.__init__``: ``tools + methods``, methods in
+    ``inspect.getmembers`` order); a plugin or method that has a problem (:func:`plugin_problems`) is left out."""
+    from transformers.utils import get_json_schema
+
+    tools: list[Callable[..., Any]] = []
+    for target in tool_plugins:
+        fn, _ = _load(target, "tool", "function")
+        if fn is not None:
+            tools.append(fn)
+    cls = _environment_class(environment) if environment else None
+    if cls is not None:
+        for name, function in inspect.getmembers(cls, predicate=inspect.isfunction):
+            if name in ("reset", "get_reward") or name.startswith("_"):
+                continue
+            static = isinstance(inspect.getattr_static(cls, name, None), staticmethod)
+            tools.append(function if static else types.MethodType(function, _Placeholder()))
+    schemas = []
+    for tool in tools:
+        try:
+            schemas.append(get_json_schema(tool))
+        except Exception:  # noqa: BLE001 - reported by plugin_problems
+            continue
+    return schemas
+
+
+def run_tool_schemas_of(config: Any) -> list[dict[str, Any]] | None:
+    """The JSON schemas TRL renders into the prompts of run ``config`` (a ``RunConfig``): its library tools', then
+    its plugins' and environment's (:func:`plugin_schemas`); ``None`` for a run without tools. For the worker's
+    prompt-length check (:func:`grpo_core.models.prompt_lengths.require_prompts_fit`)."""
+    from grpo_core.models.prompt_tokens import run_tool_schemas
+
+    dump = config.model_dump(mode="json")
+    plugins = plugin_schemas(list(config.tool_plugins), config.environment) \
+        if config.tool_plugins or config.environment else []
+    return run_tool_schemas(dump, plugins)

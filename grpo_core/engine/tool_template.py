@@ -19,8 +19,12 @@ from __future__ import annotations
 
 import copy
 
-#: Name of the template :func:`use_tool_chat_template` sets on a ChatML model, as the Launch tab and logs say it.
-CHATML_TOOL_TEMPLATE = "TRL's Qwen2.5 chat template (trl/chat_templates/qwen2_5.jinja)"
+# CHATML_TOOL_TEMPLATE: the name of the template use_tool_chat_template sets on a ChatML model, as the Launch tab and
+# logs say it; defined beside the web side's prompt-length check, which renders prompts with that template too
+from grpo_core.models.prompt_lengths import CHATML_TOOL_TEMPLATE
+
+__all__ = ["CHATML_TOOL_TEMPLATE", "tool_calling_problem", "tool_template_report", "training_template_name",
+           "use_tool_chat_template"]
 _CHATML_TOKENS = ("<|im_start|>", "<|im_end|>")
 
 

@@ -42,9 +42,18 @@ class TemplateError(ValueError):
 
 
 def render_chat_prompts(template: str, prompts: Sequence[Sequence[Mapping[str, Any]]],
-                        special_tokens: Mapping[str, str] | None = None) -> list[str | TemplateError]:
+                        special_tokens: Mapping[str, str] | None = None, *,
+                        tools: Sequence[Mapping[str, Any]] | None = None,
+                        add_generation_prompt: bool = True) -> list[str | TemplateError]:
     """Each message list of ``prompts`` through ``template`` with the generation prompt added (as TRL renders a
     chat prompt), in a bounded child process (see the module docstring).
+
+    Args:
+        tools: the run's tools as JSON schemas (``{"type": "function", "function": {...}}``, what transformers'
+            ``get_json_schema`` makes of a tool function), rendered by the template as TRL's
+            ``apply_chat_template(..., tools=...)`` has them rendered; ``None`` or empty: no tools (TRL passes
+            ``tools=None`` for an empty list).
+        add_generation_prompt: append the assistant turn's opening (TRL does before generating).
 
     Returns:
         one item per prompt: the rendered text, or a :class:`TemplateError` saying why that prompt was refused.
@@ -58,6 +67,8 @@ def render_chat_prompts(template: str, prompts: Sequence[Sequence[Mapping[str, A
     if not prompts:
         return []
     request = json.dumps({"template": template, "specials": dict(special_tokens or {}),
+                          "tools": [dict(t) for t in tools] if tools else None,
+                          "add_generation_prompt": bool(add_generation_prompt),
                           "prompts": [[dict(m) for m in messages] for messages in prompts]}, default=str)
     timeout = TIMEOUT_S + PER_PROMPT_S * len(prompts)
     try:
@@ -124,8 +135,8 @@ def _child() -> None:
     rendered = []
     for messages in prompts:
         try:
-            text = compiled.render(messages=messages, add_generation_prompt=True, tools=None, documents=None,
-                                   **request["specials"])
+            text = compiled.render(messages=messages, add_generation_prompt=request.get("add_generation_prompt", True),
+                                   tools=request.get("tools") or None, documents=None, **request["specials"])
         except Exception as exc:  # noqa: BLE001 - raise_exception, undefined names, sandbox refusals
             rendered.append({"error": f"the model's chat template refused the prompt: {exc}"})
             continue

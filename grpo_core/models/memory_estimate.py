@@ -11,20 +11,29 @@ tensor table (:func:`model_shape_from_gguf`, the ``gguf`` package, numpy only). 
 * **reference model**: a second copy of the weights when ``beta > 0`` without LoRA (with LoRA TRL disables the
   adapter instead);
 * **activations**: ``per_device_train_batch_size`` x (prompt + ``max_completion_length``) tokens through every layer
-  kept for the backward pass (with LoRA dropout also a dropped copy of every adapted layer's input) (about ``ACTIVATION_FACTOR`` x hidden values a token per layer, Korthikanti et al.
-  2022, arXiv 2205.05198, with attention scores for eager attention; only the layer inputs with
-  ``gradient_checkpointing``), plus the completion logits over the vocabulary (float32, with their log-softmax and
-  gradient: ``LOGIT_COPIES`` copies);
-* **KV cache** of generation: 2 x layers x KV heads x head dim x tokens, in the weights' dtype;
+  kept for the backward pass (with LoRA dropout also a dropped copy of every adapted layer's input) (about
+  ``ACTIVATION_FACTOR`` x hidden values a token per layer, Korthikanti et al. 2022, arXiv 2205.05198, with
+  ``ATTENTION_COPIES`` attention-score-sized tensors; only the layer inputs with ``gradient_checkpointing``);
+* **logits and vocabulary-sized buffers**: the completion logits (float32, with their log-softmax and gradient:
+  ``LOGIT_COPIES`` copies) and float32 values over the vocabulary for every token of the sequences
+  (``SEQUENCE_VOCAB_COPIES`` of the training micro-batch's, ``GENERATION_VOCAB_COPIES`` of the generation batch's;
+  fitted, see below);
+* **KV cache** of generation: 2 x layers x KV heads x head dim x tokens of the generation batch
+  (``per_device_train_batch_size`` x ``steps_per_generation``, TRL's default ``gradient_accumulation_steps``), in the
+  weights' dtype;
 * **runtime**: the Python, torch and tokenizer baseline of a worker (``RUNTIME_BYTES``; on a GPU the CUDA context),
   measured on this project's workers by ``benchmarks/bench_memory.py``;
 * **loading overhead** (``LOAD_OVERHEAD_SHARE`` of the weights) and a **margin** of ``MARGIN_SHARE`` of the sum, so
   that the estimate errs high.
 
-Calibrated against measured peaks (``ATTENTION_COPIES`` and the loading overhead are fitted, not counted): the code
-recipe (17.1-17.3 GiB resident, docs/code-recipe.md), the quick start and SmolLM2 runs of ``bench_memory.py``, and the
-tiny model; on those the estimate is 0-15% above the measured peak (docs/run-config.md table, ``bench_memory.py
---recipes`` side by side). Left out:
+Calibrated against measured peaks (``ACTIVATION_FACTOR``, ``ATTENTION_COPIES``, the vocabulary copies and the
+loading overhead are fitted, not counted) with the prompt lengths as the model gets them
+(:func:`grpo_core.models.prompt_tokens.longest_prompt_tokens`): the agent recipe (20.7 GiB resident at batch 8 and
+622-token sequences, 6.8 GiB at batch 2 x gradient accumulation 4), the code recipe (17.1-17.3 GiB,
+docs/code-recipe.md), the quick start and SmolLM2 runs of ``bench_memory.py``, a random Llama and the tiny model; on
+those LoRA runs the estimate is 0-15% above the measured peak with the prompts counted by the tokenizer (0-10% on the
+recipes and SmolLM2 runs), up to 18% above with them estimated from characters (docs/run-config.md tables,
+``bench_memory.py --recipes`` side by side). Left out:
 vLLM's memory pool (``use_vllm``), several processes (each needs the estimate), fragmentation of the CUDA caching
 allocator.
 """
@@ -43,8 +52,9 @@ import psutil
 GIB = 1024**3
 MIB = 1024**2
 #: Values kept per token per layer for the backward pass, in units of the hidden size (attention and MLP inputs,
-#: norms, projections; Korthikanti et al. 2022 count 34 bytes/token/hidden in 16-bit, i.e. 17 values).
-ACTIVATION_FACTOR = 17
+#: norms, projections; Korthikanti et al. 2022 count 34 bytes/token/hidden in 16-bit, i.e. 17 values; 18 fits the
+#: measured rows with :data:`SEQUENCE_VOCAB_COPIES`, docs/run-config.md "Calibration").
+ACTIVATION_FACTOR = 18
 #: Completion logits kept over the vocabulary in float32: logits, their log-softmax, their gradient.
 LOGIT_COPIES = 3
 #: A worker's baseline resident memory before the model: Python, torch, transformers, TRL, the tokenizer (CPU);
@@ -54,13 +64,21 @@ RUNTIME_BYTES_CPU = 540 * MIB
 RUNTIME_BYTES_CUDA = 600 * MIB
 #: Tokens the chat template adds around a prompt (SmolLM2's system and role markers).
 CHAT_TEMPLATE_TOKENS = 40
-#: Attention-score-sized tensors (batch x heads x sequence^2, per layer) a training step holds at its peak: the scores,
-#: their float32 softmax, the causal mask added to them, the dropout copy and the gradients of the backward pass, in the
-#: generation's and the scoring passes' attention too. Fitted, not counted: with 1 copy the estimate undercounted
-#: SmolLM2-135M LoRA runs by 15-19% at 81-113 tokens a sequence and the code recipe by 40% at 258 (10.3 vs 17.1-17.3
-#: GiB); the shortfall grows with the square of the sequence, and 7 copies leave 155-166 MiB on all three, the
-#: loading overhead below.
-ATTENTION_COPIES = 7
+#: Attention-score-sized tensors (batch x heads x sequence^2, per layer) a training step holds at its peak. Fitted, not
+#: counted (docs/run-config.md "Calibration"): 7 copies, fitted on sequences of 81-258 tokens, overshot the agent
+#: recipe's 622-token sequences by 69% (35.1 vs 20.7 GiB measured); one copy and :data:`SEQUENCE_VOCAB_COPIES` fit
+#: every measured row from 57 to 622 tokens a sequence.
+ATTENTION_COPIES = 1
+#: Float32 values over the vocabulary kept per token of every sequence (prompt and completion) of the training
+#: micro-batch (:data:`SEQUENCE_VOCAB_COPIES`) and of the generation batch (:data:`GENERATION_VOCAB_COPIES`), in units
+#: of the vocabulary size. Fitted, not counted: the measured peaks grow with batch x sequence x vocabulary beyond what
+#: the counted parts hold (TRL 1.16 scores only completion positions through its fused LM head, so these are not the
+#: scoring pass's logits; which buffers hold them is not measured). With them, SmolLM2 (vocabulary 49,152) and the
+#: random Llama (vocabulary 320) fit with one activation factor (without, the best fit is 27% high on one of them);
+#: the agent recipe at batch 2 x gradient accumulation 4 (a generation batch of 8) puts one copy on the generation
+#: batch.
+SEQUENCE_VOCAB_COPIES = 6
+GENERATION_VOCAB_COPIES = 1
 #: Memory a worker holds while it loads the weights, as a share of them: the safetensors pages mapped while the model
 #: is built, the tokenizer (SmolLM2: 155-166 MiB left over on three runs of 513 MiB of float32 weights).
 LOAD_OVERHEAD_SHARE = 0.3
@@ -69,8 +87,11 @@ LOAD_OVERHEAD_SHARE = 0.3
 MARGIN_SHARE = 0.1
 
 #: The estimate's error, measured (docs/run-config.md, benchmarks/bench_memory.py --recipes): shown with every estimate.
-ESTIMATE_ERROR = ("errs high: 0-15% above the measured peak of LoRA runs on the CPU (the code recipe +7-9%, the quick "
-                  "start +2%), 20-35% with full weights; GPU estimates are not yet checked against a measurement")
+ESTIMATE_ERROR = ("errs high: 0-15% above the measured peak of LoRA runs on the CPU with the prompts counted by the "
+                  "model's tokenizer (measured: the agent recipe +6% at batch 8, +9% at batch 2 x gradient "
+                  "accumulation 4, the code recipe +0-2%, the quick start +0%, the tiny model +3-15% over repeats), "
+                  "up to 18% above with the prompts estimated from characters (the tokenizer not on disk yet), "
+                  "15-40% with full weights; GPU estimates are not yet checked against a measurement")
 
 _DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
                 "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
@@ -146,7 +167,7 @@ class MemoryEstimate:
         """``(label, bytes)`` of every part, in the order of the module docstring."""
         return [("weights", self.weights), ("trainable state (grads, AdamW)", self.trainable),
                 ("reference model", self.reference), ("activations", self.activations),
-                ("completion logits", self.logits), ("generation KV cache", self.kv_cache),
+                ("logits and vocabulary-sized buffers", self.logits), ("generation KV cache", self.kv_cache),
                 ("runtime baseline", self.runtime), ("model loading overhead", self.loading),
                 (f"margin (+{MARGIN_SHARE:.0%}, run-to-run spread)", self.margin)]
 
@@ -267,7 +288,8 @@ def estimate_peak_memory(
 
     Args:
         device: ``"cpu"`` or ``"cuda"`` (the resolved device, not ``"auto"``).
-        prompt_tokens: the longest prompt in tokens, chat template included (:func:`prompt_tokens_from_chars`).
+        prompt_tokens: the longest prompt in tokens as the model gets it: chat template, tools' schemas and tool
+            calls included (:func:`grpo_core.models.prompt_tokens.longest_prompt_tokens`).
         bf16: weights in bfloat16; default: on ``cuda`` (the worker's choice on a GPU with bfloat16).
     """
     bf16 = (device == "cuda") if bf16 is None else bf16
@@ -295,8 +317,13 @@ def estimate_peak_memory(
         # dropout's output (and mask) on every adapted input, kept for the backward pass of the adapter
         per_token += shape.lora_input_width(str(config.get("lora_target_modules", "all-linear"))) * shape.num_layers
     activations = (tokens * per_token + attention) * dtype
-    logits = batch * completion * shape.vocab_size * 4 * LOGIT_COPIES
-    kv_cache = 2 * shape.num_layers * shape.num_kv_heads * shape.head_dim * tokens * dtype
+    # generation samples the whole generation batch at once: per_device_train_batch_size x steps_per_generation
+    # (TRL's default: gradient_accumulation_steps) sequences, each with its KV cache
+    steps_per_generation = int(config.get("steps_per_generation") or config.get("gradient_accumulation_steps") or 1)
+    generation_tokens = batch * steps_per_generation * (prompt_tokens + completion)
+    logits = (batch * completion * LOGIT_COPIES + tokens * SEQUENCE_VOCAB_COPIES
+              + generation_tokens * GENERATION_VOCAB_COPIES) * shape.vocab_size * 4
+    kv_cache = 2 * shape.num_layers * shape.num_kv_heads * shape.head_dim * generation_tokens * dtype
     runtime = RUNTIME_BYTES_CUDA if device == "cuda" else RUNTIME_BYTES_CPU
     loading = int(LOAD_OVERHEAD_SHARE * weights)
     counted = weights + trainable + reference + activations + logits + kv_cache + runtime + loading
@@ -378,12 +405,26 @@ def model_shape(model: str) -> ModelShape:
 
 
 def longest_prompt_chars(rows: list[dict]) -> int:
-    """Characters of the longest ``prompt`` among dataset rows (a chat prompt's message contents joined)."""
+    """Characters of the longest ``prompt`` among dataset rows: a chat prompt's message contents joined, with each
+    earlier turn's ``tool_calls`` (name and JSON arguments) and a tool message's ``name``. The template's own text and
+    the tools' schemas are not in it: :func:`grpo_core.models.prompt_tokens.longest_prompt_tokens` counts the prompt
+    as the run's model gets it, which the Launch tab and ``bench_memory.py`` use."""
     longest = 0
     for row in rows:
         prompt = row.get("prompt")
         if isinstance(prompt, list):
-            text = "".join(str(m.get("content", "")) for m in prompt if isinstance(m, dict))
+            parts = []
+            for message in prompt:
+                if not isinstance(message, dict):
+                    continue
+                parts.append(str(message.get("content") or ""))
+                if message.get("role") == "tool":
+                    parts.append(str(message.get("name") or ""))
+                calls = message.get("tool_calls")
+                for call in calls if isinstance(calls, list) else []:
+                    function = call.get("function", call) if isinstance(call, dict) else call
+                    parts.append(json.dumps(function, ensure_ascii=False, default=str))
+            text = "".join(parts)
         else:
             text = str(prompt or "")
         longest = max(longest, len(text))

@@ -11,16 +11,24 @@ or torch; chat templates are rendered in a bounded child process (:mod:`grpo_cor
   through the model's chat template with the generation prompt added (transformers'
   ``render_jinja_template``, in ``transformers/utils/chat_template_utils.py``, compiles the template the same way);
   :func:`render_chat_prompts` renders many at once (one child).
+* :func:`run_model_text` gives the model's text with the chat template *the run* renders prompts with: for a run
+  with tools whose model's own template cannot render a tool-calling conversation (TRL's ``supports_tool_calling``,
+  asked the same way in the bounded child) and is ChatML, TRL's Qwen2.5 template (:data:`CHATML_TOOL_TEMPLATE`, read
+  from the installed TRL's ``chat_templates/`` folder without importing TRL), as the worker sets it
+  (:func:`grpo_core.engine.tool_template.use_tool_chat_template`); otherwise the model's own.
 * :func:`check_prompt_lengths` counts every prompt's tokens (``add_special_tokens=False``, as TRL tokenizes the
-  rendered prompts) and lists the rows whose prompt plus ``max_completion_length`` exceeds the model's
-  ``max_position_embeddings``; :class:`PromptTooLongError` carries that list in its message.
+  rendered prompts), the run's tools rendered into it (``tools=``, as TRL's ``apply_chat_template(..., tools=)``)
+  and earlier turns' ``tool_calls`` as the template writes them, and lists the rows whose prompt plus
+  ``max_completion_length`` exceeds the model's ``max_position_embeddings``; :class:`PromptTooLongError` carries that
+  list in its message.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +38,10 @@ from grpo_core.models.vision import image_tokens, most_images, read_json_object
 
 NAMED_LONGEST = 5
 """How many of the longest prompts a message names."""
+#: The template a run with tools gets on a ChatML model whose own template cannot render tools, as the Launch tab and
+#: the logs name it (set by :func:`grpo_core.engine.tool_template.use_tool_chat_template`).
+CHATML_TOOL_TEMPLATE = "TRL's Qwen2.5 chat template (trl/chat_templates/qwen2_5.jinja)"
+_CHATML_TOKENS = ("<|im_start|>", "<|im_end|>")
 _SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
 
 
@@ -171,10 +183,12 @@ def read_model_text(folder: str | Path) -> ModelText:
 
 
 # -------------------------------------------------------------------------------------------- chat template
-def render_chat_prompts(prompts: Sequence[Sequence[Mapping[str, Any]]], model_text: ModelText) -> list[str]:
+def render_chat_prompts(prompts: Sequence[Sequence[Mapping[str, Any]]], model_text: ModelText, *,
+                        tools: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
     """Each message list of ``prompts`` through the model's chat template, with the generation prompt added (as TRL
     renders a chat prompt before generating), in a bounded child process
     (:func:`grpo_core.models.bounded_template.render_chat_prompts`: a template is code a model folder brings).
+    ``tools``: the run's tools as JSON schemas, rendered as TRL renders them (``None``: none).
 
     Raises:
         ValueError: the model has no chat template, the template cannot be rendered within its bounds, or it refuses
@@ -182,7 +196,8 @@ def render_chat_prompts(prompts: Sequence[Sequence[Mapping[str, Any]]], model_te
     """
     if model_text.chat_template is None:
         raise ValueError(f"the model in {model_text.folder} has no chat template; use text prompts")
-    results = bounded_template.render_chat_prompts(model_text.chat_template, prompts, model_text.special_tokens)
+    results = bounded_template.render_chat_prompts(model_text.chat_template, prompts, model_text.special_tokens,
+                                                   tools=tools)
     for result in results:
         if isinstance(result, Exception):
             raise result
@@ -233,17 +248,89 @@ def preview_model_prompts(
     return shown, note
 
 
+# ------------------------------------------------------------------------------------ the run's template
+def trl_chat_template(file_name: str) -> str | None:
+    """The text of ``trl/chat_templates/<file_name>`` in the installed TRL, read as a file (TRL is never imported in
+    the web process), or ``None`` when TRL or the file is missing."""
+    try:
+        spec = importlib.util.find_spec("trl")  # finds the package's folder; runs none of its code
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        path = Path(location) / "chat_templates" / file_name
+        if path.is_file():
+            return path.read_text(encoding="utf-8")
+    return None
+
+
+def renders_tool_calls(model_text: ModelText) -> bool:
+    """Whether the model's chat template renders a whole tool-calling conversation (user -> assistant with
+    ``tool_calls`` -> tool: the call's name and arguments and the tool's content all appear), the test of TRL's
+    ``supports_tool_calling`` (``trl/chat_template_utils.py``), rendered in the bounded child."""
+    if model_text.chat_template is None:
+        return False
+    sentinels = ("tool_name_a8f3e2b1", "tool_arg_key_b9d4f5c2", "tool_arg_val_d6e7a9f3", "tool_content_c4f9a8e2")
+    name, key, value, content = sentinels
+    messages = [{"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"type": "function", "function": {"name": name, "arguments": {key: value}}}]},
+                {"role": "tool", "name": name, "content": content}]
+    try:
+        rendered = bounded_template.render_chat_prompts(model_text.chat_template, [messages],
+                                                        model_text.special_tokens, add_generation_prompt=False)[0]
+    except bounded_template.TemplateError:
+        return False
+    return isinstance(rendered, str) and all(sentinel in rendered for sentinel in sentinels)
+
+
+def _is_chatml(model_text: ModelText) -> bool:
+    """Whether the template writes ChatML turns and the tokenizer has both ChatML markers as single tokens (as
+    :func:`grpo_core.engine.tool_template.use_tool_chat_template` asks)."""
+    template = model_text.chat_template or ""
+    if not all(token in template for token in _CHATML_TOKENS):
+        return False
+    from tokenizers import Tokenizer
+
+    try:
+        tokenizer = Tokenizer.from_file(str(model_text.folder / "tokenizer.json"))
+    except Exception:  # noqa: BLE001 - any unreadable tokenizer file: not ChatML as far as we can tell
+        return False
+    return all(tokenizer.token_to_id(token) is not None for token in _CHATML_TOKENS)
+
+
+def run_model_text(model_text: ModelText, uses_tools: bool) -> tuple[ModelText, str]:
+    """``model_text`` with the chat template the run renders its prompts with, and that template's name for the user.
+
+    Without tools TRL renders with the model's own template. With tools (``tools``, ``tool_plugins`` or an
+    ``environment``), a ChatML model whose own template cannot render a tool-calling conversation gets TRL's Qwen2.5
+    template, as the worker sets it (:func:`grpo_core.engine.tool_template.use_tool_chat_template`); a template that
+    renders tools is kept (TRL's prefix-preserving training template, when it swaps one in, renders a prompt's turns
+    the same way).
+    """
+    if not uses_tools or renders_tool_calls(model_text) or not _is_chatml(model_text):
+        return model_text, "the model's chat template"
+    qwen = trl_chat_template("qwen2_5.jinja")
+    if qwen is None:
+        return model_text, "the model's chat template (TRL's Qwen2.5 template, which the run sets, was not found)"
+    return replace(model_text, chat_template=qwen), CHATML_TOOL_TEMPLATE
+
+
 # ------------------------------------------------------------------------------------------------ lengths
 def check_prompt_lengths(
-    rows: Sequence[Mapping[str, Any]], model_text: ModelText, max_completion_length: int
+    rows: Sequence[Mapping[str, Any]], model_text: ModelText, max_completion_length: int, *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
 ) -> PromptLengthCheck:
     """Count each row's prompt tokens as the model gets them and find those that do not fit.
 
     Args:
         rows: the run's rows (``row["prompt"]`` text or messages); a row's position is its ``row_index``; a row's
             ``images`` count :func:`grpo_core.models.vision.image_tokens` each.
-        model_text: from :func:`read_model_text`; its folder must hold ``tokenizer.json``.
+        model_text: from :func:`read_model_text` (for a run, :func:`run_model_text`: the template the run uses); its
+            folder must hold ``tokenizer.json``.
         max_completion_length: tokens the completion may take.
+        tools: the run's tools as JSON schemas, rendered into every chat prompt as TRL renders them.
 
     Raises:
         ValueError: a chat prompt the template cannot render; OSError / Exception from ``tokenizers`` when
@@ -253,7 +340,7 @@ def check_prompt_lengths(
 
     tokenizer = Tokenizer.from_file(str(model_text.folder / "tokenizer.json"))
     chats = [row["prompt"] for row in rows if not isinstance(row["prompt"], str)]
-    rendered = iter(render_chat_prompts(chats, model_text) if chats else [])
+    rendered = iter(render_chat_prompts(chats, model_text, tools=tools) if chats else [])
     texts = [row["prompt"] if isinstance(row["prompt"], str) else next(rendered) for row in rows]
     counts = [len(encoding.ids) for encoding in tokenizer.encode_batch(texts, add_special_tokens=False)]
     if most_images(rows):  # each image becomes its tokens in the prompt (grpo_core.models.vision)
@@ -272,14 +359,21 @@ def check_prompt_lengths(
 
 
 def require_prompts_fit(
-    rows: Sequence[Mapping[str, Any]], model_folder: str | Path, max_completion_length: int
+    rows: Sequence[Mapping[str, Any]], model_folder: str | Path, max_completion_length: int, *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
 ) -> PromptLengthCheck:
-    """:func:`check_prompt_lengths` for the model in ``model_folder``; raises when any prompt is too long.
+    """:func:`check_prompt_lengths` for the model in ``model_folder``, with the template the run uses
+    (:func:`run_model_text`) and ``tools`` rendered; raises when any prompt is too long.
+
+    Args:
+        tools: the run's tools as JSON schemas; ``None`` for a run without tools. An empty list is a run with tools
+            whose schemas are not known here (an environment's): the template is still the run's.
 
     Raises:
         PromptTooLongError: some prompts do not fit (the message names them, their token counts and the limit).
     """
-    check = check_prompt_lengths(rows, read_model_text(model_folder), max_completion_length)
+    model_text, _ = run_model_text(read_model_text(model_folder), uses_tools=tools is not None)
+    check = check_prompt_lengths(rows, model_text, max_completion_length, tools=tools)
     if check.too_long:
         raise PromptTooLongError(check)
     return check

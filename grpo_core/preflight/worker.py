@@ -276,7 +276,9 @@ def run_preflight(
     started = time.monotonic()
     model_path = prepare_model(config.model, model_cache_dir, progress)
     if (Path(model_path) / "tokenizer.json").is_file():  # the run would refuse these prompts: so does the preflight
-        require_prompts_fit(rows, model_path, config.max_completion_length)
+        from grpo_core.engine.tool_plugin_check import run_tool_schemas_of
+
+        require_prompts_fit(rows, model_path, config.max_completion_length, tools=run_tool_schemas_of(config))
     if uses_tools(config):  # TRL would refuse the run at its start: say so now
         from transformers import AutoTokenizer
 

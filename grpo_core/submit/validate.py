@@ -19,6 +19,7 @@ from grpo_core.datasets.leaks import leak_lines
 from grpo_core.datasets.prompt_dataset import DatasetError
 from grpo_core.datasets.rows import column_mapping, load_rows
 from grpo_core.models.prompt_lengths import model_text_folder, require_prompts_fit
+from grpo_core.models.prompt_tokens import run_tool_schemas
 from grpo_core.models.source import ModelSourceError, describe_model
 from grpo_core.models.vision import check_model_reads_images
 from grpo_core.reward_check.job import check_plugins, has_plugins
@@ -82,7 +83,8 @@ def validate_run_config(
 
     The dataset's rows are read with the config's column mapping, and, when the model's tokenizer files are on disk
     (a local folder, or the packaged GGUF once converted into ``model_cache_dir``), every prompt is counted against
-    the model's context (:func:`grpo_core.models.prompt_lengths.require_prompts_fit`); otherwise a warning says the worker
+    the model's context as the run renders it (:func:`grpo_core.models.prompt_lengths.require_prompts_fit`: the
+    run's chat template, its tools' JSON schemas, earlier turns' tool calls); otherwise a warning says the worker
     checks the lengths before loading the model.
 
     An answer rule that cannot read some rows' ``answer`` (missing, prose, not one number) adds a warning naming how
@@ -175,7 +177,7 @@ def validate_checked_config(store: Store, config: RunConfig, *, model_cache_dir:
         except ValueError as exc:
             raise ConfigError(f"rewards: {exc}") from None
     try:  # tool plugins and the environment imported in a child, as the worker would after loading the model
-        check_tool_plugins(config.tool_plugins, config.environment)
+        plugin_schemas = check_tool_plugins(config.tool_plugins, config.environment)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if config.max_completion_length < 16:
@@ -197,8 +199,9 @@ def validate_checked_config(store: Store, config: RunConfig, *, model_cache_dir:
                 "first run); the run checks them before loading the model"
             )
     else:
-        try:
-            require_prompts_fit(rows, folder, config.max_completion_length)
+        try:  # as the run renders them: its chat template, its tools' schemas, earlier turns' tool calls
+            require_prompts_fit(rows, folder, config.max_completion_length,
+                                tools=run_tool_schemas(config.model_dump(mode="json"), plugin_schemas))
         except ValueError as exc:  # PromptTooLongError, or a chat prompt the model's template refuses
             raise ConfigError(f"dataset: {exc}") from None
     return warnings

@@ -9,6 +9,7 @@ check). Imports no torch.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,10 +78,15 @@ TOOL_PLUGIN_CHECK_JOB = ChildJob(
 
 
 def check_tool_plugins(tool_plugins: Sequence[str], environment: str, *,
-                       timeout_s: float = TOOL_PLUGIN_CHECK_TIMEOUT_S) -> None:
+                       timeout_s: float = TOOL_PLUGIN_CHECK_TIMEOUT_S) -> list[dict]:
     """Import a run's tool plugins and environment class in a child process and check that TRL can use them
     (:mod:`grpo_core.engine.tool_plugin_check`): a tool's JSON schema, the environment's class, its callable
-    ``reset`` and its methods' schemas. Returns at once (no child) when there is neither.
+    ``reset`` and its methods' schemas. Returns at once (no child, ``[]``) when there is neither.
+
+    Returns:
+        the JSON schemas TRL renders into the prompt for the plugins and the environment's methods, in its order
+        (:data:`MAX_SCHEMAS` at most, each a JSON object of at most :data:`MAX_SCHEMA_CHARS` characters; the
+        child runs the user's code, so its answer is checked like any other input).
 
     Args:
         tool_plugins, environment: a run's fields, already passed through the login's boundary.
@@ -91,7 +97,7 @@ def check_tool_plugins(tool_plugins: Sequence[str], environment: str, *,
             or timed out (the message ends with the tail of its output).
     """
     if not tool_plugins and not environment:
-        return
+        return []
     answer = ask_worker(TOOL_PLUGIN_CHECK_JOB, {"action": "check_plugins", "tool_plugins": list(tool_plugins),
                                                "environment": environment}, timeout_s=timeout_s)
     problems = answer.get("problems") if isinstance(answer, dict) else None
@@ -99,3 +105,26 @@ def check_tool_plugins(tool_plugins: Sequence[str], environment: str, *,
         raise ValueError(f"checking the tool plugins and the environment failed: unexpected answer {answer!r:.300}")
     if problems:
         raise ValueError("; ".join(str(problem)[:2000] for problem in problems[:8]))
+    return _checked_schemas(answer.get("schemas"))
+
+
+#: The most tool schemas, and the longest one in JSON characters, a plugin check's answer may carry.
+MAX_SCHEMAS = 256
+MAX_SCHEMA_CHARS = 50_000
+
+
+def _checked_schemas(schemas: object) -> list[dict]:
+    """The plugin check's schemas: a list of JSON objects within :data:`MAX_SCHEMAS` and :data:`MAX_SCHEMA_CHARS`.
+
+    Raises:
+        ValueError: anything else (names what is wrong).
+    """
+    if schemas is None:
+        return []
+    if not isinstance(schemas, list) or len(schemas) > MAX_SCHEMAS:
+        raise ValueError(f"the tool plugin check answered schemas that are not a list of at most {MAX_SCHEMAS}")
+    for schema in schemas:
+        if not isinstance(schema, dict) or len(json.dumps(schema)) > MAX_SCHEMA_CHARS:
+            raise ValueError(f"the tool plugin check answered a schema that is not a JSON object of at most "
+                             f"{MAX_SCHEMA_CHARS:,} characters")
+    return schemas

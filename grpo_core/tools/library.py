@@ -12,12 +12,15 @@ own work, so that a call that would hang or blow up comes back as a failed call,
   an error is raised as a failed call.
 
 :data:`LIBRARY` maps each tool's name to its function; :func:`library_tools` picks them by name (a run config's
-``tools``). Imports no torch.
+``tools``); :data:`LIBRARY_SCHEMAS` holds the JSON schema transformers' ``get_json_schema`` makes of each (what TRL
+renders into the prompt; a test keeps them equal), for the web process, which imports no transformers. Imports no
+torch.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import math
 import operator
 from collections.abc import Callable, Sequence
@@ -115,6 +118,38 @@ def python(code: str) -> str:
 
 #: The library's tools by name.
 LIBRARY: dict[str, Callable[..., str]] = {"calculator": calculator, "python": python}
+
+
+def _schema(name: str, description: str, argument: str, argument_description: str) -> dict:
+    return {"type": "function", "function": {
+        "name": name, "description": description,
+        "parameters": {"type": "object", "properties": {argument: {"type": "string",
+                                                                   "description": argument_description}},
+                       "required": [argument]},
+        "return": {"type": "string"}}}
+
+
+#: Each library tool's JSON schema, as ``transformers.utils.get_json_schema`` builds it from the function's type hints
+#: and docstring (``tests/unit/tools/test_tool_library.py`` compares them); TRL's ``apply_chat_template(tools=...)``
+#: renders these into the prompt.
+LIBRARY_SCHEMAS: dict[str, dict] = {
+    "calculator": _schema("calculator", "Evaluate an arithmetic expression.", "expression",
+                          'numbers with + - * / // % ** and parentheses, e.g. "(12 + 30) * 2".'),
+    "python": _schema("python", "Run a Python program and return what it prints.", "code",
+                      "the program; print the result you need."),
+}
+
+
+def library_schemas(names: Sequence[str]) -> list[dict]:
+    """The JSON schemas of the library tools named in ``names``, in that order (copies).
+
+    Raises:
+        ValueError: a name is not a library tool; the message lists them.
+    """
+    unknown = [name for name in names if name not in LIBRARY_SCHEMAS]
+    if unknown:
+        raise ValueError(f"unknown tool {unknown[0]!r}; the library has {sorted(LIBRARY_SCHEMAS)}")
+    return [json.loads(json.dumps(LIBRARY_SCHEMAS[name])) for name in names]
 
 
 def library_descriptions() -> dict[str, str]:

@@ -2,8 +2,9 @@
 ``python -m grpo_core.tools.worker REQUEST.json --out ANSWER.json`` (request ``{"model", "model_cache_dir"}``).
 
 The request ``{"action": "check_plugins", "tool_plugins": [...], "environment": "..."}`` instead imports the run's
-tool plugins and environment class and answers ``{"problems": [...]}``
-(:func:`grpo_core.engine.tool_plugin_check.plugin_problems`; what they print goes to this process's log).
+tool plugins and environment class and answers ``{"problems": [...], "schemas": [...]}``
+(:func:`grpo_core.engine.tool_plugin_check.plugin_problems` and ``plugin_schemas``: the tools' JSON schemas TRL
+renders into the prompt; what they print goes to this process's log).
 
 Loads only the tokenizer, from disk (never a download: the folder :func:`grpo_core.models.prompt_lengths.model_text_folder`
 finds, or a model folder), without remote code, and answers
@@ -23,10 +24,12 @@ from grpo_core.child_jobs.answer_file import answer_request
 def answer(request: dict[str, Any], _progress: Any = None) -> dict[str, Any]:
     """The check's answer for one request (see the module docstring)."""
     if request.get("action") == "check_plugins":
-        from grpo_core.engine.tool_plugin_check import plugin_problems
+        from grpo_core.engine.tool_plugin_check import plugin_problems, plugin_schemas
 
-        plugins = request.get("tool_plugins") or []
-        return {"problems": plugin_problems([str(t) for t in plugins], str(request.get("environment") or ""))}
+        plugins = [str(t) for t in request.get("tool_plugins") or []]
+        environment = str(request.get("environment") or "")
+        problems = plugin_problems(plugins, environment)
+        return {"problems": problems, "schemas": [] if problems else plugin_schemas(plugins, environment)}
     from transformers import AutoTokenizer
 
     from grpo_core.engine.tool_template import tool_template_report

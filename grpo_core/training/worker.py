@@ -131,7 +131,9 @@ def train_run(store: Store, settings: Settings, run_id: int) -> RunStatus:
         model_path = prepare_model(config.model, settings.model_cache_dir, progress)
         if (Path(model_path) / "tokenizer.json").is_file():  # before the model is loaded: the tokenizer only
             progress("checking prompt lengths")
-            require_prompts_fit(rows, model_path, config.max_completion_length)
+            from grpo_core.engine.tool_plugin_check import run_tool_schemas_of
+
+            require_prompts_fit(rows, model_path, config.max_completion_length, tools=run_tool_schemas_of(config))
 
         from grpo_core.engine.policy_model import describe_device
         from grpo_core.engine.trainer import build_trainer

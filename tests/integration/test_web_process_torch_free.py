@@ -32,7 +32,9 @@ DRIVER = textwrap.dedent(
     from pathlib import Path
 
     from grpo_core.runs.export import export_run
+    from grpo_core.datasets.rows import load_rows
     from grpo_core.models.memory_estimate import estimate_peak_memory, free_memory, model_shape
+    from grpo_core.models.prompt_tokens import longest_prompt_tokens
     from grpo_core.merge.job import merge_run
     from grpo_core.preflight.job import preflight_report, start_preflight
     from grpo_core.runs.actions import delete_run, resume_run
@@ -77,8 +79,11 @@ DRIVER = textwrap.dedent(
 
     done["export"] = export_run(store, settings, run.id).bundle.name                    # export
     done["merge"] = Path(list(merge_run(settings, final))[-1]).is_dir()                  # merged model
-    estimate = estimate_peak_memory(model_shape(model_dir), config.model_dump(), device="cpu",   # will it fit?
-                                    prompt_tokens=60)
+    tool_run = {**config.model_dump(mode="json"), "tools": ["calculator"]}               # will it fit? (a tool run's
+    longest = longest_prompt_tokens(load_rows(store, tool_run), tool_run, settings.model_cache_dir)  # prompts counted)
+    estimate = estimate_peak_memory(model_shape(model_dir), config.model_dump(), device="cpu",
+                                    prompt_tokens=longest.tokens)
+    done["prompt_counted"] = longest.counted
     done["estimate"] = estimate.total > 0 and bool(free_memory("cpu"))
     done["alerts"] = ctx.notifier.check()                 # alerts: reads the store (no webhook set: nothing due)
 
@@ -120,6 +125,7 @@ def test_web_process_paths_load_no_torch(tmp_path, tiny_model_dir):
     assert done["try"] == ["base", "trained"]
     assert done["export"].endswith(".zip")
     assert done["merge"] is True and done["estimate"] is True and done["alerts"] == []
+    assert done["prompt_counted"] is True
     assert done["resume_delete"] == [1]
     assert done["sweep"] == ["cancelled", "cancelled"]
     assert report["heavy"] == []

@@ -164,3 +164,16 @@ def test_the_launch_form_offers_the_library_tools_and_the_iteration_limit():
         form_to_config({**form, "tool_plugins": "\n".join(f"m:f{i}" for i in range(33))})
     with pytest.raises(ConfigError, match="tool_plugins"):
         form_to_config({**form, "tool_plugins": "no-colon-here"})
+
+
+def test_the_library_schemas_are_the_ones_transformers_renders_into_the_prompt():
+    from transformers.utils import get_json_schema
+
+    from grpo_core.tools.library import LIBRARY_SCHEMAS, library_schemas
+
+    assert set(LIBRARY_SCHEMAS) == set(LIBRARY)
+    for name, tool in LIBRARY.items():
+        assert LIBRARY_SCHEMAS[name] == get_json_schema(tool), name
+    assert library_schemas(["calculator"]) == [get_json_schema(calculator)]
+    with pytest.raises(ValueError, match="unknown tool 'nope'"):
+        library_schemas(["nope"])

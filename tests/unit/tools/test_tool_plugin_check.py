@@ -118,8 +118,11 @@ def plugin_file(tmp_path_factory) -> str:
 
 
 def test_tools_and_an_environment_trl_can_use_pass(plugin_file):
-    check_tool_plugins([f"{plugin_file}:weather"], f"{plugin_file}:Shop")
-    check_tool_plugins([], "")  # nothing to check: no child
+    schemas = check_tool_plugins([f"{plugin_file}:weather"], f"{plugin_file}:Shop")
+    # the schemas TRL renders into the prompt: the plugin, then the environment's public methods (TRL's order)
+    assert [s["function"]["name"] for s in schemas] == ["weather", "add", "ask", "total"]
+    assert schemas[1]["function"]["parameters"]["properties"] == {"item": {"type": "string", "description": "what to add."}}
+    assert check_tool_plugins([], "") == []  # nothing to check: no child
 
 
 @pytest.mark.parametrize(("tools", "environment", "message"), [
@@ -140,3 +143,12 @@ def test_a_tool_or_environment_trl_cannot_use_is_refused_with_a_located_message(
                                                                                   message):
     with pytest.raises(ValueError, match=message):
         check_tool_plugins([t.format(f=plugin_file) for t in tools], environment.format(f=plugin_file))
+
+
+@pytest.mark.parametrize("schemas", ["not a list", [1], [{"x": "y" * 60_000}], [{}] * 300])
+def test_the_checks_schemas_are_checked_like_any_answer(monkeypatch, schemas):
+    from grpo_core.tools import job
+
+    monkeypatch.setattr(job, "ask_worker", lambda *args, **kwargs: {"problems": [], "schemas": schemas})
+    with pytest.raises(ValueError, match="schema"):
+        check_tool_plugins(["m:f"], "")
