@@ -104,8 +104,13 @@ class RunConfig(BaseModel):
 
     # sampling
     num_generations: int = Field(4, ge=2, description="Completions per prompt (the group size G).")
-    per_device_train_batch_size: int = Field(8, ge=1, description="Completions per process per step.")
-    gradient_accumulation_steps: int = Field(1, ge=1, description="Micro-batches per optimizer step.")
+    per_device_train_batch_size: int = Field(
+        8, ge=1, description="Completions per process per micro-batch (one forward and backward pass)."
+    )
+    gradient_accumulation_steps: int = Field(
+        1, ge=1, description="Micro-batches per optimizer step: completions per step = per_device_train_batch_size x "
+        "gradient_accumulation_steps x num_processes; more micro-batches of fewer completions take less memory."
+    )
     max_completion_length: int = Field(24, ge=1, description="Longest completion, in tokens; longer ones are cut.")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature of the rollouts.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling threshold.")

@@ -36,7 +36,8 @@ DEFAULT_SLOTS = [(spec.rule, spec.weight, spec.params) for spec in RunConfig().r
 #: (:func:`field_kind`). Labels stay short (the field's name, or a few words): what they mean is in the help text.
 HYPERPARAMETERS: list[tuple[str, str, dict[str, Any]]] = [
     ("num_generations", "num_generations (G)", {"minimum": 2}),
-    ("per_device_train_batch_size", "completions per step", {"minimum": 1}),
+    ("per_device_train_batch_size", "completions per micro-batch", {"minimum": 1}),
+    ("gradient_accumulation_steps", "micro-batches per step", {"minimum": 1}),
     ("max_steps", "max_steps", {"minimum": 1}),
     ("learning_rate", "learning_rate", {}),
     ("beta", "beta (KL)", {"minimum": 0}),
