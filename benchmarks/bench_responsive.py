@@ -57,6 +57,7 @@ from storage import CompletionRecord, GroupRecord, RunStatus, Store, sqlite_url 
 EXAMPLE = ROOT / "examples" / "arithmetic.jsonl"
 ACTIONS = ("page load", "Runs refresh", "Launch click", "Inspect a step", "store write lock")
 BROWSER_ACTIONS = ("page load (Chromium)", "Launch click (Chromium)")
+SERVER_CPU = "web process CPU (cores)"
 CHROMIUM = "/usr/bin/chromium"
 #: The worker environment of each mode (``default``: none set, the product's defaults).
 MODES = {
@@ -143,17 +144,18 @@ def _timed(action) -> float:
 
 
 def browser_actions(browser, url: str, model: Path, launched: list[int], store: Store) -> dict[str, float]:
-    """One round in Chromium: a fresh page opened until its Launch button shows, then the Launch tab's form (the
-    small model, 2 steps, a fresh run name) launched by a click, timed until the Launch status names the run (the
-    e2e tests' wait). The run it queued is added to ``launched``."""
+    """One round in Chromium: a fresh page opened until its tabs show, then the Launch tab's form (the small model,
+    a fresh run name) launched by a click, timed until the Launch status names the run (the e2e tests' wait; the
+    click also moves the page to the Runs tab). The run it queued is added to ``launched``."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.set_default_timeout(600_000)
+    page.set_default_timeout(300_000)
     try:
         started = time.perf_counter()
         page.goto(url)
-        page.locator("#launch-button").wait_for(state="visible")
+        page.get_by_role("tab", name="Launch").wait_for(state="visible")
         loaded = time.perf_counter() - started
         page.get_by_role("tab", name="Launch").click()
+        page.locator("#launch-button").wait_for(state="visible")
         name = f"clicked-{random.randrange(10**9)}"
         for elem_id, value in (("launch-model", str(model)), ("launch-name", name)):
             box = page.locator(f"#{elem_id} textarea, #{elem_id} input").first
@@ -164,7 +166,7 @@ def browser_actions(browser, url: str, model: Path, launched: list[int], store: 
         page.wait_for_timeout(1000)  # the form's own change events answered: what follows is the click's
         started = time.perf_counter()
         page.locator("#launch-button").click()
-        page.locator("#launch-status").get_by_text(name).wait_for()
+        page.locator("#launch-status").get_by_text(name).wait_for(state="attached")  # the page is on Runs then
         clicked = time.perf_counter() - started
         launched.extend(run.id for run in store.list_runs([RunStatus.QUEUED]) if run.name == name)
     finally:
@@ -173,11 +175,13 @@ def browser_actions(browser, url: str, model: Path, launched: list[int], store: 
 
 
 def measure(url: str, rounds: int, *, finished_id: int, watched_id: int, launch_config: str,
-            store_file: Path, browser=None, model: Path | None = None, store: Store | None = None
-            ) -> dict[str, list[float]]:
+            store_file: Path, server_pid: int, browser=None, model: Path | None = None, store: Store | None = None,
+            watch: bool = False) -> dict[str, list[float]]:
     """``rounds`` rounds of the actions, one after the other; returns ``action -> seconds of each round``. The last
     action is no page's: how long this process waits for SQLite's write lock on the store (``BEGIN IMMEDIATE``), which
-    every launch, cancel and recorded step takes."""
+    every launch, cancel and recorded step takes. Also returned: the web process's CPU time over the rounds, in
+    cores (CPU seconds per wall second). ``watch``: meanwhile a Chromium page shows the watched run's Runs tab (its
+    timers refresh table, chart, doctor and log every 2 s), as the page of the person who launched it does."""
     import sqlite3
 
     from gradio_client import Client
@@ -212,6 +216,15 @@ def measure(url: str, rounds: int, *, finished_id: int, watched_id: int, launch_
         finally:
             connection.close()
 
+    watcher = None
+    if watch and browser is not None:
+        watcher = browser.new_page(viewport={"width": 1400, "height": 1000})
+        watcher.set_default_timeout(300_000)
+        watcher.goto(f"{url}?run={watched_id}&tab=runs")
+        watcher.locator("#runs-plot").wait_for(state="attached")
+        watcher.wait_for_timeout(3000)
+    server = psutil.Process(server_pid)
+    cpu_before, wall_before = sum(server.cpu_times()[:2]), time.perf_counter()
     launched: list[int] = []
     for _ in range(rounds):
         for name, action in zip(ACTIONS, (page_load, runs_refresh, launch, inspect, write_lock), strict=True):
@@ -223,6 +236,9 @@ def measure(url: str, rounds: int, *, finished_id: int, watched_id: int, launch_
         for run_id in launched:
             client.predict(run_id=run_id, api_name="/cancel_run")
         launched.clear()
+    times[SERVER_CPU] = [(sum(server.cpu_times()[:2]) - cpu_before) / (time.perf_counter() - wall_before)]
+    if watcher is not None:
+        watcher.close()
     return times
 
 
@@ -269,6 +285,8 @@ def main() -> None:
                         help="steps after the warm ones whose wall times give the seconds per step")
     parser.add_argument("--browser", action="store_true",
                         help="also time a page load and a Launch click in headless Chromium (/usr/bin/chromium)")
+    parser.add_argument("--watch", action="store_true",
+                        help="with --browser: keep a page on the watched run's Runs tab open during each phase")
     parser.add_argument("--keep", action="store_true", help="keep the data directory")
     args = parser.parse_args()
 
@@ -294,13 +312,14 @@ def main() -> None:
         playwright = stack.enter_context(sync_playwright())
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         stack.callback(browser.close)
-        extra = {"browser": browser, "model": model, "store": store}
+        extra = {"browser": browser, "model": model, "store": store, "watch": args.watch}
     try:
         process, url = start_server(data_dir, tmp / "server-idle.log", {})
         try:
             loads["idle"] = os.getloadavg()[0]
             results["idle"] = measure(url, args.rounds, finished_id=finished_id, watched_id=finished_id,
-                                      launch_config=launch_config, store_file=data_dir / "grpo.db", **extra)
+                                      launch_config=launch_config, store_file=data_dir / "grpo.db",
+                                         server_pid=process.pid, **extra)
             print("idle", json.dumps(results["idle"]), flush=True)
         finally:
             stop_server(process)
@@ -317,14 +336,16 @@ def main() -> None:
                 phase = f"starting ({mode})"  # the worker imports torch and TRL, loads the model, builds the trainer
                 loads[phase] = os.getloadavg()[0]
                 results[phase] = measure(url, args.rounds, finished_id=finished_id, watched_id=run_id,
-                                         launch_config=launch_config, store_file=data_dir / "grpo.db", **extra)
+                                         launch_config=launch_config, store_file=data_dir / "grpo.db",
+                                         server_pid=process.pid, **extra)
                 print(phase, json.dumps(results[phase]), "worker phase now:", store.get_run(run_id).phase, flush=True)
                 wait_for_steps(store, run_id, args.warm_steps, timeout_s=900)
                 phase = f"training ({mode})"
                 loads[phase] = os.getloadavg()[0]
                 worker = worker_process(store, run_id)
                 results[phase] = measure(url, args.rounds, finished_id=finished_id, watched_id=run_id,
-                                         launch_config=launch_config, store_file=data_dir / "grpo.db", **extra)
+                                         launch_config=launch_config, store_file=data_dir / "grpo.db",
+                                         server_pid=process.pid, **extra)
                 wait_for_steps(store, run_id, args.warm_steps + args.speed_steps, timeout_s=1800)
                 per_step, steps = seconds_per_step(store, run_id, args.warm_steps)
                 speeds[phase] = (per_step, steps, worker)
@@ -351,12 +372,13 @@ def main() -> None:
     print(f"\nmedian seconds over {args.rounds} rounds (ratio to idle); load average at the phase's start: "
           + ", ".join(f"{p} {loads[p]:.1f}" for p in phases))
     print(f"{'action':<16}" + "".join(f"{p:>30}" for p in phases))
-    for name in [n for n in ACTIONS + BROWSER_ACTIONS if n in results["idle"]]:
+    for name in [n for n in ACTIONS + BROWSER_ACTIONS + (SERVER_CPU,) if n in results["idle"]]:
         base = statistics.median(results["idle"][name])
+        unit = "" if name == SERVER_CPU else " s"
         cells = []
         for phase in phases:
             median = statistics.median(results[phase][name])
-            cells.append(f"{median:.3f} s ({median / base:.1f}x)" if phase != "idle" else f"{median:.3f} s")
+            cells.append(f"{median:.3f}{unit} ({median / base:.1f}x)" if phase != "idle" else f"{median:.3f}{unit}")
         print(f"{name:<16}" + "".join(f"{c:>30}" for c in cells))
     for phase, (per_step, steps, worker) in speeds.items():
         print(f"{phase}: {per_step:.2f} s/step (median over {steps} recorded steps); worker {worker}")
