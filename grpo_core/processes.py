@@ -51,8 +51,9 @@ def start_process(
 
 def lower_priority(pid: int, increment: int) -> list[str]:
     """Make process ``pid`` (a child just started, in its own session) ``increment`` nicer than it is: its niceness
-    (``psutil``'s ``nice``, i.e. ``setpriority``), and its autogroup's where the kernel groups sessions
-    (``/proc/<pid>/autogroup``; there a niceness counts only against the group's other processes, see ``sched(7)``).
+    (``psutil``'s ``nice``, i.e. ``setpriority``), and, when it leads its own session, its autogroup's where the
+    kernel groups sessions (``/proc/<pid>/autogroup``; there a niceness counts only against the group's other
+    processes, see ``sched(7)``).
     Both only ever lower a priority, which needs no privilege; threads and processes the child starts later inherit
     them. Capped at 19. Returns what was changed (``["nice 10", "autogroup nice 10"]``); a process gone meanwhile,
     or a kernel without autogroups, changes nothing.
@@ -66,6 +67,12 @@ def lower_priority(pid: int, increment: int) -> list[str]:
         process.nice(target)
         changed.append(f"nice {target}")
     except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return changed
+    try:
+        leads_its_session = os.getsid(pid) == pid
+    except OSError:
+        return changed
+    if not leads_its_session:  # its group is its session's, maybe this process's own: left alone
         return changed
     group = Path(f"/proc/{pid}/autogroup")
     for _ in range(3):

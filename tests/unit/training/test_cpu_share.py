@@ -119,3 +119,23 @@ def test_a_gpu_run_keeps_the_web_process_priority_and_torch_threads(store, setti
         assert worker.environ()["CUDA_VISIBLE_DEVICES"] == "0"
     finally:
         kill_process_group(worker.pid)
+
+
+def test_a_child_in_this_session_is_niced_but_its_group_left_alone():
+    """The autogroup is its session's: raising it for a child of this session would lower this process too."""
+    import subprocess
+
+    from grpo_core.processes import lower_priority
+
+    group = "/proc/self/autogroup"
+    before = open(group).read() if os.path.exists(group) else None
+    child = subprocess.Popen([sys.executable, "-c", FAKE_WORKER])  # same session as this process
+    try:
+        changed = lower_priority(child.pid, 2)
+        assert changed == [f"nice {min(19, os.nice(0) + 2)}"]
+        assert psutil.Process(child.pid).nice() == min(19, os.nice(0) + 2)
+        if before is not None:
+            assert open(group).read() == before
+    finally:
+        child.kill()
+        child.wait()
