@@ -2,7 +2,7 @@
 
 Serves the dashboard (``python -m app serve``) on a fresh data directory holding a small local Llama (built like
 ``tests/tiny_model.py``'s, ``--hidden`` wide and ``--layers`` deep, so that a step is real torch work), the arithmetic
-example dataset and one finished synthetic run with groups (for Inspect). Then, phase by phase, it times four page
+example dataset and one finished synthetic run with groups (for Inspect). Then, phase by phase, it times page
 actions over HTTP, ``--rounds`` rounds each, one after the other:
 
 * **page load**: ``GET /`` and Gradio's ``/config`` (what a browser fetches before drawing the page);
@@ -11,23 +11,31 @@ actions over HTTP, ``--rounds`` rounds each, one after the other:
 * **Launch click**: ``/launch_run`` of a valid config (the Launch button's path: the login's boundary, the
   validation of model, dataset and rules, the run queued, the launcher's pass), queued behind the run that holds the
   one training slot and cancelled at once, untimed;
-* **Inspect a step**: ``/run_groups`` of one step of the finished run.
+* **Inspect a step**: ``/run_groups`` of one step of the finished run;
+* **store write lock**: no page's action, how long SQLite's write lock on the store waits (``BEGIN IMMEDIATE``);
+
+and with ``--browser``, in headless Chromium (``/usr/bin/chromium``): a fresh page opened until its tabs show, and a
+Launch click on the Launch tab until its status names the run. ``--watch`` keeps a page on the watched run's Runs
+tab open during each phase (its timers refresh every 2 s), as the person who launched the run does. The web
+process's CPU time over each phase's rounds, in cores, is printed with the actions.
 
 Phases: ``idle`` (nothing trains: a stand-in run whose worker pid is this benchmark's holds the training slot, so
-launches queue as they do behind a training run), then one ``training`` phase per worker mode of ``--modes``: a real
-CPU training run of the small model (``--steps`` steps; cancelled at the end), measured from its first recorded step
-on. A mode is the environment the dashboard gives its training workers: ``before`` (``GRPO_WORKER_NICE=0``,
+launches queue as they do behind a training run), then for each worker mode of ``--modes`` a real CPU training run of
+the small model (``--steps`` steps; cancelled at the end), measured while its worker starts (``starting``: imports
+torch and TRL, loads the model) and from its ``--warm-steps``-th recorded step on (``training``). A mode is the
+environment the dashboard gives its training workers: ``before`` (``GRPO_WORKER_NICE=0``,
 ``GRPO_WORKER_CPU_THREADS=all``: the worker at the web process's priority with one torch thread per core, as before
-the fix) and ``default`` (the product's defaults). Each phase serves from a fresh dashboard process on the same data.
+the change) and ``default`` (the product's defaults, :mod:`grpo_core.training.cpu_share`). Each phase serves from a fresh dashboard process on the same data.
 The training run's seconds per step (median of the wall time between its recorded steps) are printed per mode.
 
 Printed: per action, the median seconds of each phase and its ratio to ``idle``; the load average at each phase.
 Absolute times depend on what else the machine runs; compare ratios and modes measured in one invocation.
 
-Left out: a browser's own drawing (plotly, Svelte), many pages at once, GPU runs (their worker's CPU threads only
-feed the GPU).
+Left out: many pages at once, GPU runs (their worker is left as it was), a quiet machine (the figures in
+docs/configuration.md were taken on shared cores).
 
-Usage: ``nice -n 10 python benchmarks/bench_responsive.py [--rounds 5] [--modes before default] [--hidden 512]``
+Usage: ``nice -n 10 python benchmarks/bench_responsive.py [--rounds 3] [--browser [--watch]] [--modes before default]
+[--hidden 512]``
 """
 
 from __future__ import annotations
