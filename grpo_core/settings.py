@@ -22,6 +22,7 @@ from grpo_core.access.logins import (
 )
 from grpo_core.alerts.targets import RUN_WEBHOOKS, parse_allowed_host
 from grpo_core.training.cpu_share import (
+    DEFAULT_WORKER_CPU_THREADS,
     DEFAULT_WORKER_NICE,
     ENV_WORKER_CPU_THREADS,
     ENV_WORKER_NICE,
@@ -126,7 +127,7 @@ class Settings:
     auth_file: Path | None = None
     ingest_max_runs: int = 100
     worker_nice: int = DEFAULT_WORKER_NICE
-    worker_cpu_threads: str = "auto"
+    worker_cpu_threads: str = DEFAULT_WORKER_CPU_THREADS
 
     @property
     def worker_files_dir(self) -> Path:

@@ -12,7 +12,7 @@ trains on the CPU (no GPU given to it):
   the kernel groups them ("autogroup", ``/proc/sys/kernel/sched_autogroup_enabled``; the worker leads its own
   session), and then a niceness counts only inside the group: the group's own niceness
   (``/proc/<pid>/autogroup``) is raised by as much. 0 leaves the worker at the web process's priority.
-* ``worker_cpu_threads`` (``GRPO_WORKER_CPU_THREADS``, default ``auto``): torch's intra-op threads in the worker,
+* ``worker_cpu_threads`` (``GRPO_WORKER_CPU_THREADS``, default ``all``): torch's intra-op threads in the worker,
   passed as ``GRPO_WORKER_CPU_THREADS`` and applied by :func:`grpo_core.engine.policy_model.share_cpu_threads` once
   the worker knows it trains on the CPU: ``auto`` leaves one of the cores this process may use to the web process
   (:func:`cpu_threads`), ``all`` keeps torch's default (one per physical core), a number sets that many.
@@ -33,6 +33,9 @@ DEFAULT_WORKER_NICE = 10
 kernel's weights: 1024 at nice 0, 110 at nice 10); alone, the worker still gets every idle cycle."""
 MAX_NICE = 19
 THREAD_CHOICES = ("auto", "all")
+DEFAULT_WORKER_CPU_THREADS = "all"
+"""torch's own thread count: leaving a core (``auto``) halves a 2-core laptop's training threads, and no slowdown of
+the pages by a training run was measured that it would cure (docs/configuration.md)."""
 
 
 def parse_worker_nice(raw: object, source: str = ENV_WORKER_NICE) -> int:
@@ -55,7 +58,8 @@ def parse_worker_nice(raw: object, source: str = ENV_WORKER_NICE) -> int:
 
 
 def parse_cpu_threads(raw: object, source: str = ENV_WORKER_CPU_THREADS) -> str:
-    """A torch thread setting: ``auto``, ``all`` or a whole number of threads from 1 to 1024 (empty: ``auto``);
+    """A torch thread setting: ``auto``, ``all`` or a whole number of threads from 1 to 1024 (empty:
+    :data:`DEFAULT_WORKER_CPU_THREADS`);
     returned as text, lower case.
 
     Raises:
@@ -63,7 +67,7 @@ def parse_cpu_threads(raw: object, source: str = ENV_WORKER_CPU_THREADS) -> str:
     """
     text = str(raw).strip().lower() if raw is not None else ""
     if not text:
-        return "auto"
+        return DEFAULT_WORKER_CPU_THREADS
     if text in THREAD_CHOICES:
         return text
     if text.isdigit() and 1 <= int(text) <= 1024:

@@ -1,5 +1,5 @@
-"""A CPU run's worker shares the machine with the web process: started nicer, with torch threads that leave a core
-(grpo_core.training.cpu_share); GPU runs, Ray jobs and ``grpo-dashboard train`` keep their priority and threads."""
+"""A CPU run's worker shares the machine with the web process: started nicer, torch threads as set (a core left to
+the web process on request; grpo_core.training.cpu_share); GPU runs, Ray jobs and ``grpo-dashboard train`` keep their priority and threads."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def test_a_worker_nice_outside_0_to_19_is_refused_naming_the_variable(raw):
         parse_worker_nice(raw)
 
 
-@pytest.mark.parametrize(("raw", "expected"), [(None, "auto"), ("", "auto"), ("AUTO", "auto"), ("all", "all"),
+@pytest.mark.parametrize(("raw", "expected"), [(None, "all"), ("", "all"), ("AUTO", "auto"), ("all", "all"),
                                                ("3", "3"), ("007", "7")])
 def test_cpu_threads_setting(raw, expected):
     assert parse_cpu_threads(raw) == expected
@@ -56,7 +56,7 @@ def test_settings_read_the_worker_share_from_the_environment(tmp_path, monkeypat
     monkeypatch.delenv("GRPO_WORKER_NICE", raising=False)
     monkeypatch.delenv("GRPO_WORKER_CPU_THREADS", raising=False)
     defaults = load_settings(data_dir=tmp_path)
-    assert (defaults.worker_nice, defaults.worker_cpu_threads) == (10, "auto")
+    assert (defaults.worker_nice, defaults.worker_cpu_threads) == (10, "all")
     monkeypatch.setenv("GRPO_WORKER_NICE", "0")
     monkeypatch.setenv("GRPO_WORKER_CPU_THREADS", "all")
     assert (load_settings(data_dir=tmp_path).worker_nice, load_settings(data_dir=tmp_path).worker_cpu_threads) == (
@@ -93,9 +93,9 @@ def _started_worker(store, settings, monkeypatch, *, machine_gpus, **config) -> 
 
 
 @pytest.mark.parametrize(("overrides", "nice_added", "threads"), [
-    ({}, 10, "auto"),  # the defaults
-    ({"worker_nice": 3, "worker_cpu_threads": "all"}, 3, "all"),  # what a server sets instead
-    ({"worker_nice": 0}, 0, "auto"),  # off
+    ({}, 10, "all"),  # the defaults: nicer, torch's own threads
+    ({"worker_nice": 3, "worker_cpu_threads": "auto"}, 3, "auto"),  # a core left to the web process
+    ({"worker_nice": 0}, 0, "all"),  # off
 ])
 def test_the_launcher_starts_a_cpu_worker_nicer_with_a_core_left(store, settings, monkeypatch, overrides,
                                                                     nice_added, threads):
