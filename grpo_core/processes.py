@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -46,6 +47,46 @@ def start_process(
             cwd=None if cwd is None else str(cwd),
             env=None if env is None else dict(env),
         )
+
+
+def lower_priority(pid: int, increment: int) -> list[str]:
+    """Make process ``pid`` (a child just started, in its own session) ``increment`` nicer than it is: its niceness
+    (``psutil``'s ``nice``, i.e. ``setpriority``), and, when it leads its own session, its autogroup's where the
+    kernel groups sessions (``/proc/<pid>/autogroup``; there a niceness counts only against the group's other
+    processes, see ``sched(7)``).
+    Both only ever lower a priority, which needs no privilege; threads and processes the child starts later inherit
+    them. Capped at 19. Returns what was changed (``["nice 10", "autogroup nice 10"]``); a process gone meanwhile,
+    or a kernel without autogroups, changes nothing.
+    """
+    if increment <= 0:
+        return []
+    changed = []
+    try:
+        process = psutil.Process(pid)
+        target = min(19, process.nice() + increment)
+        process.nice(target)
+        changed.append(f"nice {target}")
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return changed
+    try:
+        leads_its_session = os.getsid(pid) == pid
+    except OSError:
+        return changed
+    if not leads_its_session:  # its group is its session's, maybe this process's own: left alone
+        return changed
+    group = Path(f"/proc/{pid}/autogroup")
+    for _ in range(3):
+        try:  # "/autogroup-123 nice 0"
+            target = min(19, int(group.read_text().split("nice")[-1]) + increment)
+            group.write_text(str(target))
+            changed.append(f"autogroup nice {target}")
+        except BlockingIOError:  # EAGAIN: the kernel takes one such change a tenth of a second, machine-wide
+            time.sleep(0.11)
+            continue
+        except (OSError, ValueError):
+            pass
+        break
+    return changed
 
 
 def process_alive(pid: int | None) -> bool:

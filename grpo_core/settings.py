@@ -21,6 +21,14 @@ from grpo_core.access.logins import (
     read_auth_code_runners,
 )
 from grpo_core.alerts.targets import RUN_WEBHOOKS, parse_allowed_host
+from grpo_core.training.cpu_share import (
+    DEFAULT_WORKER_CPU_THREADS,
+    DEFAULT_WORKER_NICE,
+    ENV_WORKER_CPU_THREADS,
+    ENV_WORKER_NICE,
+    parse_cpu_threads,
+    parse_worker_nice,
+)
 from storage import sqlite_url
 
 ENV_DATA_DIR = "GRPO_DATA_DIR"
@@ -89,6 +97,9 @@ class Settings:
         auth_file: the auth file ``auth`` was read from (``--auth-file``), read again while serving when it changes
             (:class:`grpo_core.access.auth_file.LoginRegistry`); ``None``: none.
         ingest_max_runs: runs a login may create through the ingest API (its API tokens together); 0: no limit.
+        worker_nice, worker_cpu_threads: how a local worker of a CPU run shares the machine with the web process
+            (``GRPO_WORKER_NICE``, ``GRPO_WORKER_CPU_THREADS``): niceness added, torch threads
+            (:mod:`grpo_core.training.cpu_share`).
     """
 
     data_dir: Path
@@ -115,6 +126,8 @@ class Settings:
     code_runners: frozenset[str] = frozenset()
     auth_file: Path | None = None
     ingest_max_runs: int = 100
+    worker_nice: int = DEFAULT_WORKER_NICE
+    worker_cpu_threads: str = DEFAULT_WORKER_CPU_THREADS
 
     @property
     def worker_files_dir(self) -> Path:
@@ -213,7 +226,8 @@ def load_settings(
             a Ray address; a webhook allowed host is neither a name, an address nor a network, or
             ``run_webhooks`` is not one of ``all``, ``admins``, ``none``; a plugin folder or root that is not an
             existing folder, a plugin folder overlapping the data directory or the upload folders, or a plugin
-            package that is not a dotted module name.
+            package that is not a dotted module name; ``GRPO_WORKER_NICE`` or ``GRPO_WORKER_CPU_THREADS`` is not
+            one :mod:`grpo_core.training.cpu_share` accepts.
     """
     env = os.environ
     root = Path(data_dir or env.get(ENV_DATA_DIR) or "grpo_data").expanduser().resolve()
@@ -273,6 +287,8 @@ def load_settings(
         model_roots=_folders(model_roots, ENV_MODEL_ROOTS, "--model-root"),
         allow_remote_code=bool(allow_remote_code) if allow_remote_code is not None
         else env.get(ENV_ALLOW_REMOTE_CODE, "").strip().lower() in ("1", "true", "yes"),
+        worker_nice=parse_worker_nice(env.get(ENV_WORKER_NICE)),
+        worker_cpu_threads=parse_cpu_threads(env.get(ENV_WORKER_CPU_THREADS)),
     )
 
 

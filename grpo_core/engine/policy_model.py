@@ -42,6 +42,29 @@ def pick_device(choice: str) -> str:
     return "cpu"
 
 
+def share_cpu_threads(device: str, environ: dict[str, str] | None = None) -> int | None:
+    """On the CPU, set torch's intra-op threads as ``GRPO_WORKER_CPU_THREADS`` asks (the launcher sets it for a
+    worker beside the web process; :func:`grpo_core.training.cpu_share.cpu_threads`: ``auto`` leaves a core);
+    returns the threads set, or ``None`` when torch's are kept: on a GPU, without the variable, at ``all``, or when
+    ``OMP_NUM_THREADS`` is set (it wins, as torch itself reads it).
+
+    Raises:
+        ValueError: the variable holds something :func:`grpo_core.training.cpu_share.parse_cpu_threads` refuses.
+    """
+    from grpo_core.training.cpu_share import ENV_WORKER_CPU_THREADS, cpu_threads
+
+    env = os.environ if environ is None else environ
+    raw = env.get(ENV_WORKER_CPU_THREADS)
+    if device != "cpu" or raw is None or env.get("OMP_NUM_THREADS"):
+        return None
+    import torch
+
+    threads = cpu_threads(raw, torch.get_num_threads())
+    if threads is not None:
+        torch.set_num_threads(threads)
+    return threads
+
+
 def describe_device(device: str) -> dict[str, Any]:
     """The device a run trains on, for its provenance record (:mod:`grpo_core.runs.provenance`).
 

@@ -24,6 +24,7 @@ from grpo_core.engine.policy_model import (
     load_policy,
     pick_device,
     policy_dtype,
+    share_cpu_threads,
 )
 from grpo_core.engine.recorder import RunRecorder
 from grpo_core.engine.reward_models import reward_funcs_for_trl
@@ -147,7 +148,9 @@ def build_trainer(
     funcs, weights, names = build_reward_funcs(config.rewards)
     device = pick_device(config.device)
     bf16 = policy_dtype(device) == torch.bfloat16
-    progress(f"loading model from {model_path} on {device} in {'bfloat16' if bf16 else 'float32'}")
+    share_cpu_threads(device)  # beside the web process: a core left to it (grpo_core.training.cpu_share)
+    on = f"cpu ({torch.get_num_threads()} torch threads)" if device == "cpu" else device
+    progress(f"loading model from {model_path} on {on} in {'bfloat16' if bf16 else 'float32'}")
     model, tokenizer = load_policy(model_path, device)
     if config.tools or config.tool_plugins or config.environment:
         template = use_tool_chat_template(tokenizer)  # a ChatML model whose own template cannot render tools

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grpo_core.processes import kill_process_group, process_alive, start_process, tail_text
+from grpo_core.processes import kill_process_group, lower_priority, process_alive, start_process, tail_text
 from grpo_core.settings import Settings
 from grpo_core.training.gpus import GpuAllocationError, gpus_needed, parse_gpu_list
 from storage import RunInfo
@@ -78,6 +78,8 @@ class WorkerLaunch:
         gpus: GPU ids picked by the launcher (``CUDA_VISIBLE_DEVICES``; local only, empty elsewhere).
         gpu_count: GPUs the run needs (Ray reserves them on a node and sets ``CUDA_VISIBLE_DEVICES`` itself).
         processes: the run's ``num_processes`` (the CPUs a Ray job reserves).
+        nice: niceness a local worker gets added right after it starts (a CPU run's, see
+            :mod:`grpo_core.training.cpu_share`; 0: none).
     """
 
     command: Sequence[str]
@@ -86,6 +88,7 @@ class WorkerLaunch:
     gpus: Sequence[str] = ()
     gpu_count: int = 0
     processes: int = 1
+    nice: int = 0
 
 
 class LocalExecutor:
@@ -98,7 +101,8 @@ class LocalExecutor:
         self._children: dict[int, subprocess.Popen] = {}
 
     def start(self, run: RunInfo, launch: WorkerLaunch, *, log_path: Path) -> dict[str, Any]:
-        """Start the worker; returns the run fields to record (``worker_pid``, ``log_path``).
+        """Start the worker, ``launch.nice`` nicer than this process (:func:`grpo_core.processes.lower_priority`,
+        before it has imported anything); returns the run fields to record (``worker_pid``, ``log_path``).
 
         Raises:
             OSError: the log cannot be opened or the program not started.
@@ -108,6 +112,10 @@ class LocalExecutor:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(launch.gpus)
         child = start_process(launch.command, log_path=log_path, cwd=launch.folder, env=env)
         self._children[run.id] = child
+        if launch.nice:
+            lowered = lower_priority(child.pid, launch.nice)
+            log.info("run %s: worker pid %s at a lower CPU priority: %s", run.id, child.pid,
+                     ", ".join(lowered) or "unchanged")
         return {"worker_pid": child.pid, "log_path": str(log_path)}
 
     def child(self, run_id: int) -> subprocess.Popen | None:

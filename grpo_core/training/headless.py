@@ -91,7 +91,8 @@ def train_headless(
     if not store.claim_run(run.id):
         return store.get_run(run.id).status
     executor = LocalExecutor()
-    if not start_worker(store, settings, store.get_run(run.id), executor, gpus, env=env):
+    # no web process beside it: the worker keeps this command's priority and torch's threads
+    if not start_worker(store, settings, store.get_run(run.id), executor, gpus, env=env, share_cpu=False):
         return store.get_run(run.id).status
     child = executor.child(run.id)
     follower = _LogFollower(store.get_run(run.id).log_path, echo)

@@ -28,6 +28,7 @@ from grpo_core.runs.files import run_dir
 from grpo_core.runs.script_runs import is_script_run
 from grpo_core.settings import ENV_DB_URL, ENV_SHARED_DIR, Settings
 from grpo_core.training.cancel_grace import FORCED_STOP, cancel_deadline, forced_stop_message  # noqa: F401 (FORCED_STOP: re-exported)
+from grpo_core.training.cpu_share import ENV_WORKER_CPU_THREADS
 from grpo_core.training.executors import Executor, LocalExecutor, RayExecutor, WorkerLaunch, WorkerState, make_executor
 from grpo_core.training.gpus import GpuAllocationError, allocate_gpus, gpus_needed, machine_gpus, parse_gpu_list
 from storage import RunInfo, RunStatus, Store
@@ -65,7 +66,7 @@ def worker_command(settings: Settings, run: RunInfo, main_process_port: int | No
 
 def worker_launch(
     settings: Settings, run: RunInfo, gpus: Sequence[str] = (), env: dict[str, str] | None = None,
-    gpu_count: int | None = None,
+    gpu_count: int | None = None, share_cpu: bool = False,
 ) -> WorkerLaunch:
     """What starting ``run``'s worker takes: :func:`worker_command` (a free rendezvous port for several processes),
     the run folder (created), and the worker's environment: ``env`` over unbuffered output, with the store URL and
@@ -74,6 +75,9 @@ def worker_launch(
     Args:
         gpus: ``CUDA_VISIBLE_DEVICES`` for a local worker; ``gpu_count`` (default ``len(gpus)``) is what a Ray job
             reserves.
+        share_cpu: the worker trains on this machine's CPU beside the web process: it gets ``settings.worker_nice``
+            added and ``GRPO_WORKER_CPU_THREADS`` = ``settings.worker_cpu_threads`` (over ``env``'s;
+            :mod:`grpo_core.training.cpu_share`).
     """
     folder = run_dir(settings, run.id)
     folder.mkdir(parents=True, exist_ok=True)
@@ -82,23 +86,30 @@ def worker_launch(
     child_env = {"PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {}), ENV_DB_URL: settings.db_url}
     if settings.shared_dir is not None:
         child_env[ENV_SHARED_DIR] = str(settings.shared_dir)
+    if share_cpu:
+        child_env[ENV_WORKER_CPU_THREADS] = settings.worker_cpu_threads
     return WorkerLaunch(command=command, folder=folder, env=child_env, gpus=tuple(gpus),
-                        gpu_count=len(gpus) if gpu_count is None else gpu_count, processes=processes)
+                        gpu_count=len(gpus) if gpu_count is None else gpu_count, processes=processes,
+                        nice=settings.worker_nice if share_cpu else 0)
 
 
 def start_worker(
     store: Store, settings: Settings, run: RunInfo, executor: Executor, gpus: Sequence[str] = (),
-    env: dict[str, str] | None = None, gpu_count: int | None = None,
+    env: dict[str, str] | None = None, gpu_count: int | None = None, share_cpu: bool | None = None,
 ) -> bool:
     """Start the worker of a claimed (``running``) run through ``executor`` (:func:`worker_launch`; its output goes
     to ``train.log`` in the run folder, or to the Ray job's log) and record where it runs (pid or submission id, log,
     run folder, GPUs) in the store. The dashboard's launcher and the headless ``grpo-dashboard train`` both start
-    workers here.
+    workers here. ``share_cpu`` (default: a local worker given no GPU, which trains on this machine's CPU beside the
+    web process) starts it at a lower priority with a core left (:func:`worker_launch`); ``grpo-dashboard train``,
+    with no web process beside it, passes False.
 
     Returns:
         Whether it started; when not, the run is ``failed`` with the reason.
     """
-    launch = worker_launch(settings, run, gpus, env=env, gpu_count=gpu_count)
+    if share_cpu is None:
+        share_cpu = isinstance(executor, LocalExecutor) and not gpus
+    launch = worker_launch(settings, run, gpus, env=env, gpu_count=gpu_count, share_cpu=share_cpu)
     try:
         recorded = executor.start(run, launch, log_path=run_log_path(launch.folder))
     except (OSError, RuntimeError, GpuAllocationError) as exc:

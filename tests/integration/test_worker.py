@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from grpo_core.submit.queue import submit_run
+from grpo_core.training.cpu_share import usable_cores
 from grpo_core.training.launcher import Launcher
 from storage import RunStatus
 from tests.helpers import REWARDS, tiny_config, wait_for
@@ -72,6 +73,9 @@ def test_worker_trains_two_steps_and_records_everything(store, settings, tiny_mo
     assert (folder / "config.yaml").is_file()
     assert (folder / "train.log").read_text().count("training 2 steps") == 1
     assert (folder / "adapter" / "adapter_config.json").is_file()
+    # a CPU run's worker keeps torch's threads by default (grpo_core.training.cpu_share), unless OpenMP is told otherwise
+    if not os.environ.get("OMP_NUM_THREADS"):
+        assert 1 <= final.provenance["device"]["threads"] <= usable_cores()
 
 
 @pytest.mark.backends("sqlite", "postgres")
