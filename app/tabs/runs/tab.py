@@ -47,6 +47,13 @@ REFRESH_SECONDS = 2.0
 FIRST_LOAD_PATTERNS = ("rewards/%/mean", "eval_reward", "eval_rewards/%/mean", GPU_KEY_PATTERN, TOOL_KEY_PATTERN)
 COMPARE_METRICS = list(CHART_KEYS)
 
+
+def overview_draws(key: str) -> bool:
+    """Whether the overview chart (``training_figure`` without ``panels``) draws ``key``: one of :data:`CHART_KEYS`
+    or of :data:`FIRST_LOAD_PATTERNS` (a reward function's mean, the eval split's reward, GPU and tool metrics)."""
+    return (key in CHART_KEYS or key.startswith(("gpu/", "tools/")) or key == "eval_reward"
+            or (key.startswith(("rewards/", "eval_rewards/")) and key.endswith("/mean")))
+
 #: Browser code run after each chart update (the overview's and each section's): a click on a point of a chart writes
 #: ``"<step>@<time>"`` into the hidden ``#runs-chart-step`` box (the time makes a second click on the same step a change too), which opens Inspect there.
 #: ``gr.Plot`` has no select event of its own (gradio 6: ``EVENTS = [change]``), hence plotly's ``plotly_click``.
@@ -112,7 +119,10 @@ def runs_frame(ctx: AppContext, status: str | None = None, text: str | None = No
 def refresh_series(ctx: AppContext, run_id: int, series: MetricSeries | None) -> tuple[MetricSeries, bool]:
     """Bring ``series`` up to date for ``run_id``; returns (series, changed). A new series starts from the store's
     downsampled history (``Store.metric_summary``); an existing one reads the steps after its cursor
-    (``Store.metrics_since``)."""
+    (``Store.metrics_since``). ``changed``: the overview chart would draw something new (a later step, or a point
+    of a key it draws, :func:`overview_draws`); the first read again of the last step, which
+    brings every other key's last point (200 of them on a run logging 200 keys), changes nothing drawn, so the
+    timer does not send the same chart again."""
     if series is None or series.run_id != run_id:
         series = MetricSeries(run_id=run_id)
         # First view: the charted keys' downsampled history (at most 1,000 buckets a key, whatever the run's length,
@@ -121,7 +131,12 @@ def refresh_series(ctx: AppContext, run_id: int, series: MetricSeries | None) ->
         # the names of every other key (one row each): their sections read their history once opened
         series.known = set(ctx.store.metric_keys(run_id))
         return series, True
-    return series, series.extend(ctx.store.metrics_since(run_id, series.cursor)) > 0
+    before = series.last_step
+    drawn = {key: len(steps) for key, (steps, _) in series.data.items() if overview_draws(key)}
+    if not series.extend(ctx.store.metrics_since(run_id, series.cursor)):
+        return series, False
+    return series, series.last_step > before or any(
+        len(steps) != drawn.get(key, 0) for key, (steps, _) in series.data.items() if overview_draws(key))
 
 
 def refresh_overlays(ctx: AppContext, ids: list[int], cache: dict | None) -> tuple[dict, bool]:
