@@ -182,8 +182,11 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[st
     """
     timer = gr.Timer(REFRESH_SECONDS)
     # built before their place on the page (render=False, then .render()) so that the panels above them can act on them
-    table = gr.Dataframe(value=lambda: runs_frame(ctx), interactive=False, label="runs (click a row to select it)",
-                         elem_id="runs-table", render=False)
+    # read again at each page load, in the catalog's page-load answer (one event for the page's values)
+    table = gr.Dataframe(value=runs_frame(ctx) if sync is not None else lambda: runs_frame(ctx), interactive=False,
+                         label="runs (click a row to select it)", elem_id="runs-table", render=False)
+    if sync is not None:
+        sync.page_value(table, lambda: runs_frame(ctx))
     status = gr.HTML(elem_id="runs-status", render=False)
     filters = create_filter_row(ctx, table=table, table_frame=runs_frame)
     sweep_filter = gr.Dropdown(label="sweep", choices=sweep_filter_choices(ctx), value=ANY_SWEEP,
