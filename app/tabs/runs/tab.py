@@ -21,6 +21,7 @@ from app.tabs.runs.compare import create_compare_panel
 from app.tabs.runs.controls import create_filter_row, create_run_controls
 from app.tabs.runs.doctor import create_doctor_panel
 from app.tabs.runs.export import create_export_panel
+from app.tabs.runs.lazy import lazy_accordion
 from app.tabs.runs.plots import compact_plot
 from app.tabs.runs.sections import connect_metric_sections, create_metric_sections
 from app.tabs.runs.sidebar import (
@@ -207,7 +208,7 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[st
     plot = compact_plot(label="training metrics (click a point to see that step's groups in Inspect)", elem_id="runs-plot")
     chart_click = gr.Textbox(visible="hidden", elem_id="runs-chart-step")
     sections = create_metric_sections(ctx, chart_options=chart_options, click_js=CHART_CLICK_JS)
-    with gr.Accordion("Log (last lines of train.log)", open=False):
+    with lazy_accordion("Log (last lines of train.log)", elem_id="runs-log-panel"):  # mounted when first opened
         log_box = gr.Code(language=None, interactive=False, lines=12, elem_id="runs-log")
     with gr.Accordion("Compare runs", open=False, elem_id="compare-panel") as compare_panel:
         compare = create_compare_panel(ctx, choices, COMPARE_METRICS, sync)
