@@ -10,6 +10,7 @@ import pandas as pd
 from app.catalog_sync import run_choices
 from app.context import AppContext
 from app.tabs.runs.compare import compare_runs
+from app.tabs.runs.lazy import LazyPanel, opened
 from grpo_core.submit.sweeps import REWARD_KEY, runs_word, sweep_table
 from storage import StoreError
 
@@ -33,11 +34,11 @@ def sweep_frame(ctx: AppContext, sweep_id: int | None) -> pd.DataFrame:
 
 
 def create_sweeps_panel(
-    ctx: AppContext, timer: gr.Timer, compare: dict[str, gr.components.Component], compare_panel: gr.Accordion
+    ctx: AppContext, timer: gr.Timer, compare: dict[str, gr.components.Component], compare_panel: LazyPanel
 ) -> dict[str, gr.components.Component]:
     """Build the Runs tab's "Sweeps" view inside the current ``gr.Blocks``: a sweep picker, the table of its runs
     (refreshed on the tab's ``timer``) and "Overlay in Compare", which fills ``compare``'s run picker with the
-    sweep's runs, draws them and opens ``compare_panel``."""
+    sweep's runs, draws them and opens ``compare_panel`` (a lazy accordion: its body shown in the same answer)."""
     choices = sweep_choices(ctx)
     with gr.Accordion("Sweeps", open=bool(choices), elem_id="sweep-view") as panel:
         with gr.Row():
@@ -67,15 +68,16 @@ def create_sweeps_panel(
         return sweep_frame(ctx, sweep_id)
 
     def on_overlay(sweep_id: int | None, key: str, weight: float, axis: str):
-        """Inputs: sweep, Compare's metric, smoothing, x axis. Outputs: Compare's runs, plot, table, panel."""
+        """Inputs: sweep, Compare's metric, smoothing, x axis. Outputs: Compare's runs, plot, table, the panel's
+        accordion and body."""
         if sweep_id is None:
-            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
         run_ids = [run.id for run in ctx.store.sweep_runs(int(sweep_id))]
         figure, differences = compare_runs(ctx, run_ids, key or REWARD_KEY, weight, axis)
-        return gr.update(choices=run_choices(ctx), value=run_ids), figure, differences, gr.update(open=True)
+        return gr.update(choices=run_choices(ctx), value=run_ids), figure, differences, *opened()
 
     timer.tick(on_refresh, inputs=[picker, seen], outputs=[picker, table, seen, panel], show_progress="hidden")
     picker.input(on_pick, inputs=picker, outputs=table)
     overlay.click(on_overlay, inputs=[picker, compare["metric"], compare["smoothing"], compare["x_axis"]],
-                  outputs=[compare["runs"], compare["plot"], compare["config"], compare_panel])
+                  outputs=[compare["runs"], compare["plot"], compare["config"], *compare_panel])
     return {"picker": picker, "table": table, "overlay": overlay, "panel": panel}

@@ -210,7 +210,7 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[st
     sections = create_metric_sections(ctx, chart_options=chart_options, click_js=CHART_CLICK_JS)
     with lazy_accordion("Log (last lines of train.log)", elem_id="runs-log-panel"):  # mounted when first opened
         log_box = gr.Code(language=None, interactive=False, lines=12, elem_id="runs-log")
-    with gr.Accordion("Compare runs", open=False, elem_id="compare-panel") as compare_panel:
+    with lazy_accordion("Compare runs", elem_id="compare-panel") as compare_panel:  # mounted when first opened
         compare = create_compare_panel(ctx, choices, COMPARE_METRICS, sync)
     create_export_panel(ctx, selected)
     series_state = gr.State(None)

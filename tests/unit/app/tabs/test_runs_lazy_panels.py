@@ -12,7 +12,7 @@ from app.tabs.runs.lazy import lazy_accordion
 
 def test_a_lazy_accordion_renders_its_contents_on_expand():
     with gr.Blocks() as blocks:
-        with lazy_accordion("Log", elem_id="log-panel") as accordion:
+        with lazy_accordion("Log", elem_id="log-panel") as (accordion, _):
             box = gr.Textbox(elem_id="inside")
     body = next(b for b in blocks.blocks.values() if getattr(b, "elem_id", None) == "log-panel-body")
     assert accordion.open is False and body.visible is False
@@ -22,7 +22,7 @@ def test_a_lazy_accordion_renders_its_contents_on_expand():
     assert shows[0].fn() == {"__type__": "update", "visible": True}
 
 
-@pytest.mark.parametrize("panel", ["export-accordion", "runs-notes-panel", "runs-log-panel"])
+@pytest.mark.parametrize("panel", ["export-accordion", "runs-notes-panel", "runs-log-panel", "compare-panel"])
 def test_the_runs_tab_panels_under_the_chart_are_lazy(settings, panel):
     ctx = create_context(settings)
     try:
