@@ -25,11 +25,12 @@ class LazyPanel(NamedTuple):
 
 
 @contextmanager
-def lazy_accordion(label: str, *, elem_id: str) -> Iterator[LazyPanel]:
+def lazy_accordion(label: str, *, elem_id: str, open: bool = False) -> Iterator[LazyPanel]:  # noqa: A002 - Gradio's word
     """``with lazy_accordion(label, elem_id=...) as panel:`` lays out a closed accordion (``elem_id``); what is built
-    inside goes in a column (``<elem_id>-body``) shown, so mounted, when the accordion is first expanded."""
-    with gr.Accordion(label, open=False, elem_id=elem_id) as accordion:
-        with gr.Column(visible=False, elem_id=f"{elem_id}-body") as body:
+    inside goes in a column (``<elem_id>-body``) shown, so mounted, when the accordion is first expanded. ``open``:
+    the accordion starts open, its contents shown (as a plain accordion)."""
+    with gr.Accordion(label, open=open, elem_id=elem_id) as accordion:
+        with gr.Column(visible=open, elem_id=f"{elem_id}-body") as body:
             yield LazyPanel(accordion, body)
     accordion.expand(lambda: gr.update(visible=True), outputs=body, show_progress="hidden", queue=False)
 

@@ -22,7 +22,7 @@ def test_a_lazy_accordion_renders_its_contents_on_expand():
     assert shows[0].fn() == {"__type__": "update", "visible": True}
 
 
-@pytest.mark.parametrize("panel", ["export-accordion", "runs-notes-panel", "runs-log-panel", "compare-panel"])
+@pytest.mark.parametrize("panel", ["export-accordion", "runs-notes-panel", "runs-log-panel", "compare-panel", "sweep-view"])
 def test_the_runs_tab_panels_under_the_chart_are_lazy(settings, panel):
     ctx = create_context(settings)
     try:
