@@ -4,8 +4,8 @@ Gradio 6 mounts a closed ``gr.Accordion``'s children with the tab (hidden by CSS
 tab's chart (the log's code view, the export's five file boxes, the notes) costs the page when a link opens the tab,
 before its first chart is drawn. Inside :func:`lazy_accordion` they sit in a column that is not rendered
 (``visible=False``: Gradio renders it, with the values its components were given meanwhile, when it becomes visible)
-until the accordion is first expanded. An accordion an event opens (``gr.update(open=True)``, which fires no ``expand``) must show its
-body in the same answer (:func:`opened`).
+until the accordion is first expanded. An accordion an event opens (``gr.update(open=True)``, which fires no
+``expand``) must show its body in the same answer (:func:`opened`).
 """
 
 from __future__ import annotations
