@@ -63,6 +63,7 @@ class CatalogSync:
         self._runs: list[tuple[gr.components.Component, Callable[[], Any] | None]] = []
         self._datasets: list[tuple[gr.components.Component, Callable[[], Any] | None]] = []
         self._after: list[Any] = []
+        self._page_values: list[tuple[gr.components.Component, Callable[[], Any]]] = []
 
     def follow_runs(self, component: gr.components.Component, update: Callable[[], Any] | None = None) -> None:
         """Refresh ``component`` when the runs change: with ``update()`` (default: new run choices, value kept)."""
@@ -72,34 +73,47 @@ class CatalogSync:
         """Refresh ``component`` when the datasets change: with ``update()`` (default: new dataset choices)."""
         self._datasets.append((component, update))
 
+    def page_value(self, component: gr.components.Component, value: Callable[[], Any]) -> None:
+        """Give ``component`` ``value()`` at each page load, in the catalog's own page-load answer: one event for
+        every such value, where a callable ``value=`` makes Gradio send one event per component at page load
+        (docs/long-runs.md: the page load's events compete with its first chart)."""
+        self._page_values.append((component, value))
+
     def after(self, dependency: Any) -> None:
         """Push the lists right after the event ``dependency`` (what ``.click(...)`` returned) finishes."""
         self._after.append(dependency)
 
-    def connect(self, blocks: gr.Blocks) -> gr.Timer:
+    def connect(self, blocks: gr.Blocks, *, page_loaded: Any = None) -> gr.Timer:
         """Wire the page load, the registered events and a :data:`SYNC_SECONDS` timer to the refresh.
 
-        Call inside ``blocks`` after every tab is built. Returns the timer.
+        Call inside ``blocks`` after every tab is built. The page's lists and its :meth:`page_value` values come in
+        one answer at page load, or, with ``page_loaded`` (the page load's event that draws the first chart,
+        :func:`app.tabs.navigation.connect_url`), right after it, so that the chart's answer does not share the
+        server with them. Returns the timer.
         """
         seen = gr.State(None)
         timer = gr.Timer(SYNC_SECONDS)
-        outputs = [seen, *(c for c, _ in self._datasets), *(c for c, _ in self._runs)]
+        outputs = [seen, *(c for c, _ in self._datasets), *(c for c, _ in self._runs),
+                   *(c for c, _ in self._page_values)]
 
         def on_change(last: tuple[int, ...] | None):
-            """Inputs: the version this page last saw. Outputs: the version, then each followed component."""
+            """Inputs: the version this page last saw (``None``: none yet, the page load). Outputs: the version, then
+            each followed component, then each page value (only when the page saw no version yet)."""
             version = self.ctx.store.catalog_version()
+            page_values = [value() if last is None else gr.skip() for _, value in self._page_values]
             if version == last:
-                return [gr.skip()] * len(outputs)
+                return [gr.skip()] * (len(outputs) - len(page_values)) + page_values
             datasets_moved = last is None or version[:_DATASET_FIELDS] != last[:_DATASET_FIELDS]
             runs_moved = last is None or version[_DATASET_FIELDS:] != last[_DATASET_FIELDS:]
             return [
                 version,
                 *_updates(self._datasets, datasets_moved, lambda: dataset_choices(self.ctx)),
                 *_updates(self._runs, runs_moved, lambda: run_choices(self.ctx)),
+                *page_values,
             ]
 
         options = {"inputs": seen, "outputs": outputs, "show_progress": "hidden"}
-        blocks.load(on_change, **options)
+        (page_loaded.then if page_loaded is not None else blocks.load)(on_change, **options)
         timer.tick(on_change, **options)
         for dependency in self._after:
             dependency.then(on_change, **options)

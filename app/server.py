@@ -83,9 +83,10 @@ def build_blocks(ctx: AppContext) -> gr.Blocks:
         # --- navigation: the Runs tab's selection followed by the other tabs, the view in the URL ---
         follow_selection(runs_tab["selected"], try_tab["run"], workbench["run"])  # a link's run=, a Runs pick
         land_on_new_run(ctx, launch_tab["launched_run"], runs_tab["selected"])  # a launch lands on its new run
-        connect_url(blocks, tabs, url_view, runs_tab["selected"], inspect["step"], first_view=runs_tab["first_view"])
+        loaded = connect_url(blocks, tabs, url_view, runs_tab["selected"], inspect["step"],
+                             first_view=runs_tab["first_view"])
         # --- end navigation ---
-        sync.connect(blocks)
+        sync.connect(blocks, page_loaded=loaded)  # the lists and page values follow the first chart's answer
         create_public_api(ctx)
     hide_internal_endpoints(blocks)
     return blocks

@@ -26,10 +26,12 @@ dependency of the product.
 200) a run is prepared at ``--scale``, written into trackio too, both dashboards served at once and timed round by
 round in the same Chromium (our link, trackio's link, a click on our Runs tab), with our server's own time for the
 first chart; medians of ``--tries`` rounds, and the ratio of our link to trackio's (below 1: ours draws first).
-Absolute times depend on the machine's load; the ratio, taken round by round, much less.
+Absolute times depend on the machine's load; the ratio, taken round by round, much less. ``--floor`` adds, in the
+same rounds, the link of the least page Gradio and plotly can make for that chart (``web_floor.py``: one plot, one
+page-load event drawing the same figure): ours / floor is the dashboard page's own cost, floor / trackio the stack's.
 
 Usage: ``python benchmarks/bench_web.py [--starts 3] [--steps 500] [--scale 1] [--keys 30] [--trackio]
-[--no-browser]``; the issue's comparison: ``python benchmarks/bench_web.py --scale 10 --side-by-side``
+[--no-browser]``; the issue's comparison: ``python benchmarks/bench_web.py --scale 10 --side-by-side [--floor]``
 """
 
 from __future__ import annotations
@@ -149,34 +151,67 @@ def start_trackio(tmp: Path, steps: int, keys: list[str], timeout_s: float = 300
     raise RuntimeError("trackio did not answer:\n" + (tmp / "trackio.log").read_text()[-2000:])
 
 
-def side_by_side(ours: str, theirs: str, tries: int = 3, theirs_timeout_s: float = 120) -> dict[str, list[float]]:
+def side_by_side(ours: str, theirs: str, tries: int = 3, theirs_timeout_s: float = 120,
+                 floor: str | None = None) -> dict[str, list[float]]:
     """``tries`` rounds, each in fresh Chromium pages, one after the other so a change of the machine's load hits
     all alike: our link to the run (``?run=1&tab=runs``) to its first chart, a click on our Runs tab (page loaded
-    first) to its first chart, trackio's link to the same data to its first chart (``inf`` past
-    ``theirs_timeout_s``). Returns ``name -> seconds of each round``."""
+    first) to its first chart, the ``floor`` page's link (``web_floor.py``: one plot, one load event) to the same
+    chart when given, trackio's link to the same data to its first chart (``inf`` past ``theirs_timeout_s``).
+    Returns ``name -> seconds of each round``."""
     from playwright.sync_api import sync_playwright
 
-    times: dict[str, list[float]] = {"ours": [], "tab": [], "trackio": []}
+    times: dict[str, list[float]] = {"ours": [], "tab": [], "trackio": [], "floor": []}
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         for _ in range(tries):
             tab_click, deep_link = _time_chart(browser, ours, 1, link_timeout_s=theirs_timeout_s)
             times["ours"] += deep_link
             times["tab"] += tab_click
-            page = browser.new_page(viewport={"width": 1440, "height": 900})
-            started = time.perf_counter()
-            page.goto(theirs)
-            try:
-                page.wait_for_function(TRACKIO_DRAWN, polling=20, timeout=theirs_timeout_s * 1000)
-                times["trackio"].append(time.perf_counter() - started)
-            except Exception:  # noqa: BLE001 - never drawn in time: reported as such
-                times["trackio"].append(float("inf"))
-            page.close()
+            if floor is not None:
+                times["floor"].append(_time_link(browser, floor + "?run=1&tab=runs", CHART_DRAWN, theirs_timeout_s))
+            times["trackio"].append(_time_link(browser, theirs, TRACKIO_DRAWN, theirs_timeout_s))
         browser.close()
     return times
 
 
-def compare_with_trackio(scale: int, steps: int, key_counts: list[int], tries: int) -> None:
+def _time_link(browser, url: str, drawn: str, timeout_s: float) -> float:
+    """Seconds from opening ``url`` in a fresh page to ``drawn`` true (``inf`` past ``timeout_s``)."""
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    started = time.perf_counter()
+    page.goto(url)
+    try:
+        page.wait_for_function(drawn, polling=20, timeout=timeout_s * 1000)
+        seconds = time.perf_counter() - started
+    except Exception:  # noqa: BLE001 - never drawn in time: reported as such
+        seconds = float("inf")
+    page.close()
+    return seconds
+
+
+def start_floor(data_dir: Path, log_path: Path, timeout_s: float = 120) -> tuple[subprocess.Popen, str]:
+    """Serve ``web_floor.py`` (one plot, one load event drawing the run's first chart) on ``data_dir``'s store;
+    returns the process and its address."""
+    port = _free_port()
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, str(ROOT / "benchmarks" / "web_floor.py"), "--data-dir", str(data_dir), "--port",
+             str(port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT,
+            env={**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"},
+        )
+    url = f"http://127.0.0.1:{port}/"
+    started = time.perf_counter()
+    while time.perf_counter() - started < timeout_s:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return process, url
+        except OSError:
+            time.sleep(0.1)
+    stop_server(process)
+    raise RuntimeError("the floor page did not answer:\n" + log_path.read_text()[-2000:])
+
+
+def compare_with_trackio(scale: int, steps: int, key_counts: list[int], tries: int, floor: bool = False) -> None:
     """The side-by-side table: for each of ``key_counts``, one run of ``steps * scale`` steps prepared for us and
     written into trackio, both served at once and timed in turn (:func:`side_by_side`), with our server's own work
     for the first chart (:func:`time_server_work`); medians of ``tries`` rounds, and the ratio of our link's time to
@@ -194,23 +229,37 @@ def compare_with_trackio(scale: int, steps: int, key_counts: list[int], tries: i
                        for c in psutil.Process(process.pid).net_connections(kind="tcp")
                        if c.status == psutil.CONN_LISTEN)
             trackio, trackio_url = start_trackio(Path(tmp), steps * scale, keys)
+            floor_process, floor_url = start_floor(data_dir, Path(tmp) / "floor.log") if floor else (None, None)
             try:
-                times = side_by_side(url, trackio_url, tries)
+                times = side_by_side(url, trackio_url, tries, floor=floor_url)
             finally:
                 stop_server(trackio)
                 stop_server(process)
+                if floor_process is not None:
+                    stop_server(floor_process)
         ratios = [o / t for o, t in zip(times["ours"], times["trackio"], strict=True)]
         rows.append((count, times, ratios, work))
-        print(f"{count} keys: ours {times['ours']}, tab {times['tab']}, trackio {times['trackio']}", flush=True)
-    print(f"\nside by side, {steps * scale} steps, {tries} rounds each (median; each round's values in brackets)")
+        print(f"{count} keys: ours {times['ours']}, tab {times['tab']}, trackio {times['trackio']}"
+              f"{', floor ' + str(times['floor']) if floor else ''}", flush=True)
+    print(f"\nside by side, {steps * scale} steps, {tries} rounds each (median; each round's values in brackets:"
+          f" ours | trackio | click{' | floor' if floor else ''}); load average {os.getloadavg()[0]:.1f} at the end")
     print(f"{'keys':>5} {'our link':>9} {'trackio link':>13} {'ours/trackio':>13} {'Runs tab click':>15} "
-          f"{'server: first chart':>20}")
+          f"{'server: first chart':>20}" + (f" {'floor link':>11} {'ours/floor':>11} {'floor/trackio':>14}"
+                                            if floor else ""))
     for count, times, ratios, (wall_ms, cpu_ms) in rows:
+        floor_cells, floor_rounds = "", ""
+        if floor:
+            of = [o / f for o, f in zip(times["ours"], times["floor"], strict=True)]
+            ft = [f / t for f, t in zip(times["floor"], times["trackio"], strict=True)]
+            floor_cells = (f" {statistics.median(times['floor']):>10.2f}s {statistics.median(of):>11.2f}"
+                           f" {statistics.median(ft):>14.2f}")
+            floor_rounds = f" | {', '.join(f'{t:.1f}' for t in times['floor'])}"
         print(f"{count:>5} {statistics.median(times['ours']):>8.2f}s {statistics.median(times['trackio']):>12.2f}s "
               f"{statistics.median(ratios):>13.2f} {statistics.median(times['tab']):>14.2f}s "
-              f"{wall_ms:>11.0f} ms (cpu {cpu_ms:.0f})"
+              f"{wall_ms:>11.0f} ms (cpu {cpu_ms:.0f}){floor_cells}"
               f"   [{', '.join(f'{t:.1f}' for t in times['ours'])} | "
-              f"{', '.join(f'{t:.1f}' for t in times['trackio'])} | {', '.join(f'{t:.1f}' for t in times['tab'])}]")
+              f"{', '.join(f'{t:.1f}' for t in times['trackio'])} | {', '.join(f'{t:.1f}' for t in times['tab'])}"
+              f"{floor_rounds}]")
 
 
 def time_links(ours: str, theirs: str, tries: int = 3) -> tuple[list[float], list[float]]:
@@ -414,9 +463,12 @@ def main() -> None:
                         help="only the table of our link against trackio's, for each count of keys (default 30 200), "
                              "at --scale (give 10 for the 10x case); --tries rounds each")
     parser.add_argument("--tries", type=int, default=3, help="rounds of --side-by-side (median reported)")
+    parser.add_argument("--floor", action="store_true",
+                        help="with --side-by-side: also time the floor page (web_floor.py: one plot, one load event "
+                             "drawing the same first chart), the least the stack can reach")
     args = parser.parse_args()
     if args.side_by_side is not None:
-        compare_with_trackio(args.scale, args.steps, args.side_by_side or [30, 200], args.tries)
+        compare_with_trackio(args.scale, args.steps, args.side_by_side or [30, 200], args.tries, args.floor)
         return
 
     with tempfile.TemporaryDirectory(prefix="bench-web-") as tmp:

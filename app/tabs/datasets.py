@@ -160,7 +160,9 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
     model_view = gr.Textbox(label="prompts as the model gets them", lines=8, interactive=False,
                             elem_id="dataset-model-view")
     table = gr.Dataframe(
-        value=lambda: datasets_frame(ctx), label="datasets", interactive=False, elem_id="datasets-table"
+        # read again at each page load by the catalog's own answer (sync.follow_datasets below), not an event of its own
+        value=datasets_frame(ctx) if sync is not None else lambda: datasets_frame(ctx), label="datasets",
+        interactive=False, elem_id="datasets-table"
     )
     # nothing picked at first (not Gradio's default, the first choice): a picked dataset always shows its preview
     selected = gr.Dropdown(label="preview a stored dataset", choices=dataset_choices(ctx), value=None,

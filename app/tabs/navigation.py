@@ -11,6 +11,7 @@ The parsing is :mod:`app.url_state`'s.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import gradio as gr
 
@@ -36,7 +37,7 @@ def url_view_of(request: gr.Request | None) -> dict:
 
 
 def connect_url(blocks: gr.Blocks, tabs: gr.Tabs, view: gr.State, selected: gr.components.Component,
-                step: gr.components.Component, *, first_view: dict | None = None) -> None:
+                step: gr.components.Component, *, first_view: dict | None = None) -> Any:
     """At page load, read the URL into ``view`` and open its tab in ``tabs``; whenever the ``selected`` run, the
     Inspect ``step`` or the tab changes, write them into the address bar (``history.replaceState``, no reload), so
     the address can be copied as a link to this view. Call inside ``blocks`` after the tabs are built.
@@ -44,6 +45,7 @@ def connect_url(blocks: gr.Blocks, tabs: gr.Tabs, view: gr.State, selected: gr.c
     ``first_view`` (the Runs tab's, :func:`app.tabs.runs.tab.create_runs_tab`) is drawn by the same load, in the
     same answer: ``fn(url_view, *inputs, request=request)`` returns its ``outputs``, then each of ``then`` is given the load event to
     chain on. A link's first chart so takes one round trip, not a load and then a change of ``view`` (bench_web.py).
+    Returns the load event (what else the page loads can follow it, :meth:`app.catalog_sync.CatalogSync.connect`).
     """
     extra_inputs = list(first_view["inputs"]) if first_view else []
     extra_outputs = list(first_view["outputs"]) if first_view else []
@@ -61,6 +63,7 @@ def connect_url(blocks: gr.Blocks, tabs: gr.Tabs, view: gr.State, selected: gr.c
         follow(loaded)
     for event in (selected.change, step.change, tabs.change, tabs.select):
         event(None, inputs=[selected, step], js=WRITE_URL_JS, show_progress="hidden")
+    return loaded
 
 
 def follow_selection(selected: gr.components.Component, *followers: gr.components.Component) -> None:

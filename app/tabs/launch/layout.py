@@ -266,12 +266,14 @@ def build_launch_layout(ctx: AppContext) -> Components:
     the rule slots' parts (:func:`_rule_slots`); ``sandbox_line`` (shown while a code rule is chosen); ``gpu_fields``
     (the row of :data:`GPU_FIELDS`, shown on a machine with GPUs) and ``vllm_fields`` (the row of :data:`VLLM_FIELDS`,
     shown while vLLM generation is on); the Tools group's parts (:func:`app.tabs.launch.tool_fields.build_tool_fields`);
-    ``launched_run`` (a hidden box: the id of the run Launch queued); ``clone``, ``clone_status``, ``template_line``, ``trl_args_help``, ``launch``,
+    ``quick_start_note`` (the quick starts' note, with the machine's load); ``launched_run`` (a hidden box: the id
+    of the run Launch queued); ``clone``, ``clone_status``, ``template_line``, ``trl_args_help``, ``launch``,
     ``status``, ``panels`` (an empty column under the status for the memory and sweep panels), ``preview``; the
     bench's and the preflight's parts (see :func:`_bench`, :func:`_preflight`).
     """
     parts: Components = {}
-    gr.Markdown(quick_start_note, elem_id="launch-quick-start")  # a function: the machine's load at each page load
+    # the machine's load now; the Launch tab gives it again at each page load (CatalogSync.page_value)
+    parts["quick_start_note"] = gr.Markdown(quick_start_note(), elem_id="launch-quick-start")
     with gr.Row():  # the form's starting points: a quick start's recipe, or a run's stored config
         for chosen in QUICK_STARTS:
             parts[f"quick_start_{chosen.key}"] = gr.Button(chosen.label, elem_id=f"quick-start-{chosen.key}",

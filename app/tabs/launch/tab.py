@@ -25,10 +25,10 @@ from app.catalog_sync import CatalogSync
 from app.context import MODEL_JOBS, AppContext, fair_share
 from app.tabs.launch import handlers
 from app.tabs.launch.form import FORM_FIELDS, RULE_SLOTS, SLOT_FIELDS, read_form, slot_field, trl_args_help
-from app.tabs.launch.layout import build_launch_layout, uses_code_rule
+from app.tabs.launch.layout import build_launch_layout, quick_start_note, uses_code_rule
 from app.tabs.launch.memory import create_memory_panel
 from app.tabs.launch.sweep import create_sweep_panel
-from app.tabs.launch.tool_fields import TOOL_INPUTS, tool_template_markdown, uses_tools
+from app.tabs.launch.tool_fields import TOOL_INPUTS, plugin_boundary_markdown, tool_template_markdown, uses_tools
 from app.tabs.launch.tools import template_think_markdown
 from grpo_core.child_jobs.slots import MODEL_SLOTS, PREVIEW_SLOTS
 from grpo_core.submit.quick_starts import QUICK_STARTS
@@ -196,4 +196,7 @@ def create_launch_tab(
         sync.follow_datasets(parts["dataset_id"])
         sync.follow_runs(parts["clone"])
         sync.after(launched)
+        # values read at each page load, in the catalog's answer (not one page-load event each)
+        sync.page_value(parts["quick_start_note"], quick_start_note)
+        sync.page_value(parts["tool_plugin_note"], lambda: plugin_boundary_markdown(ctx))
     return {**parts, "sweep_button": sweep["button"], "launched": launched}

@@ -95,6 +95,6 @@ def build_tool_fields(ctx: AppContext, parts: dict[str, Any], field_component) -
         with gr.Row(equal_height=True):
             for field in ("tool_plugins", "environment", "max_tool_calling_iterations"):
                 parts[field] = field_component(field, *labels[field])
-        parts["tool_plugin_note"] = gr.Markdown(lambda: plugin_boundary_markdown(ctx),
-                                                elem_id="launch-tool-plugins-note")
+        # read again at each page load by the Launch tab (CatalogSync.page_value): the auth file may have changed
+        parts["tool_plugin_note"] = gr.Markdown(plugin_boundary_markdown(ctx), elem_id="launch-tool-plugins-note")
         parts["tool_template"] = gr.Markdown(elem_id="launch-tool-template")

@@ -15,6 +15,7 @@ import gradio as gr
 
 from app.catalog_sync import CatalogSync
 from app.context import AppContext, actor_of
+from app.tabs.runs.lazy import lazy_accordion
 from app.views.run_filter import ALL_STATUSES, STATUS_FILTER_CHOICES
 from app.views.runs import cancel_state, md_text, run_status_html
 from grpo_core.access.ownership import Actor, NotOwnerError
@@ -133,7 +134,7 @@ def create_run_controls(
         confirm = gr.Button("Yes, delete it", variant="stop", scale=0, elem_id="runs-delete-confirm")
         keep = gr.Button("Keep it", scale=0, elem_id="runs-delete-keep")
     pending = gr.State(None)
-    with gr.Accordion("Notes and tags", open=False, elem_id="runs-notes-panel"):
+    with lazy_accordion("Notes and tags", elem_id="runs-notes-panel"):  # mounted when first opened
         tags = gr.Textbox(label="tags (comma-separated)", elem_id="runs-tags")
         notes = gr.Textbox(label="notes", lines=3, elem_id="runs-notes")
         save = gr.Button("Save notes and tags", elem_id="runs-notes-save")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app.context import MODEL_JOBS, AppContext, actor_of, boundary_of, fair_share
+from app.tabs.runs.lazy import lazy_accordion
 from grpo_core.child_jobs.slots import MODEL_SLOTS
 from grpo_core.merge.job import REUSED, MergeError, merge_run
 from grpo_core.run_config import ConfigError
@@ -29,7 +30,7 @@ def create_export_panel(ctx: AppContext, run_selector: gr.Dropdown) -> dict[str,
     Returns the components by name: ``button``, ``status``, ``config``, ``metrics``, ``groups``, ``adapter``,
     ``bundle``.
     """
-    with gr.Accordion("Export", open=False, elem_id="export-accordion"):
+    with lazy_accordion("Export", elem_id="export-accordion"):  # mounted when first opened
         gr.Markdown(EXPORT_HELP)
         button = gr.Button("Export the selected run", elem_id="export-button")
         status = gr.Markdown(elem_id="export-status")

@@ -10,6 +10,7 @@ import pandas as pd
 from app.catalog_sync import run_choices
 from app.context import AppContext, actor_of
 from app.tabs.runs.compare import compare_runs
+from app.tabs.runs.lazy import LazyPanel, lazy_accordion, opened
 from grpo_core.submit.sweeps import REWARD_KEY, runs_word, sweep_table
 from storage import StoreError
 
@@ -33,13 +34,14 @@ def sweep_frame(ctx: AppContext, sweep_id: int | None) -> pd.DataFrame:
 
 
 def create_sweeps_panel(
-    ctx: AppContext, timer: gr.Timer, compare: dict[str, gr.components.Component], compare_panel: gr.Accordion
+    ctx: AppContext, timer: gr.Timer, compare: dict[str, gr.components.Component], compare_panel: LazyPanel
 ) -> dict[str, gr.components.Component]:
     """Build the Runs tab's "Sweeps" view inside the current ``gr.Blocks``: a sweep picker, the table of its runs
     (refreshed on the tab's ``timer``) and "Overlay in Compare", which fills ``compare``'s run picker with the
-    sweep's runs, draws them and opens ``compare_panel``."""
+    sweep's runs, draws them and opens ``compare_panel`` (a lazy accordion: its body shown in the same answer)."""
     choices = sweep_choices(ctx)
-    with gr.Accordion("Sweeps", open=bool(choices), elem_id="sweep-view") as panel:
+    # closed while there is no sweep, and then mounted only when opened (lazy_accordion)
+    with lazy_accordion("Sweeps", elem_id="sweep-view", open=bool(choices)) as panel:
         with gr.Row():
             picker = gr.Dropdown(label="sweep", choices=choices, value=choices[0][1] if choices else None, scale=3,
                                  elem_id="sweep-select")
@@ -49,9 +51,10 @@ def create_sweeps_panel(
     seen = gr.State(choices)
 
     def on_refresh(sweep_id: int | None, last: list | None):
-        """Inputs: chosen sweep, the choices this page has. Outputs: picker, table, choices, panel."""
+        """Inputs: chosen sweep, the choices this page has. Outputs: picker, table, choices, the panel's accordion
+        and body."""
         options = sweep_choices(ctx)
-        picker_update, panel_update = gr.skip(), gr.skip()
+        picker_update, panel_update = gr.skip(), (gr.skip(), gr.skip())
         if [tuple(o) for o in options] != [tuple(o) for o in (last or [])]:
             if sweep_id is None or sweep_id not in {value for _, value in options}:
                 sweep_id = options[0][1] if options else None
@@ -59,23 +62,24 @@ def create_sweeps_panel(
             else:
                 picker_update = gr.update(choices=options)
             if options and not last:
-                panel_update = gr.update(open=True)  # the first sweep: show it
-        return picker_update, sweep_frame(ctx, sweep_id), options, panel_update
+                panel_update = opened()  # the first sweep: show it
+        return picker_update, sweep_frame(ctx, sweep_id), options, *panel_update
 
     def on_pick(sweep_id: int | None):
         """Inputs: sweep. Outputs: its table."""
         return sweep_frame(ctx, sweep_id)
 
     def on_overlay(sweep_id: int | None, key: str, weight: float, axis: str, request: gr.Request = None):
-        """Inputs: sweep, Compare's metric, smoothing, x axis. Outputs: Compare's runs, plot, table, panel."""
+        """Inputs: sweep, Compare's metric, smoothing, x axis. Outputs: Compare's runs, plot, table, the panel's
+        accordion and body."""
         if sweep_id is None:
-            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
         run_ids = [run.id for run in ctx.store.sweep_runs(int(sweep_id))]
         figure, differences = compare_runs(ctx, run_ids, key or REWARD_KEY, weight, axis, actor_of(ctx, request))
-        return gr.update(choices=run_choices(ctx), value=run_ids), figure, differences, gr.update(open=True)
+        return gr.update(choices=run_choices(ctx), value=run_ids), figure, differences, *opened()
 
-    timer.tick(on_refresh, inputs=[picker, seen], outputs=[picker, table, seen, panel], show_progress="hidden")
+    timer.tick(on_refresh, inputs=[picker, seen], outputs=[picker, table, seen, *panel], show_progress="hidden")
     picker.input(on_pick, inputs=picker, outputs=table)
     overlay.click(on_overlay, inputs=[picker, compare["metric"], compare["smoothing"], compare["x_axis"]],
-                  outputs=[compare["runs"], compare["plot"], compare["config"], compare_panel])
-    return {"picker": picker, "table": table, "overlay": overlay, "panel": panel}
+                  outputs=[compare["runs"], compare["plot"], compare["config"], *compare_panel])
+    return {"picker": picker, "table": table, "overlay": overlay, "panel": panel.accordion}

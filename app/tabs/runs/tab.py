@@ -21,6 +21,7 @@ from app.tabs.runs.compare import create_compare_panel
 from app.tabs.runs.controls import create_filter_row, create_run_controls
 from app.tabs.runs.doctor import create_doctor_panel
 from app.tabs.runs.export import create_export_panel
+from app.tabs.runs.lazy import lazy_accordion
 from app.tabs.runs.plots import compact_plot
 from app.tabs.runs.sections import connect_metric_sections, create_metric_sections
 from app.tabs.runs.sidebar import (
@@ -46,6 +47,13 @@ REFRESH_SECONDS = 2.0
 #: Keys the chart draws beside :data:`CHART_KEYS`, as SQL LIKE patterns: the per-rule means and the eval split's reward.
 FIRST_LOAD_PATTERNS = ("rewards/%/mean", "eval_reward", "eval_rewards/%/mean", GPU_KEY_PATTERN, TOOL_KEY_PATTERN)
 COMPARE_METRICS = list(CHART_KEYS)
+
+
+def overview_draws(key: str) -> bool:
+    """Whether the overview chart (``training_figure`` without ``panels``) draws ``key``: one of :data:`CHART_KEYS`
+    or of :data:`FIRST_LOAD_PATTERNS` (a reward function's mean, the eval split's reward, GPU and tool metrics)."""
+    return (key in CHART_KEYS or key.startswith(("gpu/", "tools/")) or key == "eval_reward"
+            or (key.startswith(("rewards/", "eval_rewards/")) and key.endswith("/mean")))
 
 #: Browser code run after each chart update (the overview's and each section's): a click on a point of a chart writes
 #: ``"<step>@<time>"`` into the hidden ``#runs-chart-step`` box (the time makes a second click on the same step a change too), which opens Inspect there.
@@ -112,7 +120,10 @@ def runs_frame(ctx: AppContext, status: str | None = None, text: str | None = No
 def refresh_series(ctx: AppContext, run_id: int, series: MetricSeries | None) -> tuple[MetricSeries, bool]:
     """Bring ``series`` up to date for ``run_id``; returns (series, changed). A new series starts from the store's
     downsampled history (``Store.metric_summary``); an existing one reads the steps after its cursor
-    (``Store.metrics_since``)."""
+    (``Store.metrics_since``). ``changed``: the overview chart would draw something new (a later step, or a point
+    of a key it draws, :func:`overview_draws`); the first read again of the last step, which
+    brings every other key's last point (200 of them on a run logging 200 keys), changes nothing drawn, so the
+    timer does not send the same chart again."""
     if series is None or series.run_id != run_id:
         series = MetricSeries(run_id=run_id)
         # First view: the charted keys' downsampled history (at most 1,000 buckets a key, whatever the run's length,
@@ -121,7 +132,12 @@ def refresh_series(ctx: AppContext, run_id: int, series: MetricSeries | None) ->
         # the names of every other key (one row each): their sections read their history once opened
         series.known = set(ctx.store.metric_keys(run_id))
         return series, True
-    return series, series.extend(ctx.store.metrics_since(run_id, series.cursor)) > 0
+    before = series.last_step
+    drawn = {key: len(steps) for key, (steps, _) in series.data.items() if overview_draws(key)}
+    if not series.extend(ctx.store.metrics_since(run_id, series.cursor)):
+        return series, False
+    return series, series.last_step > before or any(
+        len(steps) != drawn.get(key, 0) for key, (steps, _) in series.data.items() if overview_draws(key))
 
 
 def refresh_overlays(ctx: AppContext, ids: list[int], cache: dict | None) -> tuple[dict, bool]:
@@ -167,8 +183,11 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[st
     """
     timer = gr.Timer(REFRESH_SECONDS)
     # built before their place on the page (render=False, then .render()) so that the panels above them can act on them
-    table = gr.Dataframe(value=lambda: runs_frame(ctx), interactive=False, label="runs (click a row to select it)",
-                         elem_id="runs-table", render=False)
+    # read again at each page load, in the catalog's page-load answer (one event for the page's values)
+    table = gr.Dataframe(value=runs_frame(ctx) if sync is not None else lambda: runs_frame(ctx), interactive=False,
+                         label="runs (click a row to select it)", elem_id="runs-table", render=False)
+    if sync is not None:
+        sync.page_value(table, lambda: runs_frame(ctx))
     status = gr.HTML(elem_id="runs-status", render=False)
     filters = create_filter_row(ctx, table=table, table_frame=runs_frame)
     sweep_filter = gr.Dropdown(label="sweep", choices=sweep_filter_choices(ctx), value=ANY_SWEEP,
@@ -189,9 +208,9 @@ def create_runs_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dict[st
     plot = compact_plot(label="training metrics (click a point to see that step's groups in Inspect)", elem_id="runs-plot")
     chart_click = gr.Textbox(visible="hidden", elem_id="runs-chart-step")
     sections = create_metric_sections(ctx, chart_options=chart_options, click_js=CHART_CLICK_JS)
-    with gr.Accordion("Log (last lines of train.log)", open=False):
+    with lazy_accordion("Log (last lines of train.log)", elem_id="runs-log-panel"):  # mounted when first opened
         log_box = gr.Code(language=None, interactive=False, lines=12, elem_id="runs-log")
-    with gr.Accordion("Compare runs", open=False, elem_id="compare-panel") as compare_panel:
+    with lazy_accordion("Compare runs", elem_id="compare-panel") as compare_panel:  # mounted when first opened
         compare = create_compare_panel(ctx, choices, COMPARE_METRICS, sync)
     create_export_panel(ctx, selected)
     series_state = gr.State(None)

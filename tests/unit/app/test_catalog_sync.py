@@ -75,3 +75,26 @@ def test_run_dict_is_plain_json(built):
     assert json.loads(json.dumps(plain)) == plain
     assert plain["status"] == "queued" and plain["created_at"].endswith("+00:00") and plain["config"] == {"max_steps": 2}
 
+
+
+def test_the_page_load_sends_few_events_and_the_page_values_follow_the_first_chart(built):
+    """Gradio sends one event per callable ``value=`` at page load; the page's values (the runs table, the quick
+    starts' note, the plugin note; the datasets table is a followed list) come in the catalog's answer instead, which
+    follows the first view's answer (docs/long-runs.md)."""
+    ctx, blocks = built
+    loads = [f for f in blocks.fns.values() if any(event == "load" for _, event in f.targets)]
+    assert sorted(f.fn.__qualname__ for f in loads) == [
+        "connect_url.<locals>.on_load", "create_launch_tab.<locals>.on_preview"]
+    handler = _sync_handler(blocks)
+    first_view = next(f for f in loads if f.fn.__qualname__ == "connect_url.<locals>.on_load")
+    assert any(f.fn is handler.fn and f.trigger_after == first_view._id for f in blocks.fns.values())
+    outputs = [block.elem_id for block in handler.outputs]
+    ctx.store.create_run(name="listed", config={}, dataset_id=None, max_steps=2)
+    first = handler.fn(None)
+    table = first[outputs.index("runs-table")]
+    assert list(table["name"]) == ["listed"]
+    assert "quick start" in first[outputs.index("launch-quick-start")].lower()
+    assert isinstance(first[outputs.index("launch-tool-plugins-note")], str)
+    again = handler.fn(first[0])
+    assert [again[outputs.index(i)] for i in ("runs-table", "launch-quick-start", "launch-tool-plugins-note")] == \
+        [SKIP] * 3  # read at the page load only

@@ -137,3 +137,26 @@ def test_the_doctor_reads_the_values_of_its_keys_and_where_the_others_were_nan(s
     html, state = doctor_tab.doctor_report(ctx, run.id, state)
     assert state.nan_steps["rewards/numeric_answer/mean"] == ([21, 22], True)
     assert "rewards/numeric_answer/mean (2 steps)" in html
+
+
+def test_reading_the_last_step_again_changes_the_chart_only_for_a_key_it_draws(store):
+    """The first refresh after the first load reads the last step again: the other keys' last points (grad_norm,
+    200 of a user's keys) are kept for the sections but the overview is not sent again; a key it draws that was
+    logged at that step just after (TRL's eval_reward) or a later step is a change."""
+    run = store.create_run(name="done", config={}, dataset_id=None, max_steps=300)
+    _record(store, run.id, range(1, 301))
+    store.record_metric_steps(run.id, [(300, {f"custom/metric_{i}": float(i) for i in range(200)}, 1300.0)])
+    ctx = SimpleNamespace(store=store)
+    series, _ = refresh_series(ctx, run.id, None)
+
+    series, changed = refresh_series(ctx, run.id, series)
+    assert not changed
+    assert series.data["grad_norm"] == ([300], [1.0]) and series.data["custom/metric_199"] == ([300], [199.0])
+
+    store.record_metric_steps(run.id, [(300, {"eval_reward": 0.25}, 1300.0)])
+    series, changed = refresh_series(ctx, run.id, series)
+    assert changed and series.data["eval_reward"] == ([300], [0.25])
+    series, changed = refresh_series(ctx, run.id, series)
+    assert not changed
+    _record(store, run.id, range(301, 302))
+    assert refresh_series(ctx, run.id, series)[1]
