@@ -131,8 +131,7 @@ QUICK_STARTS: tuple[QuickStart, ...] = (
         expect=("watch `tools/call_frequency`: under the prompt's worked exchanges the base model calls the "
                 "calculator in about a third of its rollouts; learning over 60 steps is not measured yet "
                 "(docs/agent-quick-start.md)"),
-        seconds_per_step=None,  # not measured on quiet cores: 263-962 s a step on shared ones (docs/agent-quick-start.md)
-        time_note="time per step not measured on quiet cores yet (263 to 962 s a step on two shared ones)",
+        seconds_per_step=75.0,  # 69-79 s a step over 3 steps of the recipe on two quiet cores (docs/agent-quick-start.md)
         recipe_file=AGENT_RECIPE_PATH,
         dataset_path=AGENT_TASKS_PATH,
         template_note=CHATML_TOOL_TEMPLATE_NOTE,

@@ -20,11 +20,18 @@ def test_the_time_hint_speaks_of_a_busy_machine():
     assert "This machine is busy now (load 8.2 on 2 CPUs): expect about 4.1× those times." in busy
 
 
-def test_a_quick_start_whose_time_was_not_measured_claims_no_minutes():
+def test_a_quick_start_whose_time_was_not_measured_claims_no_minutes(monkeypatch):
+    import dataclasses
+
+    from app.tabs.launch import layout
+
     note = quick_start_note(load=(0.5, 2))
-    agent = note.split("**Agent quick start**")[1].split(";")[0]
-    assert "not measured on quiet cores" in agent and "263 to 962 s a step" in agent and " min" not in agent
-    assert "about 8 min on two quiet CPU cores" in note and "about 45 min" in note  # the measured ones stay
+    assert "about 8 min on two quiet CPU cores" in note and "about 45 min" in note and "about 75 min" in note
+    unmeasured = dataclasses.replace(layout.QUICK_STARTS[2], seconds_per_step=None,
+                                     time_note="time per step not measured on quiet cores yet")
+    monkeypatch.setattr(layout, "QUICK_STARTS", (*layout.QUICK_STARTS[:2], unmeasured))
+    agent = quick_start_note(load=(0.5, 2)).split("**Agent quick start**")[1].split(";")[0]
+    assert "not measured on quiet cores yet" in agent and " min" not in agent
 
 
 def test_the_batch_error_uses_the_forms_words():
