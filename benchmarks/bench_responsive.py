@@ -59,6 +59,8 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from served import start_dashboard, stop_server  # noqa: E402  (benchmarks/served.py)
+
 from grpo_core.processes import free_port  # noqa: E402
 from storage import CompletionRecord, GroupRecord, RunStatus, Store, sqlite_url  # noqa: E402
 
@@ -117,32 +119,9 @@ def run_config(model: Path, dataset: Path, *, name: str, steps: int) -> str:
 def start_server(data_dir: Path, log_path: Path, env: dict[str, str], timeout_s: float = 180):
     """Start the dashboard; returns (process, url)."""
     port = free_port()
-    child_env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1",
-                 "TRANSFORMERS_OFFLINE": "1", "GRPO_MAX_CONCURRENT_RUNS": "1", **env}
-    with open(log_path, "ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--data-dir", str(data_dir), "--port", str(port)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT, env=child_env)
-    url = f"http://127.0.0.1:{port}/"
-    started = time.perf_counter()
-    while time.perf_counter() - started < timeout_s:
-        try:
-            with urllib.request.urlopen(url, timeout=5) as response:
-                if response.status == 200:
-                    return process, url
-        except OSError:
-            time.sleep(0.2)
-    process.kill()
-    raise RuntimeError("the dashboard did not answer:\n" + log_path.read_text()[-2000:])
-
-
-def stop_server(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    process, _ = start_dashboard(data_dir, port, log_path, timeout_s=timeout_s, env={
+        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "GRPO_MAX_CONCURRENT_RUNS": "1", **env})
+    return process, f"http://127.0.0.1:{port}/"
 
 
 def _timed(action) -> float:

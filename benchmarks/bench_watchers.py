@@ -35,7 +35,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import psutil
@@ -44,6 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from served import start_dashboard, stop_server  # noqa: E402  (benchmarks/served.py)
 
 from grpo_core.run_config import RunConfig  # noqa: E402
 from grpo_core.submit.queue import submit_run  # noqa: E402
@@ -65,31 +66,7 @@ def _free_port() -> int:
 
 def start_server(data_dir: Path, port: int, log_path: Path, timeout_s: float = 120) -> subprocess.Popen:
     """Start the dashboard and wait for its first HTTP 200 on ``/``."""
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"}
-    with open(log_path, "ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--data-dir", str(data_dir), "--port", str(port)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT, env=env,
-        )
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as response:
-                if response.status == 200:
-                    return process
-        except OSError:
-            time.sleep(0.2)
-    process.kill()
-    raise RuntimeError("the dashboard did not answer:\n" + log_path.read_text()[-2000:])
-
-
-def stop_server(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    return start_dashboard(data_dir, port, log_path, timeout_s=timeout_s)[0]
 
 
 def cpu_seconds(process: psutil.Process) -> float:

@@ -53,6 +53,8 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from served import start_dashboard, stop_server  # noqa: E402  (benchmarks/served.py)
+
 from storage import CompletionRecord, GroupRecord, RunStatus, Store, sqlite_url  # noqa: E402
 
 GOAL_START_S = 5.0
@@ -323,32 +325,7 @@ def time_server_work(data_dir: Path, repeats: int = 10) -> dict[str, tuple[float
 
 def start_server(data_dir: Path, port: int, log_path: Path, timeout_s: float = 120) -> tuple[subprocess.Popen, float]:
     """Start the dashboard; returns (process, seconds until ``/`` answered 200)."""
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"}
-    started = time.perf_counter()
-    with open(log_path, "ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--data-dir", str(data_dir), "--port", str(port)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT, env=env,
-        )
-    url = f"http://127.0.0.1:{port}/"
-    while time.perf_counter() - started < timeout_s:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return process, time.perf_counter() - started
-        except OSError:
-            time.sleep(0.05)
-    process.kill()
-    raise RuntimeError("the dashboard did not answer:\n" + log_path.read_text()[-2000:])
-
-
-def stop_server(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    return start_dashboard(data_dir, port, log_path, timeout_s=timeout_s, poll_s=0.05)
 
 
 def torch_mapped(pid: int) -> bool:
