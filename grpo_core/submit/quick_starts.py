@@ -39,7 +39,7 @@ AGENT_RECIPE_PATH = EXAMPLES_DIR / "agent_quick_start.yaml"
 #: :data:`grpo_core.engine.tool_template.CHATML_TOOL_TEMPLATE` by a test; this module imports no torch or TRL).
 CHATML_TOOL_TEMPLATE_NOTE = ("SmolLM2's own chat template cannot render tools, so the run sets TRL's Qwen2.5 chat "
                              "template (trl/chat_templates/qwen2_5.jinja): the same ChatML tokens, tools in the "
-                             "system message, calls as <tool_call>{...}</tool_call>")
+                             "system message, calls as `<tool_call>{...}</tool_call>`")
 
 
 @dataclass(frozen=True)

@@ -388,6 +388,8 @@ def config_to_form(config: RunConfig) -> dict[str, Any]:
             form[field] = trl_args_text(config.trl_args)
         elif field_kind(field) == "lines":
             form[field] = lines_text(getattr(config, field))
+        elif field in ZERO_MEANS_UNSET and getattr(config, field) is None:
+            form[field] = 0  # off, as the box shows it when the form opens (a None leaves the box blank)
         else:
             form[field] = getattr(config, field)
     return form

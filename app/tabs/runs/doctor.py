@@ -47,6 +47,10 @@ def _in_order(findings: Sequence[Finding]) -> list[Finding]:
     return sorted((f for f in findings if unique[f.code] is f), key=lambda f: rank[f.severity])
 
 
+def _logged_steps(count: int) -> str:
+    return f"{count} logged step" + ("" if count == 1 else "s")
+
+
 def doctor_html(findings: Sequence[Finding], num_steps: int) -> str:
     """The doctor's report: one block per finding (severity colour, title, advice, steps, examples), escaped, most
     severe first and one per code; the head counts them by severity.
@@ -60,7 +64,7 @@ def doctor_html(findings: Sequence[Finding], num_steps: int) -> str:
         out.append('<div class="doctor-head">Run doctor</div><div class="doctor-advice">No metrics logged yet.</div>')
     elif not findings:
         out.append(
-            f'<div class="doctor-head">Run doctor · {num_steps} logged steps</div>'
+            f'<div class="doctor-head">Run doctor · {_logged_steps(num_steps)}</div>'
             '<div class="doctor-advice">✅ Nothing looks wrong: groups carry signal, the reward is not stuck, '
             "completions fit, KL is calm, the gradient reaches the model and every metric is a number.</div>"
         )
@@ -71,7 +75,7 @@ def doctor_html(findings: Sequence[Finding], num_steps: int) -> str:
             for severity in Severity
             if counts[severity]
         )
-        out.append(f'<div class="doctor-head">Run doctor · {num_steps} logged steps · {tally}</div>')
+        out.append(f'<div class="doctor-head">Run doctor · {_logged_steps(num_steps)} · {tally}</div>')
         if not counts[Severity.ERROR] and not counts[Severity.WARNING]:
             out.append('<div class="doctor-advice">✅ No problem found.</div>')
     for finding in findings:

@@ -34,6 +34,15 @@ def test_a_quick_start_whose_time_was_not_measured_claims_no_minutes(monkeypatch
     assert "not measured on quiet cores yet" in agent and " min" not in agent
 
 
+def test_the_template_note_shows_the_call_markup_as_code_not_as_html():
+    """Markdown drops ``<tool_call>`` as an unknown HTML tag: the note must carry it in a code span."""
+    import re
+
+    note = quick_start_note(load=(0.5, 2))
+    assert "calls as `<tool_call>{...}</tool_call>`" in note
+    assert not re.search(r"<tool_call>", re.sub(r"`[^`]*`", "", note))  # no markup left outside code spans
+
+
 def test_the_batch_error_uses_the_forms_words():
     with pytest.raises(ConfigError) as caught:
         parse_run_config({"num_generations": 3, "per_device_train_batch_size": 8})

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from app.tabs.launch import handlers
-from app.tabs.launch.form import FORM_FIELDS, RULE_SLOTS, config_to_form, slot_field
+from app.tabs.launch.form import FORM_FIELDS, RULE_SLOTS, ZERO_MEANS_UNSET, config_to_form, slot_field
 from grpo_core.datasets.library import AGENT_TASKS_EXAMPLE, CODE_TASKS_EXAMPLE, QUICK_START_EXAMPLE, delete_dataset
 from grpo_core.rewards import get_rule
 from grpo_core.run_config import RunConfig, parse_run_config
@@ -190,6 +190,9 @@ def test_arithmetic_quick_start_puts_the_form_back_to_the_defaults(ctx, monkeypa
     handlers.quick_start_form(ctx, "code")  # a press of the other one first changes nothing stored
     filled = handlers.quick_start_form(ctx, "arithmetic")
     assert handlers.shown_after_clone(filled, [True] * RULE_SLOTS) == [True, True, False, False]
+    # an "off" number box reads 0 as when the form opens, not blank
+    assert all(filled[field] == 0 for field in ZERO_MEANS_UNSET if field in filled), {
+        field: filled[field] for field in ZERO_MEANS_UNSET if field in filled}
     status, run_id = handlers.launch(ctx, None, _launched_values(filled))
     assert status.startswith("✅"), status
     queued = parse_run_config(ctx.store.get_run(run_id).config)

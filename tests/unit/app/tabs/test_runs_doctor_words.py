@@ -20,3 +20,8 @@ def test_the_readme_says_what_the_doctor_shows_at_first():
     assert "No metrics logged yet." in nothing and "No metrics logged yet." in readme
     assert "✅ No problem found." in html.unescape(early) and "✅ No problem found." in readme
     assert "too early to tell whether the reward improves" in readme
+
+
+def test_the_head_counts_logged_steps_in_the_singular_and_plural():
+    assert "Run doctor · 1 logged step<" in doctor_html([], 1)
+    assert "Run doctor · 2 logged steps<" in doctor_html([], 2)
