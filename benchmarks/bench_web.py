@@ -29,6 +29,8 @@ first chart; medians of ``--tries`` rounds, and the ratio of our link to trackio
 Absolute times depend on the machine's load; the ratio, taken round by round, much less. ``--floor`` adds, in the
 same rounds, the link of the least page Gradio and plotly can make for that chart (``web_floor.py``: one plot, one
 page-load event drawing the same figure): ours / floor is the dashboard page's own cost, floor / trackio the stack's.
+``--against DIR`` adds the link of an earlier commit's dashboard (DIR: ``git archive COMMIT | tar -x -C DIR``) on the
+same store, in the same rounds: our link / its link is a change's own gain.
 
 Usage: ``python benchmarks/bench_web.py [--starts 3] [--steps 500] [--scale 1] [--keys 30] [--trackio]
 [--no-browser]``; the issue's comparison: ``python benchmarks/bench_web.py --scale 10 --side-by-side [--floor]``
