@@ -29,6 +29,8 @@ first chart; medians of ``--tries`` rounds, and the ratio of our link to trackio
 Absolute times depend on the machine's load; the ratio, taken round by round, much less. ``--floor`` adds, in the
 same rounds, the link of the least page Gradio and plotly can make for that chart (``web_floor.py``: one plot, one
 page-load event drawing the same figure): ours / floor is the dashboard page's own cost, floor / trackio the stack's.
+``--against DIR`` adds the link of an earlier commit's dashboard (DIR: ``git archive COMMIT | tar -x -C DIR``) on the
+same store, in the same rounds: our link / its link is a change's own gain.
 
 Usage: ``python benchmarks/bench_web.py [--starts 3] [--steps 500] [--scale 1] [--keys 30] [--trackio]
 [--no-browser]``; the issue's comparison: ``python benchmarks/bench_web.py --scale 10 --side-by-side [--floor]``
@@ -154,21 +156,23 @@ def start_trackio(tmp: Path, steps: int, keys: list[str], timeout_s: float = 300
 
 
 def side_by_side(ours: str, theirs: str, tries: int = 3, theirs_timeout_s: float = 120,
-                 floor: str | None = None) -> dict[str, list[float]]:
+                 floor: str | None = None, base: str | None = None) -> dict[str, list[float]]:
     """``tries`` rounds, each in fresh Chromium pages, one after the other so a change of the machine's load hits
     all alike: our link to the run (``?run=1&tab=runs``) to its first chart, a click on our Runs tab (page loaded
     first) to its first chart, the ``floor`` page's link (``web_floor.py``: one plot, one load event) to the same
-    chart when given, trackio's link to the same data to its first chart (``inf`` past ``theirs_timeout_s``).
-    Returns ``name -> seconds of each round``."""
+    chart when given, the ``base`` page's link (the unchanged page, ``--against``) when given, trackio's link to
+    the same data to its first chart (``inf`` past ``theirs_timeout_s``). Returns ``name -> seconds of each round``."""
     from playwright.sync_api import sync_playwright
 
-    times: dict[str, list[float]] = {"ours": [], "tab": [], "trackio": [], "floor": []}
+    times: dict[str, list[float]] = {"ours": [], "tab": [], "trackio": [], "floor": [], "base": []}
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         for _ in range(tries):
             tab_click, deep_link = _time_chart(browser, ours, 1, link_timeout_s=theirs_timeout_s)
             times["ours"] += deep_link
             times["tab"] += tab_click
+            if base is not None:
+                times["base"].append(_time_link(browser, base + "?run=1&tab=runs", CHART_DRAWN, theirs_timeout_s))
             if floor is not None:
                 times["floor"].append(_time_link(browser, floor + "?run=1&tab=runs", CHART_DRAWN, theirs_timeout_s))
             times["trackio"].append(_time_link(browser, theirs, TRACKIO_DRAWN, theirs_timeout_s))
@@ -213,11 +217,14 @@ def start_floor(data_dir: Path, log_path: Path, timeout_s: float = 120) -> tuple
     raise RuntimeError("the floor page did not answer:\n" + log_path.read_text()[-2000:])
 
 
-def compare_with_trackio(scale: int, steps: int, key_counts: list[int], tries: int, floor: bool = False) -> None:
+def compare_with_trackio(scale: int, steps: int, key_counts: list[int], tries: int, floor: bool = False,
+                         against: Path | None = None) -> None:
     """The side-by-side table: for each of ``key_counts``, one run of ``steps * scale`` steps prepared for us and
     written into trackio, both served at once and timed in turn (:func:`side_by_side`), with our server's own work
     for the first chart (:func:`time_server_work`); medians of ``tries`` rounds, and the ratio of our link's time to
-    trackio's, round by round (below 1: ours draws first)."""
+    trackio's, round by round (below 1: ours draws first). ``against``: a copy of an earlier commit (``git archive``
+    unpacked) served on the same store and its link timed in the same rounds (our link / its link, round by round:
+    below 1, the change made the link faster)."""
     rows = []
     for count in key_counts:
         with tempfile.TemporaryDirectory(prefix="bench-web-") as tmp:
@@ -232,9 +239,15 @@ def compare_with_trackio(scale: int, steps: int, key_counts: list[int], tries: i
                        if c.status == psutil.CONN_LISTEN)
             trackio, trackio_url = start_trackio(Path(tmp), steps * scale, keys)
             floor_process, floor_url = start_floor(data_dir, Path(tmp) / "floor.log") if floor else (None, None)
+            base_port = _free_port()
+            base_process = (start_server(data_dir, base_port, Path(tmp) / "base.log", root=against)[0]
+                            if against is not None else None)
+            base_url = f"http://127.0.0.1:{base_port}/" if against is not None else None
             try:
-                times = side_by_side(url, trackio_url, tries, floor=floor_url)
+                times = side_by_side(url, trackio_url, tries, floor=floor_url, base=base_url)
             finally:
+                if base_process is not None:
+                    stop_server(base_process)
                 stop_server(trackio)
                 stop_server(process)
                 if floor_process is not None:
@@ -249,6 +262,13 @@ def compare_with_trackio(scale: int, steps: int, key_counts: list[int], tries: i
           f"{'server: first chart':>20}" + (f" {'floor link':>11} {'ours/floor':>11} {'floor/trackio':>14}"
                                             if floor else ""))
     for count, times, ratios, (wall_ms, cpu_ms) in rows:
+        if against is not None:
+            ob = [o / b for o, b in zip(times["ours"], times["base"], strict=True)]
+            print(f"{count:>5} keys: our link / the unchanged page's {statistics.median(ob):.2f} (medians"
+                  f" {statistics.median(times['ours']):.2f} s against {statistics.median(times['base']):.2f} s;"
+                  f" rounds {', '.join(f'{t:.1f}' for t in times['base'])})"
+                  + (f"; unchanged page / floor {statistics.median(b / f for b, f in zip(times['base'], times['floor'], strict=True)):.2f}"
+                     if floor else ""))
         floor_cells, floor_rounds = "", ""
         if floor:
             of = [o / f for o, f in zip(times["ours"], times["floor"], strict=True)]
@@ -323,9 +343,10 @@ def time_server_work(data_dir: Path, repeats: int = 10) -> dict[str, tuple[float
             for name, values in times.items()}
 
 
-def start_server(data_dir: Path, port: int, log_path: Path, timeout_s: float = 120) -> tuple[subprocess.Popen, float]:
-    """Start the dashboard; returns (process, seconds until ``/`` answered 200)."""
-    return start_dashboard(data_dir, port, log_path, timeout_s=timeout_s, poll_s=0.05)
+def start_server(data_dir: Path, port: int, log_path: Path, timeout_s: float = 120,
+                 root: Path = ROOT) -> tuple[subprocess.Popen, float]:
+    """Start the dashboard (``root``'s); returns (process, seconds until ``/`` answered 200)."""
+    return start_dashboard(data_dir, port, log_path, timeout_s=timeout_s, poll_s=0.05, root=root)
 
 
 def torch_mapped(pid: int) -> bool:
@@ -443,9 +464,14 @@ def main() -> None:
     parser.add_argument("--floor", action="store_true",
                         help="with --side-by-side: also time the floor page (web_floor.py: one plot, one load event "
                              "drawing the same first chart), the least the stack can reach")
+    parser.add_argument("--against", type=Path, metavar="DIR",
+                        help="with --side-by-side: also time the link of the dashboard in DIR (an earlier commit, "
+                             "e.g. `git archive COMMIT | tar -x -C DIR`) on the same run, in the same rounds: the "
+                             "change's own gain, our link / its link")
     args = parser.parse_args()
     if args.side_by_side is not None:
-        compare_with_trackio(args.scale, args.steps, args.side_by_side or [30, 200], args.tries, args.floor)
+        compare_with_trackio(args.scale, args.steps, args.side_by_side or [30, 200], args.tries, args.floor,
+                             args.against.resolve() if args.against else None)
         return
 
     with tempfile.TemporaryDirectory(prefix="bench-web-") as tmp:

@@ -17,20 +17,23 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def start_dashboard(data_dir: Path, port: int, log_path: Path, *, env: dict[str, str] | None = None,
-                    timeout_s: float = 120, poll_s: float = 0.2) -> tuple[subprocess.Popen, float]:
+                    timeout_s: float = 120, poll_s: float = 0.2, root: Path = ROOT) -> tuple[subprocess.Popen, float]:
     """Start the dashboard on ``127.0.0.1:port`` with ``data_dir`` (``env`` added to this process's environment,
-    Gradio's analytics off); returns the process and the seconds until ``/`` answered 200.
+    Gradio's analytics off), the one in ``root`` (default: this checkout; another: a copy of an earlier commit, its
+    code first on the path); returns the process and the seconds until ``/`` answered 200.
 
     Raises:
         RuntimeError: ``/`` did not answer 200 within ``timeout_s`` (the process is killed; the message ends with the
             log's last 2,000 characters).
     """
     child_env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", **(env or {})}
+    if root != ROOT:
+        child_env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [child_env.get("PYTHONPATH")])])
     started = time.perf_counter()
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "app", "serve", "--data-dir", str(data_dir), "--port", str(port)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT, env=child_env,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=root, env=child_env,
         )
     url = f"http://127.0.0.1:{port}/"
     while time.perf_counter() - started < timeout_s:

@@ -64,6 +64,13 @@ def test_the_preview_is_filled_on_load(page):
     expect(preview).to_contain_text("max_steps: 60")
 
 
+def test_a_link_to_the_launch_tab_fills_the_preview(page, server):
+    page.goto(f"{server['url']}?tab=launch")  # the tab selected by the page load, not by a click
+    page.locator("#launch-button").wait_for()
+    page.get_by_text("Run config preview").click()
+    expect(page.locator("#config-preview")).to_contain_text("numeric_answer")
+
+
 def test_add_and_remove_a_rule(page):
     _launch(page)
     page.locator("#rule-add").click()

@@ -7,7 +7,7 @@ the Runs tab.
 
 Reward rule slots show only while they hold a rule: "+ add rule" shows the next one, "✕ remove" empties and hides
 one. The sandbox line shows only while a code rule is chosen, vLLM's settings only while vLLM generation is on, and
-the config preview is filled when the page loads.
+the config preview is filled when the tab is selected (no page-load event for a page opened on another tab).
 
 :func:`create_launch_tab` lays the tab out (:mod:`app.tabs.launch.layout`) and connects each event to its handler
 (:mod:`app.tabs.launch.handlers`). Every event passes its inputs as a set, so Gradio hands over a dict keyed by
@@ -46,6 +46,12 @@ def enclosing_tabs() -> gr.Tabs | None:
     return parent if isinstance(parent, gr.Tabs) else None
 
 
+def enclosing_tab() -> gr.Tab | None:
+    """The ``gr.Tab`` being built now (``None`` outside one)."""
+    block = gr.context.Context.block
+    return block if isinstance(block, gr.Tab) else None
+
+
 def create_launch_tab(
     ctx: AppContext, sync: CatalogSync | None = None, tabs: gr.Tabs | None = None
 ) -> dict[str, gr.components.Component]:
@@ -58,6 +64,7 @@ def create_launch_tab(
     follows it with ``launched_run.change`` to select that run).
     """
     tabs = tabs if tabs is not None else enclosing_tabs()
+    own_tab = enclosing_tab()
     parts = build_launch_layout(ctx)
     form = {name: parts[name] for name in FORM_FIELDS}
 
@@ -139,8 +146,10 @@ def create_launch_tab(
             outputs=[parts[slot_field("params", index)], parts[slot_field("help", index)]])
     parts["trl_args"].change(trl_args_help, inputs=parts["trl_args"], outputs=parts["trl_args_help"],
                              show_progress="hidden")
-    # no triggers: every field's change, and the page's load (the preview is there before anything changes)
-    gr.on(triggers=None, fn=on_preview, inputs=set(form.values()), outputs=parts["preview"], show_progress="hidden")
+    # every field's change, and the tab's selection (the preview is there before anything changes, without an event
+    # at the page load of a link to another tab); built outside a tab: the page's load
+    gr.on(triggers=[*(field.change for field in form.values()), own_tab.select] if own_tab is not None else None,
+          fn=on_preview, inputs=set(form.values()), outputs=parts["preview"], show_progress="hidden")
     launch_outputs = [parts["status"], parts["launched_run"], *([tabs] if tabs is not None else [])]
     launched = parts["launch"].click(on_launch, inputs=set(form.values()), outputs=launch_outputs)
     with parts["panels"]:
