@@ -332,12 +332,6 @@ def estimate_peak_memory(
                           loading=loading, margin=int(MARGIN_SHARE * counted))
 
 
-def prompt_tokens_from_chars(longest_prompt_chars: int) -> int:
-    """Tokens of the longest prompt, from its length in characters (about 3.5 characters a token for English with a
-    BPE vocabulary), plus :data:`CHAT_TEMPLATE_TOKENS`."""
-    return int(longest_prompt_chars / 3.5) + CHAT_TEMPLATE_TOKENS
-
-
 @dataclass(frozen=True)
 class FreeMemory:
     """Free memory on a device, bytes; ``where`` says which (``"RAM"`` or ``"GPU 0 (NVIDIA H200)"``)."""
@@ -402,33 +396,6 @@ def model_shape(model: str) -> ModelShape:
     if source.kind == "gguf":
         return model_shape_from_gguf(source.location)
     raise MemoryEstimateError(f"hub id {source.location}: its size cannot be read before it is downloaded")
-
-
-def longest_prompt_chars(rows: list[dict]) -> int:
-    """Characters of the longest ``prompt`` among dataset rows: a chat prompt's message contents joined, with each
-    earlier turn's ``tool_calls`` (name and JSON arguments) and a tool message's ``name``. The template's own text and
-    the tools' schemas are not in it: :func:`grpo_core.models.prompt_tokens.longest_prompt_tokens` counts the prompt
-    as the run's model gets it, which the Launch tab and ``bench_memory.py`` use."""
-    longest = 0
-    for row in rows:
-        prompt = row.get("prompt")
-        if isinstance(prompt, list):
-            parts = []
-            for message in prompt:
-                if not isinstance(message, dict):
-                    continue
-                parts.append(str(message.get("content") or ""))
-                if message.get("role") == "tool":
-                    parts.append(str(message.get("name") or ""))
-                calls = message.get("tool_calls")
-                for call in calls if isinstance(calls, list) else []:
-                    function = call.get("function", call) if isinstance(call, dict) else call
-                    parts.append(json.dumps(function, ensure_ascii=False, default=str))
-            text = "".join(parts)
-        else:
-            text = str(prompt or "")
-        longest = max(longest, len(text))
-    return longest
 
 
 def fit_verdict(estimate: MemoryEstimate, free: list[FreeMemory]) -> str:

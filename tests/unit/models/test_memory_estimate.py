@@ -14,10 +14,8 @@ from grpo_core.models.memory_estimate import (
     estimate_peak_memory,
     fit_verdict,
     free_memory,
-    longest_prompt_chars,
     model_shape,
     model_shape_from_folder,
-    prompt_tokens_from_chars,
 )
 from grpo_core.models.source import packaged_gguf_path
 
@@ -72,9 +70,7 @@ def test_the_parts_of_the_estimate():
     assert lora.total == sum(value for _, value in lora.parts())
 
 
-def test_prompt_length_and_verdict():
-    rows = [{"prompt": "abc"}, {"prompt": [{"role": "user", "content": "x" * 70}]}]
-    assert longest_prompt_chars(rows) == 70 and prompt_tokens_from_chars(70) == 20 + 40
+def test_fit_verdict():
     estimate = estimate_peak_memory(SMALL, {}, device="cpu", prompt_tokens=60)
     assert fit_verdict(estimate, [FreeMemory("RAM", estimate.total * 2, estimate.total * 4)]).startswith("✅ fits")
     assert fit_verdict(estimate, [FreeMemory("RAM", int(estimate.total * 1.05), 1)]).startswith("⚠️ tight")
