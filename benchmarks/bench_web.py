@@ -56,13 +56,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from served import start_dashboard, stop_server  # noqa: E402  (benchmarks/served.py)
+from web_pages import (  # noqa: E402  (benchmarks/web_pages.py)
+    CHROMIUM,
+    side_by_side,
+    time_chart,
+    time_links,
+    time_sections,
+)
 
 from storage import CompletionRecord, GroupRecord, RunStatus, Store, sqlite_url  # noqa: E402
 
 GOAL_START_S = 5.0
 GOAL_RSS_MB = 400.0
 GOAL_CHART_S = 1.0
-CHROMIUM = "/usr/bin/chromium"
 #: What TRL 1.16's GRPOTrainer logs on a CPU run with two reward functions (grpo_trainer.py's ``_metrics``), plus the
 #: trainer's own; :func:`metric_keys` adds the user's keys past these.
 TRL_KEYS = [
@@ -124,11 +130,6 @@ for first in range(1, steps + 1, 500):
     chunk = list(range(first, min(steps, first + 499) + 1))
     SQLiteStorage.bulk_log("bench-web", "bench-web", [{k: rng.random() for k in keys} for _ in chunk], steps=chunk)
 """
-#: True once trackio's page has drawn a line plot (vega renders to a canvas inside ``.plot``).
-TRACKIO_DRAWN = "() => { const c = document.querySelector('.plot canvas');" \
-                " return !!(c && c.width > 0 && c.height > 0); }"
-
-
 def start_trackio(tmp: Path, steps: int, keys: list[str], timeout_s: float = 300) -> tuple[subprocess.Popen, str]:
     """Write the run's metrics into a trackio project under ``tmp`` and serve it with ``trackio show``; returns the
     server process and the link to the project."""
@@ -153,45 +154,6 @@ def start_trackio(tmp: Path, steps: int, keys: list[str], timeout_s: float = 300
             time.sleep(0.2)
     stop_server(process)
     raise RuntimeError("trackio did not answer:\n" + (tmp / "trackio.log").read_text()[-2000:])
-
-
-def side_by_side(ours: str, theirs: str, tries: int = 3, theirs_timeout_s: float = 120,
-                 floor: str | None = None, base: str | None = None) -> dict[str, list[float]]:
-    """``tries`` rounds, each in fresh Chromium pages, one after the other so a change of the machine's load hits
-    all alike: our link to the run (``?run=1&tab=runs``) to its first chart, a click on our Runs tab (page loaded
-    first) to its first chart, the ``floor`` page's link (``web_floor.py``: one plot, one load event) to the same
-    chart when given, the ``base`` page's link (the unchanged page, ``--against``) when given, trackio's link to
-    the same data to its first chart (``inf`` past ``theirs_timeout_s``). Returns ``name -> seconds of each round``."""
-    from playwright.sync_api import sync_playwright
-
-    times: dict[str, list[float]] = {"ours": [], "tab": [], "trackio": [], "floor": [], "base": []}
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        for _ in range(tries):
-            tab_click, deep_link = _time_chart(browser, ours, 1, link_timeout_s=theirs_timeout_s)
-            times["ours"] += deep_link
-            times["tab"] += tab_click
-            if base is not None:
-                times["base"].append(_time_link(browser, base + "?run=1&tab=runs", CHART_DRAWN, theirs_timeout_s))
-            if floor is not None:
-                times["floor"].append(_time_link(browser, floor + "?run=1&tab=runs", CHART_DRAWN, theirs_timeout_s))
-            times["trackio"].append(_time_link(browser, theirs, TRACKIO_DRAWN, theirs_timeout_s))
-        browser.close()
-    return times
-
-
-def _time_link(browser, url: str, drawn: str, timeout_s: float) -> float:
-    """Seconds from opening ``url`` in a fresh page to ``drawn`` true (``inf`` past ``timeout_s``)."""
-    page = browser.new_page(viewport={"width": 1440, "height": 900})
-    started = time.perf_counter()
-    page.goto(url)
-    try:
-        page.wait_for_function(drawn, polling=20, timeout=timeout_s * 1000)
-        seconds = time.perf_counter() - started
-    except Exception:  # noqa: BLE001 - never drawn in time: reported as such
-        seconds = float("inf")
-    page.close()
-    return seconds
 
 
 def start_floor(data_dir: Path, log_path: Path, timeout_s: float = 120) -> tuple[subprocess.Popen, str]:
@@ -284,29 +246,6 @@ def compare_with_trackio(scale: int, steps: int, key_counts: list[int], tries: i
               f"{floor_rounds}]")
 
 
-def time_links(ours: str, theirs: str, tries: int = 3) -> tuple[list[float], list[float]]:
-    """Seconds from opening each link in a fresh Chromium page to its first chart drawn, ours and trackio's taken in
-    turn (so a change of load hits both alike)."""
-    from playwright.sync_api import sync_playwright
-
-    mine, trackio = [], []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        for _ in range(tries):
-            for url, drawn, out in ((ours, CHART_DRAWN, mine), (theirs, TRACKIO_DRAWN, trackio)):
-                page = browser.new_page(viewport={"width": 1440, "height": 900})
-                started = time.perf_counter()
-                page.goto(url)
-                try:
-                    page.wait_for_function(drawn, polling=20, timeout=60_000)
-                    out.append(time.perf_counter() - started)
-                except Exception:  # noqa: BLE001 - never drawn: reported as such
-                    out.append(float("inf"))
-                page.close()
-        browser.close()
-    return mine, trackio
-
-
 def time_server_work(data_dir: Path, repeats: int = 10) -> dict[str, tuple[float, float]]:
     """The web process's own work for the Runs tab, in this process on the prepared store, ``repeats`` times each:
     the first chart (``refresh_series`` on a fresh page: the overview's downsampled history and the run's key list,
@@ -370,75 +309,21 @@ def memory(pid: int) -> tuple[float, float, int]:
     return process.memory_info().rss / 1e6, child_rss / 1e6, len(children)
 
 
-#: True once the Runs chart is drawn with data (plotly's own trace list).
-CHART_DRAWN = "() => { const d = document.querySelector('#runs-plot .js-plotly-plot');" \
-              " return !!(d && d._fullData && d._fullData.some(t => t.x && t.x.length > 0)); }"
-
-
-def _time_chart(browser, url: str, tries: int, link_timeout_s: float = 15) -> tuple[list[float], list[float]]:
-    """Seconds from a click on the Runs tab (page already loaded) to its first chart drawn, and from opening a link
-    to the run's Runs view (``?run=1&tab=runs``) to its chart drawn; ``tries`` fresh pages each."""
-    from playwright.sync_api import expect
-
-    tab_click, deep_link = [], []
-    for _ in range(tries):
-        page = browser.new_page(viewport={"width": 1440, "height": 900})
-        page.set_default_timeout(60_000)
-        page.goto(url)
-        expect(page.get_by_role("tab", name="Runs")).to_be_visible(timeout=60_000)
-        page.wait_for_timeout(1500)  # the page settled: what remains is the tab's own work
-        started = time.perf_counter()
-        page.get_by_role("tab", name="Runs").click()
-        page.wait_for_function(CHART_DRAWN, polling=20)
-        tab_click.append(time.perf_counter() - started)
-        page.close()
-        page = browser.new_page(viewport={"width": 1440, "height": 900})
-        started = time.perf_counter()
-        page.goto(url + "?run=1&tab=runs")
-        try:
-            page.wait_for_function(CHART_DRAWN, polling=20, timeout=link_timeout_s * 1000)
-            deep_link.append(time.perf_counter() - started)
-        except Exception:  # noqa: BLE001 - a dashboard that ignores links never draws it: reported as such
-            deep_link.append(float("inf"))
-        page.close()
-    return tab_click, deep_link
-
-
-def _section_drawn(section: str) -> str:
-    return (f"() => {{ const d = document.querySelector('#runs-section-plot-{section} .js-plotly-plot');"
-            " return !!(d && d._fullData && d._fullData.some(t => t.x && t.x.length > 0)); }")
-
-
-def _time_sections(page, sections: tuple[str, ...] = ("policy", "custom")) -> dict[str, float]:
-    """Seconds from a click on each section's heading (the Runs tab open, its chart drawn) to its charts drawn."""
-    timings = {}
-    for section in sections:
-        heading = page.locator(f"#runs-section-{section} button").first
-        if not heading.is_visible():
-            continue
-        heading.scroll_into_view_if_needed()
-        started = time.perf_counter()
-        heading.click()
-        page.wait_for_function(_section_drawn(section), polling=20, timeout=60_000)
-        timings[section] = time.perf_counter() - started
-    return timings
-
-
 def browse(url: str, label: str, watch_s: float, tries: int = 3) -> tuple[str, list[float], list[float], dict]:
-    """Time the first chart (:func:`_time_chart`), then open the run's charts and groups in headless Chromium;
+    """Time the first chart (:func:`time_chart`), then open the run's charts and groups in headless Chromium;
     returns what was done and the timings."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        tab_click, deep_link = _time_chart(browser, url, tries)
+        tab_click, deep_link = time_chart(browser, url, tries)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(60_000)
         page.goto(url)
         page.get_by_role("tab", name="Runs").click()
         page.locator("#runs-plot .js-plotly-plot").wait_for()
         page.wait_for_timeout(watch_s * 1000)  # a few refresh ticks
-        sections = _time_sections(page)
+        sections = time_sections(page)
         page.get_by_role("tab", name="Inspect").click()
         page.locator("#inspect-run input").click()
         page.get_by_role("option", name=label).first.click()

@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_web  # noqa: E402
+from web_pages import CHART_DRAWN, CHROMIUM  # noqa: E402
 
 #: Gradio front-end functions whose cost grows with the page's components and dependencies (gradio 6's core and
 #: Blocks chunks), shown with their inclusive sampled time.
@@ -76,10 +77,10 @@ def profile_link(url: str, rounds: int) -> None:
     print(f"page config: {len(parsed['components'])} components, {len(parsed['dependencies'])} dependencies, "
           f"{len(config) // 1000} KB")
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=bench_web.CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         page = browser.new_page(viewport={"width": 1440, "height": 900})
         page.goto(url + "?run=1&tab=runs")
-        page.wait_for_function(bench_web.CHART_DRAWN, polling=20, timeout=120_000)
+        page.wait_for_function(CHART_DRAWN, polling=20, timeout=120_000)
         page.close()
         for index in range(rounds):
             page = browser.new_page(viewport={"width": 1440, "height": 900})
@@ -98,7 +99,7 @@ def profile_link(url: str, rounds: int) -> None:
             page.on("request", lambda r: note(r, "sent") if "queue/join" in r.url else None)
             page.on("requestfinished", lambda r: note(r, "done"))
             page.goto(url + "?run=1&tab=runs", wait_until="commit")
-            page.wait_for_function(bench_web.CHART_DRAWN, polling=20, timeout=120_000)
+            page.wait_for_function(CHART_DRAWN, polling=20, timeout=120_000)
             drawn = time.perf_counter() - started
             by_script, by_function, total = summarise(cdp.send("Profiler.stop")["profile"])
             page.close()
