@@ -20,6 +20,7 @@ from app.api.public import create_public_api, hide_internal_endpoints
 from app.catalog_sync import CatalogSync
 from app.context import AppContext, boundary_of
 from app.inert_outputs import install as install_inert_outputs
+from app.run_page import RUN_PAGE_PATH, create_run_page
 from app.served_files import OfferedFilesGuard, confine_gradio
 from app.tabs.api_tokens import create_api_tokens_tab
 from app.tabs.datasets import create_datasets_tab
@@ -40,6 +41,9 @@ from storage import Store
 log = logging.getLogger(__name__)
 
 TITLE = "GRPO dashboard"
+#: The page list Gradio draws above a multipage app (the dashboard and the run page link each other in their own
+#: words instead): hidden, since ``gr.Navbar(visible=False)`` does not hide it in Gradio 6 (gradio-app/gradio#12532).
+PAGE_CSS = ".nav-holder { display: none !important; }"
 
 
 def create_context(settings: Settings, *, worker_env: dict[str, str] | None = None) -> AppContext:
@@ -56,7 +60,8 @@ def create_context(settings: Settings, *, worker_env: dict[str, str] | None = No
 
 def build_blocks(ctx: AppContext) -> gr.Blocks:
     """The dashboard's ``gr.Blocks``: Datasets, Launch, Runs, Inspect and Try the model tabs, whose dataset and run
-    lists follow the store (:class:`app.catalog_sync.CatalogSync`), and the public API
+    lists follow the store (:class:`app.catalog_sync.CatalogSync`), a run's own page (``/run?run=12``,
+    :mod:`app.run_page`), and the public API
     (:mod:`app.api.public`): only its named endpoints are listed and callable by name. No value becomes a file to
     Gradio but a file component's own (:mod:`app.inert_outputs`)."""
     install_inert_outputs()
@@ -88,6 +93,8 @@ def build_blocks(ctx: AppContext) -> gr.Blocks:
         # --- end navigation ---
         sync.connect(blocks, page_loaded=loaded)  # the lists and page values follow the first chart's answer
         create_public_api(ctx)
+    with blocks.route("Run", RUN_PAGE_PATH, show_in_navbar=False):  # /run?run=12: one run's charts, a light page
+        create_run_page(ctx, blocks)
     hide_internal_endpoints(blocks)
     return blocks
 
@@ -162,6 +169,7 @@ def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, 
         prevent_thread_lock=not block,
         show_error=True,
         quiet=False,
+        css=PAGE_CSS,
         footer_links=["api", "settings"],
         # Gradio's run history records every event's inputs and outputs (an API token shown once included) and
         # serves /gradio_api/run-history/* without a login, acting on the hub with the server's own HF token for

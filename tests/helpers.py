@@ -206,6 +206,37 @@ def pick(page, elem_id: str, option: str) -> None:
     page.get_by_role("option", name=option).first.click()
 
 
+def click_chart_point(page, plot: str, step: int, clicked) -> None:
+    """Click with the mouse the point at ``step`` of the first trace holding it in the plotly chart under ``plot`` (a
+    CSS selector; plotly's own axis mapping gives the pixel), until ``clicked()`` (a Playwright assertion) passes: a
+    page still laying out moves the chart, so a click that missed the point is measured and made again, 3 times at
+    most (the last assertion's failure is raised)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for attempt in range(3):
+        # the point must be inside the viewport for the mouse to reach it: the chart may sit below the fold
+        page.evaluate(f"() => document.querySelector('{plot} .js-plotly-plot').scrollIntoView({{block: 'start'}})")
+        x, y = page.evaluate(
+            f"""() => {{
+              const d = document.querySelector('{plot} .js-plotly-plot');
+              const trace = d._fullData.find(t => t.x && Array.from(t.x).includes({step}));
+              const xa = d._fullLayout[trace.xaxis.replace('x', 'xaxis')];
+              const ya = d._fullLayout[trace.yaxis.replace('y', 'yaxis')];
+              const i = Array.from(trace.x).indexOf({step});
+              const box = d.getBoundingClientRect();
+              return [box.left + xa._offset + xa.l2p(trace.x[i]), box.top + ya._offset + ya.l2p(trace.y[i])];
+            }}"""
+        )
+        page.mouse.move(x, y)
+        page.mouse.click(x, y)
+        try:
+            clicked()
+            return
+        except (AssertionError, PlaywrightTimeout):
+            if attempt == 2:
+                raise
+
+
 def open_rule_details(page, index: int) -> None:
     """Unfold rule slot ``index``'s parameters, gate and help (folded under the rule by default)."""
     page.locator(f"#rule-details-{index}").get_by_text("parameters, gate and what the rule does").first.click()

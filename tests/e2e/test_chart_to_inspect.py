@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from grpo_core.run_config import RunConfig
 from storage import CompletionRecord, GroupRecord, RunStatus, Store, sqlite_url
-from tests.helpers import pick
+from tests.helpers import click_chart_point, pick
 from tests.store_helpers import record_metrics
 
 pytestmark = pytest.mark.e2e
@@ -63,31 +63,10 @@ def test_clicking_a_chart_point_opens_that_steps_groups(page, chart_run):
         "() => { const d = document.querySelector('#runs-plot .js-plotly-plot');"
         " return d && d._fullData && d._fullData.some(t => t.x && t.x.length === 6) && d._ev && d._ev.__grpoClick; }"
     )
-    # The pixel of the first panel's point at step 4 (plotly's own axis mapping), clicked with the mouse. The page
-    # may still be laying out (the doctor panel above the chart fills in): a click that missed the point is
-    # measured and made again, a few times at most.
+    # the doctor panel above the chart may still be filling in: click_chart_point clicks again when it missed
     inspect_tab = page.get_by_role("tab", name="Inspect")
-    for _ in range(3):
-        # the point must be inside the viewport for the mouse to reach it: the chart sits below the fold
-        page.evaluate("() => document.querySelector('#runs-plot .js-plotly-plot').scrollIntoView({block: 'start'})")
-        x, y = page.evaluate(
-            """() => {
-              const d = document.querySelector('#runs-plot .js-plotly-plot');
-              const trace = d._fullData.find(t => t.x && t.x.length === 6);
-              const xa = d._fullLayout[trace.xaxis.replace('x', 'xaxis')];
-              const ya = d._fullLayout[trace.yaxis.replace('y', 'yaxis')];
-              const i = Array.from(trace.x).indexOf(4);
-              const box = d.getBoundingClientRect();
-              return [box.left + xa._offset + xa.l2p(trace.x[i]), box.top + ya._offset + ya.l2p(trace.y[i])];
-            }"""
-        )
-        page.mouse.move(x, y)
-        page.mouse.click(x, y)
-        try:
-            expect(inspect_tab).to_have_attribute("aria-selected", "true", timeout=5000)
-            break
-        except AssertionError:
-            continue
+    click_chart_point(page, "#runs-plot", 4,
+                      lambda: expect(inspect_tab).to_have_attribute("aria-selected", "true", timeout=5000))
 
     expect(page.get_by_role("tab", name="Inspect")).to_have_attribute("aria-selected", "true")
     expect(page.locator("#inspect-summary")).to_contain_text("step 4")
@@ -99,3 +78,34 @@ def test_clicking_a_chart_point_opens_that_steps_groups(page, chart_run):
     stats.wait_for()
     expect(stats).to_contain_text("total reward at step 4 (8 completions)")
     expect(stats).to_contain_text("pass@G")
+
+
+def test_a_runs_own_page_draws_it_and_a_click_opens_that_step_in_the_dashboard(browser, server, chart_run):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    try:
+        page.goto(f"{server['url']}run?run={chart_run}")
+        head = page.locator("#run-page-head")
+        expect(head).to_contain_text("chart-demo")
+        expect(head).to_contain_text("completed")
+        page.wait_for_function(
+            "() => { const d = document.querySelector('#runs-plot .js-plotly-plot');"
+            " return d && d._fullData && d._fullData.some(t => t.x && t.x.length === 6) && d._ev && d._ev.__grpoClick; }"
+        )
+        assert page.get_by_role("tab").count() == 0  # none of the dashboard's tabs on this page
+        assert page.locator(".nav-holder").is_hidden()  # nor Gradio's page list
+        assert head.get_by_role("link", name="Open in the dashboard").get_attribute("href") == \
+            f"./?run={chart_run}&tab=runs"
+
+        click_chart_point(page, "#runs-plot", 4, lambda: page.wait_for_url("**/?run=*&step=4&tab=inspect",
+                                                                           timeout=5000))
+        assert page.url == f"{server['url']}?run={chart_run}&step=4&tab=inspect"
+        expect(page.get_by_role("tab", name="Inspect")).to_have_attribute("aria-selected", "true")
+        expect(page.locator("#inspect-groups")).to_contain_text("prompt of step 4, row 0")
+
+        for hostile in ("999999", "%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E", "1e3"):
+            page.goto(f"{server['url']}run?run={hostile}")
+            expect(page.locator("#run-page-missing")).to_contain_text("No run to show")
+            assert page.locator("img[src=x]").count() == 0 and "chart-demo" not in head.inner_text()
+    finally:
+        context.close()

@@ -1,0 +1,89 @@
+"""A run's own page (``/run?run=12``, app.run_page), as built (no server): a page of its own whose config holds none
+of the dashboard's tabs, whose load draws the linked run's chart in its one answer, and which shows a note, never the
+value, for a link naming no run."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import plotly.graph_objects as go
+import pytest
+
+from app.run_page import NO_SUCH_RUN_HTML, RUN_PAGE_PATH, page_link
+from app.server import build_blocks, create_context
+from grpo_core.run_config import RunConfig
+from storage import RunStatus
+from tests.store_helpers import record_metrics
+
+#: The run page stays a light page: its first chart is drawn in about the time of the least page Gradio can make
+#: (docs/long-runs.md). The dashboard's page has about 560 components.
+MAX_RUN_PAGE_COMPONENTS = 60
+
+
+@pytest.fixture
+def built(settings):
+    ctx = create_context(settings)
+    blocks = build_blocks(ctx)
+    try:
+        yield ctx, blocks
+    finally:
+        ctx.store.close()
+
+
+def _page_load(blocks, page: str):
+    loads = [fn for fn in blocks.fns.values() if fn.page == page and (blocks._id, "load") in
+             [(target[0], target[1]) for target in fn.targets]]
+    assert len(loads) == 1, f"one load event on page {page!r}"
+    return loads[0]
+
+
+def _request(query: dict) -> SimpleNamespace:
+    return SimpleNamespace(query_params=query, username=None, session_hash="test-page")
+
+
+def test_the_run_page_is_a_page_of_its_own_holding_none_of_the_dashboards_tabs(built):
+    _ctx, blocks = built
+    config = blocks.get_config_file()
+    pages = config["page"]
+    assert RUN_PAGE_PATH in pages and [p[0] for p in blocks.pages] == ["", RUN_PAGE_PATH]
+    run_page, dashboard = set(pages[RUN_PAGE_PATH]["components"]), set(pages[""]["components"])
+    assert not run_page & dashboard
+    assert len(run_page) <= MAX_RUN_PAGE_COMPONENTS < len(dashboard)
+    ids = {c["id"]: c["props"].get("elem_id") for c in config["components"]}
+    on_page = {ids[i] for i in run_page}
+    assert {"runs-plot", "run-page-head", "runs-section-clip", "runs-smoothing"} <= on_page
+    assert not {"runs-table", "inspect-run", "launch-dataset"} & on_page  # the tabs' parts stay on the dashboard
+    assert page_link(12) == "run?run=12"
+
+
+def test_the_load_draws_the_linked_runs_chart_in_its_own_answer(built):
+    ctx, blocks = built
+    config = RunConfig.model_validate({"name": "<b>bold</b>", "model": "/nonexistent/model",
+                                       "dataset_path": "/nonexistent/data.jsonl"}).model_dump(mode="json")
+    run = ctx.store.create_run(name="<b>bold</b>", config=config, dataset_id=None, max_steps=5)
+    for step in range(1, 4):
+        record_metrics(ctx.store, run.id, step, {"reward": 0.1 * step, "kl": 0.01, "grad_norm": 1.0},
+                       wall_time=time.time() - 60 + step)
+    ctx.store.finish_run(run.id, RunStatus.COMPLETED)
+    load = _page_load(blocks, RUN_PAGE_PATH)
+    assert [o.elem_id for o in load.outputs][:3] == ["run-page-run", "run-page-head", "runs-plot"]
+    defaults = [block.value for block in load.inputs]
+
+    run_id, head, figure, series = load.fn(_request({"run": str(run.id)}), *defaults)
+    assert run_id == run.id and isinstance(figure, go.Figure)
+    assert series.last_step == 3 and "grad_norm" in series.known  # the sections know every key
+    assert "&lt;b&gt;bold&lt;/b&gt;" in head and "<b>bold</b>" not in head  # the name shown as text
+    assert f'href="./?run={run.id}&amp;tab=runs"' in head and "completed" in head
+    drawn = {trace.name for trace in figure.data if trace.x is not None and len(trace.x) == 3}
+    assert {"reward (weighted total)", "kl"} <= drawn
+
+
+@pytest.mark.parametrize("query", [{}, {"run": "999999"}, {"run": "0"}, {"run": "-1"}, {"run": "1e3"},
+                                   {"run": "<script>alert(1)</script>"}, {"run": "9" * 40}, {"run": ["1", "2"]}])
+def test_a_link_naming_no_run_shows_the_note_and_never_the_value(built, query):
+    ctx, blocks = built
+    ctx.store.create_run(name="other", config={}, dataset_id=None, max_steps=1)  # run 1 exists: never shown instead
+    load = _page_load(blocks, RUN_PAGE_PATH)
+    answer = load.fn(_request(query), *[block.value for block in load.inputs])
+    assert answer == (None, NO_SUCH_RUN_HTML, None, None)
