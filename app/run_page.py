@@ -64,7 +64,7 @@ def head_html(ctx: AppContext, run) -> str:
     log_tail = ctx.launcher.log_tail(run, max_lines=60)
     links = (f'<div class="run-page-links"><a href="./?run={run.id}&amp;tab=runs">Open in the dashboard</a> · '
              f'<a href="./?run={run.id}&amp;tab=inspect">Inspect its groups</a></div>')
-    return run_status_html(run, log_tail, now=datetime.now(timezone.utc)) + links
+    return run_status_html(run, log_tail, now=datetime.now(timezone.utc), page_link=False) + links
 
 
 def create_run_page(ctx: AppContext, blocks: gr.Blocks) -> dict[str, gr.components.Component]:

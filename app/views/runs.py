@@ -141,16 +141,20 @@ def cancel_state(run: RunInfo | None) -> tuple[bool, str]:
     return True, ""
 
 
-def run_status_html(run: RunInfo, log_tail: str = "", now: datetime | None = None) -> str:
+def run_status_html(run: RunInfo, log_tail: str = "", now: datetime | None = None, *, page_link: bool = True) -> str:
     """A status card: status, step, phase, heartbeat age (flagged "no heartbeat for N s" after
     :data:`HEARTBEAT_STALE_S`), GPUs, the checkpoint a queued run resumes from, tags, notes, the "reproduce" block
-    (:func:`provenance_html`), error and, for failed runs, the log's last lines."""
+    (:func:`provenance_html`), error and, for failed runs, the log's last lines. ``page_link``: a link to the run's
+    own page (``run?run=<id>``, :mod:`app.run_page`), opened in a new browser tab, the address to share."""
     colour = STATUS_COLOURS[run.status]
     parts = [
         f'<div id="run-status" data-status="{run.status.value}">',
         f'<b>#{run.id} {html.escape(run.name)}</b> · <span style="color:{colour};font-weight:700">'
         f"{run.status.value}</span> · step {run.current_step}/{run.max_steps}",
     ]
+    if page_link:
+        parts.append(f' · <a class="grpo-run-link" href="./run?run={int(run.id)}" target="_blank" rel="noopener">'
+                     "run page</a>")
     if run.status == RunStatus.RUNNING:
         phase = f" · {html.escape(run.phase)}" if run.phase else ""
         parts.append(f"{phase} · heartbeat {_age(run.heartbeat_at, now)}")

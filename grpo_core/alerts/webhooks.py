@@ -236,7 +236,7 @@ class Notifier:
             sent = set(run.alerts_sent)
             findings = self._new_findings(run, sent)
             reward = last_reward(self._metrics[run.id].points)
-            link = f"{self.link_base}?run={run.id}"
+            link = f"{self.link_base}run?run={run.id}"  # the run's own page (app.run_page)
             for finding in findings:
                 queued += self._enqueue(run, finding_key(finding), url,
                                         alert_message(run, "doctor", reward=reward, link=link, finding=finding))

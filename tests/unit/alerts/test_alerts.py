@@ -111,7 +111,7 @@ def test_completed_failed_cancelled_and_doctor_messages(store, settings, receive
         completed = by_event[("completed", "done")]
         assert completed["run"] == {"id": done.id, "name": "done", "status": "completed", "step": 3, "max_steps": 5,
                                     "last_reward": 0.8, "owner": "alice", "error": None,
-                                    "link": f"http://{settings.host}:{settings.port}/?run={done.id}"}
+                                    "link": f"http://{settings.host}:{settings.port}/run?run={done.id}"}
         assert completed["text"] == f"run #{done.id} done completed at step 3/5, last reward 0.8"
         failed = by_event[("failed", "crashed")]
         assert failed["run"]["error"].startswith("out of memory") and "out of memory" in failed["text"]

@@ -12,6 +12,7 @@ import pytest
 
 from app.run_page import NO_SUCH_RUN_HTML, RUN_PAGE_PATH, page_link
 from app.server import build_blocks, create_context
+from app.views.runs import run_status_html
 from grpo_core.run_config import RunConfig
 from storage import RunStatus
 from tests.store_helpers import record_metrics
@@ -75,6 +76,8 @@ def test_the_load_draws_the_linked_runs_chart_in_its_own_answer(built):
     assert series.last_step == 3 and "grad_norm" in series.known  # the sections know every key
     assert "&lt;b&gt;bold&lt;/b&gt;" in head and "<b>bold</b>" not in head  # the name shown as text
     assert f'href="./?run={run.id}&amp;tab=runs"' in head and "completed" in head
+    assert "grpo-run-link" not in head  # the page does not link itself; the Runs tab's card links the page
+    assert f'href="./run?run={run.id}" target="_blank"' in run_status_html(ctx.store.get_run(run.id))
     drawn = {trace.name for trace in figure.data if trace.x is not None and len(trace.x) == 3}
     assert {"reward (weighted total)", "kl"} <= drawn
 
