@@ -5,8 +5,9 @@ GRPO keys, then the user's own up to that count; 2 groups of 4 completions per s
 steps, the issue's 10x case is ``--steps 500 --scale 10 --keys 200``), then starts the dashboard ``--starts`` times (default 3) and reports the median time from
 process start to the first ``200`` on ``/``. On the last start it opens the run in headless Chromium
 (``/usr/bin/chromium`` via Playwright; ``--no-browser`` uses plain HTTP only): the Runs tab with its charts for a few
-refresh ticks, then the Inspect tab, and reports the time from a click on the Runs tab to its first chart drawn and
-from opening a link to the run to its chart (goal: under 1 s each; plotly's own trace list is polled every 20 ms), the
+refresh ticks, then the Inspect tab, and reports the time from a click on the Runs tab to its first chart drawn, from
+opening the dashboard's link to the run to its chart and from opening the run's own page (``run?run=1``,
+``app/run_page.py``) to its chart (goal: under 1 s each; plotly's own trace list is polled every 20 ms), the
 server's resident memory (psutil RSS of the server process; its children separately) and whether ``libtorch`` is mapped into it (``/proc/<pid>/maps``): the web process must
 never load torch. Goals: start < 5 s, RSS < 400 MB. Nothing is asserted; the table says.
 
@@ -24,8 +25,9 @@ dependency of the product.
 
 ``--side-by-side [KEYS ...]`` prints only that comparison, as one table: for each count of keys (default 30 and
 200) a run is prepared at ``--scale``, written into trackio too, both dashboards served at once and timed round by
-round in the same Chromium (our link, trackio's link, a click on our Runs tab), with our server's own time for the
-first chart; medians of ``--tries`` rounds, and the ratio of our link to trackio's (below 1: ours draws first).
+round in the same Chromium (the run page's link, the dashboard's link, trackio's link, a click on our Runs tab), with
+our server's own time for the first chart; medians of ``--tries`` rounds, and the ratios of our links to trackio's
+(below 1: ours draws first).
 Absolute times depend on the machine's load; the ratio, taken round by round, much less. ``--floor`` adds, in the
 same rounds, the link of the least page Gradio and plotly can make for that chart (``web_floor.py``: one plot, one
 page-load event drawing the same figure): ours / floor is the dashboard page's own cost, floor / trackio the stack's.
@@ -57,9 +59,11 @@ sys.path.insert(0, str(ROOT))
 
 from served import start_dashboard, stop_server  # noqa: E402  (benchmarks/served.py)
 from web_pages import (  # noqa: E402  (benchmarks/web_pages.py)
+    CHART_DRAWN,
     CHROMIUM,
     side_by_side,
     time_chart,
+    time_link,
     time_links,
     time_sections,
 )
@@ -183,8 +187,9 @@ def compare_with_trackio(scale: int, steps: int, key_counts: list[int], tries: i
                          against: Path | None = None) -> None:
     """The side-by-side table: for each of ``key_counts``, one run of ``steps * scale`` steps prepared for us and
     written into trackio, both served at once and timed in turn (:func:`side_by_side`), with our server's own work
-    for the first chart (:func:`time_server_work`); medians of ``tries`` rounds, and the ratio of our link's time to
-    trackio's, round by round (below 1: ours draws first). ``against``: a copy of an earlier commit (``git archive``
+    for the first chart (:func:`time_server_work`); medians of ``tries`` rounds, and the ratios of our links' times
+    (the run's own page, the dashboard's ``?run=1&tab=runs``) to trackio's, round by round (below 1: ours draws
+    first). ``against``: a copy of an earlier commit (``git archive``
     unpacked) served on the same store and its link timed in the same rounds (our link / its link, round by round:
     below 1, the change made the link faster)."""
     rows = []
@@ -214,36 +219,34 @@ def compare_with_trackio(scale: int, steps: int, key_counts: list[int], tries: i
                 stop_server(process)
                 if floor_process is not None:
                     stop_server(floor_process)
-        ratios = [o / t for o, t in zip(times["ours"], times["trackio"], strict=True)]
-        rows.append((count, times, ratios, work))
-        print(f"{count} keys: ours {times['ours']}, tab {times['tab']}, trackio {times['trackio']}"
-              f"{', floor ' + str(times['floor']) if floor else ''}", flush=True)
+        rows.append((count, times, work))
+        print(f"{count} keys: run page {times['page']}, dashboard {times['ours']}, tab {times['tab']}, trackio"
+              f" {times['trackio']}{', floor ' + str(times['floor']) if floor else ''}", flush=True)
+
+    def ratio(top: str, bottom: str, times: dict) -> float:  # the median of the rounds' own ratios
+        return statistics.median(a / b for a, b in zip(times[top], times[bottom], strict=True))
+
+    def rounds(times: dict, *names: str) -> str:
+        return " | ".join(", ".join(f"{t:.1f}" for t in times[name]) for name in names)
+
     print(f"\nside by side, {steps * scale} steps, {tries} rounds each (median; each round's values in brackets:"
-          f" ours | trackio | click{' | floor' if floor else ''}); load average {os.getloadavg()[0]:.1f} at the end")
-    print(f"{'keys':>5} {'our link':>9} {'trackio link':>13} {'ours/trackio':>13} {'Runs tab click':>15} "
-          f"{'server: first chart':>20}" + (f" {'floor link':>11} {'ours/floor':>11} {'floor/trackio':>14}"
-                                            if floor else ""))
-    for count, times, ratios, (wall_ms, cpu_ms) in rows:
+          f" run page | dashboard | trackio | click{' | floor' if floor else ''}); load average"
+          f" {os.getloadavg()[0]:.1f} at the end")
+    print(f"{'keys':>5} {'run page link':>14} {'dashboard link':>15} {'trackio link':>13} {'page/trackio':>13}"
+          f" {'dashboard/trackio':>18} {'Runs tab click':>15} {'server: first chart':>20}"
+          + (f" {'floor link':>11} {'page/floor':>11} {'floor/trackio':>14}" if floor else ""))
+    for count, times, (wall_ms, cpu_ms) in rows:
         if against is not None:
-            ob = [o / b for o, b in zip(times["ours"], times["base"], strict=True)]
-            print(f"{count:>5} keys: our link / the unchanged page's {statistics.median(ob):.2f} (medians"
-                  f" {statistics.median(times['ours']):.2f} s against {statistics.median(times['base']):.2f} s;"
-                  f" rounds {', '.join(f'{t:.1f}' for t in times['base'])})"
-                  + (f"; unchanged page / floor {statistics.median(b / f for b, f in zip(times['base'], times['floor'], strict=True)):.2f}"
-                     if floor else ""))
-        floor_cells, floor_rounds = "", ""
-        if floor:
-            of = [o / f for o, f in zip(times["ours"], times["floor"], strict=True)]
-            ft = [f / t for f, t in zip(times["floor"], times["trackio"], strict=True)]
-            floor_cells = (f" {statistics.median(times['floor']):>10.2f}s {statistics.median(of):>11.2f}"
-                           f" {statistics.median(ft):>14.2f}")
-            floor_rounds = f" | {', '.join(f'{t:.1f}' for t in times['floor'])}"
-        print(f"{count:>5} {statistics.median(times['ours']):>8.2f}s {statistics.median(times['trackio']):>12.2f}s "
-              f"{statistics.median(ratios):>13.2f} {statistics.median(times['tab']):>14.2f}s "
-              f"{wall_ms:>11.0f} ms (cpu {cpu_ms:.0f}){floor_cells}"
-              f"   [{', '.join(f'{t:.1f}' for t in times['ours'])} | "
-              f"{', '.join(f'{t:.1f}' for t in times['trackio'])} | {', '.join(f'{t:.1f}' for t in times['tab'])}"
-              f"{floor_rounds}]")
+            print(f"{count:>5} keys: dashboard link / the unchanged page's {ratio('ours', 'base', times):.2f}"
+                  f" (medians {statistics.median(times['ours']):.2f} s against {statistics.median(times['base']):.2f}"
+                  f" s; rounds {rounds(times, 'base')})")
+        floor_cells = (f" {statistics.median(times['floor']):>10.2f}s {ratio('page', 'floor', times):>11.2f}"
+                       f" {ratio('floor', 'trackio', times):>14.2f}") if floor else ""
+        names = ("page", "ours", "trackio", "tab", *(("floor",) if floor else ()))
+        print(f"{count:>5} {statistics.median(times['page']):>13.2f}s {statistics.median(times['ours']):>14.2f}s"
+              f" {statistics.median(times['trackio']):>12.2f}s {ratio('page', 'trackio', times):>13.2f}"
+              f" {ratio('ours', 'trackio', times):>18.2f} {statistics.median(times['tab']):>14.2f}s"
+              f" {wall_ms:>11.0f} ms (cpu {cpu_ms:.0f}){floor_cells}   [{rounds(times, *names)}]")
 
 
 def time_server_work(data_dir: Path, repeats: int = 10) -> dict[str, tuple[float, float]]:
@@ -309,14 +312,16 @@ def memory(pid: int) -> tuple[float, float, int]:
     return process.memory_info().rss / 1e6, child_rss / 1e6, len(children)
 
 
-def browse(url: str, label: str, watch_s: float, tries: int = 3) -> tuple[str, list[float], list[float], dict]:
-    """Time the first chart (:func:`time_chart`), then open the run's charts and groups in headless Chromium;
-    returns what was done and the timings."""
+def browse(url: str, label: str, watch_s: float, tries: int = 3) -> tuple[str, list[float], list[float], list[float],
+                                                                         dict]:
+    """Time the first chart (:func:`time_chart`; the run page's link, :func:`time_link`), then open the run's charts
+    and groups in headless Chromium; returns what was done and the timings."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         tab_click, deep_link = time_chart(browser, url, tries)
+        run_page = [time_link(browser, url + "run?run=1", CHART_DRAWN, 60) for _ in range(tries)]
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(60_000)
         page.goto(url)
@@ -330,7 +335,7 @@ def browse(url: str, label: str, watch_s: float, tries: int = 3) -> tuple[str, l
         page.locator("#inspect-summary").get_by_text("groups").wait_for()
         groups = page.locator("#inspect-groups .grpo-group").count()
         browser.close()
-    return f"Runs tab charts + Inspect ({groups} groups shown) in Chromium", tab_click, deep_link, sections
+    return f"Runs tab charts + Inspect ({groups} groups shown) in Chromium", tab_click, deep_link, run_page, sections
 
 
 def main() -> None:
@@ -384,6 +389,7 @@ def main() -> None:
         )
         tab_click: list[float] = []
         deep_link: list[float] = []
+        run_page: list[float] = []
         sections: dict[str, float] = {}
         if args.no_browser or not os.path.exists(CHROMIUM):
             for _ in range(5):
@@ -391,7 +397,7 @@ def main() -> None:
             done = "GET / five times (no browser)"
         else:
             try:
-                done, tab_click, deep_link, sections = browse(url, label, args.watch)
+                done, tab_click, deep_link, run_page, sections = browse(url, label, args.watch)
             except Exception as exc:  # noqa: BLE001 - report the memory anyway, and what failed
                 done = f"browser step failed ({type(exc).__name__}: {str(exc).splitlines()[0]})"
         rss, child_rss, children = memory(process.pid)
@@ -400,7 +406,7 @@ def main() -> None:
         if args.trackio and not args.no_browser and os.path.exists(CHROMIUM):
             trackio, trackio_url = start_trackio(Path(tmp), steps, keys)
             try:
-                side_by_side = time_links(url + "?run=1&tab=runs", trackio_url)
+                side_by_side = time_links(url + "run?run=1", trackio_url)
             finally:
                 stop_server(trackio)
         stop_server(process)
@@ -411,12 +417,13 @@ def main() -> None:
     print(f"{'start to first HTTP 200 (median of ' + str(len(starts)) + ')':<42} {start:>9.2f}s  {'< 5 s':>8}  "
           f"{'ok' if start < GOAL_START_S else 'OVER'}")
     for name, times in (("Runs tab click to first chart (median)", tab_click),
-                        ("link ?run=1&tab=runs to chart (median)", deep_link)):
+                        ("link ?run=1&tab=runs to chart (median)", deep_link),
+                        ("run page link run?run=1 to chart (median)", run_page)):
         if times:
             value = statistics.median(times)
             print(f"{name:<42} {value:>9.2f}s  {'< 1 s':>8}  {'ok' if value < GOAL_CHART_S else 'OVER'}"
                   f"  (each: {', '.join(f'{t:.2f}' for t in times)})")
-    for name, times in (("our link to the run's chart (side by side)", side_by_side[0]),
+    for name, times in (("the run page's link to its chart (side by side)", side_by_side[0]),
                         ("trackio's link to the project's chart", side_by_side[1])):
         if times:
             print(f"{name:<42} {statistics.median(times):>9.2f}s  (each: {', '.join(f'{t:.2f}' for t in times)})")

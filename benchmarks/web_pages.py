@@ -73,29 +73,31 @@ TRACKIO_DRAWN = "() => { const c = document.querySelector('.plot canvas');" \
 def side_by_side(ours: str, theirs: str, tries: int = 3, theirs_timeout_s: float = 120,
                  floor: str | None = None, base: str | None = None) -> dict[str, list[float]]:
     """``tries`` rounds, each in fresh Chromium pages, one after the other so a change of the machine's load hits
-    all alike: our link to the run (``?run=1&tab=runs``) to its first chart, a click on our Runs tab (page loaded
-    first) to its first chart, the ``floor`` page's link (``web_floor.py``: one plot, one load event) to the same
+    all alike: the link to the run's own page (``run?run=1``, what alerts and the Runs tab hand out) to its first
+    chart, the dashboard's link to the run (``?run=1&tab=runs``) to its first chart, a click on our Runs tab (page
+    loaded first) to its first chart, the ``floor`` page's link (``web_floor.py``: one plot, one load event) to the same
     chart when given, the ``base`` page's link (the unchanged page, ``--against``) when given, trackio's link to
     the same data to its first chart (``inf`` past ``theirs_timeout_s``). Returns ``name -> seconds of each round``."""
     from playwright.sync_api import sync_playwright
 
-    times: dict[str, list[float]] = {"ours": [], "tab": [], "trackio": [], "floor": [], "base": []}
+    times: dict[str, list[float]] = {"page": [], "ours": [], "tab": [], "trackio": [], "floor": [], "base": []}
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         for _ in range(tries):
+            times["page"].append(time_link(browser, ours + "run?run=1", CHART_DRAWN, theirs_timeout_s))
             tab_click, deep_link = time_chart(browser, ours, 1, link_timeout_s=theirs_timeout_s)
             times["ours"] += deep_link
             times["tab"] += tab_click
             if base is not None:
-                times["base"].append(_time_link(browser, base + "?run=1&tab=runs", CHART_DRAWN, theirs_timeout_s))
+                times["base"].append(time_link(browser, base + "?run=1&tab=runs", CHART_DRAWN, theirs_timeout_s))
             if floor is not None:
-                times["floor"].append(_time_link(browser, floor + "?run=1&tab=runs", CHART_DRAWN, theirs_timeout_s))
-            times["trackio"].append(_time_link(browser, theirs, TRACKIO_DRAWN, theirs_timeout_s))
+                times["floor"].append(time_link(browser, floor + "?run=1&tab=runs", CHART_DRAWN, theirs_timeout_s))
+            times["trackio"].append(time_link(browser, theirs, TRACKIO_DRAWN, theirs_timeout_s))
         browser.close()
     return times
 
 
-def _time_link(browser, url: str, drawn: str, timeout_s: float) -> float:
+def time_link(browser, url: str, drawn: str, timeout_s: float) -> float:
     """Seconds from opening ``url`` in a fresh page to ``drawn`` true (``inf`` past ``timeout_s``)."""
     page = browser.new_page(viewport={"width": 1440, "height": 900})
     started = time.perf_counter()
