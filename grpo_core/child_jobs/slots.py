@@ -8,7 +8,9 @@ served. Give the Gradio concurrency group at least ``total`` (so a login's refus
 others' in Gradio's queue for long). Without a login (``None``) only ``total`` applies. Pure threading; no gradio.
 
 The pools the dashboard uses: :data:`RESCORE_SLOTS` (reward workbench, ``rescore_run``), :data:`MODEL_SLOTS`
-(preflight, Try the model, merge), :data:`PREVIEW_SLOTS` (the Launch tab's try-out bench and reward-hacking probe).
+(preflight, Try the model, merge), :data:`PREVIEW_SLOTS` (the Launch tab's try-out bench and reward-hacking probe),
+:data:`PLUGIN_CHECK_SLOTS` (each child that imports a login's reward plugins, tool plugins or environment class to
+check them: a launch's, a sweep's, the preflight's and the memory estimate's; held only while that child runs).
 """
 
 from __future__ import annotations
@@ -83,3 +85,11 @@ RESCORE_SLOTS = JobSlots("rescorings", total=3, per_login=1)
 MODEL_SLOTS = JobSlots("model jobs", total=2, per_login=1)
 #: The Launch tab's try-out bench and reward-hacking probe (scored in the web process or a short child).
 PREVIEW_SLOTS = JobSlots("try-out scorings", total=8, per_login=2)
+#: Children that import a login's own code to check it (:func:`grpo_core.reward_check.job.check_plugins`,
+#: :func:`grpo_core.tools.job.check_tool_plugins`): a launch's, a sweep's points', the preflight's and the Launch tab's
+#: memory estimate's. Each is light (one Python process importing the plugins and transformers' schema helper: about
+#: a core and 300 MB for a second or two) but runs the login's code for up to 60 s; 4 at once keep a small server's
+#: cores and memory for the runs, 2 a login let one login's launch and estimate run together while the other 2
+#: always serve another login. A slot is taken only when such a child starts: a launch without plugins never
+#: waits for one.
+PLUGIN_CHECK_SLOTS = JobSlots("plugin checks", total=4, per_login=2)
