@@ -11,6 +11,7 @@ import pytest
 from app.api.public import create_public_api
 from app.context import PLUGIN_CHECK_JOBS
 from app.tabs.workbench import handlers as workbench
+from grpo_core.child_jobs.slots import PLUGIN_CHECK_SLOTS
 
 BUSY = "alice has 2 plugin checks running, the most one login may run at once"
 
@@ -49,3 +50,18 @@ def test_the_workbench_launch_refuses_a_login_over_its_plugin_check_share(ctx, m
     assert children == [] and [r.id for r in ctx.store.list_runs()] == [run.id]
     assert workbench.launch(ctx, form, gr.Request(username="bob")).startswith("Launched run #")
     assert children == ["grpo_core.reward_check.worker"]
+
+
+def test_every_event_that_may_check_plugins_shares_the_plugin_check_group(ctx):
+    """Launch, Launch sweep, the estimate, the workbench's launch and the API's launches: one group of at least the
+    pool's total (so the slots, not Gradio's queue, decide who waits)."""
+    from app.server import build_blocks
+
+    blocks = build_blocks(ctx)
+    grouped = [fn for fn in blocks.fns.values() if fn.concurrency_id == PLUGIN_CHECK_JOBS["concurrency_id"]]
+    qualnames = {fn.fn.__qualname__.split(".<locals>.")[0] + "." + fn.name for fn in grouped}
+    assert qualnames == {"create_launch_tab.on_launch", "create_sweep_panel.on_launch_sweep",
+                         "create_memory_panel.on_estimate", "create_workbench_tab.on_launch",
+                         "create_public_api.launch_run", "create_public_api.launch_sweep"}, qualnames
+    assert {fn.concurrency_limit for fn in grouped} == {PLUGIN_CHECK_JOBS["concurrency_limit"]}
+    assert PLUGIN_CHECK_JOBS["concurrency_limit"] >= PLUGIN_CHECK_SLOTS.total
