@@ -32,12 +32,13 @@ class JobSlots:
         what: the jobs' name in messages (``"rescorings"``).
         total: slots of the pool (>= 1).
         per_login: slots one login may hold (1 <= per_login < total: one login never holds every slot).
+        until: what a login over its share is told to wait for, in its refusal.
     """
 
-    def __init__(self, what: str, total: int, per_login: int) -> None:
+    def __init__(self, what: str, total: int, per_login: int, until: str = "wait for it to end (or cancel it)") -> None:
         if not 1 <= per_login < total:
             raise ValueError(f"{what}: a login's share ({per_login}) must be at least 1 and below the pool ({total})")
-        self.what, self.total, self.per_login = what, total, per_login
+        self.what, self.total, self.per_login, self.until = what, total, per_login, until
         self._lock = threading.Lock()
         self._held: Counter[str | None] = Counter()
 
@@ -55,7 +56,7 @@ class JobSlots:
         with self._lock:
             if login is not None and self._held[login] >= self.per_login:
                 raise SlotsBusy(f"{login} has {self._held[login]} {self.what} running, the most one login may run at "
-                                "once; wait for it to end (or cancel it) and try again")
+                                f"once; {self.until} and try again")
             if sum(self._held.values()) >= self.total:
                 raise SlotsBusy(f"{self.total} {self.what} are running, the most this dashboard runs at once; try "
                                 "again in a moment")
@@ -92,4 +93,5 @@ PREVIEW_SLOTS = JobSlots("try-out scorings", total=8, per_login=2)
 #: runs the login's code for up to 60 s; 4 at once keep a small server's cores and memory for the runs, 2 a login
 #: let one login's launch and estimate run together while the other 2 always serve another login. A slot is taken
 #: only while such a child runs: a launch without plugins never waits for one.
-PLUGIN_CHECK_SLOTS = JobSlots("plugin checks", total=4, per_login=2)
+PLUGIN_CHECK_SLOTS = JobSlots("plugin checks", total=4, per_login=2,
+                              until="wait for one to end (a check takes seconds, at most a minute)")

@@ -49,6 +49,7 @@ def test_launch_with_plugins_is_refused_at_once_while_the_login_holds_its_share(
     for config in (tools, judged):
         status, *_ = launch.fn(alice, _data(parts, config))
         assert status.startswith("❌ **Not launched.** ") and BUSY in status, status
+        assert status.endswith("wait for one to end (a check takes seconds, at most a minute) and try again")
     assert children == [] and ctx.store.list_runs() == []  # no child started, nothing queued
 
     status, *_ = launch.fn(alice, _data(parts, plain))  # no plugin: no child, no slot
