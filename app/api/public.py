@@ -37,8 +37,9 @@ internal host (:func:`grpo_core.alerts.targets.check_launch_webhooks`). ``merge_
 writes a new folder under ``exports/``, changing nothing of the run. With several logins, ``launch_run`` and
 ``launch_sweep`` also refuse plugins, dataset files, model folders and ``trust_remote_code`` beyond what the admin
 allows, before importing or reading anything (the plugins they may import are checked in children holding the
-login's share of :data:`grpo_core.child_jobs.slots.PLUGIN_CHECK_SLOTS`: over it, refused at once), and ``resume_run``, ``export_run`` and ``merge_run`` re-check the
-run's stored config against the caller (:mod:`grpo_core.access.boundary`, docs/security.md). Every handler calls the store, the launcher
+login's share of :data:`grpo_core.child_jobs.slots.PLUGIN_CHECK_SLOTS`: over it, refused at once), and
+``resume_run``, ``export_run`` and ``merge_run`` re-check the run's stored config against the caller
+(:mod:`grpo_core.access.boundary`, docs/security.md). Every handler calls the store, the launcher
 or :mod:`grpo_core` as the tabs do; errors come back as ``gradio_client`` ``AppError`` with the store's or the
 config's message. Every other event of the dashboard (the tabs' handlers) is made private by
 :func:`hide_internal_endpoints`: not listed, not callable by name.
