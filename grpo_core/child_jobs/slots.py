@@ -10,7 +10,8 @@ others' in Gradio's queue for long). Without a login (``None``) only ``total`` a
 The pools the dashboard uses: :data:`RESCORE_SLOTS` (reward workbench, ``rescore_run``), :data:`MODEL_SLOTS`
 (preflight, Try the model, merge), :data:`PREVIEW_SLOTS` (the Launch tab's try-out bench and reward-hacking probe),
 :data:`PLUGIN_CHECK_SLOTS` (each child that imports a login's reward plugins, tool plugins or environment class to
-check them: a launch's, a sweep's, the preflight's and the memory estimate's; held only while that child runs).
+check them: a launch's, a sweep's, the preflight's and the memory estimate's; held only while that child runs),
+:data:`HUB_LOAD_SLOTS` (the Datasets tab's "Add from the hub": a child running ``datasets.load_dataset``).
 """
 
 from __future__ import annotations
@@ -95,3 +96,6 @@ PREVIEW_SLOTS = JobSlots("try-out scorings", total=8, per_login=2)
 #: only while such a child runs: a launch without plugins never waits for one.
 PLUGIN_CHECK_SLOTS = JobSlots("plugin checks", total=4, per_login=2,
                               until="wait for one to end (a check takes seconds, at most a minute)")
+#: The Datasets tab's "Add from the hub" (:func:`grpo_core.datasets.library.import_hub_dataset`): a child downloading
+#: and converting a hub dataset, network- and disk-bound for up to 30 min; 2 at once, 1 a login.
+HUB_LOAD_SLOTS = JobSlots("hub dataset loads", total=2, per_login=1, until="wait for it to end")
