@@ -15,7 +15,7 @@ from grpo_core.access.boundary import Boundary, boundary_for
 from grpo_core.access.ownership import Actor
 from grpo_core.alerts.targets import WebhookPolicy, check_launch_webhooks
 from grpo_core.alerts.webhooks import Notifier
-from grpo_core.child_jobs.slots import MODEL_SLOTS, JobSlots, SlotsBusy
+from grpo_core.child_jobs.slots import MODEL_SLOTS, PLUGIN_CHECK_SLOTS, JobSlots, SlotsBusy
 from grpo_core.settings import Settings
 from grpo_core.training.launcher import Launcher
 from storage import Store
@@ -25,6 +25,15 @@ from storage import Store
 #: (or several logins at once) queues instead of starving the runs (``event.click(..., **MODEL_JOBS)``). Each such
 #: handler is also wrapped in ``fair_share(MODEL_SLOTS, ...)``: one of them a login, so another login is served.
 MODEL_JOBS = {"concurrency_id": "model-jobs", "concurrency_limit": MODEL_SLOTS.total}
+
+#: Handlers whose config may name a login's plugins, checked in a child process each (Launch, the sweep's launch, the
+#: memory estimate, the workbench's launch, the API's ``launch_run`` and ``launch_sweep``) share one Gradio
+#: concurrency group of the pool's total (every plugin check slot may be busy) and as many again, so launches
+#: without plugins (most: they take no slot) still run while the pool is full (``event.click(...,
+#: **PLUGIN_CHECK_JOBS)``). The slot is taken inside, only when a child is due, for the login the handler passes
+#: (:func:`grpo_core.tools.job.check_tool_plugins`, :func:`grpo_core.reward_check.job.check_plugins`); a login
+#: over its share gets SlotsBusy's message at once, in the handler's own words.
+PLUGIN_CHECK_JOBS = {"concurrency_id": "plugin-checks", "concurrency_limit": 2 * PLUGIN_CHECK_SLOTS.total}
 
 
 @dataclass(frozen=True)

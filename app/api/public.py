@@ -36,8 +36,10 @@ refused (``AppError`` naming the owner) unless the caller's login owns the run o
 internal host (:func:`grpo_core.alerts.targets.check_launch_webhooks`). ``merge_run``, like ``export_run``, is open to every login: it reads the run and
 writes a new folder under ``exports/``, changing nothing of the run. With several logins, ``launch_run`` and
 ``launch_sweep`` also refuse plugins, dataset files, model folders and ``trust_remote_code`` beyond what the admin
-allows, before importing or reading anything, and ``resume_run``, ``export_run`` and ``merge_run`` re-check the
-run's stored config against the caller (:mod:`grpo_core.access.boundary`, docs/security.md). Every handler calls the store, the launcher
+allows, before importing or reading anything (the plugins they may import are checked in children holding the
+login's share of :data:`grpo_core.child_jobs.slots.PLUGIN_CHECK_SLOTS`: over it, refused at once), and
+``resume_run``, ``export_run`` and ``merge_run`` re-check the run's stored config against the caller
+(:mod:`grpo_core.access.boundary`, docs/security.md). Every handler calls the store, the launcher
 or :mod:`grpo_core` as the tabs do; errors come back as ``gradio_client`` ``AppError`` with the store's or the
 config's message. Every other event of the dashboard (the tabs' handlers) is made private by
 :func:`hide_internal_endpoints`: not listed, not callable by name.
@@ -56,9 +58,9 @@ import gradio as gr
 
 from app.api.group_pages import groups_page
 from app.api.rescore import create_rescore_api
-from app.context import MODEL_JOBS, AppContext, actor_of, boundary_of, check_webhooks, fair_share
+from app.context import MODEL_JOBS, PLUGIN_CHECK_JOBS, AppContext, actor_of, boundary_of, check_webhooks, fair_share
 from grpo_core.access.ownership import Actor, NotOwnerError, config_shown_to
-from grpo_core.child_jobs.slots import MODEL_SLOTS
+from grpo_core.child_jobs.slots import MODEL_SLOTS, SlotsBusy
 from grpo_core.datasets.library import (
     DatasetInUseError,
     delete_dataset,
@@ -210,7 +212,7 @@ def create_public_api(ctx: AppContext) -> None:
             check_webhooks(ctx, request, [run_config.webhook_url])
             submitted = submit_run(ctx.store, run_config, model_cache_dir=ctx.settings.model_cache_dir,
                                    owner=actor_of(ctx, request).user, boundary=boundary)
-        except (ConfigError, ValueError) as exc:
+        except (ConfigError, ValueError, SlotsBusy) as exc:  # SlotsBusy: the login's plugin checks
             raise refused(f"launch_run: {exc}") from None
         ctx.launcher.tick()
         return {"run": run_dict(ctx.store.get_run(submitted.run.id)), "warnings": list(submitted.warnings)}
@@ -225,7 +227,7 @@ def create_public_api(ctx: AppContext) -> None:
             check_webhooks(ctx, request, [base.webhook_url, *sweep_grid.get("webhook_url", [])])
             launched = submit_sweep(ctx.store, base, sweep_grid, model_cache_dir=ctx.settings.model_cache_dir,
                                     owner=actor_of(ctx, request).user, boundary=boundary_of(ctx, request))
-        except (ConfigError, ValueError) as exc:
+        except (ConfigError, ValueError, SlotsBusy) as exc:
             raise refused(f"launch_sweep: {exc}") from None
         ctx.launcher.tick()
         return {"sweep": _plain(dataclasses.asdict(launched.sweep)),
@@ -425,8 +427,8 @@ def create_public_api(ctx: AppContext) -> None:
         merge_zip = gr.File(label="merged zip")
     gr.on([], add_dataset, inputs=[upload, dataset_name, prompt_column, system_prompt, column_renames],
           outputs=dataset_out, api_name="add_dataset")
-    gr.api(launch_run, api_name="launch_run")
-    gr.api(launch_sweep, api_name="launch_sweep")
+    gr.api(launch_run, api_name="launch_run", **PLUGIN_CHECK_JOBS)
+    gr.api(launch_sweep, api_name="launch_sweep", **PLUGIN_CHECK_JOBS)
     gr.api(list_runs, api_name="list_runs")
     gr.api(run_metrics, api_name="run_metrics")
     gr.api(run_groups, api_name="run_groups")

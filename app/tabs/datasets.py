@@ -17,6 +17,7 @@ from app.views.runs import md_text
 from app.views.tables import cell_text, empty_frame
 from grpo_core.access.boundary import BoundaryError
 from grpo_core.access.ownership import NotOwnerError, check_may_change, may_change
+from grpo_core.child_jobs.slots import HUB_LOAD_SLOTS, SlotsBusy
 from grpo_core.datasets.formats import SUPPORTED_EXTENSIONS, read_normalized
 from grpo_core.datasets.images import stored_image_path, thumbnails
 from grpo_core.datasets.leaks import leak_lines
@@ -37,6 +38,9 @@ from storage import StoreError
 
 PREVIEW_HEADERS = ["prompt"]
 DATASET_HEADERS = ["id", "name", "rows", "columns", "prompt", "file", "added", "owner"]
+#: "Add from the hub" runs in one concurrency group of the pool's total: each load is a child held by a slot of
+#: :data:`grpo_core.child_jobs.slots.HUB_LOAD_SLOTS` (a login's second at once is refused, never queued).
+HUB_LOADS = {"concurrency_id": "hub-loads", "concurrency_limit": HUB_LOAD_SLOTS.total}
 
 
 def datasets_frame(ctx: AppContext) -> pd.DataFrame:
@@ -229,12 +233,14 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
     def on_hub_add(dataset_id: str, config: str, split: str, dataset_name: str, column: str, system: str,
                    renamed: str, model: str, request: gr.Request = None):
         """Inputs: hub id, config, split, name, mapping, model. Outputs: as :func:`on_add`."""
+        login = getattr(request, "username", None)
         try:
             mapping = mapping_from_form(column, system, renamed)
-            info = import_hub_dataset(ctx.store, ctx.settings, dataset_id, config=(config or "").strip() or None,
-                                      split=(split or "").strip() or "train", name=dataset_name or None,
-                                      mapping=mapping, owner=getattr(request, "username", None))
-        except (DatasetError, StoreError, ValueError) as exc:
+            with HUB_LOAD_SLOTS.hold(login):  # the load's child: one of the login's share (else refused at once)
+                info = import_hub_dataset(ctx.store, ctx.settings, dataset_id, config=(config or "").strip() or None,
+                                          split=(split or "").strip() or "train", name=dataset_name or None,
+                                          mapping=mapping, owner=login)
+        except (DatasetError, StoreError, ValueError, SlotsBusy) as exc:
             return f"❌ **Not added.** {exc}", gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
         return added_outputs(info, model, request)
 
@@ -294,7 +300,7 @@ def create_datasets_tab(ctx: AppContext, sync: CatalogSync | None = None) -> dic
     added = add.click(on_add, inputs=[upload, name, *mapping_inputs],
                       outputs=[status, preview, model_view, table, selected, gallery])
     hub_added = hub_add.click(on_hub_add, inputs=[hub_id, hub_config, hub_split, name, *mapping_inputs],
-                              outputs=[status, preview, model_view, table, selected, gallery])
+                              outputs=[status, preview, model_view, table, selected, gallery], **HUB_LOADS)
     renamed_event = rename.click(on_dataset_rename, inputs=[selected, new_name],
                                  outputs=[manage_status, table, selected])
     delete.click(on_dataset_delete_ask, inputs=selected, outputs=[confirm_row, question, pending, manage_status])

@@ -14,9 +14,11 @@ Both run :mod:`grpo_core.reward_check.worker` as a child process (the child-job 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 from grpo_core.child_jobs.request import ChildJob, ask_worker
+from grpo_core.child_jobs.slots import PLUGIN_CHECK_SLOTS, JobSlots
 from grpo_core.rewards.compose import GroupScore, RewardSpec
 
 #: Seconds a check or a bench scoring may take (importing the plugin's module included) before it is stopped.
@@ -66,12 +68,17 @@ def check_plugins(
     row: Mapping[str, Any],
     *,
     timeout_s: float = REWARD_CHECK_TIMEOUT_S,
+    slots: JobSlots | None = PLUGIN_CHECK_SLOTS,
+    login: str | None = None,
 ) -> None:
     """Import and call each ``plugin`` rule of ``specs`` once, in a child process, on the dataset ``row``.
 
-    Returns at once (no child) when there is no plugin rule.
+    Returns at once (no child, no slot) when there is no plugin rule. The child holds one of ``slots`` for
+    ``login`` while it runs (``None``: no pool).
 
     Raises:
+        grpo_core.child_jobs.slots.SlotsBusy: ``login`` holds its share of ``slots``, or the pool is full; no child
+            was started.
         ValueError: the first plugin that fails, as ``reward rule <position> (plugin): <why>`` (an import error, a
             parameter TRL does not pass, an exception, or a result that is not one number or ``None`` per
             completion), or the child itself failed or timed out (see :func:`ask_reward_check`).
@@ -79,7 +86,8 @@ def check_plugins(
     dicts = [_spec_dict(spec) for spec in specs]
     if not has_plugins(dicts):
         return
-    answer = ask_reward_check({"action": "check", "specs": dicts, "row": dict(row)}, timeout_s=timeout_s)
+    with slots.hold(login) if slots is not None else nullcontext():
+        answer = ask_reward_check({"action": "check", "specs": dicts, "row": dict(row)}, timeout_s=timeout_s)
     for index, (spec, problem) in enumerate(zip(dicts, answer["problems"], strict=True), start=1):
         if problem:
             problem = problem.removeprefix(f"reward rule 1 ({spec['rule']}): ")

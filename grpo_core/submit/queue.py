@@ -139,7 +139,7 @@ def submit_run(
     Args:
         model_cache_dir: where a GGUF model is converted (the data dir's); with it, prompt lengths of a converted
             GGUF are checked too.
-        owner: the login queueing it (``None`` without logins).
+        owner: the login queueing it (``None`` without logins); its plugin checks hold its plugin check slots.
         boundary: the login's (:func:`grpo_core.access.boundary.boundary_for`); checked before any file is read.
 
     Returns:
@@ -148,10 +148,12 @@ def submit_run(
     Raises:
         ConfigError: a config over the bounds of :func:`check_config_size`, then as
             :func:`grpo_core.submit.validate.validate_run_config` (a ``BoundaryError`` first).
+        grpo_core.child_jobs.slots.SlotsBusy: the config has plugins to check and ``owner`` holds its share of
+            :data:`grpo_core.child_jobs.slots.PLUGIN_CHECK_SLOTS` (or they are all taken); nothing was queued.
     """
     check_config_size(config)
     config = boundary.check_config(config)  # the one check of a launch: every path to a queued run passes here
-    warnings = validate_checked_config(store, config, model_cache_dir=model_cache_dir)
+    warnings = validate_checked_config(store, config, model_cache_dir=model_cache_dir, login=owner)
     config = stored_run_config(config)
     run = store.create_run(
         name=config.name, config=config.model_dump(mode="json"), dataset_id=config.dataset_id,

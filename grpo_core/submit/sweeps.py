@@ -329,6 +329,8 @@ def submit_sweep(
         SweepError: as :func:`plan_sweep`.
         ConfigError: a point fails ``boundary`` (:mod:`grpo_core.access.boundary`, checked for every point first) or
             :func:`grpo_core.submit.validate.validate_run_config`; the message names the point.
+        grpo_core.child_jobs.slots.SlotsBusy: a point's plugins are due for a check and ``owner`` holds its share of
+            :data:`grpo_core.child_jobs.slots.PLUGIN_CHECK_SLOTS` (or they are all taken); nothing was launched.
     """
     plan = plan_sweep(base, grid, name=name)
     for index, (point, config) in enumerate(zip(plan.points, plan.configs, strict=True)):
@@ -345,7 +347,8 @@ def submit_sweep(
         if key in validated:
             continue
         try:
-            found = validate_checked_config(store, config, model_cache_dir=model_cache_dir)  # checked above
+            found = validate_checked_config(store, config, model_cache_dir=model_cache_dir,  # checked above
+                                            login=owner)
         except ConfigError as exc:
             label = point_label(point, plan.varied) if len(plan.points) > 1 else "its only point"
             raise ConfigError(f"sweep point {label}: {exc}; nothing was launched") from None

@@ -77,7 +77,8 @@ def _unreadable_tests(config: RunConfig, rows: list[dict[str, Any]]) -> list[str
 
 
 def validate_run_config(
-    store: Store, config: RunConfig, *, model_cache_dir: Path | None = None, boundary: Boundary = OPEN
+    store: Store, config: RunConfig, *, model_cache_dir: Path | None = None, boundary: Boundary = OPEN,
+    login: str | None = None,
 ) -> list[str]:
     """Check what a :class:`RunConfig` refers to, without loading a model. Returns warnings (may be empty).
 
@@ -99,7 +100,9 @@ def validate_run_config(
     without queueing (the Launch tab's preflight, a sweep's points).
 
     ``boundary`` (the login's, :func:`grpo_core.access.boundary.boundary_for`) is checked first, before any file is read
-    or any plugin imported.
+    or any plugin imported. Each plugin check's child holds one of
+    :data:`grpo_core.child_jobs.slots.PLUGIN_CHECK_SLOTS` for ``login`` while it runs (a config without plugins
+    takes none).
 
     Raises:
         grpo_core.access.boundary.BoundaryError: (a ``ConfigError``) the config names code or a file the login may not use.
@@ -109,11 +112,14 @@ def validate_run_config(
             (the message names the rows), every rule is a ``reward_model``, or a plugin does not import, does not fit
             TRL's call or does not return one number (or None) per completion; a tool plugin or the environment does
             not import, a tool has no JSON schema TRL can build, or the environment class has no callable ``reset``.
+        grpo_core.child_jobs.slots.SlotsBusy: a plugin check was due and ``login`` holds its share of the plugin
+            check slots (or they are all taken); no child was started.
     """
-    return validate_checked_config(store, boundary.check_config(config), model_cache_dir=model_cache_dir)
+    return validate_checked_config(store, boundary.check_config(config), model_cache_dir=model_cache_dir, login=login)
 
 
-def validate_checked_config(store: Store, config: RunConfig, *, model_cache_dir: Path | None = None) -> list[str]:
+def validate_checked_config(store: Store, config: RunConfig, *, model_cache_dir: Path | None = None,
+                            login: str | None = None) -> list[str]:
     """:func:`validate_run_config` of a config the login's boundary has already checked (what
     :meth:`~grpo_core.access.boundary.Boundary.check_config` returned): the launch's one check is in
     :func:`grpo_core.submit.queue.submit_run`, a sweep's in :mod:`grpo_core.submit.sweeps`. Same warnings and errors,
@@ -173,11 +179,11 @@ def validate_checked_config(store: Store, config: RunConfig, *, model_cache_dir:
         raise ConfigError("rewards: a reward_model needs at least one other reward rule beside it")
     if has_plugins(config.rewards):
         try:
-            check_plugins(config.rewards, rows[0] if rows else {})
+            check_plugins(config.rewards, rows[0] if rows else {}, login=login)
         except ValueError as exc:
             raise ConfigError(f"rewards: {exc}") from None
     try:  # tool plugins and the environment imported in a child, as the worker would after loading the model
-        plugin_schemas = check_tool_plugins(config.tool_plugins, config.environment)
+        plugin_schemas = check_tool_plugins(config.tool_plugins, config.environment, login=login)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if config.max_completion_length < 16:

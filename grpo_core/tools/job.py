@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from grpo_core.child_jobs.request import ChildJob, ask_worker
+from grpo_core.child_jobs.slots import PLUGIN_CHECK_SLOTS, JobSlots
 
 #: Wall-clock limit of one check (importing transformers and TRL and loading a tokenizer), seconds.
 TOOL_TEMPLATE_TIMEOUT_S = 120.0
@@ -78,10 +80,12 @@ TOOL_PLUGIN_CHECK_JOB = ChildJob(
 
 
 def check_tool_plugins(tool_plugins: Sequence[str], environment: str, *,
-                       timeout_s: float = TOOL_PLUGIN_CHECK_TIMEOUT_S) -> list[dict]:
+                       timeout_s: float = TOOL_PLUGIN_CHECK_TIMEOUT_S, slots: JobSlots | None = PLUGIN_CHECK_SLOTS,
+                       login: str | None = None) -> list[dict]:
     """Import a run's tool plugins and environment class in a child process and check that TRL can use them
     (:mod:`grpo_core.engine.tool_plugin_check`): a tool's JSON schema, the environment's class, its callable
-    ``reset`` and its methods' schemas. Returns at once (no child, ``[]``) when there is neither.
+    ``reset`` and its methods' schemas. Returns at once (no child, no slot, ``[]``) when there is neither. The child
+    holds one of ``slots`` for ``login`` while it runs (``None``: no pool).
 
     Returns:
         the JSON schemas TRL renders into the prompt for the plugins and the environment's methods, in its order
@@ -95,11 +99,14 @@ def check_tool_plugins(tool_plugins: Sequence[str], environment: str, *,
         ValueError: the problems found, each located (``tool_plugins: tool 1 'm:f': TRL cannot build its JSON
             schema: ...``, ``environment 'x.py:Env': no class Env in x.py``), joined by ``; ``; or the child failed
             or timed out (the message ends with the tail of its output).
+        grpo_core.child_jobs.slots.SlotsBusy: ``login`` holds its share of ``slots``, or the pool is full; no child
+            was started.
     """
     if not tool_plugins and not environment:
         return []
-    answer = ask_worker(TOOL_PLUGIN_CHECK_JOB, {"action": "check_plugins", "tool_plugins": list(tool_plugins),
-                                               "environment": environment}, timeout_s=timeout_s)
+    with slots.hold(login) if slots is not None else nullcontext():
+        answer = ask_worker(TOOL_PLUGIN_CHECK_JOB, {"action": "check_plugins", "tool_plugins": list(tool_plugins),
+                                                   "environment": environment}, timeout_s=timeout_s)
     problems = answer.get("problems") if isinstance(answer, dict) else None
     if not isinstance(problems, list):
         raise ValueError(f"checking the tool plugins and the environment failed: unexpected answer {answer!r:.300}")

@@ -5,7 +5,8 @@ recorded completion, sent twice at once through the named API; a preflight sent 
 Each time A's second request is refused at once (one job a login), B's (bob's) request of the same kind starts
 within a second instead of queueing behind A's, the dashboard answers other requests within a second, and A's
 rescoring ends in bounded time with the pattern scored as no match (grpo_core/child_jobs/slots.py, the per-group regex
-budget of grpo_core/rescore/worker.py)."""
+budget of grpo_core/rescore/worker.py). A's launches whose tool plugin takes seconds to import hold at most two plugin
+checks; B's is checked meanwhile."""
 
 from __future__ import annotations
 
@@ -238,3 +239,42 @@ def test_two_long_completions_diff_within_a_bound(shared_dashboard, stall_run):
                        event="change")
     assert time.monotonic() - started < 20, "the diff took too long"
     assert isinstance(answer, dict) and 'id="completion-diff"' in str(answer["data"][0]), answer
+
+
+SLOW_TOOLS = '''
+import time
+
+time.sleep(6)  # the launch's check imports this in a child: a plugin that takes its time
+
+
+def weather(city):  # no docstring, no type hint: TRL cannot build its JSON schema, so no run is ever queued
+    return "sunny"
+'''
+
+
+def test_a_login_holds_two_plugin_checks_and_another_login_is_served(shared_dashboard, alice_dataset):
+    """alice sends three ``launch_run`` calls naming a tool plugin that takes 6 s to import: two checks run in
+    children, the third is refused at once (grpo_core/child_jobs/slots.py's ``PLUGIN_CHECK_SLOTS``: 2 a login) and
+    starts no child; bob's launch naming the same plugin is checked meanwhile (refused for the plugin, not the pool)."""
+    d = shared_dashboard
+    (d.plugin_dir / "slow_tools.py").write_text(SLOW_TOOLS, encoding="utf-8")
+    config = json.dumps({"name": "slow tools", "dataset_id": alice_dataset, "max_steps": 2,
+                         "tool_plugins": ["slow_tools:weather"]})
+    alice, bob = d.client("alice"), d.client("bob")
+    first = [alice.submit(config, api_name="/launch_run") for _ in range(2)]
+    deadline = time.monotonic() + 60
+    while (any(job.status().code.name not in ("PROCESSING", "ITERATING") for job in first)
+           and time.monotonic() < deadline):
+        time.sleep(0.1)
+    time.sleep(1.0)  # both children are importing the plugin now
+    sent = time.monotonic()
+    with pytest.raises(Exception, match="alice has 2 plugin checks running, the most one login may run at once"):
+        alice.predict(config, api_name="/launch_run")
+    assert time.monotonic() - sent < 3, "alice's third check was not refused at once"
+    with pytest.raises(Exception, match="TRL cannot build its JSON schema") as checked:
+        bob.predict(config, api_name="/launch_run")  # bob's child ran beside alice's two
+    assert "plugin checks running" not in str(checked.value)
+    for job in first:
+        with pytest.raises(Exception, match="TRL cannot build its JSON schema"):
+            job.result()
+    assert [run for run in alice.predict(api_name="/list_runs") if run["name"] == "slow tools"] == []

@@ -41,6 +41,7 @@ from app.views.runs import md_text
 from app.views.tables import empty_frame
 from grpo_core.access.boundary import Boundary
 from grpo_core.bounded_parse import load_json
+from grpo_core.child_jobs.slots import SlotsBusy
 from grpo_core.reward_check.job import has_plugins, score_group_isolated
 from grpo_core.rewards import RewardSpec, score_group
 from grpo_core.rewards.hacking_probe import PADDED_ANSWER, flagged, probe_row
@@ -72,7 +73,7 @@ def submit(ctx: AppContext, request: Any, config: RunConfig, boundary: Boundary)
     returns the run with the validation's warnings.
 
     Raises:
-        ConfigError: as :func:`grpo_core.submit.queue.submit_run`.
+        ConfigError, SlotsBusy: as :func:`grpo_core.submit.queue.submit_run`.
     """
     submitted = submit_run(ctx.store, config, model_cache_dir=ctx.settings.model_cache_dir,
                            owner=getattr(request, "username", None), boundary=boundary)
@@ -89,7 +90,7 @@ def launch(ctx: AppContext, request: Any, values: Values) -> tuple[str, int | No
         config = form_to_config(values)
         check_webhooks(ctx, request, [config.webhook_url])
         return submit(ctx, request, config, boundary)  # the boundary is checked there, once
-    except (ConfigError, ValueError) as exc:
+    except (ConfigError, ValueError, SlotsBusy) as exc:  # SlotsBusy: the login's plugin checks (nothing started)
         return f"❌ **Not launched.** {exc}", None
 
 
@@ -228,8 +229,9 @@ def preflight(ctx: AppContext, request: Any, values: Values) -> Iterator[tuple[A
     try:
         boundary = boundary_of(ctx, request)
         config = boundary.check_config(form_to_config(values))  # the worker gets the real paths checked
-        validate_checked_config(ctx.store, config, model_cache_dir=ctx.settings.model_cache_dir)
-    except (ConfigError, ValueError) as exc:
+        validate_checked_config(ctx.store, config, model_cache_dir=ctx.settings.model_cache_dir,
+                                login=getattr(request, "username", None))
+    except (ConfigError, ValueError, SlotsBusy) as exc:
         yield f"❌ **Preflight not started.** {exc}", gr.skip()
         return
     yield from stream_preflight(ctx, config, values.get("preflight_prompts"))

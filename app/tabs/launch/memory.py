@@ -10,8 +10,9 @@ from pathlib import Path
 
 import gradio as gr
 
-from app.context import AppContext, boundary_of
+from app.context import PLUGIN_CHECK_JOBS, AppContext, boundary_of
 from app.tabs.launch.form import form_to_config, read_form
+from grpo_core.child_jobs.slots import SlotsBusy
 from grpo_core.datasets.formats import read_normalized
 from grpo_core.models.memory_estimate import (
     CHAT_TEMPLATE_TOKENS,
@@ -33,20 +34,25 @@ from grpo_core.tools.job import check_tool_plugins
 from storage import StoreError
 
 
-def _tool_schemas(config: RunConfig) -> tuple[list[dict] | None, str]:
-    """The run's tool schemas (library tools; tool plugins' and the environment's from the child that imports them),
-    and a note when some could not be had (then they are not counted)."""
+def _tool_schemas(config: RunConfig, login: str | None = None) -> tuple[list[dict] | None, str]:
+    """The run's tool schemas (library tools; tool plugins' and the environment's from the child that imports them,
+    holding one of ``login``'s plugin check slots), and a note when some could not be had (then they are not counted).
+
+    Raises:
+        grpo_core.child_jobs.slots.SlotsBusy: ``login`` holds its share of the plugin check slots (or all are taken);
+            no child was started.
+    """
     dump = config.model_dump(mode="json")
     try:
-        plugins = check_tool_plugins(config.tool_plugins, config.environment)
+        plugins = check_tool_plugins(config.tool_plugins, config.environment, login=login)
     except ValueError as exc:
         return run_tool_schemas(dump), f"; the tool plugins' schemas are not counted ({plain_phrase(str(exc), 300)})"
     return run_tool_schemas(dump, plugins), ""
 
 
-def fit_markdown(ctx: AppContext, config: RunConfig) -> str:
+def fit_markdown(ctx: AppContext, config: RunConfig, login: str | None = None) -> str:
     """The panel's text for ``config``: the verdict, then each part of the estimate. Never raises: an estimate that
-    cannot be made says why."""
+    cannot be made says why (``login`` over its share of the plugin check slots its tool plugins need too)."""
     try:
         shape = model_shape(config.model)
     except (MemoryEstimateError, ModelSourceError) as exc:
@@ -57,7 +63,10 @@ def fit_markdown(ctx: AppContext, config: RunConfig) -> str:
             rows = read_normalized(Path(ctx.store.get_dataset(config.dataset_id).path))
         except (StoreError, OSError, ValueError):
             rows = []
-    tools, tool_note = _tool_schemas(config)
+    try:
+        tools, tool_note = _tool_schemas(config, login)
+    except SlotsBusy as exc:
+        return f"**No estimate:** {exc}"
     longest = longest_prompt_tokens(rows, config.model_dump(mode="json"), ctx.settings.model_cache_dir, tools=tools)
     prompt_tokens = longest.tokens if rows else CHAT_TEMPLATE_TOKENS
     images = most_images(rows)
@@ -93,7 +102,7 @@ def create_memory_panel(
             config = boundary_of(ctx, request).check_config(form_to_config(read_form(form, data)))
         except (ConfigError, ValueError) as exc:
             return f"**No estimate:** {exc}"
-        return fit_markdown(ctx, config)
+        return fit_markdown(ctx, config, getattr(request, "username", None))
 
-    button.click(on_estimate, inputs=set(form.values()), outputs=result)
+    button.click(on_estimate, inputs=set(form.values()), outputs=result, **PLUGIN_CHECK_JOBS)
     return {"button": button, "result": result}

@@ -8,9 +8,10 @@ from collections.abc import Mapping
 import gradio as gr
 
 from app.catalog_sync import CatalogSync
-from app.context import AppContext, boundary_of, check_webhooks
+from app.context import PLUGIN_CHECK_JOBS, AppContext, boundary_of, check_webhooks
 from app.tabs.launch.form import form_to_config, read_form
 from app.views.runs import md_text
+from grpo_core.child_jobs.slots import SlotsBusy
 from grpo_core.run_config import ConfigError
 from grpo_core.submit.sweeps import (
     MAX_SWEEP_POINTS,
@@ -68,7 +69,7 @@ def create_sweep_panel(
             launched = submit_sweep(ctx.store, base, grid, boundary=boundary_of(ctx, request),
                                     model_cache_dir=ctx.settings.model_cache_dir,
                                     owner=getattr(request, "username", None))
-        except (ConfigError, ValueError) as exc:
+        except (ConfigError, ValueError, SlotsBusy) as exc:  # SlotsBusy: the login's plugin checks
             return f"❌ **Sweep not launched.** {exc}"
         ctx.launcher.tick()
         note = "".join(f"\n\n⚠️ {w}" for w in launched.warnings)
@@ -78,7 +79,7 @@ def create_sweep_panel(
                 f"view.{note}")
 
     grid_box.change(on_grid, inputs=grid_box, outputs=[grid_shape, button], show_progress="hidden")
-    launched = button.click(on_launch_sweep, inputs={grid_box, *form.values()}, outputs=status)
+    launched = button.click(on_launch_sweep, inputs={grid_box, *form.values()}, outputs=status, **PLUGIN_CHECK_JOBS)
     if sync is not None:
         sync.after(launched)
     return {"grid": grid_box, "shape": grid_shape, "button": button, "status": status}

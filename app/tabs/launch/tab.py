@@ -22,7 +22,7 @@ from typing import Any
 import gradio as gr
 
 from app.catalog_sync import CatalogSync
-from app.context import MODEL_JOBS, AppContext, fair_share
+from app.context import MODEL_JOBS, PLUGIN_CHECK_JOBS, AppContext, fair_share
 from app.tabs.launch import handlers
 from app.tabs.launch.form import FORM_FIELDS, RULE_SLOTS, SLOT_FIELDS, read_form, slot_field, trl_args_help
 from app.tabs.launch.layout import build_launch_layout, quick_start_note, uses_code_rule
@@ -151,7 +151,7 @@ def create_launch_tab(
     gr.on(triggers=[*(field.change for field in form.values()), own_tab.select] if own_tab is not None else None,
           fn=on_preview, inputs=set(form.values()), outputs=parts["preview"], show_progress="hidden")
     launch_outputs = [parts["status"], parts["launched_run"], *([tabs] if tabs is not None else [])]
-    launched = parts["launch"].click(on_launch, inputs=set(form.values()), outputs=launch_outputs)
+    launched = parts["launch"].click(on_launch, inputs=set(form.values()), outputs=launch_outputs, **PLUGIN_CHECK_JOBS)
     with parts["panels"]:
         parts["memory_estimate"] = create_memory_panel(ctx, form)["result"]
         sweep = create_sweep_panel(ctx, form, sync)

@@ -9,6 +9,7 @@ from typing import Any
 
 from app.context import AppContext, actor_of, boundary_of, check_webhooks
 from grpo_core.bounded_parse import dump_yaml
+from grpo_core.child_jobs.slots import SlotsBusy
 from grpo_core.rescore.composition import delete_preset, launch_config, list_presets, load_preset, save_preset
 from grpo_core.rescore.job import start_rescoring
 from grpo_core.rescore.request import RescoreError, parse_request, parse_rules_text
@@ -116,7 +117,7 @@ def launch(ctx: AppContext, form: Mapping[str, Any], request: Any = None) -> str
         check_webhooks(ctx, request, [config.webhook_url])
         submitted = submit_run(ctx.store, config, model_cache_dir=ctx.settings.model_cache_dir,
                                owner=actor_of(ctx, request).user, boundary=boundary)
-    except (ConfigError, ValueError, StoreError) as exc:
+    except (ConfigError, ValueError, StoreError, SlotsBusy) as exc:  # SlotsBusy: the login's plugin checks
         return f"Not launched: {exc}"
     ctx.launcher.tick()
     warnings = "".join(f"\n- {w}" for w in submitted.warnings)

@@ -6,7 +6,7 @@ import html
 
 import gradio as gr
 
-from app.context import AppContext
+from app.context import PLUGIN_CHECK_JOBS, AppContext
 from app.tabs.inspect.tab import open_step
 from app.tabs.workbench import handlers
 from app.tabs.workbench.layout import layout_workbench
@@ -88,7 +88,7 @@ def create_workbench_tab(ctx: AppContext, sync=None, *, inspect: dict | None = N
     def on_launch(values: dict, request: gr.Request):
         return handlers.launch(ctx, by_name(values), request)
 
-    c["launch"].click(on_launch, inputs=form_inputs, outputs=c["launched"])
+    c["launch"].click(on_launch, inputs=form_inputs, outputs=c["launched"], **PLUGIN_CHECK_JOBS)
 
     def on_save(values: dict, request: gr.Request):
         message, choices = handlers.save(ctx, by_name(values), request)
