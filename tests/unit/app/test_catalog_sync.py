@@ -84,8 +84,8 @@ def test_the_page_load_sends_few_events_and_the_page_values_follow_the_first_cha
     follows the first view's answer, and the Launch preview is filled when its tab is selected: a link sends one
     event before its first chart (docs/long-runs.md)."""
     ctx, blocks = built
-    loads = [f for f in blocks.fns.values() if any(event == "load" for _, event in f.targets)]
-    assert [f.fn.__qualname__ for f in loads] == ["connect_url.<locals>.on_load"]  # the first view only
+    loads = [f for f in blocks.fns.values() if any(event == "load" for _, event in f.targets) and f.page == ""]
+    assert [f.fn.__qualname__ for f in loads] == ["connect_url.<locals>.on_load"]  # the dashboard's first view only
     [preview] = [f for f in blocks.fns.values() if getattr(f.fn, "__name__", "") == "on_preview"]
     launch_tab = next(b for b in blocks.blocks.values() if isinstance(b, gr.Tab) and b.id == "launch")
     assert (launch_tab._id, "select") in preview.targets  # the Launch preview: filled when its tab is selected
