@@ -90,3 +90,18 @@ def test_a_link_naming_no_run_shows_the_note_and_never_the_value(built, query):
     load = _page_load(blocks, RUN_PAGE_PATH)
     answer = load.fn(_request(query), *[block.value for block in load.inputs])
     assert answer == (None, NO_SUCH_RUN_HTML, None, None)
+
+
+@pytest.mark.parametrize("provenance", [{"dataset": "x"}, {"model": [1]}, {"versions": [1, 2]}, {"device": "gpu"},
+                                        {"plugins": ["a.py"]}, {"plugins": {"a.py": {"sha256": 1}}},
+                                        {"dataset": {"sha256": ["x"]}}, {"model": {"identity": {"a": 1}}}])
+def test_a_scripts_provenance_of_another_shape_still_shows_the_runs_page(built, provenance):
+    """A provenance is a script's to write (the ingest API stores any JSON object); a part of another shape made the
+    status card raise, so neither the run's page nor the Runs tab showed the run to anyone (round six)."""
+    ctx, blocks = built
+    run = ctx.store.create_run(name="script", config={}, dataset_id=None, max_steps=1, owner="bob")
+    ctx.store.update_run(run.id, provenance=provenance)
+    load = _page_load(blocks, RUN_PAGE_PATH)
+    run_id, head, _figure, _series = load.fn(_request({"run": str(run.id)}), *[block.value for block in load.inputs])
+    assert run_id == run.id and 'id="run-status"' in head and "grpo-provenance" in head
+    assert "grpo-provenance" in run_status_html(ctx.store.get_run(run.id))  # the Runs tab's card
