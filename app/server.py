@@ -19,6 +19,7 @@ from app.api.ingest import ingest_routes  # scripts recording over HTTP (grpo_co
 from app.api.public import create_public_api, hide_internal_endpoints
 from app.catalog_sync import CatalogSync
 from app.context import AppContext, boundary_of
+from app.gradio_routes import GradioRoutesGuard
 from app.inert_outputs import install as install_inert_outputs
 from app.run_page import RUN_PAGE_PATH, create_run_page
 from app.served_files import OfferedFilesGuard, confine_gradio
@@ -181,7 +182,9 @@ def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, 
         app_kwargs={"routes": ingest_routes(ctx.store, lambda login: boundary_of(ctx, _Login(login)),
                                             logins=ctx.logins, max_runs=settings.ingest_max_runs),
                     # an offered download answers only the login it was offered to
-                    "middleware": [Middleware(OfferedFilesGuard, served=served)]},
+                    "middleware": [Middleware(OfferedFilesGuard, served=served),
+                                   # no deep links; /run/?run=12 redirects relatively, with its run
+                                   Middleware(GradioRoutesGuard, pages=[page[0] for page in blocks.pages])]},
     )
     if not block:
         return blocks, ctx

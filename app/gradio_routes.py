@@ -1,0 +1,64 @@
+"""Gradio routes the dashboard does not serve as Gradio would: its deep links, and a page's address with a trailing
+slash.
+
+**Deep links** (Gradio 5+, on in every app): ``GET /gradio_api/deep_link?session_hash=S`` writes every value of
+session ``S``'s components (what its client sent as inputs included, unchecked: a text in a number box) into a file
+of Gradio's upload folder, and any page opened with ``?deep_link=<name>`` (``/?deep_link=...``,
+``/run?run=12&deep_link=...``, ``/config?deep_link=...``) starts with those values. So one login could hand another a
+link that opens the dashboard with its own run config, plugin targets and ``webhook_url`` already in the Launch form
+(one click from launching them as that login), write a file to the server's disk at every request, and anyone who
+learnt another login's session hash could save and read that session's values (an API token the tab shows once).
+The dashboard has no ``gr.DeepLinkButton``: the route answers 404 and the ``deep_link`` parameter is dropped from
+every request before Gradio reads it.
+
+**A page with a trailing slash** (``/run/?run=12``): Gradio answers ``301 /run``, an address from the server's root
+(out of a reverse proxy's path prefix) and without the query (the run). It is answered with a relative
+``../run?run=12`` instead, which a browser resolves under whatever prefix the page was reached by.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+from starlette.responses import PlainTextResponse, RedirectResponse
+
+#: The query parameter Gradio reads a deep link from (``gradio/routes.py``'s page, ``/config`` and ``/`` routes).
+DEEP_LINK_PARAM = "deep_link"
+#: Gradio's route that saves a session's values as a deep link.
+DEEP_LINK_ROUTE = "/gradio_api/deep_link"
+
+
+def _without_deep_link(query: bytes) -> bytes:
+    """``query`` (a raw query string) without any ``deep_link`` parameter; the rest as it was."""
+    if DEEP_LINK_PARAM.encode() not in query:
+        return query
+    pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
+    return urlencode([(k, v) for k, v in pairs if k != DEEP_LINK_PARAM]).encode("latin-1")
+
+
+class GradioRoutesGuard:
+    """ASGI middleware (see the module docstring): ``/gradio_api/deep_link`` answers 404, a ``deep_link`` query
+    parameter is dropped, and ``/<page>/`` of the pages in ``pages`` (``"run"``) redirects relatively with its
+    query."""
+
+    def __init__(self, app: Any, pages: Iterable[str] = ()) -> None:
+        self.app = app
+        self.slashed = {f"/{page.strip('/')}/": page.strip("/") for page in pages if page.strip("/")}
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http":
+            path = scope.get("path", "")
+            if path.rstrip("/").endswith(DEEP_LINK_ROUTE):
+                await PlainTextResponse("Not Found", status_code=404)(scope, receive, send)
+                return
+            query = _without_deep_link(scope.get("query_string", b""))
+            if query != scope.get("query_string", b""):
+                scope = {**scope, "query_string": query}
+            page = self.slashed.get(path)
+            if page is not None and scope.get("method") in ("GET", "HEAD"):
+                target = f"../{page}" + (f"?{query.decode('latin-1')}" if query else "")
+                await RedirectResponse(target, status_code=307)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
