@@ -14,6 +14,13 @@ every request before Gradio reads it.
 **A page with a trailing slash** (``/run/?run=12``): Gradio answers ``301 /run``, an address from the server's root
 (out of a reverse proxy's path prefix) and without the query (the run). It is answered with a relative
 ``../run?run=12`` instead, which a browser resolves under whatever prefix the page was reached by.
+
+**What a session keeps** (:func:`keep_no_deep_link_values`): for deep links, Gradio's ``SessionState`` built the
+config of every component of the app when a session began (about 900 kB for the dashboard's 600 components, and
+~0.05 s) and kept each value an event sent or answered; it keeps up to ``state_session_capacity`` sessions
+(Gradio's default 10,000), and a session begins at any request with a new ``session_hash``. So any login could
+hold about 9 GB of the web process with 10,000 requests, and ordinary page loads grew it for days. Without deep
+links that copy serves nothing: it is not made.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
+from gradio.state_holder import SessionState
 from starlette.responses import PlainTextResponse, RedirectResponse
 
 #: The query parameter Gradio reads a deep link from (``gradio/routes.py``'s page, ``/config`` and ``/`` routes).
@@ -62,3 +70,44 @@ class GradioRoutesGuard:
                 await RedirectResponse(target, status_code=307)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+class _NoValues(dict):
+    """A session's deep-link copy of its components' configs that holds nothing: every component reads as kept (so
+    Gradio computes none) with no props (so it writes none)."""
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        pass
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __getitem__(self, key: Any) -> dict:
+        return {}
+
+
+class _WithoutComponents:
+    """What ``SessionState.__init__`` reads of the Blocks (``default_config``, ``blocks``), with no components to
+    copy the configs of."""
+
+    def __init__(self, blocks: Any) -> None:
+        self.default_config = blocks.default_config
+        self.blocks: dict = {}
+
+
+def keep_no_deep_link_values() -> None:
+    """Make Gradio's sessions keep no copy of their components' configs (see the module docstring); idempotent.
+
+    Only Gradio's deep-link route reads that copy (``SessionState.components``), and the dashboard does not serve it
+    (:class:`GradioRoutesGuard`). Call before serving.
+    """
+    if getattr(SessionState, "_grpo_no_deep_link_values", False):
+        return
+    original = SessionState.__init__
+
+    def __init__(self: SessionState, blocks: Any) -> None:
+        original(self, _WithoutComponents(blocks))
+        self.config_values = _NoValues()
+
+    SessionState.__init__ = __init__
+    SessionState._grpo_no_deep_link_values = True
