@@ -206,7 +206,7 @@ def _part(record: dict[str, Any], key: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _short(value: Any) -> str:
+def _short_digest(value: Any) -> str:
     """:func:`~grpo_core.runs.provenance.short_hash` of a stored hash; "–" for anything but text."""
     return short_hash(value) if isinstance(value, str) else "–"
 
@@ -223,10 +223,10 @@ def provenance_html(provenance: dict[str, Any] | None) -> str:
     versions = _part(provenance, "versions")
     device = _part(provenance, "device")
     plugins = _part(provenance, "plugins")
-    items = [f"dataset sha256 <code>{html.escape(_short(dataset))}</code>",
-             f"model {html.escape(str(model.get('kind', '?')))} <code>{html.escape(_short(model.get('identity')))}"
+    items = [f"dataset sha256 <code>{html.escape(_short_digest(dataset))}</code>",
+             f"model {html.escape(str(model.get('kind', '?')))} <code>{html.escape(_short_digest(model.get('identity')))}"
              "</code>"]
-    items += [f"plugin {html.escape(Path(path).name)} <code>{html.escape(_short(digest))}</code>"
+    items += [f"plugin {html.escape(Path(path).name)} <code>{html.escape(_short_digest(digest))}</code>"
               for path, digest in plugins.items()]
     if versions:
         items.append(html.escape(", ".join(f"{name} {version}" for name, version in versions.items())))
