@@ -224,8 +224,8 @@ def provenance_html(provenance: dict[str, Any] | None) -> str:
     device = _part(provenance, "device")
     plugins = _part(provenance, "plugins")
     items = [f"dataset sha256 <code>{html.escape(_short_digest(dataset))}</code>",
-             f"model {html.escape(str(model.get('kind', '?')))} <code>{html.escape(_short_digest(model.get('identity')))}"
-             "</code>"]
+             f"model {html.escape(str(model.get('kind', '?')))} "
+             f"<code>{html.escape(_short_digest(model.get('identity')))}</code>"]
     items += [f"plugin {html.escape(Path(path).name)} <code>{html.escape(_short_digest(digest))}</code>"
               for path, digest in plugins.items()]
     if versions:
