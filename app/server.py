@@ -46,9 +46,9 @@ TITLE = "GRPO dashboard"
 #: words instead): hidden, since ``gr.Navbar(visible=False)`` does not hide it in Gradio 6 (gradio-app/gradio#12532).
 PAGE_CSS = ".nav-holder { display: none !important; }"
 #: Gradio sessions (one a page load, or a request with a new ``session_hash``) whose values the server keeps, the
-#: least recently used dropped beyond (Gradio's default 10,000): each holds its runs' series, so a login's requests
-#: could otherwise hold gigabytes (docs/security.md, round six).
-SESSION_CAPACITY = 2000
+#: least recently used dropped beyond (Gradio's default 10,000): each holds the series of the run it shows (about
+#: 1.3 MB for a long run's first view), so a login's requests could otherwise hold gigabytes (docs/security.md).
+SESSION_CAPACITY = 500
 
 
 def create_context(settings: Settings, *, worker_env: dict[str, str] | None = None) -> AppContext:
