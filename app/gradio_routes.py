@@ -39,10 +39,13 @@ DEEP_LINK_ROUTE = "/gradio_api/deep_link"
 
 
 def _without_deep_link(query: bytes) -> bytes:
-    """``query`` (a raw query string) without any ``deep_link`` parameter; the rest as it was."""
-    if DEEP_LINK_PARAM.encode() not in query:
+    """``query`` (a raw query string) without any ``deep_link`` parameter, however its name is encoded
+    (``deep%5Flink``); unchanged when it has none."""
+    if not query:
         return query
     pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
+    if all(key != DEEP_LINK_PARAM for key, _ in pairs):
+        return query
     return urlencode([(k, v) for k, v in pairs if k != DEEP_LINK_PARAM]).encode("latin-1")
 
 

@@ -303,6 +303,8 @@ def test_gradios_deep_links_are_not_served_and_a_slashed_page_keeps_its_run(shar
     alice = dash.http("alice")
     for name in ("lkgVTuAeoPQ", "deep-link"):
         page_config = alice.get("/config", params={"page": "run", "deep_link": name}).json()
+        encoded = alice.get(f"/config?page=run&deep%5Flink={name}").json()  # the name percent-encoded
+        assert encoded.get("deep_link_state") in (None, "none")
         assert page_config.get("deep_link_state") in (None, "none")  # was "invalid" (or "valid" with bob's values)
         assert "planted by bob" not in json.dumps(page_config)
         assert alice.get("/run", params={"run": "1", "deep_link": name}).status_code == 200
