@@ -19,6 +19,7 @@ from app.api.ingest import ingest_routes  # scripts recording over HTTP (grpo_co
 from app.api.public import create_public_api, hide_internal_endpoints
 from app.catalog_sync import CatalogSync
 from app.context import AppContext, boundary_of
+from app.gradio_routes import GradioRoutesGuard, keep_no_deep_link_values
 from app.inert_outputs import install as install_inert_outputs
 from app.run_page import RUN_PAGE_PATH, create_run_page
 from app.served_files import OfferedFilesGuard, confine_gradio
@@ -44,6 +45,10 @@ TITLE = "GRPO dashboard"
 #: The page list Gradio draws above a multipage app (the dashboard and the run page link each other in their own
 #: words instead): hidden, since ``gr.Navbar(visible=False)`` does not hide it in Gradio 6 (gradio-app/gradio#12532).
 PAGE_CSS = ".nav-holder { display: none !important; }"
+#: Gradio sessions (one a page load, or a request with a new ``session_hash``) whose values the server keeps, the
+#: least recently used dropped beyond (Gradio's default 10,000): each holds the series of the run it shows (about
+#: 1.3 MB for a long run's first view), so a login's requests could otherwise hold gigabytes (docs/security.md).
+SESSION_CAPACITY = 500
 
 
 def create_context(settings: Settings, *, worker_env: dict[str, str] | None = None) -> AppContext:
@@ -65,6 +70,7 @@ def build_blocks(ctx: AppContext) -> gr.Blocks:
     (:mod:`app.api.public`): only its named endpoints are listed and callable by name. No value becomes a file to
     Gradio but a file component's own (:mod:`app.inert_outputs`)."""
     install_inert_outputs()
+    keep_no_deep_link_values()  # a session keeps no copy of every component's config (deep links are not served)
     with gr.Blocks(title=TITLE) as blocks:
         sync = CatalogSync(ctx)
         gr.Markdown(f"## {TITLE}\nLaunch, watch and inspect GRPO fine-tuning runs (TRL engine).")
@@ -170,6 +176,7 @@ def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, 
         show_error=True,
         quiet=False,
         css=PAGE_CSS,
+        state_session_capacity=SESSION_CAPACITY,
         footer_links=["api", "settings"],
         # Gradio's run history records every event's inputs and outputs (an API token shown once included) and
         # serves /gradio_api/run-history/* without a login, acting on the hub with the server's own HF token for
@@ -181,7 +188,9 @@ def serve(settings: Settings, *, auth: Sequence[tuple[str, str]] | None = None, 
         app_kwargs={"routes": ingest_routes(ctx.store, lambda login: boundary_of(ctx, _Login(login)),
                                             logins=ctx.logins, max_runs=settings.ingest_max_runs),
                     # an offered download answers only the login it was offered to
-                    "middleware": [Middleware(OfferedFilesGuard, served=served)]},
+                    "middleware": [Middleware(OfferedFilesGuard, served=served),
+                                   # no deep links; /run/?run=12 redirects relatively, with its run
+                                   Middleware(GradioRoutesGuard, pages=[page[0] for page in blocks.pages])]},
     )
     if not block:
         return blocks, ctx

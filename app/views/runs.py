@@ -200,21 +200,33 @@ def run_status_html(run: RunInfo, log_tail: str = "", now: datetime | None = Non
     return "".join(parts)
 
 
+def _part(record: dict[str, Any], key: str) -> dict[str, Any]:
+    """``record[key]`` when it is a mapping, else ``{}`` (a stored provenance's part, as a script sent it)."""
+    value = record.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _short_digest(value: Any) -> str:
+    """:func:`~grpo_core.runs.provenance.short_hash` of a stored hash; "–" for anything but text."""
+    return short_hash(value) if isinstance(value, str) else "–"
+
+
 def provenance_html(provenance: dict[str, Any] | None) -> str:
     """The compact "reproduce" block of a run's status card: dataset sha256, model identity and each plugin file's
     sha256 (shortened to 12 hex digits), the library versions and the device its worker recorded (:mod:`grpo_core.runs.provenance`); ``""`` for a
-    run without a record (not started yet, or trained by an older version)."""
-    if not provenance:
+    run without a record (not started yet, or trained by an older version). The record is a script's to write (the
+    ingest API stores any JSON object): a part of another shape, or a value that is not text, shows as missing."""
+    if not isinstance(provenance, dict) or not provenance:
         return ""
-    dataset = (provenance.get("dataset") or {}).get("sha256")
-    model = provenance.get("model") or {}
-    versions = provenance.get("versions") or {}
-    device = provenance.get("device") or {}
-    plugins = provenance.get("plugins") or {}
-    items = [f"dataset sha256 <code>{html.escape(short_hash(dataset))}</code>",
-             f"model {html.escape(str(model.get('kind', '?')))} <code>{html.escape(short_hash(model.get('identity')))}"
-             "</code>"]
-    items += [f"plugin {html.escape(Path(path).name)} <code>{html.escape(short_hash(digest))}</code>"
+    dataset = _part(provenance, "dataset").get("sha256")
+    model = _part(provenance, "model")
+    versions = _part(provenance, "versions")
+    device = _part(provenance, "device")
+    plugins = _part(provenance, "plugins")
+    items = [f"dataset sha256 <code>{html.escape(_short_digest(dataset))}</code>",
+             f"model {html.escape(str(model.get('kind', '?')))} "
+             f"<code>{html.escape(_short_digest(model.get('identity')))}</code>"]
+    items += [f"plugin {html.escape(Path(path).name)} <code>{html.escape(_short_digest(digest))}</code>"
               for path, digest in plugins.items()]
     if versions:
         items.append(html.escape(", ".join(f"{name} {version}" for name, version in versions.items())))

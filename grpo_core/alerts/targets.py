@@ -181,6 +181,24 @@ class Destination:
         return self.addresses[0] if self.addresses else None
 
 
+def url_in_public_text(text: str, url: str) -> str:
+    """``text`` with ``url`` (as written, or as ``repr`` quotes it) replaced by its scheme, host and port
+    (``https://hooks.slack.com/…``): for a message every login reads (a run's ``alert_error`` on its status card),
+    since a webhook's path, query or user info is its owner's credential (a Slack incoming webhook's path).
+    A URL that does not parse is named ``(the webhook URL)``."""
+    raw = str(url or "")
+    try:
+        parsed = httpx.URL(raw.strip())
+        netloc = parsed.netloc.decode("ascii")  # host[:port], without the user info
+        shown = f"{parsed.scheme}://{netloc}/…" if parsed.scheme and parsed.host else "(the webhook URL)"
+    except (httpx.InvalidURL, ValueError, UnicodeError):
+        shown = "(the webhook URL)"
+    forms = {raw, raw.strip(), repr(raw), repr(raw.strip())} - {"", "''"}
+    for form in sorted(forms, key=len, reverse=True):
+        text = text.replace(form, shown)
+    return text
+
+
 def parse_webhook_url(url: str) -> httpx.URL:
     """``url`` parsed by httpx, refused unless ``http``/``https`` with a host.
 

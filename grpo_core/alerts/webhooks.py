@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from grpo_core.alerts.targets import WebhookPolicy, WebhookRefused, may_set_run_webhook, post_json
+from grpo_core.alerts.targets import WebhookPolicy, WebhookRefused, may_set_run_webhook, post_json, url_in_public_text
 from grpo_core.doctor import Finding, Severity, diagnose, series_from_points
 from grpo_core.doctor.thresholds import RECENT_STEPS
 from storage import MetricPoint, RunInfo, RunStatus, Store, StoreError
@@ -307,6 +307,7 @@ class Notifier:
                 time.sleep(self.backoff_s * 2 ** (attempt - 1))
         shown = None
         if error is not None:
+            error = url_in_public_text(error, delivery.url)  # the card is every login's; the URL its owner's
             shown = f"webhook message {delivery.key} not sent: {error}" if refused else \
                 f"webhook message {delivery.key} not delivered after {attempt} attempt(s): {error}"
             log.error("alerts: run #%s: %s", delivery.run_id, shown)

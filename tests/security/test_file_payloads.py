@@ -273,3 +273,40 @@ def test_gradios_run_history_is_off_and_its_routes_are_not_served(shared_dashboa
         assert anonymous.get(path).status_code == 404, path
     assert anonymous.post("/gradio_api/run-history/connect", json={"bucket_id": "someone/new"}).status_code == 404
     assert dash.http("bob").get("/config").json().get("run_history") is False
+
+
+def test_gradios_deep_links_are_not_served_and_a_slashed_page_keeps_its_run(shared_dashboard):
+    """Gradio's deep links (round six): ``/gradio_api/deep_link?session_hash=S`` saved every value session ``S``'s
+    client had sent (bob's text in the run page's number box, his filter) as a file on the server, and
+    ``/run?run=1&deep_link=<name>`` opened alice's page with bob's values (the dashboard's with his run config in the
+    Launch form). The route answers 404 now and the parameter is dropped. ``/run/?run=1`` was redirected to ``/run``,
+    from the server's root and without its run; it is a relative redirect keeping the query now."""
+    dash = shared_dashboard
+    bob = dash.http("bob")
+    config = bob.get("/config", params={"page": "run"}).json()
+    by_id = {c["id"]: c for c in config["components"]}
+    elem = {c["id"]: c.get("props", {}).get("elem_id") for c in config["components"]}
+    redraw = next(d for d in config["dependencies"] if d.get("backend_fn") and "runs-panel-filter" in
+                  [elem[i] for i in d["inputs"]] and elem[d["inputs"][0]] == "run-page-run")
+    planted = {"run-page-run": "<img src=x onerror=alert(1)>", "runs-panel-filter": "planted by bob"}
+    data = [planted.get(elem[i], by_id[i].get("props", {}).get("value")) for i in redraw["inputs"]]
+    session_hash = uuid.uuid4().hex[:11]
+    joined = bob.post("/gradio_api/queue/join?run=1", json={"data": data, "fn_index": redraw["id"],
+                                                            "session_hash": session_hash, "event_data": None})
+    assert joined.status_code == 200, joined.text
+    with bob.stream("GET", "/gradio_api/queue/data", params={"session_hash": session_hash}) as stream:
+        for line in stream.iter_lines():
+            if line.startswith("data:") and json.loads(line[5:]).get("msg") == "process_completed":
+                break
+    saved = bob.get("/gradio_api/deep_link", params={"session_hash": session_hash})
+    assert saved.status_code == 404, saved.text  # was 200 and the saved values' name
+    alice = dash.http("alice")
+    for name in ("lkgVTuAeoPQ", "deep-link"):
+        page_config = alice.get("/config", params={"page": "run", "deep_link": name}).json()
+        encoded = alice.get(f"/config?page=run&deep%5Flink={name}").json()  # the name percent-encoded
+        assert encoded.get("deep_link_state") in (None, "none")
+        assert page_config.get("deep_link_state") in (None, "none")  # was "invalid" (or "valid" with bob's values)
+        assert "planted by bob" not in json.dumps(page_config)
+        assert alice.get("/run", params={"run": "1", "deep_link": name}).status_code == 200
+    slashed = alice.get("/run/", params={"run": "1"}, follow_redirects=False)
+    assert slashed.is_redirect and slashed.headers["location"] == "../run?run=1"  # was /run, without the run

@@ -299,7 +299,7 @@ def clone(ctx: AppContext, request: Any, run_id: Any) -> dict[str, Any]:
     form["name"] = f"{config.name or run.name} (clone)"
     notes = "".join(f"\n- ⚠️ {n}" for n in form_omissions(config))
     drift = clone_drift_notes(ctx, run)
-    notes += "".join(f"\n- ⚠️ {n}" for n in drift)
+    notes += "".join(f"\n- ⚠️ {md_text(n)}" for n in drift)  # a recorded version is a script's text
     if run.provenance and not drift:
         notes += "\n- ✅ the dataset file, the model and the library versions are as when the run trained."
     form["clone_status"] = f"Form filled from run **#{run.id} {md_text(run.name)}**; change what you like and Launch.{notes}"

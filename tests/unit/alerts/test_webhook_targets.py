@@ -278,3 +278,24 @@ def test_the_launch_handlers_check_the_handlers_login(settings):
     with pytest.raises(WebhookRefused, match="a loopback address"):
         check_webhooks(ctx, carol, ["https://hooks.example.com/", "http://[::1]:9000/"])
     check_webhooks(SimpleNamespace(settings=settings, logins=None), None, ["https://hooks.example.com/"])  # single-user
+
+
+def test_a_refusal_on_the_card_names_the_webhooks_host_never_its_path(store, settings, server_factory):
+    """The status card (the Runs tab's and the run's page) is shown to every login, and a webhook's address is its
+    owner's credential (a Slack URL's path, a ``?token=``): a message refused at delivery (a name resolving to an
+    internal address, which the launch does not resolve) recorded the whole URL as the run's ``alert_error``
+    (round six). It names the scheme and host only now."""
+    target = server_factory(status=200)
+    secret_url = f"http://127.0.0.1:{target.port}/services/T0001/B0002/SECRETPATH?token=SECRETQUERY#SECRETFRAG"
+    run = store.create_run(name="probe", config={"webhook_url": secret_url}, dataset_id=None, max_steps=1,
+                           owner=None)
+    store.claim_run(run.id, worker_pid=None)
+    store.finish_run(run.id, RunStatus.COMPLETED)
+    notifier = Notifier(store, settings, backoff_s=0.01)
+    notifier.check()
+    assert notifier.wait_idle(10)
+    after = store.get_run(run.id)
+    assert target.requests == [] and "loopback" in after.alert_error
+    assert f"http://127.0.0.1:{target.port}/" in after.alert_error  # where it was going, still said
+    card = run_status_html(after)
+    assert "SECRET" not in after.alert_error and "SECRET" not in card

@@ -90,3 +90,43 @@ def test_a_link_naming_no_run_shows_the_note_and_never_the_value(built, query):
     load = _page_load(blocks, RUN_PAGE_PATH)
     answer = load.fn(_request(query), *[block.value for block in load.inputs])
     assert answer == (None, NO_SUCH_RUN_HTML, None, None)
+
+
+@pytest.mark.parametrize("provenance", [{"dataset": "x"}, {"model": [1]}, {"versions": [1, 2]}, {"device": "gpu"},
+                                        {"plugins": ["a.py"]}, {"plugins": {"a.py": {"sha256": 1}}},
+                                        {"dataset": {"sha256": ["x"]}}, {"model": {"identity": {"a": 1}}}])
+def test_a_scripts_provenance_of_another_shape_still_shows_the_runs_page(built, provenance):
+    """A provenance is a script's to write (the ingest API stores any JSON object); a part of another shape made the
+    status card raise, so neither the run's page nor the Runs tab showed the run to anyone (round six)."""
+    ctx, blocks = built
+    run = ctx.store.create_run(name="script", config={}, dataset_id=None, max_steps=1, owner="bob")
+    ctx.store.update_run(run.id, provenance=provenance)
+    load = _page_load(blocks, RUN_PAGE_PATH)
+    run_id, head, _figure, _series = load.fn(_request({"run": str(run.id)}), *[block.value for block in load.inputs])
+    assert run_id == run.id and 'id="run-status"' in head and "grpo-provenance" in head
+    assert "grpo-provenance" in run_status_html(ctx.store.get_run(run.id))  # the Runs tab's card
+
+
+def test_a_new_session_keeps_no_copy_of_every_components_config(built):
+    """Gradio's sessions built the config of every component of the app when they began (for deep links, which the
+    dashboard does not serve): about 900 kB a session, up to 10,000 sessions, and a session begins at any request
+    with a new ``session_hash`` (round six). A session holds its own values only now."""
+    import gc
+    import tracemalloc
+
+    from gradio.state_holder import SessionState
+
+    _ctx, blocks = built
+    gc.collect()
+    tracemalloc.start()
+    try:
+        sessions = [SessionState(blocks) for _ in range(10)]
+        gc.collect()
+        per_session = tracemalloc.get_traced_memory()[0] / len(sessions)
+    finally:
+        tracemalloc.stop()
+    assert per_session < 200_000, f"{per_session / 1024:.0f} kB a session"  # was about 900 kB
+    head = next(block for block in blocks.blocks.values() if getattr(block, "elem_id", None) == "run-page-head")
+    sessions[0]._update_value_in_config(head._id, "<b>planted</b>")
+    sessions[0][head._id] = head
+    assert list(sessions[0].components) == [] and sessions[0][head._id] is head

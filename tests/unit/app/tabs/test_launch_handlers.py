@@ -231,3 +231,17 @@ def test_the_quick_start_button_empties_the_launch_status(settings):
         assert out[status] == ""
     finally:
         context.store.close()
+
+
+def test_a_cloned_runs_recorded_versions_are_text_in_the_clone_status(ctx):
+    """A provenance is a script's to write (the ingest API stores any JSON object), and the clone status is Markdown
+    on the page of whoever starts from the run: a recorded library version drew an image and a link there
+    (Gradio's sanitizer keeps both; round six). The notes are literal text now."""
+    config = RunConfig.model_validate({"model": "/nonexistent/model", "dataset_path": "/nonexistent/data.jsonl"})
+    run = ctx.store.create_run(name="script", config=config.model_dump(mode="json"), dataset_id=None, max_steps=1,
+                               owner="bob")
+    planted = "![x](http://evil.example/p.png) [click](http://evil.example/) <img src=http://evil.example/i>"
+    ctx.store.update_run(run.id, provenance={"versions": {"trl": planted, "datasets": planted}})
+    status = handlers.clone(ctx, None, run.id)["clone_status"]
+    assert "library versions changed" in status
+    assert "](http" not in status and "<img" not in status and "http://" not in status
