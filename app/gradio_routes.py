@@ -109,7 +109,11 @@ def keep_no_deep_link_values() -> None:
     original = SessionState.__init__
 
     def __init__(self: SessionState, blocks: Any) -> None:
-        original(self, _WithoutComponents(blocks))
+        try:
+            original(self, _WithoutComponents(blocks))
+        except AttributeError:  # a Gradio 6 whose sessions read more of the Blocks: its own copy, as before
+            original(self, blocks)
+            return
         self.config_values = _NoValues()
 
     SessionState.__init__ = __init__

@@ -114,6 +114,25 @@ def test_every_key_is_charted_in_its_section(page, keys_run):
     store.finish_run(run_id, RunStatus.COMPLETED)
 
 
+def test_the_runs_own_page_charts_every_key_in_its_section(browser, server, keys_run):
+    _store, run_id = keys_run
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    try:
+        page.goto(f"{server['url']}run?run={run_id}")
+        expect(page.locator("#run-page-head")).to_contain_text("all-keys")
+        for section, keys in SECTION_KEYS.items():
+            expect(page.locator(f"#runs-section-{section}")).to_contain_text(f"{len(keys)} chart")
+        _open(page, "clip")
+        page.wait_for_function(
+            "() => { const d = document.querySelector('#runs-section-plot-clip .js-plotly-plot');"
+            " return d && d.layout && d.layout.meta && d.layout.meta.panels.length === 3; }"
+        )
+        assert sorted(_section_panels(page, "clip")) == sorted(SECTION_KEYS["clip"])
+    finally:
+        context.close()
+
+
 def test_a_plugins_log_extra_column_is_shown_on_its_completion_in_inspect(page, server, keys_run):
     _store, run_id = keys_run
     page.goto(f"{server['url']}?run={run_id}&step=2&tab=inspect")
