@@ -125,6 +125,16 @@ def alert_message(
     return message
 
 
+def link_host(host: str) -> str:
+    """The host an alert's link names for a dashboard served on ``host``: this machine's name (``socket.gethostname``)
+    for the any-address binds, an IPv6 address in brackets, else ``host`` itself."""
+    import socket
+
+    if host.strip() in ("", "0.0.0.0", "::", "[::]"):
+        return socket.gethostname() or "localhost"
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
 @dataclass
 class _Delivery:
     run_id: int
@@ -184,8 +194,9 @@ class Notifier:
 
     @property
     def link_base(self) -> str:
-        """The dashboard's address as links show it: ``http://<host>:<port>/``."""
-        return f"http://{self.settings.host}:{self.settings.port}/"
+        """The dashboard's address as links show it: ``http://<host>:<port>/``; served on every address
+        (``0.0.0.0``, ``::``), this machine's name stands for the host (a link to ``0.0.0.0`` opens nothing)."""
+        return f"http://{link_host(self.settings.host)}:{self.settings.port}/"
 
     def start(self) -> None:
         """Start the delivery thread and the APScheduler job that calls :meth:`check` every ``interval_s``."""

@@ -8,6 +8,7 @@ without it is in ``tests/unit/alerts/test_webhook_targets.py``."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -16,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from app.views.runs import run_status_html
-from grpo_core.alerts.webhooks import Notifier, alert_message, status_key, webhook_url
+from grpo_core.alerts.webhooks import Notifier, alert_message, link_host, status_key, webhook_url
 from storage import RunStatus
 from tests.store_helpers import record_metrics
 
@@ -82,6 +83,12 @@ def _running_run(store, name, url="", rewards=(0.5,)):
 
 def _notifier(store, settings, **kwargs):
     return Notifier(store, settings, backoff_s=0.01, **kwargs)
+
+
+def test_an_alerts_link_names_a_host_a_browser_can_open():
+    assert link_host("127.0.0.1") == "127.0.0.1" and link_host("dash.example") == "dash.example"
+    assert link_host("0.0.0.0") == link_host("::") == socket.gethostname()
+    assert link_host("::1") == "[::1]" and link_host("[::1]") == "[::1]"
 
 
 def test_completed_failed_cancelled_and_doctor_messages(store, settings, receiver):
