@@ -230,16 +230,21 @@ def test_redirects_are_not_followed_and_bodies_not_shown(server_factory):
         post_json(f"http://hooks.test:{failing.port}/", {"event": "x"}, policy, resolver=stub_resolver)
 
 
-def test_the_notifier_records_a_refusal_without_sending_and_the_card_shows_why(store, settings, server_factory):
-    target = server_factory(status=200)
-    run = store.create_run(name="probe", config={"webhook_url": f"http://127.0.0.1:{target.port}/"},
-                           dataset_id=None, max_steps=1, owner=None)
+def _finished_with_webhook(store, settings, url: str):
+    """A run with ``url`` as its webhook, completed, its alert delivered (or refused) by a notifier: the run read
+    back."""
+    run = store.create_run(name="probe", config={"webhook_url": url}, dataset_id=None, max_steps=1, owner=None)
     store.claim_run(run.id, worker_pid=None)
     store.finish_run(run.id, RunStatus.COMPLETED)
     notifier = Notifier(store, settings, backoff_s=0.01)
     notifier.check()
     assert notifier.wait_idle(10)
-    after = store.get_run(run.id)
+    return store.get_run(run.id)
+
+
+def test_the_notifier_records_a_refusal_without_sending_and_the_card_shows_why(store, settings, server_factory):
+    target = server_factory(status=200)
+    after = _finished_with_webhook(store, settings, f"http://127.0.0.1:{target.port}/")
     assert target.requests == []
     assert after.alert_error.startswith("webhook message completed@") and "not sent: webhook URL" in after.alert_error
     assert "is a loopback address; an admin may allow it with --webhook-allow-host 127.0.0.1" in after.alert_error
@@ -287,14 +292,7 @@ def test_a_refusal_on_the_card_names_the_webhooks_host_never_its_path(store, set
     (round six). It names the scheme and host only now."""
     target = server_factory(status=200)
     secret_url = f"http://127.0.0.1:{target.port}/services/T0001/B0002/SECRETPATH?token=SECRETQUERY#SECRETFRAG"
-    run = store.create_run(name="probe", config={"webhook_url": secret_url}, dataset_id=None, max_steps=1,
-                           owner=None)
-    store.claim_run(run.id, worker_pid=None)
-    store.finish_run(run.id, RunStatus.COMPLETED)
-    notifier = Notifier(store, settings, backoff_s=0.01)
-    notifier.check()
-    assert notifier.wait_idle(10)
-    after = store.get_run(run.id)
+    after = _finished_with_webhook(store, settings, secret_url)
     assert target.requests == [] and "loopback" in after.alert_error
     assert f"http://127.0.0.1:{target.port}/" in after.alert_error  # where it was going, still said
     card = run_status_html(after)

@@ -1,4 +1,5 @@
-"""Fixtures of the web side's fair-share tests: ``children`` (the plugin check children started, faked) and
+"""Fixtures of the web side's tests: ``built`` (the dashboard's context and Blocks as served, no server); and of
+the fair-share tests: ``children`` (the plugin check children started, faked) and
 ``alice_busy`` (the login ``alice`` holding her whole share of the plugin check slots), ``plugin_configs`` (run
 configs without plugins, with a tool plugin, with a reward plugin)."""
 
@@ -8,11 +9,23 @@ from collections.abc import Iterator
 
 import pytest
 
+from app.server import build_blocks, create_context
 from grpo_core.child_jobs.slots import PLUGIN_CHECK_SLOTS
 from grpo_core.datasets.library import QUICK_START_EXAMPLE
 from grpo_core.reward_check import job as reward_check_job
 from grpo_core.run_config import RunConfig
 from grpo_core.tools import job as tools_job
+
+
+@pytest.fixture
+def built(settings):
+    """``(context, blocks)``: the dashboard built on ``settings``' store (closed after the test)."""
+    ctx = create_context(settings)
+    blocks = build_blocks(ctx)
+    try:
+        yield ctx, blocks
+    finally:
+        ctx.store.close()
 
 
 @pytest.fixture

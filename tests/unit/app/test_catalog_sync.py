@@ -6,23 +6,11 @@ from __future__ import annotations
 import json
 
 import gradio as gr
-import pytest
 
 from app.api.public import PUBLIC_ENDPOINTS, run_dict
 from app.catalog_sync import dataset_choices, run_choices
-from app.server import build_blocks, create_context
 
 SKIP = {"__type__": "update"}
-
-
-@pytest.fixture
-def built(settings):
-    ctx = create_context(settings)
-    blocks = build_blocks(ctx)
-    try:
-        yield ctx, blocks
-    finally:
-        ctx.store.close()
 
 
 def _sync_handler(blocks):

@@ -11,7 +11,6 @@ import plotly.graph_objects as go
 import pytest
 
 from app.run_page import NO_SUCH_RUN_HTML, RUN_PAGE_PATH, page_link
-from app.server import build_blocks, create_context
 from app.views.runs import run_status_html
 from grpo_core.run_config import RunConfig
 from storage import RunStatus
@@ -20,16 +19,6 @@ from tests.store_helpers import record_metrics
 #: The run page stays a light page: its first chart is drawn in about the time of the least page Gradio can make
 #: (docs/long-runs.md). The dashboard's page has about 560 components.
 MAX_RUN_PAGE_COMPONENTS = 60
-
-
-@pytest.fixture
-def built(settings):
-    ctx = create_context(settings)
-    blocks = build_blocks(ctx)
-    try:
-        yield ctx, blocks
-    finally:
-        ctx.store.close()
 
 
 def _page_load(blocks, page: str):
