@@ -53,6 +53,19 @@ OPEN_INSPECT_JS = """
 """
 
 
+#: Browser code after the page load: the browser tab is titled with the run (its name as the status card shows it,
+#: text only), so several run pages open side by side tell themselves apart.
+TITLE_JS = """
+() => {
+  setTimeout(() => {
+    const name = document.querySelector('#run-page-head #run-status b');
+    if (name && name.textContent) document.title = `${name.textContent} · GRPO dashboard`;
+  }, 100);
+  return [];
+}
+"""
+
+
 def page_link(run_id: int) -> str:
     """The run page's address relative to the dashboard's root (``run?run=12``)."""
     return f"{RUN_PAGE_PATH}?run={int(run_id)}"
@@ -73,11 +86,12 @@ def create_run_page(ctx: AppContext, blocks: gr.Blocks) -> dict[str, gr.componen
     (``run``, ``head``, ``plot``, ``chart_click``, ``timer`` and the chart controls)."""
     run_box = gr.Number(visible="hidden", precision=0, elem_id="run-page-run")  # the run shown (read by the click)
     head = gr.HTML(elem_id="run-page-head")
-    controls = create_chart_controls()
-    plot = compact_plot(label="training metrics (click a point to see that step's groups in Inspect)",
-                        elem_id="runs-plot")
-    chart_click = gr.Textbox(visible="hidden", elem_id="runs-chart-step")
-    sections = create_metric_sections(ctx, chart_options=chart_options, click_js=CHART_CLICK_JS)
+    with gr.Column(elem_id="run-page-body") as body:  # hidden for a link naming no run
+        controls = create_chart_controls()
+        plot = compact_plot(label="training metrics (click a point to see that step's groups in Inspect)",
+                            elem_id="runs-plot")
+        chart_click = gr.Textbox(visible="hidden", elem_id="runs-chart-step")
+        sections = create_metric_sections(ctx, chart_options=chart_options, click_js=CHART_CLICK_JS)
     series_state = gr.State(None)
     no_overlays = gr.State(None)  # the sections draw other runs beside; this page draws one
     timer = gr.Timer(REFRESH_SECONDS)
@@ -95,12 +109,12 @@ def create_run_page(ctx: AppContext, blocks: gr.Blocks) -> dict[str, gr.componen
 
     def on_load(request: gr.Request, *values):
         """Inputs: the page's request (its ``run``), the chart controls. Outputs: the run, the head, the chart, the
-        series; the run's chart in this one answer."""
+        series, the page's body (hidden without a run); the run's chart in this one answer."""
         run = read_run(url_view_of(request)["run"])
         if run is None:
-            return None, NO_SUCH_RUN_HTML, None, None
+            return None, NO_SUCH_RUN_HTML, None, None, gr.update(visible=False)
         series, _ = refresh_series(ctx, run.id, None)
-        return run.id, head_html(ctx, run), figure(run, series, values), series
+        return run.id, head_html(ctx, run), figure(run, series, values), series, gr.skip()
 
     def on_tick(run_id: object, series: MetricSeries | None, *values):
         """Inputs: the run, its series, the chart controls. Outputs: the head, the chart (only when something new
@@ -120,7 +134,8 @@ def create_run_page(ctx: AppContext, blocks: gr.Blocks) -> dict[str, gr.componen
         return figure(run, series, values), series
 
     hidden = {"show_progress": "hidden"}
-    loaded = blocks.load(on_load, inputs=options, outputs=[run_box, head, plot, series_state], **hidden)
+    loaded = blocks.load(on_load, inputs=options, outputs=[run_box, head, plot, series_state, body], **hidden)
+    loaded.then(None, js=TITLE_JS, **hidden)
     ticked = timer.tick(on_tick, inputs=[run_box, series_state, *options], outputs=[head, plot, series_state],
                         **hidden)
     redrawn = gr.on([controls["smoothing"].release, controls["x_axis"].change, controls["log_y"].change,

@@ -36,7 +36,7 @@ between the first and last recorded step, divided by the steps between), and whe
 writes the figures, per-step curves and the first held-out completions; ``--chart`` writes the curve vs step as a
 PNG (plotly's HTML screenshot by headless Chromium; skipped with a note when ``chromium`` is not installed).
 
-    python benchmarks/bench_learning.py [--task arithmetic|code] [--seeds 0,1,2] [--steps N] [--parallel]
+    python benchmarks/bench_learning.py [--task arithmetic|code|agent] [--seeds 0,1,2] [--steps N] [--parallel]
         [--data-dir DIR] [--json FILE] [--chart PNG]
 
 A run of the same config already completed in ``--data-dir`` is measured again without training it again.

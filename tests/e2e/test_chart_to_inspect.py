@@ -93,6 +93,7 @@ def test_a_runs_own_page_draws_it_and_a_click_opens_that_step_in_the_dashboard(b
             " return d && d._fullData && d._fullData.some(t => t.x && t.x.length === 6) && d._ev && d._ev.__grpoClick; }"
         )
         assert page.get_by_role("tab").count() == 0  # none of the dashboard's tabs on this page
+        expect(page).to_have_title(f"#{chart_run} chart-demo · GRPO dashboard")
         assert page.locator(".nav-holder").is_hidden()  # nor Gradio's page list
         assert head.get_by_role("link", name="Open in the dashboard").get_attribute("href") == \
             f"./?run={chart_run}&tab=runs"
@@ -106,6 +107,7 @@ def test_a_runs_own_page_draws_it_and_a_click_opens_that_step_in_the_dashboard(b
         for hostile in ("999999", "%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E", "1e3"):
             page.goto(f"{server['url']}run?run={hostile}")
             expect(page.locator("#run-page-missing")).to_contain_text("No run to show")
+            expect(page.locator("#run-page-body")).to_be_hidden()  # no empty controls and chart under the note
             assert page.locator("img[src=x]").count() == 0 and "chart-demo" not in head.inner_text()
     finally:
         context.close()

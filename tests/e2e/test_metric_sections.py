@@ -129,6 +129,10 @@ def test_the_runs_own_page_charts_every_key_in_its_section(browser, server, keys
             " return d && d.layout && d.layout.meta && d.layout.meta.panels.length === 3; }"
         )
         assert sorted(_section_panels(page, "clip")) == sorted(SECTION_KEYS["clip"])
+        page.wait_for_function(  # a section drawn after the page's last chart update still opens Inspect on a click
+            "() => { const d = document.querySelector('#runs-section-plot-clip .js-plotly-plot');"
+            " return d && d._ev && d._ev.__grpoClick; }", timeout=5000
+        )
     finally:
         context.close()
 

@@ -56,30 +56,32 @@ def overview_draws(key: str) -> bool:
             or (key.startswith(("rewards/", "eval_rewards/")) and key.endswith("/mean")))
 
 #: Browser code run after each chart update (the overview's and each section's): a click on a point of a chart writes
-#: ``"<step>@<time>"`` into the hidden ``#runs-chart-step`` box (the time makes a second click on the same step a change too), which opens Inspect there.
-#: ``gr.Plot`` has no select event of its own (gradio 6: ``EVENTS = [change]``), hence plotly's ``plotly_click``.
+#: ``"<step>@<time>"`` into the hidden ``#runs-chart-step`` box (the time makes a second click on the same step a change
+#: too), which opens Inspect there. ``gr.Plot`` has no select event of its own (gradio 6: ``EVENTS = [change]``), hence
+#: plotly's ``plotly_click``, which a chart has only once plotly has drawn it: a section's chart is drawn after the
+#: change that fills it ran this, so one watcher a page (installed once) attaches the handler to every chart of the
+#: overview and the sections as each appears or is drawn anew, every 250 ms.
 CHART_CLICK_JS = """
 () => {
-  const attach = (tries) => {
-    const divs = Array.from(document.querySelectorAll('#runs-plot .js-plotly-plot, .grpo-section-plot .js-plotly-plot'));
-    const ready = divs.filter((d) => d.on && d._ev);
-    if (!divs.length || ready.length < divs.length) {
-      if (tries > 0) setTimeout(() => attach(tries - 1), 200);
-    }
-    ready.forEach((div) => {
-    if (div._ev.__grpoClick) return;
-    div._ev.__grpoClick = true;
-    div.on('plotly_click', (data) => {
-      const point = data && data.points && data.points[0];
-      const box = document.querySelector('#runs-chart-step textarea, #runs-chart-step input');
-      if (!point || point.x === undefined || point.x === null || !box) return;
-      const step = (point.customdata !== undefined && point.customdata !== null) ? point.customdata : point.x;
-      box.value = `${step}@${Date.now()}`;
-      box.dispatchEvent(new Event('input', {bubbles: true}));
-    });
+  if (window.__grpoChartClicks) return [];
+  window.__grpoChartClicks = true;
+  const attach = () => {
+    document.querySelectorAll('#runs-plot .js-plotly-plot, .grpo-section-plot .js-plotly-plot').forEach((div) => {
+      if (!div.on || !div._ev || div._ev.__grpoClick) return;
+      div._ev.__grpoClick = true;
+      div.on('plotly_click', (data) => {
+        const point = data && data.points && data.points[0];
+        const box = document.querySelector('#runs-chart-step textarea, #runs-chart-step input');
+        if (!point || point.x === undefined || point.x === null || !box) return;
+        const step = (point.customdata !== undefined && point.customdata !== null) ? point.customdata : point.x;
+        box.value = `${step}@${Date.now()}`;
+        box.dispatchEvent(new Event('input', {bubbles: true}));
+      });
     });
   };
-  attach(50);
+  attach();
+  setInterval(attach, 250);
+  return [];
 }
 """
 

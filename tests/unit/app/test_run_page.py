@@ -60,7 +60,8 @@ def test_the_load_draws_the_linked_runs_chart_in_its_own_answer(built):
     assert [o.elem_id for o in load.outputs][:3] == ["run-page-run", "run-page-head", "runs-plot"]
     defaults = [block.value for block in load.inputs]
 
-    run_id, head, figure, series = load.fn(_request({"run": str(run.id)}), *defaults)
+    run_id, head, figure, series, body = load.fn(_request({"run": str(run.id)}), *defaults)
+    assert body == {"__type__": "update"}  # gr.skip(): the page's body stays shown
     assert run_id == run.id and isinstance(figure, go.Figure)
     assert series.last_step == 3 and "grad_norm" in series.known  # the sections know every key
     assert "&lt;b&gt;bold&lt;/b&gt;" in head and "<b>bold</b>" not in head  # the name shown as text
@@ -78,7 +79,7 @@ def test_a_link_naming_no_run_shows_the_note_and_never_the_value(built, query):
     ctx.store.create_run(name="other", config={}, dataset_id=None, max_steps=1)  # run 1 exists: never shown instead
     load = _page_load(blocks, RUN_PAGE_PATH)
     answer = load.fn(_request(query), *[block.value for block in load.inputs])
-    assert answer == (None, NO_SUCH_RUN_HTML, None, None)
+    assert answer == (None, NO_SUCH_RUN_HTML, None, None, {"__type__": "update", "visible": False})
 
 
 @pytest.mark.parametrize("provenance", [{"dataset": "x"}, {"model": [1]}, {"versions": [1, 2]}, {"device": "gpu"},
@@ -91,7 +92,8 @@ def test_a_scripts_provenance_of_another_shape_still_shows_the_runs_page(built, 
     run = ctx.store.create_run(name="script", config={}, dataset_id=None, max_steps=1, owner="bob")
     ctx.store.update_run(run.id, provenance=provenance)
     load = _page_load(blocks, RUN_PAGE_PATH)
-    run_id, head, _figure, _series = load.fn(_request({"run": str(run.id)}), *[block.value for block in load.inputs])
+    run_id, head, _figure, _series, _body = load.fn(_request({"run": str(run.id)}),
+                                                    *[block.value for block in load.inputs])
     assert run_id == run.id and 'id="run-status"' in head and "grpo-provenance" in head
     assert "grpo-provenance" in run_status_html(ctx.store.get_run(run.id))  # the Runs tab's card
 
