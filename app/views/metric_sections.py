@@ -45,7 +45,7 @@ OVERVIEW = Section("overview", "overview")
 SECTIONS: tuple[Section, ...] = (
     OVERVIEW,
     Section("rewards", "rewards (per reward function)"),
-    Section("policy", "policy and optimizer (grad_norm, learning_rate, entropy, loss...)"),
+    Section("policy", "policy and optimizer (grad_norm, learning_rate, num_tokens, step_time...)"),
     Section("clip", "clipping (clip_ratio/*)"),
     Section("completions", "completions (lengths, truncation)"),
     Section("sampling", "sampling (vLLM importance sampling)"),
