@@ -30,7 +30,7 @@ from app.tabs.runs.sidebar import chart_options, create_chart_controls
 from app.tabs.runs.tab import CHART_CLICK_JS, REFRESH_SECONDS, refresh_series
 from app.views.charts import MetricSeries, training_figure
 from app.views.runs import run_status_html
-from storage import StoreError
+from storage import RunStatus, StoreError
 
 #: The page's path under the dashboard's address (``Blocks.route``).
 RUN_PAGE_PATH = "run"
@@ -74,7 +74,8 @@ def page_link(run_id: int) -> str:
 def head_html(ctx: AppContext, run) -> str:
     """The page's head: the run's status card (:func:`app.views.runs.run_status_html`, its log's end for a failed run)
     and the links into the dashboard."""
-    log_tail = ctx.launcher.log_tail(run, max_lines=60)
+    # the card shows the log's end for a failed run only: read it then, not at every tick of a training run
+    log_tail = ctx.launcher.log_tail(run, max_lines=60) if run.status == RunStatus.FAILED else ""
     links = (f'<div class="run-page-links"><a href="./?run={run.id}&amp;tab=runs">Open in the dashboard</a> · '
              f'<a href="./?run={run.id}&amp;tab=inspect">Inspect its groups</a></div>')
     return run_status_html(run, log_tail, now=datetime.now(timezone.utc), page_link=False) + links

@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import logging
 import queue
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -128,8 +129,6 @@ def alert_message(
 def link_host(host: str) -> str:
     """The host an alert's link names for a dashboard served on ``host``: this machine's name (``socket.gethostname``)
     for the any-address binds, an IPv6 address in brackets, else ``host`` itself."""
-    import socket
-
     if host.strip() in ("", "0.0.0.0", "::", "[::]"):
         return socket.gethostname() or "localhost"
     return f"[{host}]" if ":" in host and not host.startswith("[") else host

@@ -121,3 +121,18 @@ def test_a_new_session_keeps_no_copy_of_every_components_config(built):
     sessions[0]._update_value_in_config(head._id, "<b>planted</b>")
     sessions[0][head._id] = head
     assert list(sessions[0].components) == [] and sessions[0][head._id] is head
+
+
+def test_the_head_reads_the_runs_log_only_for_a_failed_run(built, monkeypatch):
+    """The card shows a log's end only for a failed run: a training run's page, ticking every 2 s, never reads it."""
+    from app.run_page import head_html
+
+    ctx, _blocks = built
+    reads = []
+    monkeypatch.setattr(ctx.launcher, "log_tail", lambda run, max_lines=40: reads.append(run.id) or "Traceback: boom")
+    running = ctx.store.create_run(name="running", config={}, dataset_id=None, max_steps=3)
+    ctx.store.claim_run(running.id, worker_pid=None)
+    assert "Traceback" not in head_html(ctx, ctx.store.get_run(running.id)) and reads == []
+    failed = ctx.store.create_run(name="failed", config={}, dataset_id=None, max_steps=3)
+    ctx.store.finish_run(failed.id, RunStatus.FAILED)
+    assert "Traceback: boom" in head_html(ctx, ctx.store.get_run(failed.id)) and reads == [failed.id]
